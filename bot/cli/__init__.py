@@ -1,0 +1,1 @@
+"""The command-line adapter: thin commands over the core, one error boundary."""

@@ -1,0 +1,95 @@
+"""``replaybook``: the command groups, wired into one error boundary.
+
+Exit codes: 0 ok; 1 a failed check or a reject decision; 2 bad input or
+usage; 3 a bug in Replaybook (the report is written to a file); 130 Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+
+import click
+
+from bot import __version__
+from bot import config as config_mod
+from bot.cli import demo, incident, playbook, schema
+from bot.errors import ReplaybookError
+
+
+class Context:
+    """Per-invocation state: the root folder and its lazily loaded settings."""
+
+    def __init__(self, root: Path | None):
+        self._root = root
+        self._settings: config_mod.Settings | None = None
+
+    @property
+    def settings(self) -> config_mod.Settings:
+        if self._settings is None:
+            self._settings = config_mod.load(self._root)
+        return self._settings
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="replaybook")
+@click.option(
+    "--root",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Repository root (default: the folder of the nearest .replaybook.yml, else the current folder).",
+)
+@click.pass_context
+def cli(ctx: click.Context, root: Path | None) -> None:
+    """Replaybook turns a coding agent's failures into a tested, capped playbook of rules.
+
+    Capture incidents, distill rules, and admit only what replay proves.
+    """
+    ctx.obj = Context(root)
+
+
+cli.add_command(incident.group)
+cli.add_command(playbook.group)
+cli.add_command(schema.command)
+cli.add_command(demo.command)
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Run the CLI and return its exit code; the one place errors become exit codes."""
+    try:
+        result = cli.main(args=argv, prog_name="replaybook", standalone_mode=False)
+    except ReplaybookError as exc:
+        click.echo(f"error: {exc.render()}", err=True)
+        return exc.exit_code
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        return 130
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception:
+        return _report_bug()
+    return result if isinstance(result, int) else 0
+
+
+def _report_bug() -> int:
+    report = Path(tempfile.gettempdir()) / "replaybook-crash.log"
+    report.write_text(traceback.format_exc(), encoding="utf-8")
+    exc = sys.exc_info()[1]
+    click.echo(
+        f"internal error: {type(exc).__name__}: {exc}\n"
+        f"This is a bug in Replaybook, not in your input. The full report is in {report}; please attach it to an issue.",
+        err=True,
+    )
+    return 3
+
+
+def main() -> None:
+    sys.exit(run())

@@ -1,0 +1,166 @@
+"""``replaybook playbook``: list, check, render, hit, retire, inject."""
+
+from __future__ import annotations
+
+import sys
+from datetime import date, datetime, timezone
+from pathlib import Path
+
+import click
+
+from bot.cli.output import emit_json, table
+from bot.errors import BadInput, CheckFailed
+from bot.incident import IncidentStore
+from bot.playbook import STATES, Playbook
+
+
+def open_playbook(ctx: click.Context) -> Playbook:
+    settings = ctx.obj.settings
+    return Playbook(
+        settings.path("playbook"),
+        root=settings.root,
+        cap=settings.cap,
+        incidents=IncidentStore(settings.path("incidents")),
+    )
+
+
+def _today(value: str | None) -> date:
+    if value is None:
+        return datetime.now(timezone.utc).date()
+    try:
+        return date.fromisoformat(value)
+    except ValueError:
+        raise BadInput(f"--date {value!r} is not a date; write e.g. 2026-08-20") from None
+
+
+@click.group("playbook")
+def group() -> None:
+    """The admitted rules: list, check, render, hit, retire, inject."""
+
+
+@group.command("list")
+@click.option("--all", "all_states", is_flag=True, help="Also list proposed and archived rules.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@click.pass_context
+def list_(ctx: click.Context, all_states: bool, as_json: bool) -> None:
+    """List admitted rules (with --all: every state)."""
+    book = open_playbook(ctx)
+    entries = book.entries(STATES if all_states else ("rules",))
+    if as_json:
+        emit_json([{"state": e.state, "path": str(e.path), **e.rule.to_yaml_data()} for e in entries])
+        return
+    admitted = sum(e.state == "rules" for e in entries)
+    click.echo(f"{admitted} admitted of a cap of {book.cap}")
+    if entries:
+        click.echo(
+            table(
+                ["id", "state", "provisional", "task types", "last hit", "rule"],
+                [
+                    (e.rule.id, e.state, "yes" if e.rule.provisional else "", ", ".join(e.rule.task_types) or "all",
+                     e.rule.last_hit or "never", e.rule.rule)
+                    for e in entries
+                ],
+            )
+        )
+
+
+@group.command("check")
+@click.option("--section", "sections", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Also check the marked section of this file (repeatable; config `sections` adds more).")
+@click.pass_context
+def check(ctx: click.Context, sections: tuple[Path, ...]) -> None:
+    """Check ids, the cap, scenarios, citations and rendering. Exit 1 with a list if any fails."""
+    settings = ctx.obj.settings
+    files = list(sections) + [settings.root / s for s in settings.config.sections]
+    problems = open_playbook(ctx).check(files)
+    if problems:
+        raise CheckFailed(f"playbook check failed ({len(problems)} problem(s))", problems=problems)
+    click.echo("playbook ok")
+
+
+@group.command("render")
+@click.option("--section", "sections", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Keep the marked section of this file (e.g. CLAUDE.md) in sync; bytes outside it are untouched.")
+@click.pass_context
+def render(ctx: click.Context, sections: tuple[Path, ...]) -> None:
+    """Write playbook/PLAYBOOK.md, the text agents read."""
+    book = open_playbook(ctx)
+    changed = book.render()
+    click.echo(f"{'wrote' if changed else 'unchanged'} {book.rendered_path}")
+    for file in sections:
+        click.echo(f"{'updated' if book.sync_section(file) else 'unchanged'} section in {file}")
+
+
+@group.command("hit")
+@click.argument("source", default="-", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path))
+@click.option("--date", "on", help="Date of the hit (default: today, UTC).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def hit(ctx: click.Context, source: Path, on: str | None, as_json: bool) -> None:
+    """Find [rule-NNNN] citations in text (a file or stdin) and update each rule's last_hit."""
+    text = _read_text(source)
+    result = open_playbook(ctx).hit(text, _today(on))
+    if as_json:
+        emit_json({"hit": result.hit, "not_admitted": result.not_admitted})
+        return
+    click.echo(f"hit: {', '.join(result.hit) or 'none'}")
+    if result.not_admitted:
+        click.echo(f"cited but not admitted (ignored): {', '.join(result.not_admitted)}")
+
+
+def _read_text(source: Path) -> str:
+    limit = 50 << 20
+    if str(source) == "-":
+        data = sys.stdin.buffer.read(limit + 1)
+    else:
+        if not source.exists():
+            raise BadInput(f"{source}: no such file")
+        if source.stat().st_size > limit:
+            raise BadInput(f"{source}: larger than 50 MB; pass the relevant part of the transcript")
+        data = source.read_bytes()
+    if len(data) > limit:
+        raise BadInput("stdin: larger than 50 MB; pass the relevant part of the transcript")
+    return data.decode("utf-8", errors="replace")
+
+
+@group.command("retire")
+@click.argument("rule_id", required=False)
+@click.option("--reason", default=None, help="Why (default: cap when retiring for the cap, else manual).")
+@click.option("--date", "on", help="Retirement date (default: today, UTC).")
+@click.option("--dry-run", is_flag=True, help="Say what would retire; change nothing.")
+@click.pass_context
+def retire(ctx: click.Context, rule_id: str | None, reason: str | None, on: str | None, dry_run: bool) -> None:
+    """Move a rule to playbook/archive/. Without RULE_ID, retire the coldest rules until the cap holds.
+
+    Coldest: provisional rules first, then the oldest last_hit (never hit is
+    oldest), then the oldest created.
+    """
+    book = open_playbook(ctx)
+    when = _today(on)
+    if rule_id:
+        if dry_run:
+            click.echo(f"would retire {rule_id}")
+            return
+        retired = [book.retire(rule_id, reason=reason or "manual", on=when)]
+    else:
+        targets = book.coldest_over_cap()
+        if dry_run or not targets:
+            click.echo(f"would retire: {', '.join(r.id for r in targets)}" if targets else f"within the cap of {book.cap}; nothing to retire")
+            return
+        retired = [book.retire(r.id, reason=reason or "cap", on=when) for r in targets]
+    for r in retired:
+        click.echo(f"retired {r.id} to {book.dir('archive')}/")
+
+
+@group.command("inject")
+@click.option("--task-type", required=True, help="The task's type; rules scoped to it or to every task apply.")
+@click.option("--max", "max_rules", type=click.IntRange(min=1), default=None, help="Most rules to inject.")
+@click.option("--json", "as_json", is_flag=True, help="Print the chosen rules as JSON.")
+@click.pass_context
+def inject(ctx: click.Context, task_type: str, max_rules: int | None, as_json: bool) -> None:
+    """Print the rules for one task as text for a system prompt."""
+    book = open_playbook(ctx)
+    if as_json:
+        emit_json([r.to_yaml_data() for r in book.select(task_type, max_rules)])
+        return
+    click.echo(book.inject(task_type, max_rules), nl=False)

@@ -1,0 +1,95 @@
+"""``.replaybook.yml``: the cap, model names, paths and labels.
+
+Every key has a default, so nothing needs configuring to start. The file is
+found in the working folder or the nearest parent; its folder is the root
+that every path is relative to.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from bot import records, yamlfile
+from bot.errors import BadInput
+
+FILENAME = ".replaybook.yml"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Models(_Section):
+    agent: str = Field(default="claude-sonnet-4-5", description="Model the replayed agent runs on.")
+    distill: str = Field(default="claude-sonnet-4-5", description="Model that writes rules from incidents.")
+    capture: str = Field(default="claude-haiku-4-5", description="Model that fills in incidents.")
+    reflect: str = Field(default="claude-haiku-4-5", description="Model that reflects on a trace (hindsight).")
+    screen: str | None = Field(default=None, description="Cheaper model for the gate's first screen.")
+
+
+class Paths(_Section):
+    incidents: str = "incidents"
+    playbook: str = "playbook"
+    scenarios: str = "scenarios"
+    cache: str = ".replaybook/cache"
+    traces: str = ".replaybook/traces"
+
+
+class Labels(_Section):
+    incident: str = "incident"
+    invalid: str = "incident:invalid"
+    rule: str = "replaybook:rule"
+
+
+class Config(_Section):
+    cap: int = Field(default=60, ge=1, le=1000, description="Most admitted rules; past it the coldest retires.")
+    sections: list[str] = Field(
+        default_factory=list,
+        description="Files (e.g. CLAUDE.md, AGENTS.md) whose marked playbook section `check` keeps in sync.",
+    )
+    models: Models = Field(default_factory=Models)
+    paths: Paths = Field(default_factory=Paths)
+    labels: Labels = Field(default_factory=Labels)
+
+
+class Settings:
+    """A loaded config bound to its root folder."""
+
+    def __init__(self, root: Path, config: Config, source: Path | None):
+        self.root = root
+        self.config = config
+        self.source = source
+
+    def path(self, name: str) -> Path:
+        return self.root / getattr(self.config.paths, name)
+
+    @property
+    def cap(self) -> int:
+        return self.config.cap
+
+
+def find(start: Path) -> Path | None:
+    for folder in [start, *start.parents]:
+        candidate = folder / FILENAME
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def load(root: Path | None = None) -> Settings:
+    """Settings for ``root`` (its config file, or defaults), else the nearest config up from cwd."""
+    if root is not None:
+        root = Path(root).resolve()
+        if not root.is_dir():
+            raise BadInput(f"{root}: --root is not a folder")
+        source = root / FILENAME if (root / FILENAME).is_file() else None
+    else:
+        source = find(Path.cwd().resolve())
+        root = source.parent if source else Path.cwd().resolve()
+    if source is None:
+        return Settings(root, Config(), None)
+    doc = yamlfile.load(source, what="config file")
+    config = records.from_document(Config, doc, what="config")
+    return Settings(root, config, source)

@@ -1,0 +1,191 @@
+"""Incidents: one failed run, stated as what the agent believed and what was true.
+
+``IncidentStore`` owns the ``incidents/`` folder: one ``<id>.yaml`` per
+incident, written atomically, never clobbered.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from bot import records, yamlfile
+from bot.errors import BadInput
+
+FailureClass = Literal["wrong_assumption", "bad_tool_use", "scope_creep", "env", "unknown"]
+ResolvedBy = Literal["human", "agent", "rule", "unresolved"]
+SourceKind = Literal["workflow_run", "pull_request", "review", "issue_form", "transcript", "manual"]
+
+FAILURE_CLASSES: tuple[str, ...] = FailureClass.__args__  # type: ignore[attr-defined]
+RESOLVERS: tuple[str, ...] = ResolvedBy.__args__  # type: ignore[attr-defined]
+SOURCE_KINDS: tuple[str, ...] = SourceKind.__args__  # type: ignore[attr-defined]
+
+INCIDENT_ID = r"^[a-z0-9][a-z0-9-]{0,63}$"
+ONE_LINE_MAX = 300
+_TRACEBACK = re.compile(r"Traceback \(most recent call last\)|^\s*File \".*\", line \d+")
+
+
+class Source(BaseModel):
+    """Where an incident came from; ``key`` makes capture idempotent."""
+
+    model_config = ConfigDict(extra="allow", str_strip_whitespace=True)
+
+    kind: SourceKind
+    url: str | None = None
+    key: str | None = Field(default=None, description="Idempotency key: one incident per key.")
+
+
+def one_line(value: str, what: str) -> str:
+    """Validate a belief-delta line: one line, short, not a stack trace."""
+    if not value:
+        raise ValueError(f"is empty; state what the agent {what} in one line")
+    if "\n" in value or "\r" in value:
+        count = len(value.splitlines())
+        raise ValueError(
+            f"has {count} lines; it must be ONE line stating what the agent {what} "
+            "(move logs and stack traces to `trigger`)"
+        )
+    if _TRACEBACK.search(value):
+        raise ValueError(f"looks like a stack trace; state what the agent {what} in plain words")
+    if len(value) > ONE_LINE_MAX:
+        raise ValueError(f"is {len(value)} characters; keep it to one line of at most {ONE_LINE_MAX}")
+    return value
+
+
+class Incident(records.Record):
+    """One failed run as a belief delta (see docs/formats.md)."""
+
+    kind: ClassVar[str] = "incident"
+
+    id: str = Field(pattern=INCIDENT_ID, description='File stem locally; "gh-123" for issue #123.')
+    task: str = Field(min_length=1, description="What the agent was asked to do.")
+    task_type: str | None = Field(default=None, pattern=records.SLUG, description="Scopes which rules/lessons a run gets.")
+    failure_class: FailureClass
+    trigger: str = Field(min_length=1, description="What made the failure visible (CI, review, a person).")
+    believed: str = Field(description="ONE line: what the agent assumed.")
+    actual: str = Field(description="ONE line: what was true.")
+    cost_minutes: int = Field(default=0, ge=0, description="Whole minutes of human review/cleanup.")
+    resolved_by: ResolvedBy = "unresolved"
+    source: Source | None = None
+    created: datetime = Field(description="UTC time, ISO 8601, e.g. 2026-07-14T09:32:00Z.")
+
+    @field_validator("believed")
+    @classmethod
+    def _believed_one_line(cls, value: str) -> str:
+        return one_line(value, "believed")
+
+    @field_validator("actual")
+    @classmethod
+    def _actual_one_line(cls, value: str) -> str:
+        return one_line(value, "found to be actually true")
+
+    @field_validator("created")
+    @classmethod
+    def _utc(cls, value: datetime) -> datetime:
+        if value.tzinfo is None:
+            raise ValueError("has no time zone; write it in UTC with a trailing Z, e.g. 2026-07-14T09:32:00Z")
+        return value.astimezone(timezone.utc)
+
+    @property
+    def unresolved(self) -> bool:
+        return self.resolved_by == "unresolved"
+
+
+def id_for(created: datetime) -> str:
+    """The default id of an incident created at ``created``: ``YYYY-MM-DD-HHMM``."""
+    return created.astimezone(timezone.utc).strftime("%Y-%m-%d-%H%M")
+
+
+class IncidentStore:
+    """The local ``incidents/`` folder. Writes are atomic and never clobber."""
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+
+    def path_of(self, incident_id: str) -> Path:
+        return self.folder / f"{incident_id}.yaml"
+
+    def paths(self) -> list[Path]:
+        if not self.folder.is_dir():
+            return []
+        return sorted(p for p in self.folder.glob("*.yaml") if not p.name.startswith("."))
+
+    def load(self, path: Path) -> Incident:
+        incident = records.load(Incident, path, what="incident")
+        if incident.id != path.stem:
+            raise BadInput(
+                f"{path}: field `id` is {incident.id!r} but the file is named {path.name!r}; "
+                f"rename the file to {incident.id}.yaml or set id: {path.stem}"
+            )
+        return incident
+
+    def all(self) -> list[Incident]:
+        """Every incident, or one ``BadInput`` listing every broken file."""
+        found, problems = [], []
+        for path in self.paths():
+            try:
+                found.append(self.load(path))
+            except BadInput as exc:
+                problems.append(exc.render())
+        if problems:
+            raise BadInput(f"{self.folder}: {len(problems)} incident file(s) are invalid", problems=problems)
+        return sorted(found, key=lambda i: (i.created, i.id))
+
+    def ids(self) -> set[str]:
+        return {p.stem for p in self.paths()}
+
+    def get(self, incident_id: str) -> Incident:
+        path = self.path_of(incident_id)
+        if not path.exists():
+            raise BadInput(f"incident {incident_id!r} not found in {self.folder}/")
+        return self.load(path)
+
+    def find_by_key(self, key: str) -> Incident | None:
+        for incident in self.all():
+            if incident.source and incident.source.key == key:
+                return incident
+        return None
+
+    def add(self, incident: Incident, *, explicit_id: bool = True) -> tuple[Incident, bool]:
+        """Store a new incident; return it and whether it was created.
+
+        An incident whose ``source.key`` is already stored is not stored again:
+        the stored one is returned. A generated id that is taken gets a
+        suffix (``-2``, ``-3``…); an explicit id that is taken is an error.
+        """
+        if incident.source and incident.source.key:
+            existing = self.find_by_key(incident.source.key)
+            if existing:
+                return existing, False
+        base = incident.id
+        for attempt in range(1, 100):
+            candidate = incident if attempt == 1 else incident.model_copy(update={"id": f"{base}-{attempt}"})
+            text = yamlfile.dump(candidate.to_yaml_data(), kind="incident")
+            try:
+                yamlfile.write_new(self.path_of(candidate.id), text)
+                return candidate, True
+            except FileExistsError:
+                if explicit_id:
+                    raise BadInput(
+                        f"{self.path_of(base)}: an incident with id {base!r} already exists; "
+                        "choose another --id (ids are never reused)"
+                    ) from None
+        raise BadInput(f"{self.folder}: too many incidents with id {base!r}; pass an explicit --id")
+
+    def mark_resolved(self, incident_ids: list[str], by: str) -> list[Incident]:
+        """Set ``resolved_by`` on several incidents; all exist or none changes."""
+        if by not in RESOLVERS:
+            raise BadInput(f"resolved_by {by!r} is not one of {', '.join(RESOLVERS)}")
+        loaded = [self.get(i) for i in incident_ids]  # raises before any write
+        out = []
+        for incident in loaded:
+            path = self.path_of(incident.id)
+            text = yamlfile.set_top_level(path.read_text(encoding="utf-8"), "resolved_by", by)
+            updated = records.from_document(Incident, yamlfile.parse(path, text, what="incident"), what="incident")
+            yamlfile.replace(path, text)
+            out.append(updated)
+        return out

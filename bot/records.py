@@ -1,0 +1,89 @@
+"""The shared base of our file records, and loading them with clear errors.
+
+A record is a pydantic model of one YAML file. Loading turns pydantic's
+errors into one line per problem that names the file, the line, the field
+and what was expected. Unknown keys are kept (so rewriting a file never loses
+them) and reported as warnings.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from bot import yamlfile
+from bot.errors import BadInput
+
+SLUG = r"^[a-z0-9][a-z0-9._-]{0,79}$"
+
+
+class Record(BaseModel):
+    """Base of Incident, Rule and Scenario: extra keys are kept, not dropped."""
+
+    model_config = ConfigDict(extra="allow", str_strip_whitespace=True)
+
+    #: "incident", "rule" or "scenario": names the schema and messages.
+    kind: ClassVar[str] = ""
+
+    def unknown_keys(self) -> list[str]:
+        return sorted((self.model_extra or {}).keys())
+
+    def to_yaml_data(self) -> dict[str, Any]:
+        """The mapping to write back: declared fields in order, then extras."""
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+R = TypeVar("R", bound=Record)
+M = TypeVar("M", bound=BaseModel)
+
+
+def describe_errors(exc: ValidationError, doc: yamlfile.Document) -> list[str]:
+    """One line per pydantic error: `file:line: field `x`: message`."""
+    out = []
+    for err in exc.errors(include_url=False):
+        # Tagged unions repeat the tag in the location: (pass_if, 0, ran, ran, cwd).
+        loc = tuple(p for i, p in enumerate(err["loc"]) if i == 0 or p != err["loc"][i - 1])
+        field = ".".join(str(p) for p in loc) or "(top level)"
+        line = doc.line_of(loc)
+        where = f"{doc.path}:{line}" if line else str(doc.path)
+        out.append(f"{where}: field `{field}`: {error_message(err)}")
+    return out
+
+
+def error_message(err: dict) -> str:
+    kind = err["type"]
+    msg = err["msg"]
+    if kind == "missing":
+        return "is required but missing"
+    if kind == "extra_forbidden":
+        return "is not a known field; remove it or check its spelling"
+    if kind in ("literal_error", "enum"):
+        expected = err.get("ctx", {}).get("expected", "")
+        return f"got {err['input']!r}; expected one of {expected}"
+    msg = re.sub(r"^(Value error|Assertion failed), ", "", msg)
+    if "input" in err and kind.endswith("_type") or kind.endswith("_parsing"):
+        return f"{msg} (got {err['input']!r})"
+    return msg
+
+
+def from_document(model: type[M], doc: yamlfile.Document, *, what: str) -> M:
+    try:
+        record = model.model_validate(doc.data)
+    except ValidationError as exc:
+        problems = describe_errors(exc, doc)
+        raise BadInput(f"{doc.path}: invalid {what} ({len(problems)} problem(s))", problems=problems) from None
+    return record
+
+
+def load(model: type[R], path: Path, *, what: str) -> R:
+    return from_document(model, yamlfile.load(Path(path), what=what), what=what)
+
+
+def warnings_for(record: Record, path: Path) -> list[str]:
+    return [
+        f"{path}: unknown field `{key}` kept as is; check its spelling if it was meant to be a known one"
+        for key in record.unknown_keys()
+    ]

@@ -1,0 +1,196 @@
+"""Scenarios: a fixture repo, a task, and structured checks that can fail.
+
+``pass_if`` is a list of single-key mappings (``- ran: {command: pytest}``).
+A sentence is refused: a rule you cannot replay is not a rule.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, ClassVar, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
+
+from bot import records
+from bot.errors import BadInput
+
+ENV_NAME = r"^[A-Z_][A-Z0-9_]*$"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+
+class CommandMatch(_Strict):
+    """Matches a command in the trace; ``python -m X`` counts as ``X``."""
+
+    command: str = Field(min_length=1, description="Program name, e.g. pytest.")
+    cwd: str | None = Field(default=None, description="Working directory relative to the repo root; '.' is the root.")
+    args: list[str] | None = Field(default=None, description="Arguments that must all appear.")
+
+
+class CountMatch(CommandMatch):
+    max: int = Field(ge=0, description="Most times the command may run.")
+
+
+class Succeeds(_Strict):
+    run: str = Field(min_length=1, description="A command line (no shell), run after the agent finishes.")
+    cwd: str | None = None
+
+
+class HttpLimit(_Strict):
+    max_requests: int = Field(ge=0)
+    service: str | None = Field(default=None, description="The service's env name; default: every service.")
+
+
+class Ran(_Strict):
+    ran: CommandMatch
+
+
+class NotRan(_Strict):
+    not_ran: CommandMatch
+
+
+class MaxRuns(_Strict):
+    max_runs: CountMatch
+
+
+class Exists(_Strict):
+    exists: list[str] = Field(min_length=1)
+
+
+class Unchanged(_Strict):
+    unchanged: list[str] = Field(min_length=1)
+
+
+class DiffExcludes(_Strict):
+    diff_excludes: list[str] = Field(min_length=1, description="Regular expressions no added line may match.")
+
+
+class SucceedsCheck(_Strict):
+    succeeds: Succeeds
+
+
+class Http(_Strict):
+    http: HttpLimit
+
+
+CHECKS: dict[str, type[_Strict]] = {
+    "ran": Ran, "not_ran": NotRan, "max_runs": MaxRuns, "exists": Exists, "unchanged": Unchanged,
+    "diff_excludes": DiffExcludes, "succeeds": SucceedsCheck, "http": Http,
+}
+
+
+def _check_name(value: Any) -> str | None:
+    if isinstance(value, dict) and len(value) == 1:
+        name = next(iter(value))
+        return name if name in CHECKS else None
+    if isinstance(value, BaseModel):
+        return next(iter(type(value).model_fields))
+    return None
+
+
+Check = Annotated[
+    Union[tuple(Annotated[model, Tag(name)] for name, model in CHECKS.items())],  # type: ignore[misc]
+    Discriminator(
+        _check_name,
+        custom_error_type="check",
+        custom_error_message="each check is a mapping with one key among " + ", ".join(CHECKS),
+        custom_error_context={"discriminator": "check"},
+    ),
+]
+
+
+def check_name(check: BaseModel) -> str:
+    return next(iter(type(check).model_fields))
+
+
+class Budget(_Strict):
+    max_turns: int = Field(default=30, ge=1, le=500)
+    timeout_s: float = Field(default=600, gt=0, le=7200)
+    max_cost_usd: float = Field(default=0.50, ge=0)
+
+
+class Service(_Strict):
+    """A local HTTP service with programmable failures; its URL is in ``env``."""
+
+    kind: Literal["http"] = "http"
+    env: str = Field(pattern=ENV_NAME, description="Env var that carries the service URL to the agent.")
+    fail_first: int = Field(default=0, ge=0, description="Answer the first N requests with `status`.")
+    fail_always: bool = False
+    status: int = Field(default=503, ge=400, le=599)
+    body: Any = Field(default=None, description="JSON body of successful answers.")
+
+
+class Scenario(records.Record):
+    """A replay that can fail (see docs/formats.md)."""
+
+    kind: ClassVar[str] = "scenario"
+
+    id: str = Field(pattern=records.SLUG)
+    task: str = Field(min_length=1, description="The task the agent gets.")
+    repo: str = Field(default="repo", description="Fixture folder, relative to scenario.yaml.")
+    task_type: str | None = Field(default=None, pattern=records.SLUG)
+    pass_if: list[Check] = Field(min_length=1, description="Every check must hold.")
+    budget: Budget = Field(default_factory=Budget)
+    services: list[Service] = Field(default_factory=list)
+    env_allow: list[Annotated[str, Field(pattern=ENV_NAME)]] = Field(
+        default_factory=list, description="Env vars passed through to the agent's commands."
+    )
+
+    @field_validator("pass_if", mode="before")
+    @classmethod
+    def _not_prose(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            raise ValueError(
+                "is a sentence; write structured checks instead, e.g. "
+                "`- ran: {command: pytest, cwd: packages/api}` and `- succeeds: {run: python -m pytest -q}` "
+                "(a rule you cannot replay is not a rule)"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _proves_the_task(self) -> "Scenario":
+        if not any(isinstance(c, SucceedsCheck) for c in self.pass_if):
+            raise ValueError(
+                "pass_if has no `succeeds` check, so it could pass with an agent that does nothing; "
+                "add `- succeeds: {run: <command that proves the task is done>}`"
+            )
+        envs = [s.env for s in self.services]
+        if len(set(envs)) != len(envs):
+            raise ValueError("two services share one `env` name; give each its own")
+        return self
+
+    def checks_of(self, kind: type[_Strict]) -> list[Any]:
+        return [c for c in self.pass_if if isinstance(c, kind)]
+
+
+class LoadedScenario(BaseModel):
+    """A scenario with the paths it was loaded from."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    scenario: Scenario
+    folder: Path
+    fixture: Path
+
+
+def load(path: Path) -> LoadedScenario:
+    """Load ``scenarios/<id>/`` (or its ``scenario.yaml``) and check its fixture."""
+    path = Path(path)
+    file = path / "scenario.yaml" if path.is_dir() or not path.suffix else path
+    if not file.exists():
+        raise BadInput(f"{file}: no such scenario; a scenario is a folder holding scenario.yaml and its fixture")
+    scenario = records.load(Scenario, file, what="scenario")
+    folder = file.parent
+    if scenario.id != folder.name:
+        raise BadInput(
+            f"{file}: field `id` is {scenario.id!r} but the folder is {folder.name!r}; they must match"
+        )
+    fixture = (folder / scenario.repo).resolve()
+    home = folder.parent.resolve()
+    if not fixture.is_relative_to(home):
+        raise BadInput(f"{file}: field `repo` ({scenario.repo!r}) points outside {folder.parent}/; keep fixtures inside it")
+    if not fixture.is_dir():
+        raise BadInput(f"{file}: field `repo`: fixture folder {fixture} does not exist")
+    return LoadedScenario(scenario=scenario, folder=folder, fixture=fixture)

@@ -1,0 +1,130 @@
+"""The local incident store and `replaybook incident`."""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import datetime, timezone
+
+import pytest
+
+from bot.errors import BadInput
+from bot.incident import Incident, IncidentStore
+from conftest import incident_yaml, snapshot, write
+
+NEW = ["incident", "new", "--task", "Add rate limiting", "--failure-class", "wrong_assumption",
+       "--trigger", "CI failed", "--believed", "Tests run from the root", "--actual", "Each package has its own pytest.ini"]
+
+
+def test_new_writes_a_valid_file_with_the_schema_comment(cli, root):
+    result = cli(*NEW, "--created", "2026-07-14T09:32:00Z", "--cost-minutes", "22")
+    assert result.code == 0, result.err
+    path = root / "incidents" / "2026-07-14-0932.yaml"
+    text = path.read_text()
+    assert text.startswith("# yaml-language-server: $schema=") and "incident.schema.json" in text
+    assert "created: '2026-07-14T09:32:00Z'" in text or "created: 2026-07-14T09:32:00Z" in text
+    loaded = IncidentStore(root / "incidents").get("2026-07-14-0932")
+    assert loaded.cost_minutes == 22 and loaded.resolved_by == "unresolved"
+    assert cli("incident", "validate", str(path)).code == 0
+
+
+def test_generated_ids_never_clobber(cli, root):
+    for _ in range(3):
+        assert cli(*NEW, "--created", "2026-07-14T09:32:00Z").code == 0
+    names = sorted(p.name for p in (root / "incidents").iterdir())
+    assert names == ["2026-07-14-0932-2.yaml", "2026-07-14-0932-3.yaml", "2026-07-14-0932.yaml"]
+
+
+def test_an_explicit_id_that_exists_is_refused_and_the_file_kept(cli, root):
+    assert cli(*NEW, "--id", "inc-1").code == 0
+    before = snapshot(root)
+    result = cli(*NEW[:3], "Other task", *NEW[4:], "--id", "inc-1")
+    assert result.code == 2 and "already exists" in result.err
+    assert snapshot(root) == before
+
+
+def test_the_same_source_key_is_stored_once(cli, root):
+    first = cli(*NEW, "--source-key", "run-123-attempt-1", "--json")
+    second = cli(*NEW, "--source-key", "run-123-attempt-1", "--json")
+    assert json.loads(first.out)["created"] is True
+    assert json.loads(second.out)["created"] is False
+    assert len(list((root / "incidents").iterdir())) == 1
+
+
+def test_non_terminal_new_names_every_missing_flag(cli):
+    result = cli("incident", "new", "--task", "t")
+    assert result.code == 2
+    for flag in ("--trigger", "--believed", "--actual", "--failure-class"):
+        assert flag in result.err
+
+
+def test_new_prompts_in_a_terminal(cli, root, monkeypatch):
+    answers = "\n".join(["Fix login", "CI red", "The cache is warm", "The cache is cold on a new runner", "env"]) + "\n"
+    import io
+    import sys
+
+    class TTY(io.StringIO):
+        def isatty(self):
+            return True
+
+    tty = TTY(answers)
+    monkeypatch.setattr(sys, "stdin", tty)
+    from bot.cli.main import run
+
+    code = run(["--root", str(root), "incident", "new", "--id", "prompted"])
+    assert code == 0
+    incident = IncidentStore(root / "incidents").get("prompted")
+    assert incident.believed == "The cache is warm" and incident.failure_class == "env"
+
+
+def test_list_and_unresolved_filter(cli, root):
+    write(root / "incidents" / "a-1.yaml", incident_yaml("a-1"))
+    write(root / "incidents" / "a-2.yaml", incident_yaml("a-2", resolved_by="human", created="2026-07-15T00:00:00Z"))
+    table = cli("incident", "list")
+    assert table.code == 0 and "| a-1 |" in table.out and "| a-2 |" in table.out
+    data = json.loads(cli("incident", "list", "--unresolved", "--json").out)
+    assert [i["id"] for i in data] == ["a-1"]
+
+
+def test_validate_accepts_folders_and_warns_on_unknown_keys(cli, root):
+    write(root / "incidents" / "a-1.yaml", incident_yaml("a-1", severity="high"))
+    result = cli("incident", "validate", str(root / "incidents"))
+    assert result.code == 0
+    assert "unknown field `severity`" in result.err
+
+
+def test_unknown_keys_survive_a_rewrite(root):
+    write(root / "incidents" / "a-1.yaml", "# a person's comment\n" + incident_yaml("a-1", severity="high"))
+    store = IncidentStore(root / "incidents")
+    [updated] = store.mark_resolved(["a-1"], "rule")
+    text = (root / "incidents" / "a-1.yaml").read_text()
+    assert updated.resolved_by == "rule"
+    assert "severity: high" in text and "# a person's comment" in text and "resolved_by: rule" in text
+
+
+def test_mark_resolved_changes_nothing_if_one_id_is_missing(root):
+    write(root / "incidents" / "a-1.yaml", incident_yaml("a-1"))
+    before = snapshot(root)
+    with pytest.raises(BadInput, match="'nope' not found"):
+        IncidentStore(root / "incidents").mark_resolved(["a-1", "nope"], "rule")
+    assert snapshot(root) == before
+
+
+def test_concurrent_writers_never_lose_an_incident(root):
+    store = IncidentStore(root / "incidents")
+    made = []
+    when = datetime(2026, 7, 14, 9, 32, tzinfo=timezone.utc)
+
+    def add(n):
+        incident = Incident(id="2026-07-14-0932", task=f"task {n}", failure_class="env", trigger="t",
+                            believed="b", actual="a", created=when)
+        made.append(store.add(incident, explicit_id=False)[0].id)
+
+    threads = [threading.Thread(target=add, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(made)) == 8
+    assert sorted(i.task for i in store.all()) == sorted(f"task {n}" for n in range(8))
+    assert not [p for p in (root / "incidents").iterdir() if p.name.startswith(".")]  # no temp files left
