@@ -235,7 +235,7 @@ class Playbook:
         if not chosen:
             return ""
         lines = [
-            "Playbook rules for this task, each proven by replay. "
+            "Playbook rules for this task, learned from this project's past failures. "
             "When you apply one, cite its id in square brackets, e.g. "
             f"[{chosen[0].id}], in your output, commit message or PR body.",
         ]

@@ -116,9 +116,10 @@ class Rule(records.Record):
         return (not self.provisional, self.last_hit or date.min, self.created, self.id)
 
 
-def load(path: Path) -> Rule:
+def load(path: Path, *, named_by_id: bool = True) -> Rule:
+    """Load a rule file; in the playbook its file name must be its id."""
     rule = records.load(Rule, path, what="rule")
-    if rule.id != Path(path).stem:
+    if named_by_id and rule.id != Path(path).stem:
         raise BadInput(
             f"{path}: field `id` is {rule.id!r} but the file is named {Path(path).name!r}; "
             f"rename the file to {rule.id}.yaml"

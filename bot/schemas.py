@@ -19,3 +19,18 @@ def schema(kind: str) -> dict[str, Any]:
     out["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     out["$id"] = yamlfile.SCHEMA_URL.format(kind=kind)
     return out
+
+
+def write_all(folder) -> None:
+    """Write ``schemas/<kind>.schema.json``; a test keeps them in sync."""
+    import json
+    from pathlib import Path
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    for kind in KINDS:
+        (folder / f"{kind}.schema.json").write_text(json.dumps(schema(kind), indent=2) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    write_all("schemas")

@@ -41,8 +41,10 @@ def group() -> None:
 @click.option("--believed", help="ONE line: what the agent assumed.")
 @click.option("--actual", help="ONE line: what was true.")
 @click.option("--cost-minutes", type=click.IntRange(min=0), default=None, help="Minutes of human cleanup.")
-@click.option("--resolved-by", type=click.Choice(incident_mod.RESOLVERS), default="unresolved", show_default=True)
-@click.option("--source-kind", type=click.Choice(incident_mod.SOURCE_KINDS), default="manual", show_default=True)
+@click.option("--resolved-by", type=click.Choice(incident_mod.RESOLVERS), default="unresolved", show_default=True,
+              help="Who resolved it, if anyone already has.")
+@click.option("--source-kind", type=click.Choice(incident_mod.SOURCE_KINDS), default="manual", show_default=True,
+              help="Where the incident came from.")
 @click.option("--source-url", help="Link to the run, PR or issue.")
 @click.option("--source-key", help="Idempotency key: a second incident with the same key is not stored.")
 @click.option("--id", "incident_id", help="Explicit id (default: YYYY-MM-DD-HHMM of --created).")

@@ -3,23 +3,11 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import click
 
-
-def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    rows = [[_cell(v) for v in row] for row in rows]
-    out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    out += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(out)
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return ""
-    text = str(value).replace("|", "\\|").replace("\n", " ")
-    return text if len(text) <= 90 else text[:87] + "..."
+from bot.markdown import table  # noqa: F401  (re-exported for the commands)
 
 
 def emit_json(data: Any) -> None:

@@ -1,0 +1,5 @@
+"""``python -m bot`` is ``replaybook``."""
+
+from bot.cli.main import main
+
+main()

@@ -1,0 +1,38 @@
+"""Generate docs/cli.md from the commands' own help: ``python -m bot.cli.reference``.
+
+A test keeps the file in sync, so every command is documented.
+"""
+
+from __future__ import annotations
+
+import click
+
+
+def walk(command: click.Command, path: list[str]):
+    yield path, command
+    if isinstance(command, click.Group):
+        for name in sorted(command.commands):
+            yield from walk(command.commands[name], path + [name])
+
+
+def render() -> str:
+    from bot.cli.main import cli
+
+    out = [
+        "# Command reference",
+        "",
+        "Generated from the commands' help by `python -m bot.cli.reference > docs/cli.md`; do not edit by hand.",
+        "",
+        "Exit codes: 0 ok; 1 a failed check or a reject decision; 2 bad input or usage; "
+        "3 a bug in Replaybook (the report is written to a file); 130 interrupted.",
+    ]
+    for path, command in walk(cli, ["replaybook"]):
+        if command.hidden:
+            continue
+        ctx = click.Context(command, info_name=" ".join(path), terminal_width=100, max_content_width=100)
+        out += ["", f"## `{' '.join(path)}`", "", "```text", command.get_help(ctx).rstrip(), "```"]
+    return "\n".join(out) + "\n"
+
+
+if __name__ == "__main__":
+    print(render(), end="")
