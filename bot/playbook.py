@@ -159,12 +159,8 @@ class Playbook:
                 f"{len(admitted)} admitted rules exceed the cap of {self.cap}; "
                 f"retire the coldest with `replaybook playbook retire` ({', '.join(r.id for r in coldest)})"
             )
-        known = self.incidents.ids() if self.incidents else set()
         for entry in admitted:
-            problems += self._check_scenario(entry)
-            for cited in entry.rule.cites:
-                if not cited.startswith("gh-") and cited not in known:
-                    problems.append(f"{entry.path}: field `cites`: incident {cited!r} does not exist in {self._incidents_name()}")
+            problems += self._check_scenario(entry) + self._missing_citations(entry)
         if not loading_problems:  # rendering needs every admitted rule loaded
             if not self.rendered_path.exists() or self.rendered_path.read_text(encoding="utf-8") != self.render_text(
                 [e.rule for e in admitted]
@@ -175,8 +171,15 @@ class Playbook:
                     problems.append(f"{file}: the playbook section is out of sync; run `replaybook playbook render --section {file}`")
         return problems
 
-    def _incidents_name(self) -> str:
-        return f"{self.incidents.folder}/" if self.incidents else "the incident store"
+    def _missing_citations(self, entry: Entry) -> list[str]:
+        """Cited incidents not in the local store; ``gh-N`` ids live on GitHub."""
+        known = self.incidents.ids() if self.incidents else set()
+        where = f"{self.incidents.folder}/" if self.incidents else "the incident store"
+        return [
+            f"{entry.path}: field `cites`: incident {cited!r} does not exist in {where}"
+            for cited in entry.rule.cites
+            if not cited.startswith("gh-") and cited not in known
+        ]
 
     def _check_scenario(self, entry: Entry) -> list[str]:
         try:
@@ -184,6 +187,29 @@ class Playbook:
         except BadInput as exc:
             return [f"{entry.path}: field `replay`: {exc.render()}"]
         return []
+
+    def vet(self, path: Path) -> Rule:
+        """Validate a rule file against this playbook, or raise ``BadInput`` listing every problem.
+
+        Beyond the file itself: its id is not used by another rule in any
+        state, every cited incident exists, and its scenario loads.
+        """
+        path = Path(path)
+        candidate = rules_mod.load(path, named_by_id=False)
+        problems = []
+        scanned, _ = self._scan()  # other files' problems are not this rule's
+        others = [e for e in scanned if e.path.resolve() != path.resolve()]
+        for entry in others:
+            if entry.rule.id == candidate.id:
+                problems.append(
+                    f"{path}: field `id`: {candidate.id} is already used by {entry.path}; "
+                    f"ids are never reused — use {self.next_id_from(scanned)}"
+                )
+        entry = Entry(path, "candidate", candidate)
+        problems += self._missing_citations(entry) + self._check_scenario(entry)
+        if problems:
+            raise BadInput(f"{path}: the rule is not valid here ({len(problems)} problem(s)); nothing was changed", problems=problems)
+        return candidate
 
     # -- changing --------------------------------------------------------
 

@@ -144,3 +144,27 @@ def test_usage_errors_exit_2(cli):
     assert cli("playbook", "inject").code == 2  # --task-type missing
     assert cli("no-such-command").code == 2
     assert cli("schema", "nonsense").code == 2
+
+
+def test_rule_validate_names_missing_incidents_and_reused_ids(cli, seeded):
+    candidate = write(seeded / "playbook" / "proposed" / "rule-0001.yaml",
+                      rule_yaml("rule-0001", cites=("2026-07-14-0932", "1999-01-01-0000")))
+    before = snapshot(seeded)
+    result = cli("rule", "validate", str(candidate))
+    assert result.code == 2
+    assert "field `cites`: incident '1999-01-01-0000' does not exist" in result.err
+    assert "rule-0001 is already used by" in result.err and "use rule-0002" in result.err
+    assert snapshot(seeded) == before
+
+
+def test_rule_validate_accepts_a_sound_candidate(cli, seeded):
+    candidate = write(seeded / "playbook" / "proposed" / "rule-0002.yaml", rule_yaml("rule-0002", cites=("2026-07-14-0932",)))
+    result = cli("rule", "validate", str(candidate))
+    assert result.code == 0, result.err
+    assert "provisional" in result.out
+
+
+def test_rule_without_a_condition_is_refused(cli, seeded):
+    candidate = write(seeded / "playbook" / "proposed" / "rule-0002.yaml", rule_yaml("rule-0002", text="Be careful with monorepos."))
+    result = cli("rule", "validate", str(candidate))
+    assert result.code == 2 and "states no condition" in result.err

@@ -1,0 +1,40 @@
+"""``replaybook rule``: validate rule files against the playbook."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from bot import records
+from bot.cli.output import warn
+from bot.cli.playbook import open_playbook
+from bot.errors import BadInput
+
+
+@click.group("rule")
+def group() -> None:
+    """Validate rule files (a candidate, or a hand-written rule in a PR)."""
+
+
+@group.command("validate")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.pass_context
+def validate(ctx: click.Context, paths: tuple[Path, ...]) -> None:
+    """Check rule files: the format, an unused id, cited incidents that exist, a scenario that loads.
+
+    Exit 2 when any file is invalid; nothing is changed either way.
+    """
+    book = open_playbook(ctx)
+    problems = []
+    for path in paths:
+        try:
+            rule = book.vet(path)
+        except BadInput as exc:
+            problems.append(exc.render())
+            continue
+        for w in records.warnings_for(rule, path):
+            warn(w)
+        click.echo(f"{path}: ok{' (provisional: cites fewer than two incidents)' if rule.provisional else ''}")
+    if problems:
+        raise BadInput(f"{len(problems)} of {len(paths)} rule file(s) are invalid", problems=problems)

@@ -1,0 +1,1 @@
+"""Order export: turn the day's orders into files for other teams."""

@@ -1,0 +1,1 @@
+"""Export formats. Which ones exist is decided by config/exporters.ini."""

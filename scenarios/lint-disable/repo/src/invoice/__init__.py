@@ -1,0 +1,1 @@
+"""Supplier invoice parsing and totals."""
