@@ -1,0 +1,507 @@
+"""The model gateway: the only Messages API an agent under replay can reach.
+
+The harness starts one ``Gateway`` per replay run and gives the agent
+``gateway.agent_env()`` (base URL and a per-gateway token as its API key).
+The gateway either answers from a scripted ``Policy`` (the SIMULATED model,
+offline and deterministic) or forwards to a real upstream with the real key,
+which only the gateway object holds. Either way it records every call as a
+``ModelCall`` with tokens and cost counted the same way: from the ``usage``
+of the JSON body, or of the ``message_start`` and ``message_delta`` events.
+"""
+
+from __future__ import annotations
+
+import hmac
+import http.client
+import json
+import logging
+import secrets
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import urlsplit
+
+from bot.replay import pricing
+from bot.replay.policy import SIMULATED_MODEL, Policy, estimate_input_tokens
+
+log = logging.getLogger(__name__)
+
+ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    502: "api_error",
+    529: "overloaded_error",
+}
+# Upstream response headers an agent may see; anything else stays behind.
+_PASS_HEADERS = ("content-type", "request-id", "retry-after", "retry-after-ms", "x-should-retry")
+_DELTA_CHARS = 40  # size of each simulated stream delta; several per block exercises client assembly
+
+
+@dataclass
+class ModelCall:
+    """One request to ``/v1/messages`` as the gateway saw it.
+
+    ``model`` is the model the agent asked for (``simulated`` if none), also in
+    scripted mode, where ``simulated`` is True and the cost is an estimate.
+    """
+
+    model: str
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+    duration_ms: int
+    simulated: bool
+    status: int
+    stream: bool = False
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    stop_reason: str | None = None
+    branch: str | None = None
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """Where a real model lives. ``api_key`` never leaves the gateway (it is not in the repr)."""
+
+    api_key: str = field(repr=False)
+    base_url: str = "https://api.anthropic.com"
+    anthropic_version: str = "2023-06-01"
+    timeout_s: float = 600.0
+
+
+class Usage:
+    """Token usage of one response, fed a message body or its stream events."""
+
+    def __init__(self) -> None:
+        self.input_tokens = self.output_tokens = 0
+        self.cache_creation_input_tokens = self.cache_read_input_tokens = 0
+        self.stop_reason: str | None = None
+
+    def _take(self, usage: dict[str, Any] | None) -> None:
+        # Counts in message_delta are cumulative, so later values replace earlier ones.
+        for key in ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"):
+            if isinstance((usage or {}).get(key), int):
+                setattr(self, key, usage[key])
+
+    def add_message(self, body: dict[str, Any]) -> None:
+        self._take(body.get("usage"))
+        self.stop_reason = body.get("stop_reason", self.stop_reason)
+
+    def add_event(self, event: dict[str, Any]) -> None:
+        if event.get("type") == "message_start":
+            self.add_message(event.get("message") or {})
+        elif event.get("type") == "message_delta":
+            self._take(event.get("usage"))
+            self.stop_reason = (event.get("delta") or {}).get("stop_reason") or self.stop_reason
+
+
+def error_body(status: int, message: str) -> dict[str, Any]:
+    """An Anthropic-shaped error payload."""
+    return {"type": "error", "error": {"type": ERROR_TYPES.get(status, "api_error"), "message": message}}
+
+
+def message_events(message: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """The stream events that deliver ``message``, in Messages API order."""
+    usage = message["usage"]
+    start = {**message, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 1}}
+    yield {"type": "message_start", "message": start}
+    for i, block in enumerate(message["content"]):
+        if block["type"] == "tool_use":
+            yield {"type": "content_block_start", "index": i, "content_block": {**block, "input": {}}}
+            for part in _chunks(json.dumps(block["input"])):
+                delta = {"type": "input_json_delta", "partial_json": part}
+                yield {"type": "content_block_delta", "index": i, "delta": delta}
+        else:
+            yield {"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}}
+            for part in _chunks(block["text"]):
+                yield {"type": "content_block_delta", "index": i, "delta": {"type": "text_delta", "text": part}}
+        yield {"type": "content_block_stop", "index": i}
+    end = {"stop_reason": message["stop_reason"], "stop_sequence": None}
+    yield {"type": "message_delta", "delta": end, "usage": {"output_tokens": usage["output_tokens"]}}
+    yield {"type": "message_stop"}
+
+
+def _chunks(text: str) -> list[str]:
+    return [text[i : i + _DELTA_CHARS] for i in range(0, len(text), _DELTA_CHARS)] or [""]
+
+
+def sse(event: dict[str, Any]) -> bytes:
+    return f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()
+
+
+class Gateway:
+    """A local Messages API endpoint for one replay run; use it as a context manager.
+
+    Give exactly one of ``policy`` (scripted mode) or ``upstream``.
+    ``latency_s`` delays every answer; ``fail_next`` lists HTTP statuses
+    (e.g. ``[529, 500]``) returned, as Anthropic errors, to the next calls.
+    ``on_call`` is called with each ``ModelCall`` once it is answered.
+    """
+
+    def __init__(
+        self,
+        policy: Policy | None = None,
+        *,
+        upstream: Upstream | None = None,
+        latency_s: float = 0.0,
+        fail_next: Iterable[int] = (),
+        on_call: Callable[[ModelCall], None] | None = None,
+    ) -> None:
+        if (policy is None) == (upstream is None):
+            raise ValueError("Gateway needs exactly one of policy= (scripted) or upstream= (real model)")
+        self.policy, self._upstream = policy, upstream
+        self.mode = "scripted" if policy is not None else "upstream"
+        self.token = "rb-gw-" + secrets.token_urlsafe(24)
+        self.latency_s = latency_s
+        self.calls: list[ModelCall] = []
+        self.callback_errors: list[BaseException] = []
+        self._fail_next = deque(fail_next)
+        self._on_call = on_call
+        self._lock = threading.Lock()
+        self._server = _Server(("127.0.0.1", 0), _Handler)
+        self._server.gateway = self
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="replay-gateway", daemon=True
+        )
+        self._thread.start()
+
+    def __enter__(self) -> Gateway:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop serving, drop open connections and wait for handler threads."""
+        if self._thread.is_alive():
+            self._server.shutdown()
+            self._thread.join()
+        self._server.close_all(timeout_s=5.0 + self.latency_s)
+
+    def agent_env(self) -> dict[str, str]:
+        """Environment that points an agent (anthropic SDK, Claude Code) at this gateway."""
+        return {"ANTHROPIC_BASE_URL": self.url, "ANTHROPIC_API_KEY": self.token}
+
+    @property
+    def total_cost_usd(self) -> float:
+        return round(sum(c.cost_usd for c in self.calls), 8)
+
+    @property
+    def total_tokens(self) -> int:
+        return sum(c.input_tokens + c.output_tokens for c in self.calls)
+
+    def _authorized(self, headers: Any) -> bool:
+        """True when the request carries this gateway's token as x-api-key or as a Bearer token."""
+        offered = [headers.get("x-api-key") or ""]
+        auth = headers.get("authorization") or ""
+        if auth[:7].lower() == "bearer ":
+            offered.append(auth[7:].strip())
+        return any(hmac.compare_digest(o.encode(), self.token.encode()) for o in offered)
+
+    def _take_failure(self) -> int | None:
+        with self._lock:
+            return self._fail_next.popleft() if self._fail_next else None
+
+    def _record(self, request: dict[str, Any], usage: Usage, *, status: int, started: float,
+               simulated: bool, stream: bool, branch: str | None = None) -> ModelCall:
+        model = str(request.get("model") or SIMULATED_MODEL)
+        cost = pricing.cost_usd(
+            model, usage.input_tokens, usage.output_tokens,
+            cache_creation_input_tokens=usage.cache_creation_input_tokens,
+            cache_read_input_tokens=usage.cache_read_input_tokens,
+        )
+        call = ModelCall(
+            model=model, input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
+            cost_usd=cost, duration_ms=int((time.monotonic() - started) * 1000), simulated=simulated,
+            status=status, stream=stream, cache_creation_input_tokens=usage.cache_creation_input_tokens,
+            cache_read_input_tokens=usage.cache_read_input_tokens, stop_reason=usage.stop_reason, branch=branch,
+        )
+        # One lock keeps `calls` and the callback (the trace writer) in the same order.
+        with self._lock:
+            self.calls.append(call)
+            if self._on_call is not None:
+                try:
+                    self._on_call(call)
+                except Exception as exc:  # the agent must still get its answer; the harness reads callback_errors
+                    log.exception("on_call callback failed")
+                    self.callback_errors.append(exc)
+        return call
+
+    def _upstream_request(
+        self, path: str, body: bytes, headers: Any
+    ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+        """Send ``body`` to the upstream with the real key; the agent's own credentials are not forwarded."""
+        up = self._upstream
+        assert up is not None
+        parts = urlsplit(up.base_url)
+        conn_cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+        conn = conn_cls(parts.netloc, timeout=up.timeout_s)
+        out = {
+            "content-type": "application/json",
+            "accept": headers.get("accept") or "application/json",
+            "anthropic-version": headers.get("anthropic-version") or up.anthropic_version,
+            "x-api-key": up.api_key,
+        }
+        if headers.get("anthropic-beta"):
+            out["anthropic-beta"] = headers["anthropic-beta"]
+        try:
+            conn.request("POST", parts.path.rstrip("/") + path, body=body, headers=out)
+            return conn, conn.getresponse()
+        except BaseException:
+            conn.close()
+            raise
+
+    def _scrub(self, data: bytes) -> bytes:
+        """Remove the real key from anything bound for the agent."""
+        if self._upstream is None or not self._upstream.api_key:
+            return data
+        return data.replace(self._upstream.api_key.encode(), b"[redacted]")
+
+
+class _Server(ThreadingHTTPServer):
+    """Tracks its connections so close() can end keep-alive handlers at once."""
+
+    daemon_threads = True
+    block_on_close = False  # we join ourselves, with a timeout
+    gateway: Gateway
+
+    def __init__(self, *args: Any) -> None:
+        self._open: dict[socket.socket, threading.Thread] = {}
+        self._open_lock = threading.Lock()
+        super().__init__(*args)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        thread = threading.Thread(target=self.process_request_thread, args=(request, client_address), daemon=True)
+        with self._open_lock:
+            self._open[request] = thread
+        thread.start()
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._open_lock:
+            self._open.pop(request, None)
+        super().shutdown_request(request)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        log.debug("gateway connection from %s ended with an error", client_address, exc_info=True)
+
+    def close_all(self, timeout_s: float) -> None:
+        with self._open_lock:
+            open_now = dict(self._open)
+        for sock in open_now:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        deadline = time.monotonic() + timeout_s
+        for thread in open_now.values():
+            thread.join(max(0.0, deadline - time.monotonic()))
+        self.server_close()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "replaybook-gateway"
+    timeout = 300  # idle keep-alive connections are dropped after this
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("gateway: " + format, *args)
+
+    # --- plumbing ---------------------------------------------------------
+
+    def _send_json(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+        self._send_bytes(status, json.dumps(payload).encode(), "application/json", headers)
+
+    def _send_bytes(self, status: int, data: bytes, ctype: str, headers: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        self.send_header("content-type", ctype)
+        self.send_header("content-length", str(len(data)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    def _start_stream(self, status: int = 200, headers: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("cache-control", "no-cache")
+        self.send_header("transfer-encoding", "chunked")
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+
+    def _chunk(self, data: bytes) -> None:
+        if data:
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self.wfile.flush()
+
+    def _end_stream(self) -> None:
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    def _read_body(self) -> bytes:
+        length = int(self.headers.get("content-length") or 0)
+        return self.rfile.read(length) if length > 0 else b""
+
+    # --- routes -----------------------------------------------------------
+
+    def do_HEAD(self) -> None:
+        self._send_bytes(200, b"", "text/plain")
+
+    def do_GET(self) -> None:
+        path = self.path.split("?", 1)[0]
+        if path in ("/", "/health", "/v1"):
+            self._send_json(200, {"ok": True, "service": "replaybook model gateway"})
+        else:
+            self._send_json(404, error_body(404, f"no such endpoint: GET {path}"))
+
+    def do_POST(self) -> None:
+        raw = self._read_body()  # always drain it, or the keep-alive connection desyncs
+        path = self.path.split("?", 1)[0]
+        gateway = self.server.gateway
+        if not gateway._authorized(self.headers):
+            self._send_json(401, error_body(401, "invalid x-api-key: use the token this gateway gave you"))
+            return
+        if path not in ("/v1/messages", "/v1/messages/count_tokens"):
+            self._send_json(404, error_body(404, f"no such endpoint: POST {path}"))
+            return
+        try:
+            request = json.loads(raw or b"null")
+            if not isinstance(request, dict):
+                raise ValueError("the body is not a JSON object")
+        except ValueError as exc:
+            self._send_json(400, error_body(400, f"request body must be a JSON object: {exc}"))
+            return
+        if path.endswith("/count_tokens"):
+            # An estimate in both modes: it is not a model call and costs nothing.
+            self._send_json(200, {"input_tokens": estimate_input_tokens(request)})
+            return
+        self._messages(gateway, request, raw)
+
+    def _messages(self, gateway: Gateway, request: dict[str, Any], raw: bytes) -> None:
+        started = time.monotonic()
+        stream = bool(request.get("stream"))
+        simulated = gateway.mode == "scripted"
+        if gateway.latency_s:
+            time.sleep(gateway.latency_s)
+        status = gateway._take_failure()
+        if status is not None:
+            gateway._record(request, Usage(), status=status, started=started, simulated=simulated, stream=stream)
+            # retry-after-ms keeps SDK retries fast in tests, as the real API's retry-after does.
+            self._send_json(status, error_body(status, f"injected failure {status}"), {"retry-after-ms": "10"})
+        elif simulated:
+            self._scripted(gateway, request, started, stream)
+        else:
+            self._forward(gateway, request, raw, started, stream)
+
+    # Each answer is recorded before its last bytes go out, so a client that
+    # has its response always finds the call in `gateway.calls`.
+
+    def _scripted(self, gateway: Gateway, request: dict[str, Any], started: float, stream: bool) -> None:
+        assert gateway.policy is not None
+        reply = gateway.policy.respond(request)
+        usage = Usage()
+        record = dict(status=200, started=started, simulated=True, stream=stream, branch=reply.branch)
+        if not stream:
+            usage.add_message(reply.message)
+            gateway._record(request, usage, **record)
+            self._send_json(200, reply.message)
+            return
+        events = list(message_events(reply.message))
+        for event in events:
+            usage.add_event(event)
+        self._start_stream()
+        for event in events[:-1]:
+            self._chunk(sse(event))
+        gateway._record(request, usage, **record)
+        self._chunk(sse(events[-1]))
+        self._end_stream()
+
+    def _forward(self, gateway: Gateway, request: dict[str, Any], raw: bytes, started: float, stream: bool) -> None:
+        usage = Usage()
+        record = dict(started=started, simulated=False, stream=stream)
+        try:
+            conn, resp = gateway._upstream_request("/v1/messages", raw, self.headers)
+        except (OSError, http.client.HTTPException) as exc:
+            gateway._record(request, usage, status=502, **record)
+            self._send_json(502, error_body(502, f"upstream unreachable: {exc.__class__.__name__}"))
+            return
+        headers = {k: v for k, v in resp.getheaders() if k.lower() in _PASS_HEADERS and k.lower() != "content-type"}
+        try:
+            if "text/event-stream" in (resp.getheader("content-type") or ""):
+                def record_call() -> None:
+                    gateway._record(request, usage, status=resp.status, **record)
+
+                self._relay_stream(gateway, resp, headers, usage, record_call)
+            else:
+                data = resp.read()
+                if resp.status == 200:
+                    try:
+                        usage.add_message(json.loads(data))
+                    except ValueError:
+                        log.warning("upstream sent a 200 that is not JSON; usage not counted")
+                gateway._record(request, usage, status=resp.status, **record)
+                ctype = resp.getheader("content-type") or "application/json"
+                self._send_bytes(resp.status, gateway._scrub(data), ctype, headers)
+        finally:
+            conn.close()
+
+    def _relay_stream(
+        self, gateway: Gateway, resp: http.client.HTTPResponse, headers: dict[str, str],
+        usage: Usage, record: Callable[[], None],
+    ) -> None:
+        """Pass SSE events on as they arrive, counting usage; ``record`` runs exactly once."""
+        recorded = False
+        try:
+            self._start_stream(resp.status, headers)
+            held = b""  # one event behind, so the record can precede the last one
+            for event_bytes in _read_events(resp):
+                for event in _parse_events(event_bytes):
+                    usage.add_event(event)
+                self._chunk(held)
+                held = gateway._scrub(event_bytes)
+            recorded = True
+            record()
+            self._chunk(held)
+            self._end_stream()
+        finally:
+            if not recorded:  # the agent hung up mid-stream: the tokens were still spent
+                record()
+
+
+def _read_events(resp: http.client.HTTPResponse) -> Iterator[bytes]:
+    """Raw SSE events (up to and including the blank line), as they arrive."""
+    buf = b""
+    while True:
+        line = resp.readline()
+        if not line:
+            break
+        buf += line
+        if line in (b"\n", b"\r\n"):
+            yield buf
+            buf = b""
+    if buf:
+        yield buf
+
+
+def _parse_events(event_bytes: bytes) -> Iterator[dict[str, Any]]:
+    for line in event_bytes.splitlines():
+        if line.startswith(b"data:"):
+            try:
+                event = json.loads(line[5:].strip())
+            except ValueError:
+                continue
+            if isinstance(event, dict):
+                yield event

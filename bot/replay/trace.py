@@ -1,0 +1,252 @@
+"""The trace: an append-only, normalised JSONL list of what happened in one run.
+
+Every record shares ``TraceEvent`` (``kind``, ``seq``, ``t``) and is told apart
+by ``kind``. Checks are decided from these records and the sandbox's end state,
+so a run can be re-scored later from its run directory without re-running it::
+
+    runs/<run-id>/
+      trace.jsonl   normalised events, one JSON object per line
+      agent.raw     the agent's raw stdout (e.g. Claude Code stream-json)
+      diff.patch    unified diff of the final tree against the fixture
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Annotated, Any, Iterable, Literal, Union
+
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+
+from bot.errors import BadInput
+
+EXCERPT_CHARS = 2000
+
+
+def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
+    """Keep the head of ``text``; say how much was cut so nobody mistakes it for the whole."""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n[... {len(text) - limit} more characters cut]"
+
+
+class TraceEvent(BaseModel):
+    """Shared base. ``seq`` and ``t`` are assigned by ``TraceWriter.append``."""
+
+    kind: str
+    seq: int | None = None
+    t: float | None = Field(default=None, description="seconds since run start")
+
+    def offset(self, run_start: float, now: float) -> float:
+        """When this event happened, in seconds since the run started."""
+        return now - run_start
+
+
+class RunStartEvent(TraceEvent):
+    kind: Literal["run_start"] = "run_start"
+    scenario: str | None = None
+    agent: str | None = None
+    started_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+
+class CommandEvent(TraceEvent):
+    """One executable the agent (or a command it ran) started, from the PATH shims."""
+
+    kind: Literal["command"] = "command"
+    argv: list[str]
+    cwd: str = Field(description="relative to the sandbox root ('.'), or absolute outside it")
+    exit_code: int
+    duration_ms: float
+    started_at: datetime
+    depth: int = Field(default=0, description="how many shimmed commands enclose this one")
+
+    def offset(self, run_start: float, now: float) -> float:
+        # A command's place on the timeline is when it started, not when we learnt of it.
+        return max(0.0, self.started_at.timestamp() - run_start)
+
+    @property
+    def command(self) -> str:
+        return self.argv[0] if self.argv else ""
+
+
+class ToolCallEvent(TraceEvent):
+    kind: Literal["tool_call"] = "tool_call"
+    name: str
+    input: Any = None
+    id: str | None = None
+    is_error: bool | None = None
+    output_excerpt: str | None = None
+
+
+class ModelCallEvent(TraceEvent):
+    kind: Literal["model_call"] = "model_call"
+    model: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = None
+    simulated: bool = False
+
+
+class FileChangeEvent(TraceEvent):
+    kind: Literal["file_change"] = "file_change"
+    path: str
+    status: Literal["A", "M", "D"]
+    diff_excerpt: str = ""
+
+
+class AgentOutputEvent(TraceEvent):
+    kind: Literal["agent_output"] = "agent_output"
+    text: str
+
+
+class RunEndEvent(TraceEvent):
+    kind: Literal["run_end"] = "run_end"
+    status: Literal["passed", "failed", "unscored"]
+    reason: str | None = None
+
+
+Event = Annotated[
+    Union[
+        RunStartEvent,
+        CommandEvent,
+        ToolCallEvent,
+        ModelCallEvent,
+        FileChangeEvent,
+        AgentOutputEvent,
+        RunEndEvent,
+    ],
+    Field(discriminator="kind"),
+]
+_EVENT = TypeAdapter(Event)
+
+
+def file_change_events(changes: Iterable[Any]) -> list[FileChangeEvent]:
+    """Turn the sandbox's ``FileChange`` records (path, status, patch) into events."""
+    return [
+        FileChangeEvent(path=c.path, status=c.status, diff_excerpt=excerpt(c.patch))
+        for c in changes
+    ]
+
+
+class TraceWriter:
+    """Appends events to ``trace.jsonl``: one write and one flush per event.
+
+    Re-opening an existing trace continues its ``seq`` numbering, so a re-score
+    can append a new ``run_end`` without rewriting history.
+    """
+
+    def __init__(self, path: Path, *, run_start: float | None = None):
+        self.path = Path(path)
+        self.run_start = time.time() if run_start is None else run_start
+        self._seq = _count_lines(self.path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = self.path.open("a", encoding="utf-8")
+
+    def append(self, event: TraceEvent) -> TraceEvent:
+        """Stamp ``seq`` (and ``t`` unless already set), write the line, return the stamped copy."""
+        update: dict[str, Any] = {"seq": self._seq}
+        if event.t is None:
+            update["t"] = round(event.offset(self.run_start, time.time()), 6)
+        stamped = event.model_copy(update=update)
+        self._file.write(stamped.model_dump_json() + "\n")
+        self._file.flush()
+        self._seq += 1
+        return stamped
+
+    def extend(self, events: Iterable[TraceEvent]) -> list[TraceEvent]:
+        return [self.append(e) for e in events]
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> "TraceWriter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _count_lines(path: Path) -> int:
+    if not path.exists():
+        return 0
+    with path.open("rb") as f:
+        return sum(1 for line in f if line.strip())
+
+
+def parse_event(line: str) -> TraceEvent:
+    return _EVENT.validate_json(line)
+
+
+def read_trace(path: Path) -> list[TraceEvent]:
+    """Load every event; a bad line is a ``BadInput`` naming ``file:line``."""
+    path = Path(path)
+    if not path.is_file():
+        raise BadInput(f"{path}: no trace here; run the replay first to write trace.jsonl")
+    events: list[TraceEvent] = []
+    with path.open(encoding="utf-8", errors="replace") as f:
+        for lineno, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                events.append(parse_event(line))
+            except ValidationError as err:
+                raise BadInput(
+                    f"{path}:{lineno}: not a trace event ({_first_error(err)}); "
+                    "traces are written by Replaybook — re-run the replay to regenerate it"
+                ) from None
+    return events
+
+
+def _first_error(err: ValidationError) -> str:
+    first = err.errors()[0]
+    where = ".".join(str(p) for p in first.get("loc", ())) or "line"
+    return f"{where}: {first.get('msg', 'invalid')}"
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """Where one run's artefacts live, so scoring and re-scoring agree on names."""
+
+    path: Path
+
+    @property
+    def trace(self) -> Path:
+        return self.path / "trace.jsonl"
+
+    @property
+    def agent_raw(self) -> Path:
+        return self.path / "agent.raw"
+
+    @property
+    def diff_patch(self) -> Path:
+        return self.path / "diff.patch"
+
+    def create(self) -> "RunDir":
+        self.path.mkdir(parents=True, exist_ok=True)
+        return self
+
+    def writer(self, *, run_start: float | None = None) -> TraceWriter:
+        return TraceWriter(self.trace, run_start=run_start)
+
+    def write_agent_raw(self, data: str | bytes) -> None:
+        _write(self.agent_raw, data)
+
+    def write_diff(self, patch: str) -> None:
+        _write(self.diff_patch, patch)
+
+    def read_agent_raw(self) -> str:
+        return self.agent_raw.read_text(encoding="utf-8", errors="replace")
+
+    def events(self) -> list[TraceEvent]:
+        return read_trace(self.trace)
+
+
+def _write(path: Path, data: str | bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(data, str):
+        data = data.encode("utf-8", errors="surrogateescape")
+    path.write_bytes(data)
+

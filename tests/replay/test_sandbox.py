@@ -1,0 +1,355 @@
+"""The sandbox and PATH shims, with real processes: no mocks."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bot.errors import BadInput
+from bot.replay.sandbox import Sandbox
+from bot.replay.shims import build_shims, parse_shim_log
+
+
+@pytest.fixture(scope="session")
+def shim_cache(tmp_path_factory) -> Path:
+    # The same folder as test_services uses, so one session builds the shims once.
+    return tmp_path_factory.getbasetemp() / "shim-cache"
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(shim_cache, monkeypatch):
+    # Keep the shim cache off the user's home.
+    monkeypatch.setenv("REPLAYBOOK_CACHE_DIR", str(shim_cache))
+
+
+@pytest.fixture
+def fixture_repo(tmp_path) -> Path:
+    repo = tmp_path / "repo"
+    (repo / "sub").mkdir(parents=True)
+    (repo / "a.txt").write_text("alpha\n")
+    (repo / "sub" / "b.txt").write_text("beta\n")
+    (repo / "link").symlink_to("a.txt")
+    return repo
+
+
+def sh(sb: Sandbox, script: str, timeout_s: float = 10, **kw):
+    return sb.run(["bash", "-c", script], timeout_s=timeout_s, **kw)
+
+
+def alive(marker: str) -> list[int]:
+    """Pids of live (non-zombie) processes whose command line holds ``marker``."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker in cmd and state != "Z":
+            pids.append(int(entry))
+    return pids
+
+
+def wait_gone(marker: str, within: float = 2.0) -> list[int]:
+    # A killed child is reaped by init a moment later; give it that moment.
+    end = time.monotonic() + within
+    while (pids := alive(marker)) and time.monotonic() < end:
+        time.sleep(0.02)
+    return pids
+
+
+# -- environment -------------------------------------------------------------
+def test_env_is_built_from_scratch(fixture_repo, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-secret-1")
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp-secret-2")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws-secret-3")
+    monkeypatch.setenv("SOME_ALLOWED", "yes")
+    with Sandbox(fixture_repo, env_allow=["SOME_ALLOWED"], extra_env={"FLAKY_URL": "http://x"}) as sb:
+        out = sb.run(["env"], timeout_s=5).stdout
+        echo = sh(sb, 'echo "key=$ANTHROPIC_API_KEY tok=$GITHUB_TOKEN"').stdout
+        env = sb.env()
+    assert "secret" not in out
+    assert "ANTHROPIC" not in out and "GITHUB_TOKEN" not in out and "AWS_" not in out
+    assert echo == "key= tok=\n"
+    assert "SOME_ALLOWED=yes" in out and "FLAKY_URL=http://x" in out
+    assert env["HOME"].startswith(str(sb.base)) and not env["HOME"].startswith(str(sb.root))
+    assert env["LC_ALL"] == "C.UTF-8" and env["TERM"] == "dumb"
+
+
+def test_agent_key_never_reaches_its_commands(fixture_repo):
+    # The agent needs its key; the commands it runs (via PATH or $SHELL) must not see it.
+    agent = (
+        "import os, subprocess\n"
+        "print('agent', os.environ['ANTHROPIC_API_KEY'])\n"
+        "subprocess.run(['env'])\n"
+        "subprocess.run([os.environ['SHELL'], '-c', 'echo shell=$ANTHROPIC_API_KEY'])\n"
+    )
+    with Sandbox(fixture_repo, extra_env={"ANTHROPIC_API_KEY": "sk-agent"}) as sb:
+        r = sb.run([sys.executable, "-c", agent], timeout_s=10)
+    assert r.rc == 0, r.stderr
+    assert r.stdout.count("sk-agent") == 1 and "agent sk-agent" in r.stdout
+    assert "shell=\n" in r.stdout
+
+
+def test_agent_found_through_env_shebang_keeps_its_key(fixture_repo):
+    # Like Claude Code (`#!/usr/bin/env node`): the agent runs without shims on PATH,
+    # so its interpreter lookup does not scrub its key; its $SHELL adds the shims back.
+    agent = fixture_repo.parent / "agent"
+    agent.write_text(
+        "#!/usr/bin/env python3\n"
+        "import os, subprocess\n"
+        "print('agent', os.environ.get('ANTHROPIC_API_KEY'), flush=True)\n"
+        "subprocess.run([os.environ['SHELL'], '-c', 'ls >/dev/null; echo k=$ANTHROPIC_API_KEY'])\n"
+    )
+    agent.chmod(0o755)
+    with Sandbox(fixture_repo, extra_env={"ANTHROPIC_API_KEY": "sk-agent"}) as sb:
+        r = sb.run([str(agent)], timeout_s=10, path_shims=False)
+        names = [c.argv[0] for c in sb.commands()]
+        assert sb.which("bash") and str(sb.shims.bin_dir) not in sb.which("bash")
+    assert r.stdout == "agent sk-agent\nk=\n", r.stderr
+    assert names == ["ls"]
+
+
+def test_checks_stay_out_of_the_command_log(fixture_repo):
+    with Sandbox(fixture_repo) as sb:
+        sb.run(["ls"], timeout_s=5, record=False)
+        assert sb.commands() == []
+        sb.run(["ls"], timeout_s=5)
+        assert [c.argv for c in sb.commands()] == [["ls"]]
+
+
+def test_login_shell_keeps_the_shims(fixture_repo):
+    # /etc/profile resets PATH for login shells; the private ~/.bash_profile puts shims back.
+    with Sandbox(fixture_repo) as sb:
+        r = sb.run([str(sb.shims.shell), "-l", "-c", "ls >/dev/null"], timeout_s=10)
+        names = [c.argv[0] for c in sb.commands()]
+    assert r.rc == 0, r.stderr
+    assert "ls" in names
+
+
+# -- command capture -----------------------------------------------------------
+def test_shims_record_cwd_and_exit_code(fixture_repo):
+    with Sandbox(fixture_repo) as sb:
+        r = sh(sb, 'cd sub && python -c "import sys; sys.exit(3)"')
+        events = sb.commands()
+    assert r.rc == 3
+    py = [e for e in events if e.argv[0] == "python"]
+    assert len(py) == 1
+    assert py[0].argv == ["python", "-c", "import sys; sys.exit(3)"]
+    assert (py[0].cwd, py[0].exit_code, py[0].depth) == ("sub", 3, 1)
+    assert py[0].duration_ms > 0
+    outer = events[0]
+    assert outer.argv[0] == "bash" and outer.cwd == "." and outer.depth == 0
+
+
+def test_nested_shells_and_odd_argv_survive(fixture_repo):
+    # Shell builtins (cd, echo, printf, true) run no program, so only real programs appear.
+    odd = ["a b", "line1\nline2", "q'\"$x`", "", "tab\there"]
+    with Sandbox(fixture_repo) as sb:
+        script = "bash -c 'ls >/dev/null' && ls -d -- \"$@\" 2>/dev/null"
+        sb.run(["bash", "-c", script, "bash", *odd], timeout_s=10)
+        sh(sb, "ls $'\\xff\\xfe' 2>/dev/null; cd /; ls >/dev/null")
+        events = sb.commands()
+    argvs = [e.argv for e in events]
+    assert ["bash", "-c", "ls >/dev/null"] in argvs
+    assert [e.depth for e in events if e.argv == ["ls"] and e.cwd == "."] == [2]
+    assert ["ls", "-d", "--", *odd] in argvs
+    assert ["ls", "\\xff\\xfe"] in argvs  # undecodable bytes stay visible
+    assert [e.cwd for e in events if e.argv == ["ls"] and e.depth == 1] == ["/"]  # outside: absolute
+
+
+def test_shim_log_resynchronises_after_damage(tmp_path):
+    good = b"RB1\x001.5\x002.0\x000\x000\x00/r/sub\x002\x00ls\x00-l\x00"
+    data = b"junk\x00RB1\x00oops\x00" + good
+    events = parse_shim_log(data, Path("/r"))
+    assert [(e.argv, e.cwd, e.duration_ms) for e in events] == [(["ls", "-l"], "sub", 500.0)]
+
+
+def test_shim_sets_are_cached_per_path_and_scrub(tmp_path):
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    for name in ("tool", "bash"):
+        os.symlink("/usr/bin/env" if name == "tool" else sys_bash(), tools / name)
+    (tools / "notes.txt").write_text("not executable")
+    path = f"{tools}:{tools}:relative/dir"
+    a = build_shims(path, scrub=["X_TOKEN"], cache_dir=tmp_path / "c")
+    b = build_shims(path, scrub=["X_TOKEN"], cache_dir=tmp_path / "c")
+    c = build_shims(path, scrub=["Y_TOKEN"], cache_dir=tmp_path / "c")
+    assert a.bin_dir == b.bin_dir != c.bin_dir
+    assert sorted(p.name for p in a.bin_dir.iterdir() if not p.name.startswith(".")) == ["bash", "tool"]
+    assert "unset X_TOKEN" in (a.bin_dir / "tool").read_text()
+    assert a.base_path == str(tools)  # duplicates and relative entries dropped
+    (tools / "new").symlink_to("/usr/bin/env")
+    assert build_shims(path, scrub=["X_TOKEN"], cache_dir=tmp_path / "c").bin_dir != a.bin_dir
+    with pytest.raises(BadInput, match="not an environment variable name"):
+        build_shims(path, scrub=["BAD NAME"], cache_dir=tmp_path / "c")
+
+
+def sys_bash() -> str:
+    import shutil
+
+    return shutil.which("bash")
+
+
+# -- processes -------------------------------------------------------------------
+def test_timeout_kills_the_whole_group(fixture_repo):
+    marker = "61.2345"
+    with Sandbox(fixture_repo) as sb:
+        start = time.monotonic()
+        r = sh(sb, f"sleep {marker} & sleep {marker}; echo never", timeout_s=0.5)
+        took = time.monotonic() - start
+    assert r.timed_out and "never" not in r.stdout
+    assert took < 3
+    assert wait_gone(marker) == []
+
+
+def test_background_children_die_when_the_command_ends(fixture_repo):
+    marker = "62.3456"
+    with Sandbox(fixture_repo) as sb:
+        start = time.monotonic()
+        r = sh(sb, f"sleep {marker} & echo started", timeout_s=10)
+        took = time.monotonic() - start
+    assert (r.rc, r.stdout, r.timed_out) == (0, "started\n", False)
+    assert took < 3
+    assert wait_gone(marker) == []
+
+
+def test_output_is_capped_and_stdin_is_passed(fixture_repo):
+    with Sandbox(fixture_repo) as sb:
+        big = sb.run(["python", "-c", "print('x' * 5000)"], timeout_s=10, output_cap=1000)
+        fed = sb.run(["cat"], timeout_s=5, stdin="hello\n")
+        missing = sb.run(["no-such-program-xyz"], timeout_s=5)
+    assert big.stdout_truncated and big.stdout.startswith("x" * 1000) and "truncated" in big.stdout
+    assert fed.stdout == "hello\n"
+    assert missing.rc == 127
+
+
+def test_cleanup_happens_on_exceptions_and_read_only_trees(fixture_repo):
+    with pytest.raises(RuntimeError, match="boom"):
+        with Sandbox(fixture_repo) as sb:
+            base = sb.base
+            sh(sb, "mkdir -p locked/deep && touch locked/deep/f && chmod -R a-w . && chmod 000 locked")
+            raise RuntimeError("boom")
+    assert not base.exists()
+
+
+# -- fixtures --------------------------------------------------------------------
+def test_missing_fixture_is_bad_input(tmp_path):
+    with pytest.raises(BadInput, match=str(tmp_path / "nope")):
+        Sandbox(tmp_path / "nope").__enter__()
+
+
+@pytest.mark.parametrize("target", ["/etc/passwd", "../outside.txt", "sub/../../outside.txt"])
+def test_symlink_out_of_the_fixture_is_refused(fixture_repo, target):
+    (fixture_repo.parent / "outside.txt").write_text("secret")
+    (fixture_repo / "escape").symlink_to(target)
+    with pytest.raises(BadInput, match=r"symlink escape -> .* points outside"):
+        with Sandbox(fixture_repo):
+            pass
+
+
+def test_symlink_through_an_inner_link_that_escapes_is_refused(fixture_repo):
+    # Lexically inside ("here/here/../.." is "."), really two levels up.
+    (fixture_repo / "here").symlink_to(".")
+    (fixture_repo / "sneaky").symlink_to("here/here/../..")
+    with pytest.raises(BadInput, match="sneaky"):
+        with Sandbox(fixture_repo):
+            pass
+
+
+def test_symlinks_inside_are_kept_as_links(fixture_repo):
+    with Sandbox(fixture_repo) as sb:
+        assert os.readlink(sb.root / "link") == "a.txt"
+        assert sb.unchanged("link") and sb.unchanged(".")
+
+
+# -- git, diff and end state -------------------------------------------------------
+def test_agent_sees_a_clean_repo_with_one_commit(fixture_repo):
+    with Sandbox(fixture_repo) as sb:
+        status = sh(sb, "git status --porcelain").stdout
+        log = sh(sb, "git log --format=%s").stdout
+        commit = sh(sb, "echo z > z.txt && git add z.txt && git commit -qm mine && git log --format=%s")
+        first = sb.baseline
+        assert [(f.path, f.status) for f in sb.diff().files] == [("z.txt", "A")]  # vs baseline, not HEAD
+    with Sandbox(fixture_repo) as again:
+        assert again.baseline == first  # fixed identity and dates: same fixture, same commit
+    assert status == "" and log == "replaybook baseline\n"
+    assert commit.rc == 0 and commit.stdout.startswith("mine\n")
+
+
+def test_diff_has_added_modified_and_deleted_files(fixture_repo):
+    with Sandbox(fixture_repo) as sb:
+        sh(sb, "echo new > sub/new.txt && echo more >> a.txt && rm sub/b.txt && git add -A")
+        d = sb.diff()
+        assert not sb.unchanged("a.txt") and sb.unchanged("link") and not sb.exists("sub/b.txt")
+    assert {(f.path, f.status) for f in d.files} == {("a.txt", "M"), ("sub/b.txt", "D"), ("sub/new.txt", "A")}
+    assert ("sub/new.txt", "new") in d.added_lines() and ("a.txt", "more") in d.added_lines()
+    new = next(f for f in d.files if f.path == "sub/new.txt")
+    assert new.patch.startswith("diff --git a/sub/new.txt b/sub/new.txt")
+
+
+def test_diff_survives_rm_rf_dot_git(fixture_repo):
+    with Sandbox(fixture_repo) as sb:
+        sh(sb, "rm -rf .git && echo n > n.txt")
+        d = sb.diff()
+        assert sb.unchanged("a.txt") and not sb.exists(".git")
+    assert [(f.path, f.status) for f in d.files] == [("n.txt", "A")]
+
+
+def test_diff_survives_emptying_the_root(fixture_repo):
+    with Sandbox(fixture_repo) as sb:
+        sh(sb, 'rm -rf "$PWD"/*')
+        d = sb.diff()
+        assert not sb.unchanged("a.txt") and not sb.exists("sub")
+    assert {(f.path, f.status) for f in d.files} == {("a.txt", "D"), ("link", "D"), ("sub/b.txt", "D")}
+
+
+def test_diff_survives_deleting_the_root_itself(fixture_repo):
+    with Sandbox(fixture_repo) as sb:
+        sh(sb, 'rm -rf "$PWD"')
+        d = sb.diff()
+        after = sb.run(["true"], timeout_s=5)
+        assert not sb.exists("a.txt") and not sb.unchanged("a.txt")
+    assert {f.status for f in d.files} == {"D"} and len(d.files) == 3
+    assert after.rc == 127  # the check fails cleanly instead of crashing the runner
+
+
+def test_paths_in_checks_stay_inside(fixture_repo):
+    with Sandbox(fixture_repo) as sb:
+        with pytest.raises(BadInput, match="relative to the repo root"):
+            sb.unchanged("../etc/passwd")
+        with pytest.raises(BadInput):
+            sb.exists("/etc/passwd")
+
+
+def test_git_state_of_the_harness_ignores_user_config(fixture_repo, tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".gitconfig").write_text("[core]\n\thooksPath = /nonexistent\n[commit]\n\tgpgsign = true\n")
+    monkeypatch.setenv("HOME", str(home))
+    with Sandbox(fixture_repo) as sb:
+        assert sb.diff().files == []
+    assert subprocess.run(["git", "--version"], capture_output=True).returncode == 0
+
+
+def test_gitignore_hides_new_files_but_not_fixture_files(fixture_repo):
+    (fixture_repo / ".gitignore").write_text("*.log\n")
+    (fixture_repo / "keep.log").write_text("fixture\n")
+    with Sandbox(fixture_repo) as sb:
+        sh(sb, "echo agent > new.log && echo changed > keep.log")
+        d = sb.diff()
+    assert [(f.path, f.status) for f in d.files] == [("keep.log", "M")]
+
+
+def test_added_lines_come_from_hunks_only(fixture_repo):
+    with Sandbox(fixture_repo) as sb:
+        sh(sb, "printf '++ plus\\nkey=sk-live\\n' > c.txt")
+        lines = sb.diff().added_lines()
+    assert lines == [("c.txt", "++ plus"), ("c.txt", "key=sk-live")]
