@@ -14,7 +14,7 @@ from conftest import REPO
 
 
 def test_every_command_has_help_text():
-    for path, command in reference.walk(cli, ["replaybook"]):
+    for path, command, _ in reference.walk(cli, ["replaybook"]):
         assert (command.help or "").strip(), f"{' '.join(path)} has no help text"
         for param in command.params:
             if isinstance(param, click.Option) and param.name not in ("help",):
