@@ -146,6 +146,8 @@ class Gateway:
     ``latency_s`` delays every answer; ``fail_next`` lists HTTP statuses
     (e.g. ``[529, 500]``) returned, as Anthropic errors, to the next calls.
     ``on_call`` is called with each ``ModelCall`` once it is answered.
+    ``max_cost_usd`` is the run's budget: once spent, calls get a 400 error
+    and ``budget_spent`` is set, so the harness reports the run as unscored.
     """
 
     def __init__(
@@ -156,6 +158,7 @@ class Gateway:
         latency_s: float = 0.0,
         fail_next: Iterable[int] = (),
         on_call: Callable[[ModelCall], None] | None = None,
+        max_cost_usd: float | None = None,
     ) -> None:
         if (policy is None) == (upstream is None):
             raise ValueError("Gateway needs exactly one of policy= (scripted) or upstream= (real model)")
@@ -163,6 +166,9 @@ class Gateway:
         self.mode = "scripted" if policy is not None else "upstream"
         self.token = "rb-gw-" + secrets.token_urlsafe(24)
         self.latency_s = latency_s
+        # Once the run has spent this much, every further call is refused.
+        self.max_cost_usd = max_cost_usd
+        self.budget_spent = False
         self.calls: list[ModelCall] = []
         self.callback_errors: list[BaseException] = []
         self._fail_next = deque(fail_next)
@@ -396,6 +402,11 @@ class _Handler(BaseHTTPRequestHandler):
         simulated = gateway.mode == "scripted"
         if gateway.latency_s:
             time.sleep(gateway.latency_s)
+        if gateway.max_cost_usd is not None and gateway.total_cost_usd >= gateway.max_cost_usd:
+            gateway.budget_spent = True
+            message = f"replaybook: this run's budget of ${gateway.max_cost_usd:.2f} is spent"
+            self._send_json(400, error_body(400, message))
+            return
         status = gateway._take_failure()
         if status is not None:
             gateway._record(request, Usage(), status=status, started=started, simulated=simulated, stream=stream)

@@ -328,3 +328,23 @@ def test_pricing_known_dated_family_and_default() -> None:
     assert not pricing.is_known("simulated") and pricing.is_known("claude-3-5-haiku-latest")
     assert pricing.cost_usd("claude-opus-4-1", 1_000_000, 1_000_000) == 90.0
     assert pricing.cost_usd("simulated", 1_000_000, 0, cache_creation_input_tokens=1_000_000) == 3.0 + 3.75
+
+
+def test_a_spent_budget_refuses_further_calls():
+    import anthropic
+
+    from bot.replay.gateway import Gateway
+    from bot.replay.policy import parse_policy
+
+    policy = parse_policy({"branch_on": "x", "with_rule": [{"say": "hi"}], "without_rule": [{"bash": "ls", "repeat": 50}]})
+    with Gateway(policy, max_cost_usd=0.0001) as gw:
+        client = anthropic.Anthropic(base_url=gw.url, api_key=gw.token, max_retries=0)
+        client.messages.create(model="simulated", max_tokens=50, messages=[{"role": "user", "content": "go"}])
+        assert gw.total_cost_usd > 0 and not gw.budget_spent
+        try:
+            client.messages.create(model="simulated", max_tokens=50, messages=[{"role": "user", "content": "go"}])
+        except anthropic.BadRequestError as exc:
+            assert "budget" in str(exc)
+        else:
+            raise AssertionError("a call past the budget was answered")
+        assert gw.budget_spent and len(gw.calls) == 1

@@ -1,0 +1,153 @@
+"""``builtin``: our own tool-use loop over the anthropic SDK.
+
+Tools: ``bash``, ``read``, ``write`` and ``edit``, all confined to the
+sandbox. The loop runs in-process (no interpreter start-up per replay); each
+``bash`` call is a real process in the sandbox, recorded by the PATH shims,
+under the run's remaining time.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anthropic
+
+from bot.replay.agents import AgentResult, AgentRun
+
+VERSION = "builtin-1"
+MAX_TOOL_OUTPUT = 20_000
+SYSTEM = (
+    "You are a coding agent working in a git repository. The repository root is your working "
+    "directory; use the tools to inspect and change it, and finish with a short summary."
+)
+TOOLS = [
+    {"name": "bash", "description": "Run a bash command in the repository root; returns exit code and output.",
+     "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}},
+    {"name": "read", "description": "Read a file (path relative to the repository root).",
+     "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}},
+    {"name": "write", "description": "Create or overwrite a file with the given content.",
+     "input_schema": {"type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
+                      "required": ["path", "content"]}},
+    {"name": "edit", "description": "Replace the one occurrence of `old` with `new` in a file.",
+     "input_schema": {"type": "object", "properties": {"path": {"type": "string"}, "old": {"type": "string"},
+                                                       "new": {"type": "string"}},
+                      "required": ["path", "old", "new"]}},
+]
+
+
+class ToolError(Exception):
+    pass
+
+
+class BuiltinAgent:
+    name = "builtin"
+    version = VERSION
+
+    def run(self, job: AgentRun) -> AgentResult:
+        client = anthropic.Anthropic(base_url=job.gateway.url, api_key=job.gateway.token,
+                                     max_retries=2, timeout=max(5.0, min(600.0, job.remaining_s)))
+        system = SYSTEM + ("\n\n" + job.system_prompt if job.system_prompt.strip() else "")
+        messages: list[dict[str, Any]] = [{"role": "user", "content": job.task}]
+        transcript: list[dict[str, Any]] = []
+        for turn in range(1, job.max_turns + 1):
+            if job.remaining_s <= 0:
+                return self._result("timeout", transcript, turn - 1, reason="wall-clock timeout")
+            try:
+                reply = client.with_options(timeout=max(1.0, job.remaining_s)).messages.create(
+                    model=job.model, max_tokens=4096, system=system, messages=messages, tools=TOOLS)
+            except anthropic.APITimeoutError:
+                return self._result("timeout", transcript, turn - 1, reason="model call timed out")
+            except anthropic.APIError as exc:
+                status = getattr(exc, "status_code", None)
+                kind = "budget" if status == 402 else "api_error"
+                return self._result(kind, transcript, turn - 1, reason=f"model API error: {exc}"[:300])
+            content = [block.model_dump(exclude_none=True) for block in reply.content]
+            messages.append({"role": "assistant", "content": content})
+            transcript.append({"role": "assistant", "content": content, "stop_reason": reply.stop_reason})
+            uses = [b for b in content if b.get("type") == "tool_use"]
+            if not uses:
+                text = "\n".join(b.get("text", "") for b in content if b.get("type") == "text")
+                return self._result("finished", transcript, turn, final_text=text)
+            results = [self._call(job, use) for use in uses]
+            messages.append({"role": "user", "content": results})
+            transcript.append({"role": "user", "content": results})
+        return self._result("max_turns", transcript, job.max_turns, reason=f"used all {job.max_turns} turns")
+
+    def _result(self, status, transcript, turns, *, final_text="", reason="") -> AgentResult:
+        raw = "\n".join(json.dumps(m, ensure_ascii=False) for m in transcript)
+        return AgentResult(status=status, final_text=final_text, raw=raw, reason=reason, turns=turns,
+                           version=self.version)
+
+    def _call(self, job: AgentRun, use: dict[str, Any]) -> dict[str, Any]:
+        name, args = use.get("name", ""), use.get("input") or {}
+        try:
+            output = _TOOLS[name](job, args)
+            is_error = False
+        except ToolError as exc:
+            output, is_error = str(exc), True
+        except KeyError:
+            output, is_error = f"unknown tool {name!r}; use bash, read, write or edit", True
+        if len(output) > MAX_TOOL_OUTPUT:
+            output = output[:MAX_TOOL_OUTPUT] + f"\n[{len(output) - MAX_TOOL_OUTPUT} characters cut]"
+        if job.on_tool_call:
+            job.on_tool_call(name=name, input=args, id=use.get("id"), is_error=is_error, output=output)
+        return {"type": "tool_result", "tool_use_id": use.get("id"), "content": output, "is_error": is_error}
+
+
+def _path(job: AgentRun, args: dict[str, Any]) -> Path:
+    raw = args.get("path")
+    if not isinstance(raw, str) or not raw:
+        raise ToolError("`path` is required")
+    root = job.sandbox.root.resolve()
+    target = (root / raw).resolve()
+    if not target.is_relative_to(root):
+        raise ToolError(f"{raw} is outside the repository")
+    return target
+
+
+def _bash(job: AgentRun, args: dict[str, Any]) -> str:
+    command = args.get("command")
+    if not isinstance(command, str) or not command.strip():
+        raise ToolError("`command` is required")
+    if job.remaining_s <= 0:
+        raise ToolError("no time left")
+    bash = job.sandbox.which("bash") or "/bin/bash"
+    if not job.sandbox.root.is_dir():
+        raise ToolError("the repository folder no longer exists")
+    done = job.sandbox.run([bash, "-c", command], timeout_s=max(0.1, min(job.remaining_s, 300.0)))
+    tail = " (timed out)" if done.timed_out else ""
+    return f"exit code {done.rc}{tail}\n{done.stdout}{done.stderr}"
+
+
+def _read(job: AgentRun, args: dict[str, Any]) -> str:
+    target = _path(job, args)
+    if not target.is_file():
+        raise ToolError(f"{args['path']}: no such file")
+    return target.read_text(encoding="utf-8", errors="replace")
+
+
+def _write(job: AgentRun, args: dict[str, Any]) -> str:
+    target = _path(job, args)
+    content = args.get("content")
+    if not isinstance(content, str):
+        raise ToolError("`content` must be a string")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(content, encoding="utf-8")
+    return f"wrote {len(content)} characters to {args['path']}"
+
+
+def _edit(job: AgentRun, args: dict[str, Any]) -> str:
+    target = _path(job, args)
+    old, new = args.get("old"), args.get("new")
+    if not isinstance(old, str) or not isinstance(new, str) or not old:
+        raise ToolError("`old` (non-empty) and `new` must be strings")
+    text = _read(job, args)
+    if text.count(old) != 1:
+        raise ToolError(f"`old` occurs {text.count(old)} times in {args['path']}; it must occur exactly once")
+    target.write_text(text.replace(old, new), encoding="utf-8")
+    return f"edited {args['path']}"
+
+
+_TOOLS = {"bash": _bash, "read": _read, "write": _write, "edit": _edit}

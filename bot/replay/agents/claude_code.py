@@ -1,0 +1,134 @@
+"""``claude-code``: the real Claude Code CLI, headless, reading its stream-json.
+
+It runs with a private HOME, the gateway as its API (a per-run token, never
+the real key) and the sandbox's scrubbing ``$SHELL``, so every command it
+runs is recorded and sees no key. Pinned to ``PINNED_VERSION``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from bot.errors import BadInput
+from bot.replay.agents import AgentResult, AgentRun, direct_argv
+
+PINNED_VERSION = "2.1.328"
+PACKAGE = "@anthropic-ai/claude-code"
+ENV_BINARY = "REPLAYBOOK_CLAUDE_CODE"
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "replaybook" / f"claude-code-{PINNED_VERSION}"
+
+
+def find_cli() -> str | None:
+    """``$REPLAYBOOK_CLAUDE_CODE``, the pinned copy in the cache, or ``claude`` on PATH."""
+    explicit = os.environ.get(ENV_BINARY)
+    if explicit:
+        return explicit
+    cached = cache_dir() / "node_modules" / ".bin" / "claude"
+    if cached.exists():
+        return str(cached)
+    return shutil.which("claude")
+
+
+def install_cli(dest: Path | None = None) -> str:
+    """Install the pinned CLI from the npm registry into ``dest`` (default: the cache)."""
+    dest = dest or cache_dir()
+    binary = dest / "node_modules" / ".bin" / "claude"
+    if binary.exists():
+        return str(binary)
+    npm = shutil.which("npm")
+    if npm is None:
+        raise BadInput(f"npm is not installed; it is needed to install {PACKAGE}@{PINNED_VERSION}")
+    dest.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run([npm, "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(dest),
+                           f"{PACKAGE}@{PINNED_VERSION}"], capture_output=True, text=True, timeout=600)
+    if done.returncode != 0 or not binary.exists():
+        raise BadInput(f"npm could not install {PACKAGE}@{PINNED_VERSION}: {done.stderr.strip()[-400:]}")
+    return str(binary)
+
+
+class ClaudeCodeAgent:
+    name = "claude-code"
+
+    def __init__(self, binary: str | None = None):
+        self.binary = binary or find_cli()
+        self.version = PINNED_VERSION
+
+    def run(self, job: AgentRun) -> AgentResult:
+        if not self.binary:
+            raise BadInput(
+                f"the Claude Code CLI was not found; install it with `npm install -g {PACKAGE}@{PINNED_VERSION}` "
+                f"or set {ENV_BINARY}"
+            )
+        argv = [self.binary, "-p", job.task, "--output-format", "stream-json", "--verbose",
+                "--max-turns", str(job.max_turns), "--model", job.model, "--dangerously-skip-permissions"]
+        if job.system_prompt.strip():
+            argv += ["--append-system-prompt", job.system_prompt]
+        # The CLI keeps the shims on its PATH (its shell snapshot copies PATH, so
+        # this is how its commands get recorded) but is itself started by
+        # absolute path, so no shim scrubs the gateway token from it.
+        argv[:1] = direct_argv(self.binary, job.sandbox)
+        env = job.sandbox.env()
+        env.update(job.gateway.agent_env())
+        env.update({"IS_SANDBOX": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1"})
+        done = job.sandbox.run(argv, env=env, timeout_s=max(0.1, job.remaining_s), stdin="")
+        return self.parse(done.stdout, rc=done.rc, timed_out=done.timed_out, stderr=done.stderr, job=job)
+
+    def parse(self, raw: str, *, rc: int, timed_out: bool, stderr: str = "", job: AgentRun | None = None) -> AgentResult:
+        """Read stream-json: tool calls go to the trace; the ``result`` line decides the status."""
+        uses: dict[str, dict[str, Any]] = {}
+        result: dict[str, Any] | None = None
+        for line in raw.splitlines():
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if not isinstance(event, dict):
+                continue
+            kind = event.get("type")
+            blocks = (event.get("message") or {}).get("content") or []
+            if kind == "assistant":
+                for b in blocks:
+                    if isinstance(b, dict) and b.get("type") == "tool_use":
+                        uses[b.get("id", "")] = b
+            elif kind == "user":
+                for b in blocks:
+                    if isinstance(b, dict) and b.get("type") == "tool_result" and job and job.on_tool_call:
+                        use = uses.get(b.get("tool_use_id", ""), {})
+                        job.on_tool_call(name=use.get("name", "?"), input=use.get("input"), id=b.get("tool_use_id"),
+                                         is_error=bool(b.get("is_error")), output=_text(b.get("content")))
+            elif kind == "result":
+                result = event
+        return self._status(raw, result, rc=rc, timed_out=timed_out, stderr=stderr)
+
+    def _status(self, raw: str, result: dict[str, Any] | None, *, rc: int, timed_out: bool, stderr: str) -> AgentResult:
+        base = {"raw": raw, "version": self.version}
+        if timed_out:
+            return AgentResult(status="timeout", reason="wall-clock timeout", **base)
+        if result is None:
+            return AgentResult(status="crashed", reason=f"no result line (exit {rc}): {stderr.strip()[-300:]}", **base)
+        turns = int(result.get("num_turns") or 0)
+        text = result.get("result") if isinstance(result.get("result"), str) else ""
+        subtype = result.get("subtype")
+        if subtype == "error_max_turns":
+            return AgentResult(status="max_turns", final_text=text, turns=turns, reason="used every turn", **base)
+        if result.get("is_error") or subtype != "success":
+            return AgentResult(status="api_error", final_text=text, turns=turns,
+                               reason=f"{subtype}: {text[:200]}", **base)
+        return AgentResult(status="finished", final_text=text, turns=turns, **base)
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
+    return ""

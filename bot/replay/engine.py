@@ -1,0 +1,237 @@
+"""Replay: run an agent on a scenario in a sandbox and judge it from its trace.
+
+One trial: start the scenario's services, make a fresh sandbox, start a
+gateway (the simulated model, or the real one upstream), run the agent,
+then read the commands, the diff and the end state, and decide every check.
+Everything lands in a run folder (trace.jsonl, agent.raw, diff.patch,
+end_state.json) so a run can be re-scored without running it again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Literal
+
+from bot import scenario as sc
+from bot.errors import BadInput
+from bot.replay import agents as agents_mod
+from bot.replay import checks as checks_mod
+from bot.replay.gateway import Gateway, ModelCall, Upstream
+from bot.replay.policy import SIMULATED_MODEL, load_policy
+from bot.replay.sandbox import Sandbox
+from bot.replay.services import service_env, start_services
+from bot.replay.trace import (
+    AgentOutputEvent, ModelCallEvent, RunDir, RunEndEvent, RunStartEvent, ToolCallEvent, TraceWriter,
+    excerpt, file_change_events, read_trace,
+)
+
+Verdict = Literal["passed", "failed", "unscored"]
+SCRIPTED = "scripted"
+AGENT_OUTPUT_CAP = 16 << 20
+
+
+@dataclass
+class ReplayOptions:
+    """How to replay: which agent, which model, and where runs are kept."""
+
+    agent: str = "builtin"
+    command: str | None = None  # the `command` agent's template
+    model: str = SCRIPTED  # "scripted" is the simulated model
+    noise: float = 0.0  # simulated model only: chance a trial takes the other branch
+    seed: int = 0
+    api_key: str | None = None  # upstream only; held by the gateway alone
+    upstream_url: str = "https://api.anthropic.com"
+    runs_dir: Path | None = None  # None: a temporary folder, removed afterwards
+    latency_s: float = 0.0  # simulated model only (benchmarks)
+    env_allow: tuple[str, ...] = ()
+
+    @property
+    def simulated(self) -> bool:
+        return self.model == SCRIPTED
+
+
+@dataclass
+class TrialResult:
+    scenario: str
+    trial: int
+    verdict: Verdict
+    reason: str
+    checks: list[checks_mod.CheckResult] = field(default_factory=list)
+    agent_status: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    model_calls: int = 0
+    duration_s: float = 0.0
+    simulated: bool = False
+    run_dir: str | None = None
+
+    @property
+    def failed_checks(self) -> list[checks_mod.CheckResult]:
+        return [c for c in self.checks if not c.passed]
+
+    def to_dict(self) -> dict:
+        out = {k: v for k, v in self.__dict__.items() if k != "checks"}
+        out["checks"] = [c.to_dict() for c in self.checks]
+        return out
+
+
+def trial_seed(seed: int, scenario_id: str, trial: int) -> int:
+    """A per-trial seed, stable across processes (``hash()`` is not)."""
+    digest = hashlib.sha256(f"{seed}:{scenario_id}:{trial}".encode()).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
+def _gateway(loaded: sc.LoadedScenario, opts: ReplayOptions, trial: int, on_call, budget: float) -> Gateway:
+    if opts.simulated:
+        policy_file = loaded.folder / "policy.yaml"
+        if not policy_file.exists():
+            raise BadInput(f"{policy_file}: the simulated model needs the scenario's policy.yaml; "
+                           "write one, or replay with a real --model")
+        policy = load_policy(policy_file, noise=opts.noise, seed=trial_seed(opts.seed, loaded.scenario.id, trial))
+        return Gateway(policy, latency_s=opts.latency_s, on_call=on_call, max_cost_usd=budget)
+    if not opts.api_key:
+        raise BadInput(f"--model {opts.model} is a real model: set ANTHROPIC_API_KEY, "
+                       "or use --model scripted for the simulated model")
+    return Gateway(upstream=Upstream(api_key=opts.api_key, base_url=opts.upstream_url),
+                   on_call=on_call, max_cost_usd=budget)
+
+
+def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions, trial: int,
+              agent=None) -> TrialResult:
+    """One trial, start to end; cleanup always happens."""
+    agent = agent or agents_mod.make(opts.agent, command=opts.command)
+    scenario = loaded.scenario
+    started = time.monotonic()
+    with ExitStack() as stack:
+        run_dir = _run_dir(stack, opts, scenario.id, trial)
+        lock = threading.Lock()
+        writer = TraceWriter(run_dir.trace, run_start=time.time())
+
+        def append(event):
+            with lock:
+                writer.append(event)
+
+        def on_call(call: ModelCall):
+            append(ModelCallEvent(model=call.model, input_tokens=call.input_tokens, output_tokens=call.output_tokens,
+                                  cost_usd=call.cost_usd, simulated=call.simulated))
+
+        def on_tool_call(*, name, input, id, is_error, output):
+            append(ToolCallEvent(name=name, input=input, id=id, is_error=is_error, output_excerpt=excerpt(output, 500)))
+
+        append(RunStartEvent(scenario=scenario.id, agent=agent.name, meta={
+            "trial": trial, "model": opts.model, "simulated": opts.simulated, "agent_version": agent.version,
+            "playbook_sha256": hashlib.sha256(playbook_text.encode()).hexdigest()}))
+        services = stack.enter_context(start_services([s.model_dump() for s in scenario.services]))
+        sandbox = stack.enter_context(Sandbox(loaded.fixture, env_allow=(*scenario.env_allow, *opts.env_allow),
+                                              extra_env=service_env(services)))
+        gateway = stack.enter_context(_gateway(loaded, opts, trial, on_call, scenario.budget.max_cost_usd))
+        job = agents_mod.AgentRun(task=scenario.task, system_prompt=playbook_text, sandbox=sandbox, gateway=gateway,
+                                  model=SIMULATED_MODEL if opts.simulated else opts.model,
+                                  max_turns=scenario.budget.max_turns, timeout_s=scenario.budget.timeout_s,
+                                  on_tool_call=on_tool_call)
+        result = _run_agent(agent, job)
+        http_counts = {env: svc.request_count for env, svc in services.items()}
+        commands = sandbox.commands()
+        with lock:
+            writer.extend(commands)
+        diff = sandbox.diff()
+        run_dir.write_diff(diff.patch)
+        run_dir.write_agent_raw(result.raw)
+        with lock:
+            writer.extend(file_change_events(diff.files))
+            if result.final_text:
+                writer.append(AgentOutputEvent(text=excerpt(result.final_text)))
+        if gateway.budget_spent:
+            result.status, result.reason = "budget", f"spent the budget of ${scenario.budget.max_cost_usd:.2f}"
+        verdict, reason, results = "unscored", result.reason or result.status, []
+        if result.scored:
+            state = checks_mod.collect_end_state(scenario, sandbox, http_counts)
+            (run_dir.path / "end_state.json").write_text(state.model_dump_json(indent=1), encoding="utf-8")
+            results = checks_mod.evaluate(scenario, read_trace(run_dir.trace), state)
+            failed = [c.check for c in results if not c.passed]
+            verdict = "failed" if failed else "passed"
+            reason = ("failed: " + "; ".join(failed)) if failed else "every check holds"
+        with lock:
+            writer.append(RunEndEvent(status=verdict, reason=reason))
+        writer.close()
+        return TrialResult(
+            scenario=scenario.id, trial=trial, verdict=verdict, reason=reason, checks=results,
+            agent_status=result.status, input_tokens=sum(c.input_tokens for c in gateway.calls),
+            output_tokens=sum(c.output_tokens for c in gateway.calls), cost_usd=gateway.total_cost_usd,
+            model_calls=len(gateway.calls), duration_s=round(time.monotonic() - started, 3),
+            simulated=opts.simulated, run_dir=str(run_dir.path) if opts.runs_dir else None,
+        )
+
+
+def _run_agent(agent, job: agents_mod.AgentRun) -> agents_mod.AgentResult:
+    """Run the agent; its own crash is an unscored trial, not a crash of the harness."""
+    try:
+        return agent.run(job)
+    except BadInput:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any agent failure is an infrastructure failure
+        return agents_mod.AgentResult(status="crashed", reason=f"agent crashed: {type(exc).__name__}: {exc}"[:300])
+
+
+def _run_dir(stack: ExitStack, opts: ReplayOptions, scenario_id: str, trial: int) -> RunDir:
+    if opts.runs_dir is None:
+        import tempfile
+
+        tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="replaybook-run-"))
+        return RunDir(Path(tmp)).create()
+    name = f"{time.strftime('%Y%m%dT%H%M%S')}-{scenario_id}-t{trial}-{uuid.uuid4().hex[:6]}"
+    return RunDir(Path(opts.runs_dir) / name).create()
+
+
+def run_trials(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions, trials: int = 1,
+               jobs: int = 1, progress: Callable[[TrialResult], None] | None = None) -> list[TrialResult]:
+    """``trials`` independent trials, ``jobs`` at a time, in trial order."""
+    agent = agents_mod.make(opts.agent, command=opts.command)  # bad input fails before any trial
+    if jobs <= 1 or trials <= 1:
+        results = []
+        for i in range(trials):
+            results.append(run_trial(loaded, playbook_text, opts, i, agent))
+            if progress:
+                progress(results[-1])
+        return results
+    out: dict[int, TrialResult] = {}
+    with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="replay") as pool:
+        futures = {pool.submit(run_trial, loaded, playbook_text, opts, i, agent): i for i in range(trials)}
+        for future in as_completed(futures):
+            result = future.result()
+            out[futures[future]] = result
+            if progress:
+                progress(result)
+    return [out[i] for i in range(trials)]
+
+
+def rescore(run_path: Path, loaded: sc.LoadedScenario) -> list[checks_mod.CheckResult]:
+    """Decide the checks again from a stored run folder, without running anything."""
+    run_dir = RunDir(Path(run_path))
+    state_file = run_dir.path / "end_state.json"
+    if not state_file.exists():
+        raise BadInput(f"{run_path}: no end_state.json; the run was unscored or is not a run folder")
+    state = checks_mod.EndState.model_validate_json(state_file.read_text(encoding="utf-8"))
+    return checks_mod.evaluate(loaded.scenario, read_trace(run_dir.trace), state)
+
+
+def summary(results: list[TrialResult]) -> dict:
+    counts = {v: sum(r.verdict == v for r in results) for v in ("passed", "failed", "unscored")}
+    return {**counts, "trials": len(results), "cost_usd": round(sum(r.cost_usd for r in results), 6),
+            "input_tokens": sum(r.input_tokens for r in results),
+            "output_tokens": sum(r.output_tokens for r in results),
+            "simulated": any(r.simulated for r in results)}
+
+
+def dump(results: list[TrialResult]) -> str:
+    return json.dumps({"summary": summary(results), "trials": [r.to_dict() for r in results]}, indent=2)
+
