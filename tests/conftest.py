@@ -34,6 +34,8 @@ def _isolated(monkeypatch, tmp_path_factory):
     """Keep tests off the user's home, config and network credentials."""
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))
+    # One shim cache for the session: building shims costs ~0.5 s, reusing them ~1 ms.
+    monkeypatch.setenv("REPLAYBOOK_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "replaybook-cache"))
     for name in ("ANTHROPIC_API_KEY", "GITHUB_TOKEN", "GH_TOKEN", "REPLAYBOOK_CONFIG"):
         monkeypatch.delenv(name, raising=False)
 

@@ -22,7 +22,10 @@ def test_demo_builds_a_sound_capped_playbook(cli, tmp_path):
     # Each admitted rule's cited incidents were marked resolved by the rule.
     cited = {c for r in book.admitted() for c in r.cites}
     assert all(i.resolved_by == "rule" for i in incidents if i.id in cited)
-    assert "without replay" in result.out  # it says plainly what it did not prove
+    # Every proposal was replayed both ways and discriminated; the model is labelled simulated.
+    assert result.out.count("| discriminates |") == 4
+    assert "SIMULATED model" in result.out and "simulated estimate" in result.out
+    assert len(list((workspace / ".replaybook" / "traces").iterdir())) == 8
     assert "| incident | class | believed | actual |" in result.out
 
 

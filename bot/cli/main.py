@@ -15,7 +15,7 @@ import click
 
 from bot import __version__
 from bot import config as config_mod
-from bot.cli import demo, incident, playbook, rule, schema
+from bot.cli import demo, incident, playbook, replay, rule, schema
 from bot.errors import ReplaybookError
 
 
@@ -53,6 +53,7 @@ def cli(ctx: click.Context, root: Path | None) -> None:
 cli.add_command(incident.group)
 cli.add_command(playbook.group)
 cli.add_command(rule.group)
+cli.add_command(replay.command)
 cli.add_command(schema.command)
 cli.add_command(demo.command)
 

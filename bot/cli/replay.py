@@ -1,0 +1,137 @@
+"""``replaybook replay``: run an agent on a scenario and judge it from its trace."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from bot import bundled
+from bot import rule as rules_mod
+from bot import scenario as sc
+from bot.cli.output import emit_json, table
+from bot.errors import BadInput, CheckFailed
+from bot.replay import engine
+from bot.replay.agents import AGENTS
+
+SIMULATED_NOTE = "SIMULATED model (scripted, offline): it shows the harness works, not how a real model behaves"
+
+
+def resolve_scenario(root: Path, scenarios_dir: Path, name: str) -> sc.LoadedScenario:
+    """A scenario by path, by id in this repository, or by id among the bundled ones."""
+    given = Path(name)
+    for candidate in (given, root / given, scenarios_dir / name, bundled.scenarios_dir() / name):
+        if (candidate / "scenario.yaml").is_file() or (candidate.suffix in (".yaml", ".yml") and candidate.is_file()):
+            return sc.load(candidate)
+    raise BadInput(f"scenario {name!r} not found as a path, in {scenarios_dir}/ or among the bundled scenarios")
+
+
+def playbook_text(root: Path, playbook: Path | None, rule_file: Path | None) -> str:
+    """The playbook under test: a file (default: playbook/PLAYBOOK.md if present) plus a candidate rule."""
+    text = ""
+    source = playbook or root / "playbook" / "PLAYBOOK.md"
+    if playbook is not None and not playbook.is_file():
+        raise BadInput(f"{playbook}: no such playbook file")
+    if source.is_file():
+        text = source.read_text(encoding="utf-8")
+    if rule_file is not None:
+        candidate = rules_mod.load(rule_file, named_by_id=False)
+        text = (text.rstrip() + "\n\n" if text.strip() else "") + f"- [{candidate.id}] {candidate.rule}\n"
+    return text
+
+
+@click.command("replay")
+@click.argument("scenario")
+@click.option("--agent", type=click.Choice(AGENTS), default="builtin", show_default=True, help="The agent to run.")
+@click.option("--command", "command_template", help="For --agent command: its command line, with {task} and {playbook_file}.")
+@click.option("--model", default="scripted", show_default=True,
+              help="A model id (needs ANTHROPIC_API_KEY), or `scripted` for the offline simulated model.")
+@click.option("--playbook", type=click.Path(dir_okay=False, path_type=Path),
+              help="Playbook text for the system prompt (default: playbook/PLAYBOOK.md if it exists).")
+@click.option("--rule", "rule_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="A candidate rule file whose rule is added to the playbook.")
+@click.option("--trials", type=click.IntRange(1, 1000), default=1, show_default=True, help="Independent trials.")
+@click.option("--jobs", type=click.IntRange(1, 64), default=1, show_default=True, help="Trials run at once.")
+@click.option("--noise", type=click.FloatRange(0, 1), default=0.0, help="Simulated model: chance a trial takes the other branch.")
+@click.option("--seed", type=int, default=0, help="Simulated model: seed for the noise.")
+@click.option("--runs-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Where run folders (trace, raw output, diff) are kept (default: config paths.traces).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def command(ctx: click.Context, scenario: str, agent: str, command_template: str | None, model: str,
+            playbook: Path | None, rule_file: Path | None, trials: int, jobs: int, noise: float, seed: int,
+            runs_dir: Path | None, as_json: bool) -> None:
+    """Run an agent on SCENARIO (a path or an id) in a sandbox and judge it from its trace.
+
+    Prints each trial's verdict (pass, fail or unscored), the check that failed
+    and its evidence, and the tokens and cost counted by the gateway. Exit 0
+    when every trial passed, 1 otherwise, 2 on bad input.
+    """
+    settings = ctx.obj.settings
+    loaded = resolve_scenario(settings.root, settings.path("scenarios"), scenario)
+    text = playbook_text(settings.root, playbook, rule_file)
+    opts = engine.ReplayOptions(
+        agent=agent, command=command_template, model=model, noise=noise, seed=seed,
+        api_key=os.environ.get("ANTHROPIC_API_KEY") if model != engine.SCRIPTED else None,
+        upstream_url=os.environ.get("REPLAYBOOK_UPSTREAM_URL", "https://api.anthropic.com"),
+        runs_dir=runs_dir or settings.path("traces"),
+    )
+    if not as_json:
+        click.echo(f"# Replay `{loaded.scenario.id}`: {agent} agent, model `{model}`"
+                   + (f"\n\n> {SIMULATED_NOTE}." if opts.simulated else "") + "\n")
+
+    def progress(result: engine.TrialResult) -> None:
+        if trials > 1:
+            done = progress.count = getattr(progress, "count", 0) + 1
+            click.echo(f"[{done}/{trials}] trial {result.trial}: {result.verdict}", err=True)
+
+    results = engine.run_trials(loaded, text, opts, trials=trials, jobs=jobs, progress=progress)
+    if as_json:
+        emit_json({"scenario": loaded.scenario.id, "agent": agent, "model": model,
+                   "simulated": opts.simulated, "summary": engine.summary(results),
+                   "trials": [r.to_dict() for r in results]})
+    else:
+        _report(results)
+    if not all(r.verdict == "passed" for r in results):
+        raise CheckFailed(_closing(results))
+
+
+def _report(results: list[engine.TrialResult]) -> None:
+    rows = []
+    for r in results:
+        failed = r.failed_checks
+        rows.append([r.trial, r.verdict, failed[0].check if failed else ("" if r.verdict == "passed" else r.reason),
+                     failed[0].detail if failed else "", r.input_tokens + r.output_tokens, f"${r.cost_usd:.4f}"])
+    click.echo(table(["trial", "verdict", "failed check", "detail", "tokens", "cost"], rows))
+    for r in results:
+        for check in r.failed_checks:
+            for item in check.evidence[:3]:
+                click.echo(f"- trial {r.trial}, `{check.check}`: {evidence_line(item)}")
+    s = engine.summary(results)
+    kind = " (simulated estimate)" if s["simulated"] else ""
+    click.echo(f"\n{s['passed']} passed, {s['failed']} failed, {s['unscored']} unscored; "
+               f"{s['input_tokens'] + s['output_tokens']} tokens, ${s['cost_usd']:.4f}{kind}")
+    dirs = [r.run_dir for r in results if r.run_dir]
+    if dirs:
+        click.echo(f"Run folders: {Path(dirs[0]).parent}/")
+
+
+def evidence_line(item: dict) -> str:
+    """One line of evidence from the trace or the end state."""
+    if "argv" in item:
+        argv = " ".join(item["argv"])
+        return f"ran `{argv}` in `{item['cwd']}`, exit {item['exit_code']} (trace event {item['seq']})"
+    if "added_line" in item:
+        return f"{item['path']} adds `{item['added_line'].strip()}` (matches `{item['pattern']}`)"
+    if "service" in item:
+        return f"service ${item['service']} got {item['requests']} request(s)"
+    if "output_tail" in item:
+        tail = " / ".join(line for line in item["output_tail"].strip().splitlines()[-2:])
+        return f"output ends: {tail}"
+    return str(item)
+
+
+def _closing(results: list[engine.TrialResult]) -> str:
+    s = engine.summary(results)
+    return f"not every trial passed ({s['failed']} failed, {s['unscored']} unscored)"
