@@ -22,10 +22,10 @@ class _Section(BaseModel):
 
 
 class Models(_Section):
-    agent: str = Field(default="claude-sonnet-4-5", description="Model the replayed agent runs on.")
-    distill: str = Field(default="claude-sonnet-4-5", description="Model that writes rules from incidents.")
-    capture: str = Field(default="claude-haiku-4-5", description="Model that fills in incidents.")
-    reflect: str = Field(default="claude-haiku-4-5", description="Model that reflects on a trace (hindsight).")
+    agent: str = Field(default="claude-sonnet-5-5", description="Model the replayed agent runs on.")
+    distill: str = Field(default="claude-sonnet-5-5", description="Model that writes rules from incidents.")
+    capture: str = Field(default="claude-haiku-5-5", description="Model that fills in incidents.")
+    reflect: str = Field(default="claude-haiku-5-5", description="Model that reflects on a trace (hindsight).")
     screen: str | None = Field(default=None, description="Cheaper model for the gate's first screen.")
 
 
