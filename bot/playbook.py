@@ -7,6 +7,7 @@ atomic file write, and nothing is written when the input is bad.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -18,6 +19,7 @@ from bot import scenario as scenario_mod
 from bot import yamlfile
 from bot.errors import BadInput
 from bot.incident import IncidentStore
+from bot.journal import Journal, locked
 from bot.rule import Rule
 
 STATES = ("proposed", "rules", "archive")
@@ -41,6 +43,14 @@ class Entry:
     path: Path
     state: str
     rule: Rule
+
+
+@dataclass
+class Admission:
+    rule: Rule
+    retired: list[Rule]
+    resolved_incidents: list[str]
+    retired_itself: bool = False  # the new rule was the coldest past the cap
 
 
 @dataclass
@@ -230,30 +240,86 @@ class Playbook:
 
     def retire(self, rule_id: str, *, reason: str, on: date) -> Rule:
         """Move an admitted rule to the archive, stamped with when and why."""
-        by_id = {e.rule.id: e for e in self.entries(("rules",))}
-        entry = by_id.get(rule_id)
-        if entry is None:
-            raise BadInput(f"{rule_id} is not an admitted rule in {self.dir('rules')}/; see `replaybook playbook list`")
-        text = entry.path.read_text(encoding="utf-8")
-        text = yamlfile.set_top_level(text, "retired", on.isoformat())
-        text = yamlfile.set_top_level(text, "retired_reason", reason)
-        target = self.dir("archive") / entry.path.name
-        rules_mod.Rule.model_validate(yamlfile.parse(target, text, what="rule").data)
-        try:
-            yamlfile.write_new(target, text)
-        except FileExistsError:
-            raise BadInput(f"{target} already exists; an archived rule is never overwritten") from None
-        entry.path.unlink()
-        self.render()
-        return entry.rule
+        with self._changing():
+            by_id = {e.rule.id: e for e in self.entries(("rules",))}
+            entry = by_id.get(rule_id)
+            if entry is None:
+                raise BadInput(f"{rule_id} is not an admitted rule in {self.dir('rules')}/; see `replaybook playbook list`")
+            self._commit([e for e in by_id.values() if e is not entry], retire=[entry], reason=reason, on=on)
+            return entry.rule
 
-    def coldest_over_cap(self) -> list[Rule]:
-        admitted = sorted(self.admitted(), key=Rule.heat)
-        return admitted[: max(0, len(admitted) - self.cap)]
+    def coldest_over_cap(self, rules: list[Rule] | None = None) -> list[Rule]:
+        ranked = sorted(self.admitted() if rules is None else rules, key=Rule.heat)
+        return ranked[: max(0, len(ranked) - self.cap)]
 
     def retire_over_cap(self, on: date) -> list[Rule]:
-        """Retire the coldest rules until the cap holds."""
-        return [self.retire(r.id, reason="cap", on=on) for r in self.coldest_over_cap()]
+        """Retire the coldest rules until the cap holds, in one change."""
+        with self._changing():
+            entries = self.entries(("rules",))
+            cold = {r.id for r in self.coldest_over_cap([e.rule for e in entries])}
+            retire = [e for e in entries if e.rule.id in cold]
+            if retire:
+                self._commit([e for e in entries if e.rule.id not in cold], retire=retire, reason="cap", on=on)
+            return [e.rule for e in retire]
+
+    def admit(self, path: Path, on: date) -> Admission:
+        """Admit the rule file at ``path`` as one atomic change of the playbook.
+
+        The rule moves into ``rules/``, the coldest rules retire if the cap is
+        passed, PLAYBOOK.md is re-rendered and the cited incidents are marked
+        ``resolved_by: rule``: all of it, or (after a crash, once recovered)
+        none of it. Admissions are serialised by the playbook's lock, and the
+        rule is vetted again under it, so two gates never reuse an id.
+        """
+        path = Path(path)
+        with self._changing():
+            candidate = self.vet(path)
+            entries = self.entries(("rules",))
+            target = self.dir("rules") / f"{candidate.id}.yaml"
+            entry = Entry(target, "rules", candidate)
+            cold = {r.id for r in self.coldest_over_cap([e.rule for e in entries] + [candidate])}
+            keep = [e for e in [*entries, entry] if e.rule.id not in cold]
+            retire = [e for e in entries if e.rule.id in cold]
+            writes = {target: path.read_text(encoding="utf-8")}
+            resolved = self._resolve_incidents(candidate, writes)
+            moved = [path] if path.resolve() != target.resolve() else []
+            self._commit(keep, retire=retire, reason="cap", on=on, writes=writes, deletes=moved)
+            return Admission(candidate, [e.rule for e in retire], resolved, candidate.id in cold)
+
+    def _resolve_incidents(self, rule: Rule, writes: dict[Path, str]) -> list[str]:
+        if self.incidents is None:
+            return []
+        local = [c for c in rule.cites if c in self.incidents.ids()]
+        for incident_id in local:
+            path = self.incidents.path_of(incident_id)
+            writes[path] = yamlfile.set_top_level(path.read_text(encoding="utf-8"), "resolved_by", "rule")
+        return local
+
+    def _commit(self, keep: list[Entry], *, retire: list[Entry], reason: str, on: date,
+                writes: dict[Path, str] | None = None, deletes: list[Path] = ()) -> None:
+        """Retire ``retire``, re-render from ``keep``, plus ``writes``/``deletes``: one journal commit."""
+        writes = dict(writes or {})
+        deletes = list(deletes)
+        for entry in retire:
+            target = self.dir("archive") / entry.path.name
+            if target.exists():
+                raise BadInput(f"{target} already exists; an archived rule is never overwritten")
+            text = entry.path.read_text(encoding="utf-8") if entry.path.exists() else writes.pop(entry.path)
+            text = yamlfile.set_top_level(text, "retired", on.isoformat())
+            writes[target] = yamlfile.set_top_level(text, "retired_reason", reason)
+            deletes.append(entry.path)
+        for path, text in writes.items():  # every file is validated before anything is written
+            if path.suffix == ".yaml" and path.parent.parent == self.folder:
+                Rule.model_validate(yamlfile.parse(path, text, what="rule").data)
+        writes[self.rendered_path] = self.render_text([e.rule for e in keep])
+        Journal(self.root).commit(writes, deletes)
+
+    @contextlib.contextmanager
+    def _changing(self):
+        """The playbook lock, with any change a crash interrupted finished first."""
+        with locked(self.root):
+            Journal(self.root).recover()
+            yield
 
     def inject(self, task_type: str | None, max_rules: int | None = None) -> str:
         """The rules for one task, as text for a system prompt."""

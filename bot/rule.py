@@ -110,10 +110,11 @@ class Rule(records.Record):
     def heat(self) -> tuple:
         """Sort key, coldest first: provisional, then oldest last hit, then oldest created.
 
-        A rule never cited counts as colder than any cited one. Provisional
-        rules stand on one incident, so they retire before proven ones.
+        A rule never cited counts from the day it was created, so a rule just
+        admitted is not the coldest by default. Provisional rules stand on one
+        incident, so they retire before proven ones.
         """
-        return (not self.provisional, self.last_hit or date.min, self.created, self.id)
+        return (not self.provisional, self.last_hit or self.created, self.created, self.id)
 
 
 def load(path: Path, *, named_by_id: bool = True) -> Rule:

@@ -142,7 +142,7 @@ def snapshot(folder: Path) -> dict[str, str]:
     """Content hash of every file under ``folder``: proves nothing changed."""
     out = {}
     for path in sorted(folder.rglob("*")):
-        if path.is_file():
+        if path.is_file() and path.name != "playbook.lock":  # an empty lock file holds no data
             out[str(path.relative_to(folder))] = hashlib.sha256(path.read_bytes()).hexdigest()
     return out
 

@@ -169,3 +169,43 @@ def test_provisional_is_derived_and_checked():
 def test_sentence_counting_ignores_dots_inside_names():
     assert len(sentences("Before running tests, look for pytest.ini or jest.config.* first, e.g. in packages/api.")) == 1
     assert len(sentences("When a lint rule fails, fix the code. Never disable the rule.")) == 2
+
+
+def test_admit_is_one_change_moving_retiring_rendering_and_resolving(seeded):
+    from datetime import date
+
+    from bot.incident import IncidentStore
+    from bot.playbook import Playbook
+
+    write(seeded / ".replaybook.yml", "cap: 1\n")
+    candidate = write(seeded / "playbook" / "proposed" / "rule-0002.yaml",
+                      rule_yaml("rule-0002", created="2026-11-01", text="When a test imports fail, run it from its package."))
+    book = Playbook(seeded / "playbook", root=seeded, cap=1, incidents=IncidentStore(seeded / "incidents"))
+    admission = book.admit(candidate, on=date(2026, 11, 30))
+    assert [r.id for r in admission.retired] == ["rule-0001"]  # older activity than the new rule
+    assert not candidate.exists()
+    assert [r.id for r in book.admitted()] == ["rule-0002"]
+    assert (seeded / "playbook" / "archive" / "rule-0001.yaml").exists()
+    assert sorted(admission.resolved_incidents) == ["2026-07-14-0932", "2026-07-21-1105"]
+    assert all(i.resolved_by == "rule" for i in IncidentStore(seeded / "incidents").all())
+    assert book.check() == []
+    assert not (seeded / ".replaybook" / "journal.json").exists()
+
+
+def test_an_interrupted_change_is_finished_by_the_next_one(seeded):
+    """A journal left by a crash is applied before anything else changes."""
+    import json
+    from datetime import date
+
+    from bot.playbook import Playbook
+
+    rules = seeded / "playbook" / "rules"
+    journal = seeded / ".replaybook" / "journal.json"
+    journal.parent.mkdir(parents=True, exist_ok=True)
+    moved = (rules / "rule-0001.yaml").read_text() + "retired: 2026-11-30\nretired_reason: manual\n"
+    journal.write_text(json.dumps({"writes": {"playbook/archive/rule-0001.yaml": moved},
+                                   "deletes": ["playbook/rules/rule-0001.yaml"]}))
+    book = Playbook(seeded / "playbook", root=seeded)
+    assert book.retire_over_cap(on=date(2026, 11, 30)) == []  # any change recovers first
+    assert not journal.exists() and not (rules / "rule-0001.yaml").exists()
+    assert "retired_reason: manual" in (seeded / "playbook" / "archive" / "rule-0001.yaml").read_text()
