@@ -282,7 +282,8 @@ class Playbook:
             retire = [e for e in entries if e.rule.id in cold]
             writes = {target: path.read_text(encoding="utf-8")}
             resolved = self._resolve_incidents(candidate, writes)
-            moved = [path] if path.resolve() != target.resolve() else []
+            # A proposal leaves proposed/; a file elsewhere (a PR's, a user's) is left alone.
+            moved = [path] if path.resolve().parent == self.dir("proposed").resolve() else []
             self._commit(keep, retire=retire, reason="cap", on=on, writes=writes, deletes=moved)
             return Admission(candidate, [e.rule for e in retire], resolved, candidate.id in cold)
 

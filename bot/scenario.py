@@ -6,6 +6,7 @@ A sentence is refused: a rule you cannot replay is not a rule.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Union
 
@@ -65,6 +66,16 @@ class Unchanged(_Strict):
 
 class DiffExcludes(_Strict):
     diff_excludes: list[str] = Field(min_length=1, description="Regular expressions no added line may match.")
+
+    @field_validator("diff_excludes")
+    @classmethod
+    def _compiles(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"{pattern!r} is not a regular expression ({exc}); escape special characters") from None
+        return value
 
 
 class SucceedsCheck(_Strict):

@@ -15,7 +15,7 @@ import click
 
 from bot import __version__
 from bot import config as config_mod
-from bot.cli import demo, incident, playbook, replay, rule, schema
+from bot.cli import demo, gate, incident, playbook, replay, rule, schema
 from bot.errors import ReplaybookError
 
 
@@ -54,6 +54,7 @@ cli.add_command(incident.group)
 cli.add_command(playbook.group)
 cli.add_command(rule.group)
 cli.add_command(replay.command)
+cli.add_command(gate.command)
 cli.add_command(schema.command)
 cli.add_command(demo.command)
 

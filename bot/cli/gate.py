@@ -1,0 +1,88 @@
+"""``replaybook gate``: admit or reject one candidate rule, by replay."""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+
+import click
+
+from bot import gate as gate_mod
+from bot import gate_report
+from bot.cli.output import emit_json
+from bot.cli.playbook import open_playbook
+from bot.errors import BadInput, CheckFailed
+from bot.playbook import Playbook
+from bot.replay.agents import AGENTS
+from bot.replay.engine import SCRIPTED, ReplayOptions
+
+
+@click.command("gate")
+@click.argument("rule_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--playbook", "playbook_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="The playbook folder (default: config paths.playbook).")
+@click.option("--suite", "suite_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="The replay suite: a folder of scenarios (default: config paths.scenarios).")
+@click.option("--agent", type=click.Choice(AGENTS), default="builtin", show_default=True, help="The agent to replay.")
+@click.option("--command", "command_template", help="For --agent command: its command line.")
+@click.option("--model", default=SCRIPTED, show_default=True,
+              help="A model id (needs ANTHROPIC_API_KEY), or `scripted` for the offline simulated model.")
+@click.option("--screen-model", help="Screen with this cheaper model first; run the full gate only if the rule can matter.")
+@click.option("--trials", type=click.IntRange(1, 20), default=3, show_default=True,
+              help="Trials per suite scenario (the rule's own scenario follows the sequential test).")
+@click.option("--jobs", type=click.IntRange(1, 64), default=1, show_default=True, help="Trials run at once.")
+@click.option("--max-cost-usd", type=click.FloatRange(min=0), help="Stop the gate once it has spent this much.")
+@click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Replay cache (default: config paths.cache).")
+@click.option("--no-cache", is_flag=True, help="Replay everything; read and write no cache.")
+@click.option("--runs-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Where run folders are kept (default: config paths.traces).")
+@click.option("--noise", type=click.FloatRange(0, 1), default=0.0, help="Simulated model: chance a trial takes the other branch.")
+@click.option("--seed", type=int, default=0, help="Simulated model: seed for the noise.")
+@click.option("--report", "report_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the markdown report to this file.")
+@click.option("--admit", "do_admit", is_flag=True,
+              help="On admit: move the rule into playbook/rules/, retire past the cap, re-render, resolve its incidents.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of markdown.")
+@click.pass_context
+def command(ctx: click.Context, rule_file: Path, playbook_dir: Path | None, suite_dir: Path | None, agent: str,
+            command_template: str | None, model: str, screen_model: str | None, trials: int, jobs: int,
+            max_cost_usd: float | None, cache_dir: Path | None, no_cache: bool, runs_dir: Path | None,
+            noise: float, seed: int, report_file: Path | None, do_admit: bool, as_json: bool) -> None:
+    """Decide admit or reject for RULE_FILE by replay.
+
+    Cheap checks first (form, citations, scenario, no twin), then the rule's
+    own scenario must fail without it and pass with it (a sequential test),
+    then the whole suite must not regress. Exit 0 on admit, 1 on reject or when
+    no decision could be made, 2 on bad input.
+    """
+    settings = ctx.obj.settings
+    if not rule_file.is_file():
+        raise BadInput(f"{rule_file}: no such rule file")
+    book = open_playbook(ctx)
+    if playbook_dir is not None:
+        book = Playbook(playbook_dir, root=settings.root, cap=settings.cap, incidents=book.incidents)
+    key = os.environ.get("ANTHROPIC_API_KEY")
+    replay = ReplayOptions(agent=agent, command=command_template, model=model, noise=noise, seed=seed,
+                           api_key=key, runs_dir=runs_dir or settings.path("traces"),
+                           upstream_url=os.environ.get("REPLAYBOOK_UPSTREAM_URL", "https://api.anthropic.com"))
+    if (model != SCRIPTED or (screen_model and screen_model != SCRIPTED)) and not key:
+        raise BadInput("a real --model or --screen-model needs ANTHROPIC_API_KEY; use `scripted` for the simulated model")
+    opts = gate_mod.GateOptions(replay=replay, suite_trials=trials, jobs=jobs, max_cost_usd=max_cost_usd,
+                                screen_model=screen_model, cache_dir=None if no_cache else (cache_dir or settings.path("cache")))
+    progress = (lambda msg: None) if as_json else (lambda msg: click.echo(f"… {msg}", err=True))
+    result = gate_mod.run_gate(book, rule_file, suite_dir or settings.path("scenarios"), opts, progress)
+    if do_admit and result.decision == "admit":
+        admission = book.admit(rule_file, datetime.now(timezone.utc).date())
+        result.admitted = {"retired": [r.id for r in admission.retired], "resolved": admission.resolved_incidents}
+    text = gate_report.markdown(result, opts.test)
+    if report_file:
+        report_file.parent.mkdir(parents=True, exist_ok=True)
+        report_file.write_text(text, encoding="utf-8")
+    if as_json:
+        emit_json(gate_report.as_json(result))
+    else:
+        click.echo(text, nl=False)
+    if result.decision != "admit":
+        raise CheckFailed(f"{result.rule_id}: {result.decision}: {result.reason}")

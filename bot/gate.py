@@ -1,0 +1,350 @@
+"""The admit gate: a rule enters the playbook only if replay proves it.
+
+Cheap checks first (the rule's form, its citations, its scenario, no twin in
+the playbook), then the rule's own scenario as a sequential test (it must
+fail without the rule and pass with it; see ``bot.stats``), then the whole
+suite with the candidate, judged against each scenario's cached baseline.
+Every replay goes through ``Runner``, which caches scored results by content,
+retries unscored ones and stops at the gate's budget.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Literal
+
+from bot import rule as rules_mod
+from bot import scenario as sc
+from bot import stats
+from bot.errors import BadInput
+from bot.playbook import Playbook
+from bot.replay import agents as agents_mod
+from bot.replay.cache import ReplayCache, trial_key
+from bot.replay.engine import ReplayOptions, TrialResult, run_trial
+from bot.rule import Rule
+
+Decision = Literal["admit", "reject", "error"]
+TWIN_THRESHOLD = 0.6
+
+
+class BudgetSpent(Exception):
+    pass
+
+
+@dataclass
+class GateOptions:
+    replay: ReplayOptions = field(default_factory=ReplayOptions)
+    test: stats.SequentialTest = field(default_factory=stats.SequentialTest)
+    suite_trials: int = 3
+    jobs: int = 1
+    max_cost_usd: float | None = None
+    screen_model: str | None = None
+    max_unscored: int = 3  # extra attempts per side before the gate gives up
+    cache_dir: Path | None = None
+
+
+@dataclass
+class Side:
+    """One batch of trials of one scenario with one playbook text."""
+
+    label: str
+    scenario: str
+    trials: list[TrialResult] = field(default_factory=list)
+    outcome: str = "not run"  # pass | fail | error | not run
+
+    @property
+    def scored(self) -> list[TrialResult]:
+        return [t for t in self.trials if t.verdict != "unscored"]
+
+    @property
+    def passes(self) -> int:
+        return sum(t.verdict == "passed" for t in self.trials)
+
+    @property
+    def n(self) -> int:
+        return len(self.scored)
+
+    @property
+    def unscored(self) -> int:
+        return len(self.trials) - self.n
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        return stats.wilson(self.passes, self.n)
+
+
+@dataclass
+class SuiteEntry:
+    scenario: str
+    baseline: Side
+    candidate: Side | None = None
+    judged: bool = False
+    regressed: bool = False
+    note: str = ""
+
+
+@dataclass
+class GateResult:
+    rule_id: str
+    rule_text: str
+    decision: Decision
+    reason: str
+    provisional: bool = False
+    screen: list[Side] = field(default_factory=list)
+    before: Side | None = None
+    after: Side | None = None
+    suite: list[SuiteEntry] = field(default_factory=list)
+    cost_usd: float = 0.0
+    model_calls: int = 0
+    replays: int = 0
+    cache_hits: int = 0
+    traces: str | None = None
+    simulated: bool = False
+    admitted: dict | None = None
+
+    @property
+    def regressions(self) -> list[SuiteEntry]:
+        return [e for e in self.suite if e.regressed]
+
+
+class Runner:
+    """Runs trials through the cache, within the budget, ``jobs`` at a time."""
+
+    def __init__(self, opts: GateOptions):
+        self.opts = opts
+        self.cache = ReplayCache(opts.cache_dir) if opts.cache_dir else None
+        self.cost = 0.0
+        self.model_calls = 0
+        self.replays = 0
+        self._lock = threading.Lock()
+        self._agents: dict[str, object] = {}
+
+    def _agent(self, replay: ReplayOptions):
+        name = f"{replay.agent}:{replay.command}"
+        if name not in self._agents:
+            self._agents[name] = agents_mod.make(replay.agent, command=replay.command)
+        return self._agents[name]
+
+    def trial(self, loaded: sc.LoadedScenario, text: str, index: int, replay: ReplayOptions) -> TrialResult:
+        agent = self._agent(replay)
+        key = trial_key(loaded, text, replay, index, agent.version) if self.cache else None
+        cached = self.cache.get(key) if self.cache else None
+        if cached is not None:
+            return cached
+        with self._lock:
+            if self.opts.max_cost_usd is not None and self.cost >= self.opts.max_cost_usd:
+                raise BudgetSpent(f"the gate's budget of ${self.opts.max_cost_usd:.2f} is spent")
+        result = run_trial(loaded, text, replay, index, agent)
+        with self._lock:
+            self.cost += result.cost_usd
+            self.model_calls += result.model_calls
+            self.replays += 1
+        if self.cache:
+            self.cache.put(key, result)
+        return result
+
+    def batch(self, jobs: list[tuple[sc.LoadedScenario, str, int, ReplayOptions]]) -> list[TrialResult]:
+        if self.opts.jobs <= 1 or len(jobs) <= 1:
+            return [self.trial(*job) for job in jobs]
+        with ThreadPoolExecutor(max_workers=self.opts.jobs) as pool:
+            return list(pool.map(lambda job: self.trial(*job), jobs))
+
+    def sequential(self, side: Side, loaded: sc.LoadedScenario, text: str,
+                   decide: Callable[[int, int], str], limit: int, replay: ReplayOptions) -> Side:
+        """Run trials until ``decide`` says pass or fail; unscored trials are retried, never counted."""
+        index = 0
+        while True:
+            state = decide(side.passes, side.n - side.passes)
+            if state != "continue":
+                side.outcome = state
+                return side
+            if side.unscored > self.opts.max_unscored:
+                side.outcome = "error"
+                return side
+            # Run only as many at once as could still be needed.
+            width = max(1, min(self.opts.jobs, limit - side.n))
+            side.trials += self.batch([(loaded, text, index + i, replay) for i in range(width)])
+            index += width
+
+    def fixed(self, side: Side, loaded: sc.LoadedScenario, text: str, n: int, replay: ReplayOptions) -> Side:
+        """``n`` scored trials (unscored ones retried, within the limit)."""
+        index = 0
+        while side.n < n and side.unscored <= self.opts.max_unscored:
+            width = n - side.n
+            side.trials += self.batch([(loaded, text, index + i, replay) for i in range(width)])
+            index += width
+        side.outcome = "pass" if side.n >= n else "error"
+        return side
+
+
+# -- cheap checks -----------------------------------------------------------
+
+_STOP = frozenset("a an and the to of in on for with from by or is are be it its this that then any every "
+                  "when before after if do not you your".split())
+
+
+def _words(text: str) -> set[str]:
+    import re
+
+    return {w for w in re.findall(r"[a-z0-9][a-z0-9_.-]*", text.lower()) if w not in _STOP and len(w) > 2}
+
+
+def similarity(a: str, b: str) -> float:
+    """Word-set overlap (Jaccard) of two rules' content words."""
+    wa, wb = _words(a), _words(b)
+    return len(wa & wb) / len(wa | wb) if wa | wb else 0.0
+
+
+def cheap_checks(book: Playbook, path: Path) -> tuple[Rule | None, list[str]]:
+    """The rule, or the reasons it is rejected before any replay."""
+    try:
+        candidate = book.vet(path)
+    except BadInput as exc:
+        return None, exc.problems or [exc.message]
+    problems = []
+    for admitted in book.admitted():
+        if admitted.id == candidate.id:
+            continue
+        score = similarity(candidate.rule, admitted.rule)
+        if score >= TWIN_THRESHOLD:
+            problems.append(f"near-duplicate of admitted {admitted.id} ({score:.0%} of content words shared): "
+                            f"\"{admitted.rule}\"")
+    return candidate, problems
+
+
+# -- the gate -----------------------------------------------------------------
+
+
+def run_gate(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions,
+             progress: Callable[[str], None] = lambda _: None) -> GateResult:
+    """Decide admit or reject for one candidate rule. Changes nothing."""
+    candidate, problems = cheap_checks(book, rule_path)
+    if candidate is None or problems:
+        rule_id = candidate.id if candidate else Path(rule_path).stem
+        return GateResult(rule_id, candidate.rule if candidate else "", "reject",
+                          "cheap checks failed: " + "; ".join(problems))
+    runner = Runner(opts)
+    result = GateResult(candidate.id, candidate.rule, "error", "", provisional=bool(candidate.provisional),
+                        simulated=opts.replay.simulated,
+                        traces=str(opts.replay.runs_dir) if opts.replay.runs_dir else None)
+    loaded = sc.load(book.root / candidate.replay)
+    admitted = [r for r in book.admitted() if r.id != candidate.id]
+    before_text = book.render_text(admitted)
+    after_text = book.render_text(admitted + [candidate])
+    try:
+        _decide(result, runner, opts, loaded, before_text, after_text, suite_dir, progress)
+    except BudgetSpent as exc:
+        result.decision, result.reason = "error", str(exc)
+    result.cost_usd = round(runner.cost, 6)
+    result.model_calls, result.replays = runner.model_calls, runner.replays
+    result.cache_hits = runner.cache.hits if runner.cache else 0
+    return result
+
+
+def _decide(result: GateResult, runner: Runner, opts: GateOptions, loaded: sc.LoadedScenario,
+            before_text: str, after_text: str, suite_dir: Path, progress) -> None:
+    test = opts.test
+    if opts.screen_model and not _screen(result, runner, opts, loaded, before_text, after_text, progress):
+        return
+    progress(f"own scenario `{loaded.scenario.id}` without the rule")
+    result.before = runner.sequential(Side("before", loaded.scenario.id), loaded, before_text, test.before,
+                                      test.before_n, opts.replay)
+    if result.before.outcome != "pass":
+        _not_discriminative(result, "before")
+        return
+    progress(f"own scenario `{loaded.scenario.id}` with the rule")
+    result.after = runner.sequential(Side("after", loaded.scenario.id), loaded, after_text, test.after,
+                                     test.after_n, opts.replay)
+    if result.after.outcome != "pass":
+        _not_discriminative(result, "after")
+        return
+    result.suite = _suite(runner, opts, loaded, before_text, after_text, suite_dir, progress)
+    if result.regressions:
+        names = ", ".join(e.scenario for e in result.regressions)
+        result.decision, result.reason = "reject", f"regressed {names}"
+    else:
+        result.decision = "admit"
+        result.reason = (f"replay is discriminative ({result.before.passes}/{result.before.n} passed without the rule, "
+                         f"{result.after.passes}/{result.after.n} with it) and the suite does not regress")
+
+
+def _not_discriminative(result: GateResult, side: str) -> None:
+    s = result.before if side == "before" else result.after
+    if s.outcome == "error":
+        result.decision = "error"
+        result.reason = f"the {side}-runs could not be scored ({s.unscored} unscored: {_unscored_reasons(s)})"
+        return
+    result.decision = "reject"
+    if side == "before":
+        result.reason = (f"replay not discriminative: the scenario passed without the rule "
+                         f"({s.passes}/{s.n}), so the rule teaches nothing")
+    else:
+        result.reason = (f"replay not discriminative: the scenario still failed with the rule "
+                         f"({s.passes}/{s.n} passed; {_failed_checks(s)})")
+
+
+def _unscored_reasons(side: Side) -> str:
+    return "; ".join(sorted({t.reason for t in side.trials if t.verdict == "unscored"}))[:300]
+
+
+def _failed_checks(side: Side) -> str:
+    names = sorted({c.check for t in side.scored for c in t.failed_checks})
+    return "failing: " + ", ".join(names) if names else "no check failed"
+
+
+def _screen(result, runner, opts, loaded, before_text, after_text, progress) -> bool:
+    """A cheaper model's one run each way; only a rule that can matter goes on."""
+    progress(f"screen with `{opts.screen_model}`")
+    cheap = _with_model(opts.replay, opts.screen_model)
+    before = runner.fixed(Side("screen before", loaded.scenario.id), loaded, before_text, 1, cheap)
+    after = runner.fixed(Side("screen after", loaded.scenario.id), loaded, after_text, 1, cheap)
+    result.screen = [before, after]
+    if before.passes == 0 and after.passes == 1:
+        return True
+    result.decision = "reject"
+    result.reason = (f"screen: with {opts.screen_model} the scenario {'passed' if before.passes else 'failed'} "
+                     f"without the rule and {'passed' if after.passes else 'failed'} with it, so the rule cannot matter there")
+    return False
+
+
+def _with_model(replay: ReplayOptions, model: str) -> ReplayOptions:
+    from dataclasses import replace
+
+    return replace(replay, model=model)
+
+
+def _suite(runner, opts, own, before_text, after_text, suite_dir, progress) -> list[SuiteEntry]:
+    entries = []
+    for folder in sorted(p for p in Path(suite_dir).iterdir() if (p / "scenario.yaml").is_file()):
+        if folder.resolve() == own.folder.resolve():
+            continue
+        try:
+            loaded = sc.load(folder)
+        except BadInput as exc:
+            entries.append(SuiteEntry(folder.name, Side("baseline", folder.name, outcome="error"),
+                                      note=f"does not load: {exc.message}"))
+            continue
+        progress(f"suite `{loaded.scenario.id}`")
+        entry = SuiteEntry(loaded.scenario.id, runner.fixed(Side("baseline", loaded.scenario.id), loaded,
+                                                            before_text, opts.suite_trials, opts.replay))
+        entries.append(entry)
+        if entry.baseline.outcome == "error":
+            entry.note = "not judged: its baseline could not be scored"
+            continue
+        if entry.baseline.passes == 0:
+            entry.note = "not judged: it fails with the current playbook too"
+            continue
+        entry.candidate = runner.fixed(Side("with rule", loaded.scenario.id), loaded, after_text,
+                                       opts.suite_trials, opts.replay)
+        entry.judged = True
+        if entry.candidate.outcome == "error":
+            entry.regressed = True
+            entry.note = "became unscorable with the rule: " + _unscored_reasons(entry.candidate)
+        else:
+            entry.regressed = stats.regressed(entry.baseline.passes, entry.baseline.n,
+                                              entry.candidate.passes, entry.candidate.n)
+            entry.note = "regressed" if entry.regressed else "no regression"
+    return entries
