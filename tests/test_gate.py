@@ -1,0 +1,241 @@
+"""The admit gate: every reject reason, admission at the cap, the cache, two gates at once.
+
+Scenarios here are tiny (a marker file and a `test -f` check) so a replay
+costs tens of milliseconds; the simulated model decides what the agent does.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import yaml
+
+from bot import gate as gate_mod
+from bot.incident import IncidentStore
+from bot.playbook import Playbook
+from bot.replay.engine import ReplayOptions
+from conftest import incident_yaml, snapshot, write
+
+RULE = "When a task says make it right, write right.txt and never wrong.txt."
+
+
+def mini_scenario(root: Path, sid: str, branch_on: str = "write right.txt", *, inverse=False, broken=False,
+                  hang=False) -> Path:
+    """A scenario the agent passes by writing right.txt, and fails by writing wrong.txt."""
+    folder = root / "scenarios" / sid
+    write(folder / "repo" / "README.md", "fixture\n")
+    good = [{"bash": "echo ok > right.txt"}, {"say": "done"}]
+    bad = [{"bash": "echo no > wrong.txt"}, {"say": "done"}]
+    if hang:
+        good = bad = [{"bash": "sleep 30"}, {"say": "done"}]
+    with_rule, without_rule = (bad, good) if inverse else (good, bad)
+    write(folder / "policy.yaml", yaml.safe_dump({"branch_on": branch_on, "with_rule": with_rule,
+                                                  "without_rule": without_rule}))
+    checks = [{"succeeds": {"run": "test -f right.txt"}}, {"exists": ["README.md"]}]
+    budget = {"max_turns": 5, "timeout_s": 1.5 if hang else 60, "max_cost_usd": 1.0}
+    scenario = {"id": sid, "task": "make it right", "repo": "repo", "pass_if": checks, "budget": budget}
+    write(folder / "scenario.yaml", yaml.safe_dump(scenario) if not broken else "id: [broken\n")
+    return folder
+
+
+def candidate(root: Path, rule_id="rule-0001", text=RULE, sid="own", cites=("inc-a", "inc-b")) -> Path:
+    return write(root / "playbook" / "proposed" / f"{rule_id}.yaml",
+                 yaml.safe_dump({"id": rule_id, "rule": text, "cites": list(cites), "task_types": [],
+                                 "replay": f"scenarios/{sid}", "created": "2026-11-01"}))
+
+
+def setup(root: Path) -> Path:
+    write(root / "incidents" / "inc-a.yaml", incident_yaml("inc-a"))
+    write(root / "incidents" / "inc-b.yaml", incident_yaml("inc-b", created="2026-07-15T00:00:00Z"))
+    mini_scenario(root, "own")
+    return candidate(root)
+
+
+def book(root: Path, cap: int = 60) -> Playbook:
+    return Playbook(root / "playbook", root=root, cap=cap, incidents=IncidentStore(root / "incidents"))
+
+
+def gate(root: Path, path: Path, **kw) -> gate_mod.GateResult:
+    replay = ReplayOptions(runs_dir=kw.pop("runs_dir", None), noise=kw.pop("noise", 0.0), seed=kw.pop("seed", 0))
+    opts = gate_mod.GateOptions(replay=replay, cache_dir=kw.pop("cache_dir", root / ".cache"), **kw)
+    return gate_mod.run_gate(book(root, kw.pop("cap", 60)), path, root / "scenarios", opts)
+
+
+def test_a_rule_that_fixes_its_scenario_is_admitted(root):
+    result = gate(root, setup(root))
+    assert result.decision == "admit", result.reason
+    assert (result.before.passes, result.before.n) == (0, 3)
+    assert (result.after.passes, result.after.n) == (4, 4)  # stops as soon as 4 of 5 is reached
+    assert result.model_calls > 0 and result.cost_usd > 0 and result.simulated
+
+
+def test_cheap_checks_reject_before_any_replay(root):
+    setup(root)
+    cases = {
+        "rule-0002": (dict(text="Be careful with monorepos."), "states no condition"),
+        "rule-0003": (dict(text="When a test fails, look. Then fix it. Then report it."), "3 sentences"),
+        "rule-0004": (dict(cites=("inc-a", "inc-zzz")), "'inc-zzz' does not exist"),
+        "rule-0005": (dict(sid="nowhere"), "no such scenario"),
+    }
+    for rule_id, (kw, expected) in cases.items():
+        result = gate(root, candidate(root, rule_id, **kw))
+        assert result.decision == "reject" and expected in result.reason, (rule_id, result.reason)
+        assert result.replays == 0
+
+
+def test_a_near_duplicate_of_an_admitted_rule_is_rejected_naming_its_twin(root):
+    path = setup(root)
+    assert book(root).admit(path, on=__import__("datetime").date(2026, 11, 30))
+    twin = candidate(root, "rule-0002", text="When a task says make it right, always write right.txt, never wrong.txt.")
+    result = gate(root, twin)
+    assert result.decision == "reject" and "near-duplicate of admitted rule-0001" in result.reason
+
+
+def test_a_rule_whose_scenario_is_broken_is_rejected(root):
+    setup(root)
+    mini_scenario(root, "own", broken=True)
+    result = gate(root, root / "playbook" / "proposed" / "rule-0001.yaml")
+    assert result.decision == "reject" and "not valid YAML" in result.reason
+
+
+def test_not_discriminative_says_which_side_broke(root):
+    path = setup(root)
+    mini_scenario(root, "own", branch_on="a phrase no rule has")  # the agent never takes the rule's branch
+    result = gate(root, path)
+    assert result.decision == "reject"
+    assert "still failed with the rule (0/" in result.reason and "succeeds test -f right.txt" in result.reason
+    mini_scenario(root, "own", inverse=True, branch_on="a phrase no rule has")  # passes without the rule
+    result = gate(root, path)
+    assert result.decision == "reject" and "passed without the rule (1/1)" in result.reason
+
+
+def test_a_regression_in_the_suite_is_named(root):
+    path = setup(root)
+    mini_scenario(root, "victim", inverse=True)  # the candidate's text makes the agent fail here
+    mini_scenario(root, "bystander", branch_on="unrelated phrase", inverse=True)  # passes either way
+    result = gate(root, path)
+    assert result.decision == "reject" and result.reason == "regressed victim"
+    by_name = {e.scenario: e for e in result.suite}
+    assert by_name["victim"].regressed and (by_name["victim"].baseline.passes, by_name["victim"].candidate.passes) == (3, 0)
+    assert by_name["bystander"].judged and not by_name["bystander"].regressed
+
+
+def test_a_suite_with_an_unscorable_scenario(root):
+    path = setup(root)
+    mini_scenario(root, "stuck", hang=True)  # always times out: never scored
+    result = gate(root, path, max_unscored=1)
+    stuck = {e.scenario: e for e in result.suite}["stuck"]
+    assert not stuck.judged and "could not be scored" in stuck.note
+    assert result.decision == "admit"  # a scenario that cannot be scored cannot regress
+
+
+def test_unscored_own_trials_are_retried_then_the_gate_errors(root):
+    path = setup(root)
+    mini_scenario(root, "own", hang=True)
+    result = gate(root, path, max_unscored=1)
+    assert result.decision == "error" and "could not be scored" in result.reason
+    assert result.before.n == 0 and result.before.unscored == 2
+
+
+def test_rerunning_an_unchanged_gate_makes_no_model_call(root):
+    path = setup(root)
+    first = gate(root, path)
+    second = gate(root, path)
+    assert first.model_calls > 0
+    assert second.model_calls == 0 and second.replays == 0 and second.cache_hits == first.replays
+    assert second.decision == first.decision
+
+
+def test_the_cache_is_invalidated_by_any_input(root):
+    path = setup(root)
+    gate(root, path)
+    changes = [
+        lambda: (root / "scenarios" / "own" / "repo" / "README.md").write_text("fixture v2\n"),
+        lambda: (root / "scenarios" / "own" / "policy.yaml").write_text(
+            (root / "scenarios" / "own" / "policy.yaml").read_text() + "\n# changed\n"),
+        lambda: path.write_text(path.read_text().replace("never wrong.txt", "never wrong.txt at all")),
+    ]
+    for change in changes:
+        change()
+        assert gate(root, path).replays > 0
+        assert gate(root, path).replays == 0
+    assert gate(root, path, seed=7).replays > 0  # the simulated model's seed and noise are inputs too
+    assert gate(root, path, noise=0.01, seed=7).replays > 0
+
+
+def test_before_runs_are_shared_across_candidates(root):
+    path = setup(root)
+    gate(root, path)
+    other = candidate(root, "rule-0002", text="When asked to make it right, write right.txt every time.")
+    result = gate(root, other)
+    assert result.before.n == 3 and all(t.run_dir is None for t in result.before.trials)
+    assert result.replays == result.after.n  # only the after-runs are new
+
+
+def test_admit_at_the_cap_retires_the_coldest_in_one_change(cli, root):
+    path = setup(root)
+    mini_scenario(root, "old")
+    write(root / "playbook" / "rules" / "rule-0009.yaml",
+          yaml.safe_dump({"id": "rule-0009", "rule": "When the sky is grey, carry an umbrella.", "cites": ["inc-a", "inc-b"],
+                          "replay": "scenarios/old", "created": "2026-01-01", "last_hit": "2026-02-01"}))
+    write(root / ".replaybook.yml", "cap: 1\n")
+    cli("playbook", "render")
+    result = cli("gate", str(path), "--admit", "--json")
+    data = json.loads(result.out)
+    assert result.code == 0 and data["decision"] == "admit"
+    assert data["admitted"] == {"retired": ["rule-0009"], "resolved": ["inc-a", "inc-b"]}
+    assert sorted(p.name for p in (root / "playbook" / "rules").glob("*.yaml")) == ["rule-0001.yaml"]
+    assert (root / "playbook" / "archive" / "rule-0009.yaml").exists()
+    assert cli("playbook", "check").code == 0
+
+
+def test_a_rejected_gate_changes_nothing_and_exits_1(cli, root):
+    setup(root)
+    mini_scenario(root, "own", branch_on="a phrase no rule has")
+    cli("playbook", "render")
+    before = snapshot(root / "playbook") | snapshot(root / "incidents")
+    result = cli("gate", str(root / "playbook" / "proposed" / "rule-0001.yaml"), "--admit",
+                 "--report", str(root / "out" / "report.md"))
+    assert result.code == 1 and "❌ Replaybook gate: reject `rule-0001`" in result.out
+    assert (root / "out" / "report.md").read_text() == result.out
+    assert snapshot(root / "playbook") | snapshot(root / "incidents") == before
+
+
+def test_two_gates_at_once_admit_both_without_clobbering(root):
+    setup(root)
+    mini_scenario(root, "other", branch_on="write right.txt")
+    second = candidate(root, "rule-0002", text="Whenever asked for it right, write right.txt promptly.", sid="other")
+    first = root / "playbook" / "proposed" / "rule-0001.yaml"
+    results = {}
+
+    def run(path):
+        result = gate(root, path)
+        if result.decision == "admit":
+            book(root).admit(path, on=__import__("datetime").date(2026, 11, 30))
+        results[path.stem] = result
+
+    threads = [threading.Thread(target=run, args=(p,)) for p in (first, second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert {k: r.decision for k, r in results.items()} == {"rule-0001": "admit", "rule-0002": "admit"}
+    assert [r.id for r in book(root).admitted()] == ["rule-0001", "rule-0002"]
+    assert book(root).check() == []
+
+
+def test_the_gate_stops_at_its_budget(root):
+    path = setup(root)
+    result = gate(root, path, max_cost_usd=0.000001, cache_dir=None)
+    assert result.decision == "error" and "budget" in result.reason
+    assert result.replays == 1
+
+
+def test_a_screen_that_shows_no_effect_rejects_early(root):
+    path = setup(root)
+    mini_scenario(root, "own", branch_on="a phrase no rule has")
+    result = gate(root, path, screen_model="scripted")
+    assert result.decision == "reject" and result.reason.startswith("screen:")
+    assert result.before is None and result.replays == 2
