@@ -60,6 +60,7 @@ def trial_key(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
         "agent": opts.agent, "agent_version": agent_version, "command": opts.command,
         "model": opts.model, "noise": opts.noise if opts.simulated else None,
         "seed": opts.seed if opts.simulated else None,
+        "env": {name: os.environ.get(name) for name in sorted(opts.env_allow)},
         "trial": trial,
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()

@@ -114,7 +114,7 @@ def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
     with ExitStack() as stack:
         run_dir = _run_dir(stack, opts, scenario.id, trial)
         lock = threading.Lock()
-        writer = TraceWriter(run_dir.trace, run_start=time.time())
+        writer = stack.enter_context(TraceWriter(run_dir.trace, run_start=time.time()))  # closed on errors too
 
         def append(event):
             with lock:

@@ -85,7 +85,7 @@ class BuiltinAgent:
         try:
             output = _TOOLS[name](job, args)
             is_error = False
-        except ToolError as exc:
+        except (ToolError, OSError) as exc:  # e.g. writing under a file: the model hears of it
             output, is_error = str(exc), True
         except KeyError:
             output, is_error = f"unknown tool {name!r}; use bash, read, write or edit", True
