@@ -3,7 +3,8 @@
 The key hashes everything that can change a result: the fixture tree, the
 task, checks, services and budget, the simulated model's policy, the playbook
 text (which holds the candidate), the agent and its version, the model id,
-the noise and seed, and the trial index. A before-run depends only on the
+the noise and seed, the environment it lets through, and the trial index.
+A before-run depends only on the
 current playbook, so every candidate shares it. Only scored results are
 kept: an unscored trial is retried, never replayed from the cache.
 
