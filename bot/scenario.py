@@ -148,6 +148,9 @@ class Scenario(records.Record):
     env_allow: list[Annotated[str, Field(pattern=ENV_NAME)]] = Field(
         default_factory=list, description="Env vars passed through to the agent's commands."
     )
+    env: dict[Annotated[str, Field(pattern=ENV_NAME)], str] = Field(
+        default_factory=dict, description="Fixed env vars the agent's commands get (never secrets)."
+    )
 
     @field_validator("pass_if", mode="before")
     @classmethod

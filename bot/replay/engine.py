@@ -132,7 +132,7 @@ def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
             "playbook_sha256": hashlib.sha256(playbook_text.encode()).hexdigest()}))
         services = stack.enter_context(start_services([s.model_dump() for s in scenario.services]))
         sandbox = stack.enter_context(Sandbox(loaded.fixture, env_allow=(*scenario.env_allow, *opts.env_allow),
-                                              extra_env=service_env(services)))
+                                              extra_env={**scenario.env, **service_env(services)}))
         gateway = stack.enter_context(_gateway(loaded, opts, trial, on_call, scenario.budget.max_cost_usd))
         job = agents_mod.AgentRun(task=scenario.task, system_prompt=playbook_text, sandbox=sandbox, gateway=gateway,
                                   model=SIMULATED_MODEL if opts.simulated else opts.model,
