@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from conftest import incident_yaml, rule_yaml, snapshot, write
+from helpers import incident_yaml, rule_yaml, snapshot, write
 
 
 def validate(cli, root, name, content):

@@ -18,7 +18,7 @@ from bot import rule as rules_mod
 from bot import scenario as sc
 from bot.incident import Incident
 from bot.replay.policy import load_policy
-from conftest import REPO
+from helpers import REPO
 
 IDS = ["monorepo-test-cwd", "dynamic-module-delete", "flaky-network-retry", "lint-disable"]
 RULE_IDS = dict(zip(IDS, ["rule-0001", "rule-0002", "rule-0003", "rule-0004"]))

@@ -10,7 +10,7 @@ import click
 from bot import schemas
 from bot.cli import reference
 from bot.cli.main import cli
-from conftest import REPO
+from helpers import REPO
 
 
 def test_every_command_has_help_text():

@@ -16,7 +16,7 @@ from bot import gate as gate_mod
 from bot.incident import IncidentStore
 from bot.playbook import Playbook
 from bot.replay.engine import ReplayOptions
-from conftest import incident_yaml, snapshot, write
+from helpers import incident_yaml, snapshot, write
 
 RULE = "When a task says make it right, write right.txt and never wrong.txt."
 

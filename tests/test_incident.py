@@ -10,7 +10,7 @@ import pytest
 
 from bot.errors import BadInput
 from bot.incident import Incident, IncidentStore
-from conftest import incident_yaml, snapshot, write
+from helpers import incident_yaml, snapshot, write
 
 NEW = ["incident", "new", "--task", "Add rate limiting", "--failure-class", "wrong_assumption",
        "--trigger", "CI failed", "--believed", "Tests run from the root", "--actual", "Each package has its own pytest.ini"]

@@ -6,7 +6,7 @@ import json
 
 from bot.playbook import SECTION_END, SECTION_START
 from bot.rule import Rule, sentences
-from conftest import make_scenario, rule_yaml, snapshot, write
+from helpers import make_scenario, rule_yaml, snapshot, write
 
 
 def add_rule(root, rule_id, **kw):

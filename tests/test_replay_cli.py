@@ -6,7 +6,7 @@ import json
 
 from bot.replay.gateway import Gateway
 from bot.replay.policy import load_policy
-from conftest import REPO
+from helpers import REPO
 
 RULE = str(REPO / "scenarios" / "lint-disable" / "rule.yaml")
 

@@ -23,11 +23,11 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from bot.replay import pricing
-from bot.replay.policy import SIMULATED_MODEL, Policy, estimate_input_tokens
+from bot.replay.policy import SIMULATED_MODEL, Reply, estimate_input_tokens
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +45,12 @@ ERROR_TYPES = {
 # Upstream response headers an agent may see; anything else stays behind.
 _PASS_HEADERS = ("content-type", "request-id", "retry-after", "retry-after-ms", "x-should-retry")
 _DELTA_CHARS = 40  # size of each simulated stream delta; several per block exercises client assembly
+
+
+class Responder(Protocol):
+    """The SIMULATED model: a ``Policy`` (agent tool calls) or an ``AnswerBook`` (text answers)."""
+
+    def respond(self, request: dict[str, Any]) -> Reply: ...
 
 
 @dataclass
@@ -152,7 +158,7 @@ class Gateway:
 
     def __init__(
         self,
-        policy: Policy | None = None,
+        policy: Responder | None = None,
         *,
         upstream: Upstream | None = None,
         latency_s: float = 0.0,

@@ -1,0 +1,195 @@
+"""Every check type, holding and failing, decided by ``evaluate`` from a synthetic trace."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from bot import scenario as sc
+from bot.replay.checks import CheckResult, EndState, SucceedsResult, evaluate, normalise
+from bot.replay.trace import CommandEvent, ToolCallEvent
+
+T0 = datetime(2026, 8, 1, 12, 0, 0, tzinfo=timezone.utc)
+PROOF = {"succeeds": {"run": "true"}}
+
+
+def cmd(argv: str | list[str], cwd: str = ".", *, at: float = 0.0, ms: float = 100.0, depth: int = 0,
+        rc: int = 0) -> CommandEvent:
+    argv = argv.split() if isinstance(argv, str) else argv
+    return CommandEvent(argv=argv, cwd=cwd, exit_code=rc, duration_ms=ms, started_at=T0 + timedelta(seconds=at),
+                        depth=depth)
+
+
+def scenario(*checks: dict) -> sc.Scenario:
+    return sc.Scenario.model_validate({"id": "t", "task": "x", "pass_if": [*checks, PROOF]})
+
+
+def decide(check: dict, events=(), **state) -> CheckResult:
+    """The result of ``check`` alone (the scenario's required `succeeds` holds)."""
+    end = EndState(succeeds=[SucceedsResult(run="true", exit_code=0)], **state)
+    results = evaluate(scenario(check), list(events), end)
+    assert [r.passed for r in results[1:]] == [True]
+    return results[0]
+
+
+# -- ran ------------------------------------------------------------------------
+
+
+def test_ran_holds_with_matching_cwd_and_args():
+    events = [cmd("python -m pytest -q tests/test_limits.py", "packages/api")]
+    result = decide({"ran": {"command": "pytest", "cwd": "packages/api", "args": ["-q"]}}, events)
+    assert result.passed, result.detail
+    assert result.check == "ran pytest -q (cwd packages/api)"
+    assert result.evidence[0]["argv"][:3] == ["python", "-m", "pytest"]
+
+
+def test_ran_fails_in_another_cwd_and_says_where_it_ran():
+    result = decide({"ran": {"command": "pytest", "cwd": "packages/api"}}, [cmd("pytest -q", ".")])
+    assert not result.passed
+    assert result.detail == "never ran; it ran 1 time(s) elsewhere"
+    assert result.evidence[0]["cwd"] == "."
+
+
+def test_ran_fails_when_an_argument_is_missing_or_never_ran():
+    events = [cmd("pytest -q", "packages/api")]
+    assert not decide({"ran": {"command": "pytest", "args": ["-x"]}}, events).passed
+    nothing = decide({"ran": {"command": "pytest"}}, [cmd("ls"), ToolCallEvent(name="bash")])
+    assert not nothing.passed and nothing.detail == "never ran"
+
+
+@pytest.mark.parametrize("cwd", ["packages/api/", "./packages/api", "packages/api/src/.."])
+def test_cwd_is_compared_normalised(cwd):
+    assert decide({"ran": {"command": "pytest", "cwd": "packages/api"}}, [cmd("pytest", cwd)]).passed
+
+
+@pytest.mark.parametrize("argv, name, args", [
+    (["python", "-m", "pytest", "-q"], "pytest", ["-q"]),
+    (["python3.11", "-m", "pytest"], "pytest", []),
+    (["/usr/bin/python3", "-m", "pytest", "a"], "pytest", ["a"]),
+    (["/venv/bin/pytest", "-x"], "pytest", ["-x"]),
+    (["python", "-c", "import pytest"], "python", ["-c", "import pytest"]),
+    (["python", "-m"], "python", ["-m"]),
+    (["pythonista", "-m", "pytest"], "pythonista", ["-m", "pytest"]),
+    ([], "", []),
+])
+def test_python_dash_m_counts_as_the_module(argv, name, args):
+    assert normalise(argv) == (name, args)
+
+
+# -- not_ran ----------------------------------------------------------------------
+
+
+def test_not_ran_holds_when_only_run_elsewhere():
+    events = [cmd("python -m pytest -q", "packages/api")]
+    result = decide({"not_ran": {"command": "pytest", "cwd": "."}}, events)
+    assert result.passed and result.detail == "never ran"
+
+
+def test_not_ran_fails_with_evidence():
+    events = [cmd("ls"), cmd("python -m pytest -q", ".")]
+    result = decide({"not_ran": {"command": "pytest", "cwd": "."}}, events)
+    assert not result.passed
+    assert result.detail == "ran 1 time(s)"
+    assert result.evidence == [{"seq": None, "argv": ["python", "-m", "pytest", "-q"], "cwd": ".", "exit_code": 0}]
+
+
+# -- max_runs -------------------------------------------------------------------------
+
+
+def test_max_runs_counts_every_separate_run():
+    events = [cmd("curl -s http://x", at=i) for i in range(3)] + [cmd("ls", at=4)]
+    assert decide({"max_runs": {"command": "curl", "max": 3}}, events).passed
+    over = decide({"max_runs": {"command": "curl", "max": 2}}, events)
+    assert not over.passed and over.detail == "ran 3 time(s)"
+    assert len(over.evidence) == 1  # the run over the limit
+    assert decide({"max_runs": {"command": "curl", "max": 0}}, [cmd("ls")]).passed
+
+
+def test_a_nested_duplicate_counts_once():
+    # `python -m pytest` through a version-manager shim is logged twice, the inner one deeper.
+    outer = cmd("python -m pytest -q", at=0.0, ms=2000, depth=0)
+    inner = cmd("python3.11 -m pytest -q", at=0.05, ms=1900, depth=1)
+    assert decide({"max_runs": {"command": "pytest", "max": 1}}, [inner, outer]).passed
+    again = cmd("pytest -q", at=5.0, depth=0)
+    result = decide({"max_runs": {"command": "pytest", "max": 1}}, [outer, inner, again])
+    assert not result.passed and result.detail == "ran 2 time(s)"
+
+
+def test_a_deeper_run_outside_any_match_still_counts():
+    # A script that runs pytest after the first pytest ended is a second run.
+    first = cmd("pytest", at=0.0, ms=500)
+    later = cmd("pytest", at=3.0, ms=500, depth=1)
+    result = decide({"max_runs": {"command": "pytest", "max": 1}}, [first, later])
+    assert not result.passed and result.detail == "ran 2 time(s)"
+
+
+# -- end state checks -------------------------------------------------------------------
+
+
+def test_exists():
+    assert decide({"exists": ["a.py", "b/c.py"]}, exists={"a.py": True, "b/c.py": True}).passed
+    result = decide({"exists": ["a.py", "b/c.py"]}, exists={"a.py": True, "b/c.py": False})
+    assert not result.passed and result.detail == "missing: b/c.py"
+    assert not decide({"exists": ["never-read.py"]}).passed  # absent from the end state counts as missing
+
+
+def test_unchanged():
+    assert decide({"unchanged": ["lint.cfg"]}, unchanged={"lint.cfg": True}).passed
+    result = decide({"unchanged": ["lint.cfg", "x"]}, unchanged={"lint.cfg": False, "x": True})
+    assert not result.passed and result.detail == "changed or removed: lint.cfg"
+
+
+def test_diff_excludes_is_a_regular_expression_over_added_lines():
+    check = {"diff_excludes": [r"sys\.path\.(insert|append)", "noqa"]}
+    clean = decide(check, added_lines=[("conftest.py", "import sys"), ("a.py", "sys_path_insert = 1")])
+    assert clean.passed and clean.detail == "no added line matches"
+    dirty = decide(check, added_lines=[("conftest.py", "    sys.path.insert(0, str(src))"),
+                                       ("b.py", "x = 1  # noqa: E501")])
+    assert not dirty.passed and dirty.detail == "2 added line(s) match"
+    assert {(e["path"], e["pattern"]) for e in dirty.evidence} == {
+        ("conftest.py", r"sys\.path\.(insert|append)"), ("b.py", "noqa")}
+
+
+def test_diff_excludes_refuses_a_broken_pattern():
+    with pytest.raises(ValueError, match="not a regular expression"):
+        scenario({"diff_excludes": ["sys.path.insert("]})
+
+
+def test_succeeds():
+    two = sc.Scenario.model_validate({"id": "t", "task": "x", "pass_if": [
+        {"succeeds": {"run": "python -m pytest -q", "cwd": "packages/api"}}, {"succeeds": {"run": "make lint"}}]})
+    state = EndState(succeeds=[
+        SucceedsResult(run="python -m pytest -q", cwd="packages/api", exit_code=0),
+        SucceedsResult(run="make lint", exit_code=2, output="E1 bad\n")])
+    ok, bad = evaluate(two, [], state)
+    assert ok.passed and ok.check == "succeeds python -m pytest -q (cwd packages/api)" and ok.detail == "exit 0"
+    assert not bad.passed and bad.detail == "exit 2" and bad.evidence == [{"output_tail": "E1 bad\n"}]
+    timed_out = EndState(succeeds=[SucceedsResult(run="a", exit_code=-9, timed_out=True)] * 2)
+    assert [r.detail for r in evaluate(two, [], timed_out)] == ["timed out", "timed out"]
+    never = evaluate(two, [], EndState())
+    assert [(r.passed, r.detail) for r in never] == [(False, "was not run"), (False, "was not run")]
+
+
+def test_http_without_service_counts_every_service():
+    state = {"http_requests": {"FLAKY_URL": 2, "OTHER_URL": 3}}
+    assert decide({"http": {"max_requests": 5}}, **state).passed
+    result = decide({"http": {"max_requests": 4}}, **state)
+    assert not result.passed and result.detail == "5 request(s) during the agent's run"
+    assert result.check == "http max_requests 4"
+
+
+def test_http_with_service_counts_only_that_one():
+    state = {"http_requests": {"FLAKY_URL": 2, "OTHER_URL": 3}}
+    assert decide({"http": {"max_requests": 2, "service": "FLAKY_URL"}}, **state).passed
+    result = decide({"http": {"max_requests": 2, "service": "OTHER_URL"}}, **state)
+    assert not result.passed and result.check == "http max_requests 2 (OTHER_URL)"
+    assert result.evidence == [{"service": "OTHER_URL", "requests": 3}]
+    assert decide({"http": {"max_requests": 0, "service": "NOT_STARTED"}}, **state).passed
+
+
+def test_results_follow_pass_if_order():
+    s = scenario({"not_ran": {"command": "rm"}}, {"exists": ["a"]}, {"ran": {"command": "ls"}})
+    results = evaluate(s, [cmd("ls")], EndState(exists={"a": True}, succeeds=[SucceedsResult(run="true", exit_code=0)]))
+    assert [r.check for r in results] == ["not_ran rm", "exists a", "ran ls", "succeeds true"]
+    assert all(r.passed for r in results)
