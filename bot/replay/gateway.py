@@ -184,7 +184,7 @@ class Gateway:
         self._server.gateway = self
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
         self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="replay-gateway", daemon=True
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.01}, name="replay-gateway", daemon=True
         )
         self._thread.start()
 
@@ -322,6 +322,9 @@ class _Server(ThreadingHTTPServer):
 
 
 class _Handler(BaseHTTPRequestHandler):
+    # Headers and body are separate writes; with Nagle on, the body waits ~40 ms
+    # for the client's delayed ACK on every call (measured in bench/replay_overhead.py).
+    disable_nagle_algorithm = True
     protocol_version = "HTTP/1.1"
     server_version = "replaybook-gateway"
     timeout = 300  # idle keep-alive connections are dropped after this

@@ -8,6 +8,7 @@ under the run's remaining time.
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -41,12 +42,18 @@ class ToolError(Exception):
     pass
 
 
+@functools.lru_cache(maxsize=1)
+def _http() -> anthropic.DefaultHttpxClient:
+    """One HTTP client for every replay: building one loads the CA bundle (~50 ms)."""
+    return anthropic.DefaultHttpxClient()
+
+
 class BuiltinAgent:
     name = "builtin"
     version = VERSION
 
     def run(self, job: AgentRun) -> AgentResult:
-        client = anthropic.Anthropic(base_url=job.gateway.url, api_key=job.gateway.token,
+        client = anthropic.Anthropic(base_url=job.gateway.url, api_key=job.gateway.token, http_client=_http(),
                                      max_retries=2, timeout=max(5.0, min(600.0, job.remaining_s)))
         system = SYSTEM + ("\n\n" + job.system_prompt if job.system_prompt.strip() else "")
         messages: list[dict[str, Any]] = [{"role": "user", "content": job.task}]

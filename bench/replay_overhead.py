@@ -1,0 +1,226 @@
+"""Harness overhead per replay: the simulated model and the builtin agent, four bundled scenarios.
+
+Method (two measurements per iteration, side by side):
+
+1. ``run_trial`` exactly as the CLI calls it (``runs_dir`` a temp folder).
+   - total: its wall time (``time.perf_counter``).
+   - command time: the wall time covered by the agent's depth-0 commands, from
+     ``CommandEvent.started_at``/``duration_ms`` in the run's trace.jsonl
+     (overlapping commands counted once), PLUS the wall time of every
+     ``succeeds`` command, timed by wrapping ``Sandbox.run`` (the calls made with
+     ``record=False``). That is the scenario's own work, e.g. pytest.
+   - overhead = total - command time. It therefore counts the `bash -c` the
+     builtin agent starts per tool call and the PATH shim around each command
+     as harness cost (the shim's own start-up is inside ``duration_ms`` only
+     after its first line runs), and the ``succeeds`` process start-up as
+     scenario time.
+2. The same trial rebuilt from the engine's lower-level pieces (Sandbox,
+   Gateway, services, checks, trace), with ``perf_counter`` laps between phases.
+   Its total is printed next to ``run_trial``'s so any drift from the real
+   engine shows. The agent phase is split into the tool processes (``bash -c``
+   wall, of which the recorded commands are scenario time) and the rest (model
+   calls through the SDK and the gateway, file tools, bookkeeping).
+
+Each scenario gets one warm-up of each, then ``--runs`` iterations; medians.
+The playbook holds the scenario's rule, so the simulated model takes the
+``with_rule`` branch (the one a gate must pass).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from contextlib import contextmanager
+from pathlib import Path
+
+from _common import BUNDLED, command_seconds, machine, measured_trial, median, ms, playbook_text, progress, say
+from _common import scenario_dir, table, timed_method
+
+import anthropic
+from anthropic.resources.messages import Messages
+
+from bot import scenario as sc
+from bot.replay import agents as agents_mod
+from bot.replay import checks as checks_mod
+from bot.replay import engine
+from bot.replay import gateway as gateway_mod
+from bot.replay.policy import SIMULATED_MODEL
+from bot.replay.sandbox import Sandbox
+from bot.replay.services import service_env, start_services
+from bot.replay.trace import (
+    AgentOutputEvent, ModelCallEvent, RunDir, RunEndEvent, RunStartEvent, ToolCallEvent, TraceWriter, excerpt,
+    file_change_events, read_trace,
+)
+
+TARGET_S = 0.150
+PHASES = (
+    "run folder + trace", "services start", "sandbox setup", "gateway start", "SDK client setup",
+    "model calls (client side)", "file tools + agent loop", "tool process start (bash -c, shims)",
+    "command log -> trace", "diff", "end state (no succeeds)", "evaluate", "gateway stop", "sandbox remove",
+    "services stop",
+)
+
+
+class Laps:
+    def __init__(self) -> None:
+        self.last = time.perf_counter()
+        self.phases: dict[str, float] = defaultdict(float)
+
+    def lap(self, name: str) -> float:
+        now = time.perf_counter()
+        self.phases[name] += now - self.last
+        self.last = now
+        return self.phases[name]
+
+
+def phased_trial(loaded: sc.LoadedScenario, text: str, opts: engine.ReplayOptions, trial: int, agent) -> dict:
+    """``engine.run_trial`` step by step, timing each phase (keep in step with the engine)."""
+    scenario = loaded.scenario
+    with (timed_method(Sandbox, "run") as calls, timed_method(Messages, "create") as creates,
+          timed_method(anthropic.Anthropic, "__init__") as inits):
+        laps = Laps()
+        start = laps.last
+        run_dir = RunDir(Path(tempfile.mkdtemp(dir=opts.runs_dir, prefix="phased-"))).create()
+        writer, lock = TraceWriter(run_dir.trace, run_start=time.time()), threading.Lock()
+
+        def append(event):
+            with lock:
+                writer.append(event)
+
+        def on_call(call):
+            append(ModelCallEvent(model=call.model, input_tokens=call.input_tokens, output_tokens=call.output_tokens,
+                                  cost_usd=call.cost_usd, simulated=call.simulated))
+
+        def on_tool_call(*, name, input, id, is_error, output):
+            append(ToolCallEvent(name=name, input=input, id=id, is_error=is_error, output_excerpt=excerpt(output, 500)))
+
+        append(RunStartEvent(scenario=scenario.id, agent=agent.name, meta={
+            "trial": trial, "model": opts.model, "simulated": True, "agent_version": agent.version,
+            "playbook_sha256": hashlib.sha256(text.encode()).hexdigest()}))
+        laps.lap("run folder + trace")
+        services_cm = start_services([s.model_dump() for s in scenario.services])
+        services = services_cm.__enter__()
+        laps.lap("services start")
+        sandbox = Sandbox(loaded.fixture, env_allow=scenario.env_allow, extra_env=service_env(services)).__enter__()
+        laps.lap("sandbox setup")
+        gateway = engine._gateway(loaded, opts, trial, on_call, scenario.budget.max_cost_usd)
+        laps.lap("gateway start")
+        try:
+            job = agents_mod.AgentRun(task=scenario.task, system_prompt=text, sandbox=sandbox, gateway=gateway,
+                                      model=SIMULATED_MODEL, max_turns=scenario.budget.max_turns,
+                                      timeout_s=scenario.budget.timeout_s, on_tool_call=on_tool_call)
+            calls.clear()
+            result = engine._run_agent(agent, job)
+            agent_s = laps.lap("file tools + agent loop")
+            tools_s, create_s, init_s = calls.seconds(record=True), creates.seconds(record=True), inits.seconds(record=True)
+            http_counts = {env: svc.request_count for env, svc in services.items()}
+            commands = sandbox.commands()
+            with lock:
+                writer.extend(commands)
+            laps.lap("command log -> trace")
+            diff = sandbox.diff()
+            run_dir.write_diff(diff.patch)
+            run_dir.write_agent_raw(result.raw)
+            with lock:
+                writer.extend(file_change_events(diff.files))
+                if result.final_text:
+                    writer.append(AgentOutputEvent(text=excerpt(result.final_text)))
+            laps.lap("diff")
+            calls.clear()
+            state = checks_mod.collect_end_state(scenario, sandbox, http_counts)
+            (run_dir.path / "end_state.json").write_text(state.model_dump_json(indent=1), encoding="utf-8")
+            laps.lap("end state (no succeeds)")
+            succeeds_s = calls.seconds(record=False)
+            results = checks_mod.evaluate(scenario, read_trace(run_dir.trace), state)
+            verdict = "failed" if any(not c.passed for c in results) else "passed"
+            with lock:
+                writer.append(RunEndEvent(status=verdict, reason=verdict))
+            writer.close()
+            laps.lap("evaluate")
+        finally:
+            gateway.close()
+            laps.lap("gateway stop")
+            sandbox.close()
+            laps.lap("sandbox remove")
+            services_cm.__exit__(None, None, None)
+            laps.lap("services stop")
+    total = laps.last - start
+    recorded = command_seconds(read_trace(run_dir.trace))
+    phases = dict(laps.phases)
+    # The agent lap holds the tool processes; split them out, and the succeeds out of the end state.
+    phases["SDK client setup"] = init_s  # the first Anthropic() of a run builds an SSL context
+    phases["model calls (client side)"] = create_s
+    phases["file tools + agent loop"] = agent_s - tools_s - create_s - init_s
+    phases["tool process start (bash -c, shims)"] = tools_s - recorded
+    phases["end state (no succeeds)"] -= succeeds_s
+    return {"total": total, "overhead": total - recorded - succeeds_s, "phases": phases,
+            "model_calls": len(gateway.calls)}
+
+
+@contextmanager
+def gateway_nodelay():
+    """What-if for the Nagle stall (see README): TCP_NODELAY on the gateway's sockets, this process only."""
+    handler = gateway_mod._Handler
+    before = handler.disable_nagle_algorithm
+    handler.disable_nagle_algorithm = True
+    try:
+        yield
+    finally:
+        handler.disable_nagle_algorithm = before
+
+
+def bench(runs: int, what_if: bool) -> None:
+    agent = agents_mod.make("builtin")
+    rows, phase_rows, overheads = [], defaultdict(dict), []
+    with tempfile.TemporaryDirectory(prefix="bench-overhead-") as tmp:
+        opts = engine.ReplayOptions(agent="builtin", runs_dir=Path(tmp))
+        for sid in BUNDLED:
+            loaded, text = sc.load(scenario_dir(sid)), playbook_text(sid, with_rule=True)
+            measured_trial(loaded, text, opts, 0, agent)  # warm-up: imports, shim cache, page cache
+            phased_trial(loaded, text, opts, 0, agent)
+            real, phased, fixed = [], [], []
+            for i in range(runs):
+                real.append(measured_trial(loaded, text, opts, i + 1, agent))
+                phased.append(phased_trial(loaded, text, opts, i + 1, agent))
+                if what_if:
+                    with gateway_nodelay():
+                        fixed.append(measured_trial(loaded, text, opts, i + 1, agent))
+                progress(f"{sid} {i + 1}/{runs}: run_trial {real[-1]['total']:.2f}s "
+                         f"overhead {ms(real[-1]['overhead'])} ms; phased {ms(phased[-1]['overhead'])} ms"
+                         + (f"; nodelay {ms(fixed[-1]['overhead'])} ms" if fixed else ""))
+            over = median([r["overhead"] for r in real])
+            overheads.append(over)
+            verdicts = ",".join(sorted({r["verdict"] for r in real}))
+            rows.append([sid, verdicts, ms(median([r["total"] for r in real])),
+                         ms(median([r["commands"] for r in real])), ms(median([r["succeeds"] for r in real])),
+                         ms(over), ms(median([p["overhead"] for p in phased])),
+                         *([ms(median([r["overhead"] for r in fixed]))] if what_if else []),
+                         phased[0]["model_calls"], runs])
+            for name in PHASES:
+                phase_rows[name][sid] = median([p["phases"].get(name, 0.0) for p in phased])
+    say(f"## Replay overhead: builtin agent, simulated model\n\n{machine()}\n")
+    say(table(["scenario", "verdict", "total ms", "agent commands ms", "succeeds ms", "overhead ms",
+               "overhead ms (phased)", *(["overhead ms (gateway TCP_NODELAY)"] if what_if else []),
+               "model calls", "N"], rows))
+    worst = max(overheads)
+    verdict = "met" if worst <= TARGET_S else f"missed by {ms(worst - TARGET_S)} ms"
+    say(f"\nTarget: median overhead <= {ms(TARGET_S)} ms. Worst scenario: {ms(worst)} ms ({verdict}).\n")
+    say("### Overhead by phase (medians of the phased runs, ms)\n")
+    say(table(["phase", *BUNDLED], [[name, *(ms(phase_rows[name][s]) for s in BUNDLED)] for name in PHASES]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=7, help="measured runs per scenario, after one warm-up")
+    parser.add_argument("--no-what-if", dest="what_if", action="store_false",
+                        help="skip the third run per iteration with TCP_NODELAY on the gateway")
+    args = parser.parse_args()
+    bench(args.runs, args.what_if)
+
+
+if __name__ == "__main__":
+    main()
