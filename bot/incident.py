@@ -26,6 +26,7 @@ SOURCE_KINDS: tuple[str, ...] = SourceKind.__args__  # type: ignore[attr-defined
 
 INCIDENT_ID = r"^[a-z0-9][a-z0-9-]{0,63}$"
 ONE_LINE_MAX = 300
+EVIDENCE_MAX = 4000
 _TRACEBACK = re.compile(r"Traceback \(most recent call last\)|^\s*File \".*\", line \d+")
 
 
@@ -72,6 +73,9 @@ class Incident(records.Record):
     resolved_by: ResolvedBy = "unresolved"
     source: Source | None = None
     created: datetime = Field(description="UTC time, ISO 8601, e.g. 2026-07-14T09:32:00Z.")
+    triage: bool = Field(default=False, description="True when capture could not fill the belief delta: a person should.")
+    evidence: str | None = Field(default=None, max_length=EVIDENCE_MAX,
+                                 description="A size-bounded excerpt of the failure evidence (log lines, review).")
 
     @field_validator("believed")
     @classmethod
