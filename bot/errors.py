@@ -35,3 +35,13 @@ class CheckFailed(ReplaybookError):
     """A check or a gate ran to the end and said no."""
 
     exit_code = 1
+
+
+class LLMError(ReplaybookError):
+    """The model could not be reached, or did not answer in the expected shape.
+
+    Callers turn it into a degraded result (a triage incident, a failed
+    group), never a lost event.
+    """
+
+    exit_code = 1

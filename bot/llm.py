@@ -24,7 +24,10 @@ import anthropic
 import jinja2
 from pydantic import BaseModel, ValidationError
 
+from bot.errors import LLMError
 from bot.replay import pricing
+
+__all__ = ["LLM", "LLMError", "Usage", "extract_json", "fence", "parse_json", "render"]
 
 TEMPERATURE = 0.2
 M = TypeVar("M", bound=BaseModel)
@@ -32,10 +35,6 @@ _templates = jinja2.Environment(loader=jinja2.PackageLoader("bot", "prompts"), u
                                 keep_trailing_newline=True, autoescape=False)
 _FENCE = re.compile(r"```(?:json)?\s*\n(.*?)```", re.S)
 _templates.globals["fence"] = lambda text, label="data": fence(text, label)
-
-
-class LLMError(Exception):
-    """The model could not be reached, or did not answer in the expected shape."""
 
 
 @dataclass
@@ -86,8 +85,9 @@ class LLM:
             raise LLMError(f"the model API failed: {type(exc).__name__}: {str(exc)[:200]}") from None
         with self._lock:
             self.usage.add(self.model, reply.usage)
-        if reply.stop_reason is None:
-            raise LLMError("the answer was cut off before it ended")
+        if reply.stop_reason in (None, "max_tokens"):
+            raise LLMError(f"the answer was cut off before it ended (stop_reason {reply.stop_reason}); "
+                           "raise max_tokens or ask for less")
         return "\n".join(b.text for b in reply.content if getattr(b, "type", "") == "text")
 
     def ask_json(self, template: str, schema: type[M], **variables: Any) -> M:

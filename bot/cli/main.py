@@ -15,7 +15,7 @@ import click
 
 from bot import __version__
 from bot import config as config_mod
-from bot.cli import demo, gate, incident, playbook, replay, rule, schema
+from bot.cli import capture, demo, distill, gate, incident, playbook, replay, rule, schema
 from bot.errors import ReplaybookError
 
 
@@ -55,8 +55,20 @@ cli.add_command(playbook.group)
 cli.add_command(rule.group)
 cli.add_command(replay.command)
 cli.add_command(gate.command)
+cli.add_command(distill.command)
+cli.add_command(capture.group)
 cli.add_command(schema.command)
 cli.add_command(demo.command)
+
+
+def _same_help_everywhere(command: click.Command) -> None:
+    """`-h` works on every command, even one invoked on its own (tests, CliRunner)."""
+    command.context_settings.setdefault("help_option_names", ["-h", "--help"])
+    for sub in getattr(command, "commands", {}).values():
+        _same_help_everywhere(sub)
+
+
+_same_help_everywhere(cli)
 
 
 def run(argv: list[str] | None = None) -> int:

@@ -84,19 +84,27 @@ class TrialResult:
         return out
 
 
-def trial_seed(seed: int, scenario_id: str, trial: int) -> int:
-    """A per-trial seed, stable across processes (``hash()`` is not)."""
-    digest = hashlib.sha256(f"{seed}:{scenario_id}:{trial}".encode()).digest()
+def trial_seed(seed: int, scenario_id: str, trial: int, playbook_text: str = "") -> int:
+    """A per-trial seed, stable across processes (``hash()`` is not).
+
+    The playbook text is part of it: trial i without the rule and trial i
+    with it must draw independently, or the noise of one side mirrors the
+    other's and a rule with no effect looks like one (bench/gate_error_rates.py).
+    """
+    playbook = hashlib.sha256(playbook_text.encode()).hexdigest()
+    digest = hashlib.sha256(f"{seed}:{scenario_id}:{trial}:{playbook}".encode()).digest()
     return int.from_bytes(digest[:8], "big")
 
 
-def _gateway(loaded: sc.LoadedScenario, opts: ReplayOptions, trial: int, on_call, budget: float) -> Gateway:
+def _gateway(loaded: sc.LoadedScenario, opts: ReplayOptions, trial: int, on_call, budget: float,
+             playbook_text: str) -> Gateway:
     if opts.simulated:
         policy_file = loaded.folder / "policy.yaml"
         if not policy_file.exists():
             raise BadInput(f"{policy_file}: the simulated model needs the scenario's policy.yaml; "
                            "write one, or replay with a real --model")
-        policy = load_policy(policy_file, noise=opts.noise, seed=trial_seed(opts.seed, loaded.scenario.id, trial))
+        seed = trial_seed(opts.seed, loaded.scenario.id, trial, playbook_text)
+        policy = load_policy(policy_file, noise=opts.noise, seed=seed)
         return Gateway(policy, latency_s=opts.latency_s, on_call=on_call, max_cost_usd=budget)
     if not opts.api_key:
         raise BadInput(f"--model {opts.model} is a real model: set ANTHROPIC_API_KEY, "
@@ -133,7 +141,8 @@ def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
         services = stack.enter_context(start_services([s.model_dump() for s in scenario.services]))
         sandbox = stack.enter_context(Sandbox(loaded.fixture, env_allow=(*scenario.env_allow, *opts.env_allow),
                                               extra_env={**scenario.env, **service_env(services)}))
-        gateway = stack.enter_context(_gateway(loaded, opts, trial, on_call, scenario.budget.max_cost_usd))
+        gateway = stack.enter_context(_gateway(loaded, opts, trial, on_call, scenario.budget.max_cost_usd,
+                                                      playbook_text))
         job = agents_mod.AgentRun(task=scenario.task, system_prompt=playbook_text, sandbox=sandbox, gateway=gateway,
                                   model=SIMULATED_MODEL if opts.simulated else opts.model,
                                   max_turns=scenario.budget.max_turns, timeout_s=scenario.budget.timeout_s,

@@ -437,7 +437,8 @@ def test_noise_is_reproducible_per_seed(two_way, opts):
 
 def _flips(loaded: sc.LoadedScenario, seed: int) -> list[bool]:
     policy = loaded.folder / "policy.yaml"
-    return [load_policy(policy, noise=0.5, seed=trial_seed(seed, loaded.scenario.id, t)).flipped for t in range(4)]
+    return [load_policy(policy, noise=0.5, seed=trial_seed(seed, loaded.scenario.id, t, RULE_TEXT)).flipped
+            for t in range(4)]
 
 
 def test_no_runs_dir_keeps_nothing(two_way, opts):

@@ -1,0 +1,681 @@
+"""Distill: unresolved incidents become proposed rules, each with a replay scenario.
+
+How incidents are grouped, and why. Incidents of one ``failure_class`` whose
+belief deltas share words belong together. The content words of ``believed``
++ ``actual`` (lowercased, split at anything not a letter or digit, so
+``packages/api/pytest.ini`` gives ``packages api pytest ini``; stop words and
+words under three letters dropped; a plural or -ed/-ing ending cut) are
+compared pairwise by Jaccard overlap, and two incidents at or above
+``GROUP_THRESHOLD`` (0.25: a quarter of their words shared) are linked; a
+group is a connected set of links (single-link clustering). On the bundled
+incidents, two that describe the same mistake in different words score about
+0.3, unrelated ones under 0.1. Groups are ordered by their oldest incident, and
+incidents inside a group by ``(created, id)``, so the same store always gives
+the same groups. It is cheap (no model call), deterministic (a rerun asks the
+same questions) and explainable (the report can say why two incidents were
+asked about together). The model then reads a whole group at once, as the
+article's distiller reads several incidents, and generalises across them.
+
+The distiller is a separate prompt (``prompts/distill.j2``), never the
+failing agent's context. Its answer is not trusted: every constraint is
+checked here (two sentences with a condition, cites from the group, a
+scenario with structured checks that loads, no twin of an admitted or pending
+rule, no incident cited twice) and every refusal is reported with its reason.
+
+Ids are allocated under the playbook's lock and files are created without
+clobbering, so two runs at once never share an id; an id is never reused,
+even after a proposal file is deleted (``.replaybook/distill-ids.json`` keeps
+the highest id handed out).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+import uuid
+from dataclasses import asdict, dataclass, field
+from datetime import date, datetime, time, timezone
+from pathlib import Path, PurePosixPath
+from typing import Annotated, Any, Literal, Protocol, TypeVar, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError, model_validator
+
+from bot import records, yamlfile
+from bot import rule as rules_mod
+from bot import scenario as scenario_mod
+from bot.config import Settings
+from bot.errors import BadInput, LLMError
+from bot.gate import TWIN_THRESHOLD, similarity
+from bot.incident import Incident, IncidentStore
+from bot.journal import Journal, locked
+from bot.playbook import Playbook
+from bot.replay.policy import parse_policy
+from bot.rule import Rule
+
+GROUP_THRESHOLD = 0.25
+SPEC_DIR = "spec-changes"
+IDS_FILE = ".replaybook/distill-ids.json"
+MAX_FILES = 40
+MAX_FILE_BYTES = 64 * 1024
+MAX_FIXTURE_BYTES = 256 * 1024
+MAX_SPEC_CHARS = 4000
+EVIDENCE_IN_PROMPT = 1200
+SPEC_MARKER = "<!-- replaybook:spec-change "
+_SPEC_NAME = re.compile(r"^spec-(\d{4,})\.md$")
+M = TypeVar("M", bound=BaseModel)
+
+
+class AsksJson(Protocol):
+    """What distill needs of a model: ``bot.llm.LLM`` fits. Failures raise an exception."""
+
+    def ask_json(self, template: str, schema: type[M], **variables: Any) -> M: ...
+
+
+# -- the answer's shape (checked loosely: the constraints are enforced afterwards) --------
+
+
+class _Loose(BaseModel):
+    model_config = ConfigDict(extra="ignore")  # a hostile answer's extra keys reach nothing
+
+
+class NewScenario(_Loose):
+    id: str
+    task: str
+    task_type: str | None = None
+    pass_if: Any = None
+    budget: dict[str, Any] | None = None
+    files: dict[str, str] = Field(default_factory=dict)
+    policy: dict[str, Any] | None = None
+
+
+class ScenarioChoice(_Loose):
+    existing: str | None = None
+    new: NewScenario | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> "ScenarioChoice":
+        if (self.existing is None) == (self.new is None):
+            raise ValueError('give exactly one of {"existing": "<scenario id>"} or {"new": {...}}')
+        return self
+
+
+class RuleAnswer(_Loose):
+    kind: Literal["rule"]
+    rule: str
+    cites: list[str]
+    task_types: list[str] = Field(default_factory=list)
+    scenario: ScenarioChoice
+
+
+class SpecChangeAnswer(_Loose):
+    kind: Literal["spec_change"]
+    cites: list[str]
+    template_change: str
+    why: str
+
+
+class Answer(RootModel[Annotated[Union[RuleAnswer, SpecChangeAnswer], Field(discriminator="kind")]]):
+    """The distiller's answer for one group: a rule with its scenario, or a spec change."""
+
+
+# -- the report ----------------------------------------------------------------------------
+
+
+@dataclass
+class Group:
+    key: str  # "<failure_class>/<oldest incident id>"
+    failure_class: str
+    incidents: list[Incident]
+
+    @property
+    def ids(self) -> list[str]:
+        return [i.id for i in self.incidents]
+
+
+@dataclass
+class Proposal:
+    id: str
+    group: str
+    rule: str
+    cites: list[str]
+    provisional: bool
+    scenario: str
+    new_scenario: bool
+    path: str | None  # None in a dry run
+
+
+@dataclass
+class SpecChange:
+    id: str
+    group: str
+    cites: list[str]
+    template_change: str
+    why: str
+    path: str | None
+
+
+@dataclass
+class Refusal:
+    group: str
+    reason: str
+    what: str = "refused"  # skipped | failed | refused | dropped (a cite, the proposal went on)
+    incidents: list[str] = field(default_factory=list)
+
+
+@dataclass
+class DistillReport:
+    dry_run: bool = False
+    simulated: bool = False
+    groups: list[Group] = field(default_factory=list)
+    proposals: list[Proposal] = field(default_factory=list)
+    spec_changes: list[SpecChange] = field(default_factory=list)
+    refusals: list[Refusal] = field(default_factory=list)
+    asked: int = 0
+    failed: int = 0
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "dry_run": self.dry_run,
+            "simulated": self.simulated,
+            "groups": [{"key": g.key, "failure_class": g.failure_class, "incidents": g.ids} for g in self.groups],
+            "proposals": [asdict(p) for p in self.proposals],
+            "spec_changes": [asdict(s) for s in self.spec_changes],
+            "refusals": [asdict(r) for r in self.refusals],
+            "asked": self.asked,
+            "failed": self.failed,
+        }
+
+
+class _Refused(Exception):
+    """A plan the constraints refuse; the message is the reason."""
+
+
+@dataclass
+class _RulePlan:
+    group: Group
+    rule: str
+    cites: list[str]
+    task_types: list[str]
+    scenario_id: str
+    staged: Path | None  # a validated new scenario folder, outside the repo until written
+
+
+@dataclass
+class _SpecPlan:
+    group: Group
+    cites: list[str]
+    template_change: str
+    why: str
+
+
+# -- grouping --------------------------------------------------------------------------------
+
+
+_STOP = frozenset(
+    "a an and the to of in on for with from by or is are be it its this that then any every when before after if "
+    "do not you your was were has had have would should could will there their them they what which who how into "
+    "out at as so than but each own must".split())
+
+
+def content_words(text: str) -> set[str]:
+    """The words grouping compares (see the module docstring)."""
+    return {_stem(w) for w in re.findall(r"[a-z0-9]+", text.lower()) if w not in _STOP and len(w) > 2}
+
+
+def _stem(word: str) -> str:
+    for suffix in ("ing", "ed", "es", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 4:
+            return word[: -len(suffix)]
+    return word
+
+
+def delta_similarity(a: Incident, b: Incident) -> float:
+    """Jaccard overlap of two incidents' belief-delta content words."""
+    wa, wb = (content_words(f"{i.believed} {i.actual}") for i in (a, b))
+    return len(wa & wb) / len(wa | wb) if wa | wb else 0.0
+
+
+def group_incidents(incidents: list[Incident], threshold: float = GROUP_THRESHOLD) -> list[Group]:
+    """Single-link clusters of incidents, per failure class, by belief-delta word overlap."""
+    ordered = sorted(incidents, key=lambda i: (i.created, i.id))
+    parent = list(range(len(ordered)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for a in range(len(ordered)):
+        for b in range(a + 1, len(ordered)):
+            x, y = ordered[a], ordered[b]
+            if x.failure_class == y.failure_class and delta_similarity(x, y) >= threshold:
+                parent[find(b)] = find(a)
+    clusters: dict[int, list[Incident]] = {}
+    for index, incident in enumerate(ordered):
+        clusters.setdefault(find(index), []).append(incident)
+    groups = [Group(f"{members[0].failure_class}/{members[0].id}", members[0].failure_class, members)
+              for members in clusters.values()]
+    return sorted(groups, key=lambda g: (g.incidents[0].created, g.incidents[0].id))
+
+
+# -- the run ---------------------------------------------------------------------------------
+
+
+def distill(settings: Settings, llm: AsksJson, *, min_incidents: int = 1, since: datetime | date | None = None,
+            dry_run: bool = False, today: date | None = None) -> DistillReport:
+    """Propose rules (or spec changes) from the unresolved incidents; see the module docstring."""
+    today = today or datetime.now(timezone.utc).date()
+    store = IncidentStore(settings.path("incidents"))
+    book = Playbook(settings.path("playbook"), root=settings.root, cap=settings.cap, incidents=store)
+    scenarios_dir = settings.path("scenarios")
+    report = DistillReport(dry_run=dry_run, simulated=bool(getattr(llm, "simulated", False)))
+    covered = _covered(book)
+    candidates = []
+    for incident in store.all():
+        if not incident.unresolved or (since is not None and incident.created < _as_utc(since)):
+            continue
+        if incident.triage:
+            report.refusals.append(Refusal(incident.id, "needs triage: its belief delta was not filled in; "
+                                           "edit believed/actual and set triage: false", "skipped", [incident.id]))
+        elif incident.id in covered:
+            report.refusals.append(Refusal(incident.id, f"already cited by {covered[incident.id]}", "skipped",
+                                           [incident.id]))
+        else:
+            candidates.append(incident)
+    report.groups = group_incidents(candidates)
+    plans: list[_RulePlan | _SpecPlan] = []
+    with tempfile.TemporaryDirectory(prefix="replaybook-distill-") as staging:
+        for group in report.groups:
+            if len(group.incidents) < min_incidents:
+                report.refusals.append(Refusal(group.key, f"{len(group.incidents)} incident(s); --min-incidents is "
+                                               f"{min_incidents}", "skipped", group.ids))
+                continue
+            plan = _ask(group, llm, book, scenarios_dir, Path(staging), report)
+            if plan is not None:
+                plans.append(plan)
+        if dry_run:
+            _apply(plans, book, settings, report, today, write=False)
+        elif plans:
+            with locked(settings.root):
+                Journal(settings.root).recover()  # finish a change a crash interrupted before reading state
+                _apply(plans, book, settings, report, today, write=True)
+    return report
+
+
+def _as_utc(value: datetime | date) -> datetime:
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    return datetime.combine(value, time(0), tzinfo=timezone.utc)
+
+
+def _ask(group: Group, llm: AsksJson, book: Playbook, scenarios_dir: Path, staging: Path,
+         report: DistillReport) -> _RulePlan | _SpecPlan | None:
+    """One model call for ``group``, and the answer's own constraints checked."""
+    report.asked += 1
+    try:
+        answer = llm.ask_json("distill", Answer, **_prompt_vars(group, book, scenarios_dir)).root
+    except LLMError as exc:  # the model's failure is this group's, never the run's
+        report.failed += 1
+        report.refusals.append(Refusal(group.key, f"the model failed: {exc}", "failed", group.ids))
+        return None
+    try:
+        try:
+            json.dumps(answer.model_dump(), ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise _Refused("the answer holds text that is not valid UTF-8 (a lone surrogate)") from None
+        if isinstance(answer, SpecChangeAnswer):
+            return _spec_plan(group, answer)
+        return _rule_plan(group, answer, scenarios_dir, staging)
+    except _Refused as exc:
+        report.refusals.append(Refusal(group.key, str(exc), "refused", group.ids))
+        return None
+
+
+def _rule_plan(group: Group, answer: RuleAnswer, scenarios_dir: Path, staging: Path) -> _RulePlan:
+    text = " ".join(answer.rule.split())
+    _validate_rule(text, answer.task_types)
+    choice = answer.scenario
+    if choice.existing is not None:
+        scenario_id = choice.existing.strip()
+        if not re.match(records.SLUG, scenario_id):
+            raise _Refused(f"scenario {scenario_id!r} is not a scenario id (a slug such as monorepo-test-cwd)")
+        try:
+            scenario_mod.load(scenarios_dir / scenario_id)
+        except BadInput as exc:
+            raise _Refused(f"existing scenario {scenario_id!r} does not load: {exc.render()}") from None
+        return _RulePlan(group, text, answer.cites, answer.task_types, scenario_id, None)
+    new = choice.new
+    assert new is not None
+    return _RulePlan(group, text, answer.cites, answer.task_types, new.id, _stage_scenario(new, text, staging))
+
+
+def _validate_rule(text: str, task_types: list[str]) -> None:
+    try:
+        Rule.model_validate({"id": "rule-0000", "rule": text, "task_types": task_types,
+                             "replay": "scenarios/x", "created": date.today()})
+    except ValidationError as exc:
+        raise _Refused("rule: " + _errors(exc)) from None
+
+
+def _errors(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors(include_url=False)[:5]:
+        loc = ".".join(str(p) for i, p in enumerate(err["loc"]) if i == 0 or p != err["loc"][i - 1])
+        parts.append(f"{loc + ': ' if loc else ''}{records.error_message(err)}")
+    return "; ".join(parts)
+
+
+def _spec_plan(group: Group, answer: SpecChangeAnswer) -> _SpecPlan:
+    change, why = answer.template_change.strip(), answer.why.strip()
+    if not change or not why:
+        raise _Refused("spec change: `template_change` and `why` must both say something")
+    if len(change) > MAX_SPEC_CHARS or len(why) > MAX_SPEC_CHARS:
+        raise _Refused(f"spec change: keep `template_change` and `why` under {MAX_SPEC_CHARS} characters each")
+    return _SpecPlan(group, answer.cites, change, why)
+
+
+# -- a generated scenario ----------------------------------------------------------------------
+
+
+def _stage_scenario(new: NewScenario, rule_text: str, staging: Path) -> Path:
+    """Write the scenario into ``staging`` (outside the repo) and load it, or refuse."""
+    data: dict[str, Any] = {"id": new.id, "task": new.task, "repo": "repo"}
+    if new.task_type:
+        data["task_type"] = new.task_type
+    data["pass_if"] = new.pass_if
+    if new.budget is not None:
+        data["budget"] = new.budget
+    try:
+        scenario = scenario_mod.Scenario.model_validate(data)
+    except ValidationError as exc:
+        raise _Refused(f"scenario {new.id!r}: {_errors(exc)}") from None
+    files = _fixture_files(new.files)
+    policy = None
+    if new.policy is not None:
+        policy = {k: new.policy.get(k) for k in ("branch_on", "with_rule", "without_rule")}
+        try:
+            parsed = parse_policy(policy, source=f"scenario {new.id!r} policy")
+        except BadInput as exc:
+            raise _Refused(exc.render()) from None
+        for step in parsed.with_rule + parsed.without_rule:
+            if step.action == "write" and _bad_path(step.path):
+                raise _Refused(f"scenario {new.id!r} policy: write path {step.path!r} is refused; "
+                               "give a path inside the fixture")
+        if parsed.branch_on.casefold() not in rule_text.casefold():
+            raise _Refused(f"scenario {new.id!r} policy: `branch_on` ({parsed.branch_on!r}) is not words of the rule, "
+                           "so a simulated replay could never tell the rule is in the prompt")
+    data["pass_if"] = [c.model_dump(mode="json", exclude_none=True) for c in scenario.pass_if]
+    if new.budget is not None:
+        data["budget"] = scenario.budget.model_dump(mode="json")
+    folder = staging / uuid.uuid4().hex / scenario.id
+    try:
+        for rel, content in files.items():
+            target = folder / "repo" / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(content)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "scenario.yaml").write_text(yamlfile.dump(data, kind="scenario"), encoding="utf-8")
+        if policy is not None:
+            header = ("# SIMULATED MODEL policy (written by `replaybook distill`): scripted steps for offline "
+                      "replays,\n# not a real model. Review its commands before running the gate.\n")
+            body = yaml.safe_dump(policy, sort_keys=False, allow_unicode=True, width=88)
+            (folder / "policy.yaml").write_text(header + body, encoding="utf-8")
+    except OSError as exc:  # e.g. a file and a folder of one name, or a name too long
+        raise _Refused(f"scenario {new.id!r}: its files cannot be laid out: {exc.strerror or exc}") from None
+    try:
+        scenario_mod.load(folder)
+    except BadInput as exc:
+        raise _Refused(f"scenario {new.id!r} does not load: {exc.render()}") from None
+    return folder
+
+
+def _fixture_files(files: dict[str, str]) -> dict[PurePosixPath, bytes]:
+    """The fixture's files, every path checked to stay inside ``repo/``."""
+    if not files:
+        raise _Refused("new scenario: `files` is empty; a fixture repository needs the files the task works on")
+    if len(files) > MAX_FILES:
+        raise _Refused(f"new scenario: {len(files)} files; a fixture holds at most {MAX_FILES}")
+    out: dict[PurePosixPath, bytes] = {}
+    total = 0
+    for raw, content in files.items():
+        if _bad_path(raw):
+            raise _Refused(f"new scenario: file path {raw!r} is refused; give a relative path inside the fixture "
+                           "(no absolute paths, `..`, `~`, backslashes or .git)")
+        data = content.encode("utf-8")
+        if len(data) > MAX_FILE_BYTES:
+            raise _Refused(f"new scenario: file {raw!r} is {len(data):,} bytes; the limit is {MAX_FILE_BYTES:,}")
+        total += len(data)
+        out[PurePosixPath(raw)] = data
+    if total > MAX_FIXTURE_BYTES:
+        raise _Refused(f"new scenario: the fixture is {total:,} bytes; the limit is {MAX_FIXTURE_BYTES:,}")
+    return out
+
+
+def _bad_path(raw: str) -> bool:
+    """Absolute, escaping (``..``), home-relative, Windows-style or into ``.git``: not a fixture path."""
+    return (not raw or "\\" in raw or "\0" in raw or PurePosixPath(raw).is_absolute()
+            or bool(re.match(r"^[A-Za-z]:", raw)) or raw.startswith("~")
+            or any(part in ("..", ".git", "") for part in raw.split("/")))
+
+
+# -- applying the plans under the lock ----------------------------------------------------------
+
+
+def _apply(plans: list[_RulePlan | _SpecPlan], book: Playbook, settings: Settings, report: DistillReport,
+           today: date, *, write: bool) -> None:
+    """Check plans against the playbook as it is now, then allocate ids and write (unless ``write`` is off)."""
+    entries = book.entries(("proposed", "rules"))
+    existing = [(e.rule.id, e.state, e.rule.rule) for e in entries]
+    covered = _covered(book, entries)
+    ids = _IdAllocator(book, settings.root)
+    claimed: set[str] = set()  # new scenario ids taken by this run (a dry run writes none)
+    for plan in plans:
+        try:
+            cites = _checked_cites(plan.group, plan.cites, covered, report)
+            if isinstance(plan, _SpecPlan):
+                spec = _write_spec(plan, cites, ids, book, today, write)
+                report.spec_changes.append(spec)
+                covered.update({c: spec.id for c in cites})
+                continue
+            for other_id, state, text in existing:
+                score = similarity(plan.rule, text)
+                if score >= TWIN_THRESHOLD:
+                    what = "admitted" if state == "rules" else "pending"
+                    raise _Refused(f"near-duplicate of {what} {other_id} ({score:.0%} of content words shared): "
+                                   f'"{text}"')
+            if plan.staged is not None and plan.scenario_id in claimed:
+                raise _Refused(f"scenario {plan.scenario_id!r} is proposed by another group of this run; "
+                               "give each new scenario its own id")
+            proposal = _write_rule(plan, cites, ids, book, settings, today, write)
+        except _Refused as exc:
+            report.refusals.append(Refusal(plan.group.key, str(exc), "refused", plan.group.ids))
+            continue
+        report.proposals.append(proposal)
+        if plan.staged is not None:
+            claimed.add(plan.scenario_id)
+        existing.append((proposal.id, "proposed", proposal.rule))
+        covered.update({c: proposal.id for c in cites})
+    if write and ids.changed:
+        ids.save()
+
+
+def _checked_cites(group: Group, cites: list[str], covered: dict[str, str], report: DistillReport) -> list[str]:
+    kept: list[str] = []
+    for cite in dict.fromkeys(c.strip() for c in cites):
+        if cite in covered:
+            reason = f"dropped cite {cite!r}: already cited by {covered[cite]}"
+        elif cite not in group.ids:
+            reason = f"dropped cite {cite!r}: not an incident of this group ({', '.join(group.ids)})"
+        else:
+            kept.append(cite)
+            continue
+        report.refusals.append(Refusal(group.key, reason, "dropped", [cite]))
+    if not kept:
+        raise _Refused("cites no incident of this group that is not already covered by a rule or spec change")
+    return kept
+
+
+def _write_rule(plan: _RulePlan, cites: list[str], ids: "_IdAllocator", book: Playbook, settings: Settings,
+                today: date, write: bool) -> Proposal:
+    scenarios_dir = settings.path("scenarios")
+    target = scenarios_dir / plan.scenario_id
+    if plan.staged is not None and target.exists():
+        raise _Refused(f"scenario {plan.scenario_id!r} already exists in {scenarios_dir}/; "
+                       'reuse it with {"existing": ...} or choose another id')
+    replay = Path(os.path.relpath(target, settings.root)).as_posix()
+    if write and plan.staged is not None:
+        _place_scenario(plan.staged, target)
+    while True:
+        rule_id = ids.next_rule()
+        rule = Rule.model_validate({"id": rule_id, "rule": plan.rule, "cites": cites, "task_types": plan.task_types,
+                                    "replay": replay, "created": today})
+        path = book.dir("proposed") / f"{rule_id}.yaml"
+        if not write:
+            break
+        header = (f"# Proposed by `replaybook distill` from {len(plan.group.incidents)} incident(s) "
+                  f"({plan.group.key}); the gate decides.\n")
+        text = yamlfile.dump(rule.to_yaml_data(), kind="rule")
+        first, rest = text.split("\n", 1)
+        try:
+            yamlfile.write_new(path, f"{first}\n{header}{rest}")
+            break
+        except FileExistsError:  # a file made outside the lock: take the next id
+            continue
+    return Proposal(rule_id, plan.group.key, rule.rule, cites, bool(rule.provisional), plan.scenario_id,
+                    plan.staged is not None, str(path) if write else None)
+
+
+def _place_scenario(staged: Path, target: Path) -> None:
+    """Copy the staged scenario next to ``target``, then rename it into place in one step."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.parent / f".{target.name}.{uuid.uuid4().hex[:8]}.tmp"
+    shutil.copytree(staged, tmp)
+    try:
+        os.rename(tmp, target)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise _Refused(f"scenario folder {target} appeared meanwhile; run distill again") from None
+
+
+def _write_spec(plan: _SpecPlan, cites: list[str], ids: "_IdAllocator", book: Playbook, today: date,
+                write: bool) -> SpecChange:
+    folder = book.folder / SPEC_DIR
+    by_id = {i.id: i for i in plan.group.incidents}
+    while True:
+        spec_id = ids.next_spec()
+        path = folder / f"{spec_id}.md"
+        if not write:
+            break
+        text = _spec_markdown(spec_id, [by_id[c] for c in cites], plan, today)
+        try:
+            yamlfile.write_new(path, text)
+            break
+        except FileExistsError:
+            continue
+    return SpecChange(spec_id, plan.group.key, cites, plan.template_change, plan.why, str(path) if write else None)
+
+
+def _spec_markdown(spec_id: str, incidents: list[Incident], plan: _SpecPlan, today: date) -> str:
+    marker = SPEC_MARKER + json.dumps({"id": spec_id, "cites": [i.id for i in incidents]}) + " -->"
+    lines = [marker, f"# {spec_id}: a change to the task spec template", "",
+             f"Proposed by `replaybook distill` on {today.isoformat()}: these incidents trace back to an ambiguous "
+             "task spec, so the fix belongs in the template, not in the playbook.", "", "## Cited incidents", ""]
+    for i in incidents:
+        lines.append(f"- `{i.id}` ({i.failure_class}): task {json.dumps(i.task)}; believed {json.dumps(i.believed)}; "
+                     f"actual {json.dumps(i.actual)}")
+    lines += ["", "## Proposed template change", "", _md_fence(plan.template_change), "", "## Why", "",
+              _md_fence(plan.why), ""]
+    return "\n".join(lines)
+
+
+def _md_fence(text: str) -> str:
+    """Model text as an inert block: the fence is longer than any backtick run in it."""
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    ticks = "`" * max(3, longest + 1)
+    return f"{ticks}text\n{text}\n{ticks}"
+
+
+class _IdAllocator:
+    """Rule and spec ids above every one in any state and every one handed out before."""
+
+    def __init__(self, book: Playbook, root: Path):
+        self.path = Path(root) / IDS_FILE
+        try:
+            marks = json.loads(self.path.read_text(encoding="utf-8"))
+        except (FileNotFoundError, ValueError):
+            marks = {}
+        used_rule = rules_mod.id_number(book.next_id()) - 1  # next_id scans proposed, rules and archive
+        spec_dir = book.folder / SPEC_DIR
+        used_spec = max((int(m.group(1)) for p in (spec_dir.iterdir() if spec_dir.is_dir() else [])
+                         if (m := _SPEC_NAME.match(p.name))), default=0)
+        self.rule = max(used_rule, int(marks.get("rule", 0)))
+        self.spec = max(used_spec, int(marks.get("spec", 0)))
+        self.changed = False
+
+    def next_rule(self) -> str:
+        self.rule += 1
+        self.changed = True
+        return rules_mod.format_id(self.rule)
+
+    def next_spec(self) -> str:
+        self.spec += 1
+        self.changed = True
+        return f"spec-{self.spec:04d}"
+
+    def save(self) -> None:
+        yamlfile.replace(self.path, json.dumps({"rule": self.rule, "spec": self.spec}))
+
+
+def _covered(book: Playbook, entries=None) -> dict[str, str]:
+    """Incident id -> the admitted/pending rule or spec change that already cites it."""
+    out: dict[str, str] = {}
+    for entry in entries if entries is not None else book.entries(("proposed", "rules")):
+        for cite in entry.rule.cites:
+            out.setdefault(cite, f"{entry.rule.id} ({'admitted' if entry.state == 'rules' else 'pending'})")
+    spec_dir = book.folder / SPEC_DIR
+    for path in sorted(spec_dir.glob("spec-*.md")) if spec_dir.is_dir() else []:
+        first = path.read_text(encoding="utf-8").split("\n", 1)[0]
+        if first.startswith(SPEC_MARKER) and first.endswith("-->"):
+            try:
+                meta = json.loads(first[len(SPEC_MARKER):-3])
+            except ValueError:
+                continue
+            for cite in meta.get("cites", []):
+                out.setdefault(str(cite), f"{path.stem} (spec change)")
+    return out
+
+
+# -- the prompt -----------------------------------------------------------------------------------
+
+
+def _prompt_vars(group: Group, book: Playbook, scenarios_dir: Path) -> dict[str, Any]:
+    incidents = []
+    for i in group.incidents:
+        data = {k: v for k, v in i.model_dump(mode="json", exclude_none=True).items()
+                if k in ("id", "task", "task_type", "failure_class", "trigger", "believed", "actual", "cost_minutes")}
+        if i.evidence:
+            data["evidence"] = i.evidence[:EVIDENCE_IN_PROMPT]
+        incidents.append(yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100).strip())
+    scenarios = []
+    for folder in sorted(p for p in scenarios_dir.iterdir() if p.is_dir()) if scenarios_dir.is_dir() else []:
+        try:
+            s = scenario_mod.load(folder).scenario
+        except BadInput:
+            continue  # a broken scenario cannot be reused
+        scenarios.append(f"- {s.id}: {s.task}" + (f" (task_type: {s.task_type})" if s.task_type else ""))
+    rules = [f"- {e.rule.id} ({'admitted' if e.state == 'rules' else 'pending'}): {e.rule.rule}"
+             for e in book.entries(("proposed", "rules"))]
+    return {
+        "group_key": group.key,
+        "failure_class": group.failure_class,
+        "incident_ids": group.ids,
+        "incidents": incidents,
+        "scenarios": "\n".join(scenarios) or "(none)",
+        "rules": "\n".join(rules) or "(none)",
+        "checks": ", ".join(scenario_mod.CHECKS),
+    }
