@@ -57,6 +57,7 @@ from bot.replay.policy import parse_policy
 from bot.rule import Rule
 
 GROUP_THRESHOLD = 0.25
+BATCH_MAX = 12  # incidents per prompt
 SPEC_DIR = "spec-changes"
 IDS_FILE = ".replaybook/distill-ids.json"
 MAX_FILES = 40
@@ -119,7 +120,20 @@ class SpecChangeAnswer(_Loose):
 
 
 class Answer(RootModel[Annotated[Union[RuleAnswer, SpecChangeAnswer], Field(discriminator="kind")]]):
-    """The distiller's answer for one group: a rule with its scenario, or a spec change."""
+    """One proposal: a rule with its scenario, or a spec change."""
+
+
+class AnswerSet(_Loose):
+    """The distiller's answer for one batch: several proposals (a lone proposal is accepted too)."""
+
+    proposals: list[Answer] = Field(max_length=20)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _lone(cls, value: Any) -> Any:
+        if isinstance(value, dict) and "kind" in value and "proposals" not in value:
+            return {"proposals": [value]}
+        return value
 
 
 # -- the report ----------------------------------------------------------------------------
@@ -263,11 +277,32 @@ def group_incidents(incidents: list[Incident], threshold: float = GROUP_THRESHOL
     return sorted(groups, key=lambda g: (g.incidents[0].created, g.incidents[0].id))
 
 
+def batches(groups: list[Group], max_incidents: int = BATCH_MAX) -> list[Group]:
+    """Pack the clusters, in order, into batches of at most ``max_incidents`` for one prompt each.
+
+    Word overlap links incidents that share a wording; incidents about one
+    mistake in different words score as low as unrelated ones (0.02-0.32 on the
+    bundled incidents), so the model, which reads meaning, does the final
+    grouping inside a batch. Clusters are never split across batches.
+    """
+    out: list[Group] = []
+    for group in groups:
+        last = out[-1] if out else None
+        if last is not None and len(last.incidents) + len(group.incidents) <= max_incidents:
+            last.incidents.extend(group.incidents)
+            last.key = f"batch from {last.incidents[0].id} ({len(last.incidents)} incidents)"
+            if last.failure_class != group.failure_class:
+                last.failure_class = "mixed"
+        else:
+            out.append(Group(group.key, group.failure_class, list(group.incidents)))
+    return out
+
+
 # -- the run ---------------------------------------------------------------------------------
 
 
 def distill(settings: Settings, llm: AsksJson, *, min_incidents: int = 1, since: datetime | date | None = None,
-            dry_run: bool = False, today: date | None = None) -> DistillReport:
+            dry_run: bool = False, today: date | None = None, batch_max: int = BATCH_MAX) -> DistillReport:
     """Propose rules (or spec changes) from the unresolved incidents; see the module docstring."""
     today = today or datetime.now(timezone.utc).date()
     store = IncidentStore(settings.path("incidents"))
@@ -290,14 +325,12 @@ def distill(settings: Settings, llm: AsksJson, *, min_incidents: int = 1, since:
     report.groups = group_incidents(candidates)
     plans: list[_RulePlan | _SpecPlan] = []
     with tempfile.TemporaryDirectory(prefix="replaybook-distill-") as staging:
-        for group in report.groups:
+        for group in batches(report.groups, batch_max):
             if len(group.incidents) < min_incidents:
                 report.refusals.append(Refusal(group.key, f"{len(group.incidents)} incident(s); --min-incidents is "
                                                f"{min_incidents}", "skipped", group.ids))
                 continue
-            plan = _ask(group, llm, book, scenarios_dir, Path(staging), report)
-            if plan is not None:
-                plans.append(plan)
+            plans += _ask(group, llm, book, scenarios_dir, Path(staging), report)
         if dry_run:
             _apply(plans, book, settings, report, today, write=False)
         elif plans:
@@ -314,15 +347,21 @@ def _as_utc(value: datetime | date) -> datetime:
 
 
 def _ask(group: Group, llm: AsksJson, book: Playbook, scenarios_dir: Path, staging: Path,
-         report: DistillReport) -> _RulePlan | _SpecPlan | None:
-    """One model call for ``group``, and the answer's own constraints checked."""
+         report: DistillReport) -> list[_RulePlan | _SpecPlan]:
+    """One model call for ``group``, and each proposal's own constraints checked."""
     report.asked += 1
     try:
-        answer = llm.ask_json("distill", Answer, **_prompt_vars(group, book, scenarios_dir)).root
+        answers = llm.ask_json("distill", AnswerSet, **_prompt_vars(group, book, scenarios_dir)).proposals
     except LLMError as exc:  # the model's failure is this group's, never the run's
         report.failed += 1
         report.refusals.append(Refusal(group.key, f"the model failed: {exc}", "failed", group.ids))
-        return None
+        return []
+    plans = [_plan(group, answer.root, scenarios_dir, staging, report) for answer in answers]
+    return [p for p in plans if p is not None]
+
+
+def _plan(group: Group, answer: RuleAnswer | SpecChangeAnswer, scenarios_dir: Path, staging: Path,
+          report: DistillReport) -> _RulePlan | _SpecPlan | None:
     try:
         try:
             json.dumps(answer.model_dump(), ensure_ascii=False).encode("utf-8")

@@ -77,7 +77,8 @@ class Run:
         llm = LLM.connect("simulated", api_key=gateway.token, base_url=gateway.url, simulated=True,
                           max_retries=0, timeout_s=10)
         with gateway:
-            return distill(config.load(self.root), llm, today=TODAY, **kw)
+            # One cluster per prompt unless a test asks for batching, so each test sees its groups.
+            return distill(config.load(self.root), llm, today=TODAY, **{"batch_max": 1, **kw})
 
 
 def run_with(root: Path, *answers: tuple[str, str], **kw):
@@ -130,6 +131,25 @@ def test_groups_under_min_incidents_are_skipped_and_reported(root):
     assert len(book.requests) == 1  # the lone flaky incident was not asked about
     assert any(r.what == "skipped" and "--min-incidents is 2" in r.reason and r.incidents == [B1]
                for r in report.refusals)
+
+
+def test_clusters_are_batched_into_one_prompt_and_the_model_groups_them(root):
+    """Differently worded incidents about one mistake: the model sees them together."""
+    monorepo_incidents(root)
+    flaky_incident(root)
+    report, book = run_with(root, (A1, rule_answer()), batch_max=12)
+    assert len(book.requests) == 1 and len(report.groups) == 2
+    prompt = book.requests[0]["messages"][0]["content"]
+    assert A1 in prompt and B1 in prompt and '{"proposals"' in prompt
+
+
+def test_one_answer_may_hold_several_proposals(root):
+    monorepo_incidents(root)
+    flaky_incident(root)
+    two = json.dumps({"proposals": [json.loads(rule_answer()), {"kind": "spec_change", "cites": [B1],
+                      "template_change": "Name the service and its fallback in the task.", "why": "It did not."}]})
+    report, _ = run_with(root, (A1, two), batch_max=12)
+    assert len(report.proposals) == 1 and len(report.spec_changes) == 1, reasons(report)
 
 
 # -- a good answer -------------------------------------------------------------------------------
@@ -401,7 +421,7 @@ def test_the_command_prints_tables_and_json(root, monkeypatch):
         result = invoke(root, "--dry-run", env=env)
         assert result.exit_code == 0, result.output
         assert "| rule-0001 | Before running any test command" in result.output
-        assert "| bad_tool_use/2026-07-16-0310 | failed |" in result.output
+        assert "2 group(s), 1 asked" in result.output  # both clusters went to the model in one batch
         result = invoke(root, "--json", "--since", "2026-07-20", env=env)
     data = json.loads(result.output)
     assert data["proposals"][0]["id"] == "rule-0001" and data["groups"][0]["incidents"] == [A2]
