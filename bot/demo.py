@@ -1,31 +1,53 @@
-"""The offline demo: the loop so far, on bundled material.
+"""The demo: the whole local loop, end to end, on bundled material.
 
-It builds a scratch repository from the bundled scenarios and walks it
-through capture (the incident store), proposal checks, replays of each
-proposal without and with its rule (a real agent loop in a real sandbox,
-answered by the SIMULATED model), the capped playbook, citation hits,
-rendering and injection. Every step does the real work on real files.
+Capture turns the bundled CI logs and PR exports of the four seed failures
+into incidents; distill proposes rules from the unresolved incidents; the
+admit gate replays each proposal and admits what it proves, under a cap;
+the admitted playbook and a summary table close the run.
+
+Offline, every model answer comes from the SIMULATED model: capture and
+distill from scripted answers written from the bundled material, the agent
+under replay from each scenario's policy.yaml. With ANTHROPIC_API_KEY set,
+the same run uses Claude for all three.
 """
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
-from bot import bundled, records
+from bot import bundled, capture, config, distill, gate, records
 from bot import rule as rules_mod
 from bot import scenario as scenario_mod
 from bot.incident import Incident, IncidentStore
+from bot.llm import LLM
 from bot.markdown import table
 from bot.playbook import Playbook
-from bot.replay.engine import SCRIPTED, ReplayOptions, TrialResult, run_trial
+from bot.replay.answers import AnswerBook
+from bot.replay.engine import SCRIPTED, ReplayOptions
+from bot.replay.gateway import Gateway
 
 Say = Callable[[str], None]
-DEMO_CAP = 3  # below the four bundled rules, so the demo shows a retirement
-SIMULATED = "SIMULATED model: scripted answers from each scenario's policy.yaml, not a real LLM"
+DEMO_CAP = 3  # below the four seed rules, so the demo shows a retirement
+SIMULATED = "the SIMULATED model (scripted answers written from the bundled material; not a real LLM)"
+_SOURCE = re.compile(r"^Source: (\S+) \(([^)]+)\)")
+
+
+@dataclass
+class Models:
+    """Who answers: the simulated model offline, Claude with a key."""
+
+    capture: LLM
+    distill: LLM
+    replay: ReplayOptions
+    simulated: bool
 
 
 def build_workspace(workspace: Path) -> Path:
@@ -35,122 +57,142 @@ def build_workspace(workspace: Path) -> Path:
     return workspace
 
 
-def run(workspace: Path, say: Say, today: date) -> Path:
-    """Walk the loop on ``workspace`` (an empty folder); return the playbook folder."""
+def run(workspace: Path, say: Say, today: date, api_key: str | None = None,
+        progress: Say = lambda _: None) -> Path:
+    """The loop on ``workspace`` (an empty folder); return the playbook folder."""
     build_workspace(workspace)
-    store = IncidentStore(workspace / "incidents")
-    book = Playbook(workspace / "playbook", root=workspace, cap=DEMO_CAP, incidents=store)
-    scenario_dirs = sorted(p for p in (workspace / "scenarios").iterdir() if (p / "scenario.yaml").is_file())
-    capture(store, scenario_dirs, say)
-    propose(workspace, book, store, scenario_dirs, say)
-    proven = replay(workspace, book, say)
-    admit(book, store, proven, today, say)
-    hits(book, today, say)
-    inject(workspace, book, store, say)
+    settings = config.load(workspace)
+    store = IncidentStore(settings.path("incidents"))
+    book = Playbook(settings.path("playbook"), root=workspace, cap=DEMO_CAP, incidents=store)
+    logs = sorted((workspace / "scenarios").glob("*/logs/*.log"))
+    with ExitStack() as stack:
+        models = _models(stack, workspace, settings, logs, api_key)
+        say(f"Models: {'Claude (ANTHROPIC_API_KEY is set)' if not models.simulated else SIMULATED}.\n")
+        captured = capture_logs(logs, store, models, say)
+        report = distill_incidents(settings, models, say)
+        rows = gate_proposals(book, workspace, report, models, today, say, progress)
+    summary(book, store, captured, rows, say)
     return book.folder
 
 
-def capture(store: IncidentStore, scenario_dirs: list[Path], say: Say) -> None:
-    say("## 1. Capture: incidents as belief deltas\n")
-    rows, first = [], None
-    for folder in scenario_dirs:
-        for path in sorted((folder / "incidents").glob("*.yaml")):
-            stored, _ = store.add(records.load(Incident, path, what="incident"))
-            first = first or stored
-            rows.append([stored.id, stored.failure_class, stored.believed, stored.actual])
-    say(table(["incident", "class", "believed", "actual"], rows))
-    _, created = store.add(first)
-    say(f"\nStored {len(rows)} incidents in `incidents/`. Capturing `{first.id}` again stored "
-        f"{'a copy (bug!)' if created else 'nothing: its source key is already there'}.\n")
+def _models(stack: ExitStack, workspace: Path, settings, logs: list[Path], api_key: str | None) -> Models:
+    runs = workspace / ".replaybook" / "traces"
+    if api_key:
+        cfg = settings.config.models
+        return Models(LLM.connect(cfg.capture, api_key=api_key), LLM.connect(cfg.distill, api_key=api_key),
+                      ReplayOptions(model=cfg.agent, api_key=api_key, runs_dir=runs), simulated=False)
+    book = simulated_answers(logs)
+    gateway = stack.enter_context(Gateway(book))
+    llm = LLM.connect(SCRIPTED, api_key=gateway.token, base_url=gateway.url, simulated=True, max_retries=0)
+    return Models(llm, llm, ReplayOptions(model=SCRIPTED, runs_dir=runs), simulated=True)
 
 
-def propose(workspace: Path, book: Playbook, store: IncidentStore, scenario_dirs: list[Path], say: Say) -> None:
-    say("## 2. Proposals: cheap checks before any replay\n")
-    proposed = book.dir("proposed")
-    proposed.mkdir(parents=True, exist_ok=True)
-    rows = []
-    for folder in scenario_dirs:
-        rule = rules_mod.load(folder / "rule.yaml", named_by_id=False)
-        shutil.copyfile(folder / "rule.yaml", proposed / f"{rule.id}.yaml")
-        book.vet(proposed / f"{rule.id}.yaml")  # cites stored incidents, scenario loads, id unused
-        loaded = scenario_mod.load(workspace / rule.replay)
-        checks = ", ".join(scenario_mod.check_name(c) for c in loaded.scenario.pass_if)
-        rows.append([rule.id, f"{len(rules_mod.sentences(rule.rule))}/2", len(rule.cites),
-                     "yes" if rule.provisional else "no", checks])
-    say(table(["rule", "sentences", "cited incidents", "provisional", "replay checks"], rows))
-    say("\nEach proposal has at most two sentences, cites stored incidents and ships a scenario with structured checks.\n")
+def simulated_answers(logs: list[Path]) -> AnswerBook:
+    """The scripted answers: capture's from the bundled incidents, distill's from the bundled rules."""
+    book = AnswerBook()
+    for log in logs:  # capture asks once per log, in this order
+        incident = _bundled_incident(log)
+        answer = {k: getattr(incident, k) for k in ("task", "believed", "actual", "failure_class", "cost_minutes")}
+        book.add("One failed run", json.dumps(answer), times=1)
+    proposals = []
+    for rule_file in sorted({log.parent.parent / "rule.yaml" for log in logs}):
+        rule = rules_mod.load(rule_file, named_by_id=False)
+        proposals.append({"kind": "rule", "rule": rule.rule, "cites": rule.cites, "task_types": rule.task_types,
+                          "scenario": {"existing": rule_file.parent.name}})
+    book.add("Distill rules", json.dumps({"proposals": proposals}))
+    return book
 
 
-def replay(workspace: Path, book: Playbook, say: Say) -> set[str]:
-    """Replay each proposal's scenario without and with its rule; return the ids that discriminate."""
-    say("## 3. Replay: does each rule change what the agent does?\n")
-    say(f"> Offline, the agent talks to the {SIMULATED}. The full admit gate (trials, statistics,\n"
-        "> the whole suite) is issue #4; here each proposal gets one replay without and one with its rule.\n")
-    opts = ReplayOptions(agent="builtin", model=SCRIPTED, runs_dir=workspace / ".replaybook" / "traces")
-    base = book.render_text([])
-    pairs = []
-    for path in sorted(book.dir("proposed").glob("*.yaml")):
-        rule = rules_mod.load(path)
-        loaded = scenario_mod.load(workspace / rule.replay)
-        pairs.append((rule, loaded, base, base + f"\n- [{rule.id}] {rule.rule}\n"))
-    jobs = [(loaded, text) for _, loaded, *texts in pairs for text in texts]
-    say(f"Running {len(jobs)} replays, two at a time (about half a minute)…\n")
+def _bundled_incident(log: Path) -> Incident:
+    return records.load(Incident, log.parent.parent / "incidents" / f"{log.stem}.yaml", what="incident")
+
+
+def capture_logs(logs: list[Path], store: IncidentStore, models: Models, say: Say) -> list[capture.Captured]:
+    say("## 1. Capture: CI logs and rejected PRs become incidents\n")
+    out = []
+    for log in logs:
+        url, key = _source(log)
+        evidence = capture.evidence_from_log(log, name=log.name)
+        when = _bundled_incident(log).created  # the run's own time, so ids are the incidents' own
+        out.append(capture.capture(evidence, store, models.capture, source_url=url, key=key, now=when))
+    say(table(["incident", "class", "believed", "actual"],
+              [[c.incident.id, c.incident.failure_class, c.incident.believed, c.incident.actual] for c in out]))
+    triage = sum(c.incident.triage for c in out)
+    say(f"\n{len(out)} incidents from {len(logs)} logs, {triage} left for triage; "
+        f"{models.capture.usage.calls} model calls.\n")
+    return out
+
+
+def _source(log: Path) -> tuple[str | None, str | None]:
+    with log.open(encoding="utf-8", errors="replace") as handle:
+        match = _SOURCE.match(handle.readline())
+    return (match.group(1), match.group(2)) if match else (None, None)
+
+
+def distill_incidents(settings, models: Models, say: Say) -> distill.DistillReport:
+    say("## 2. Distill: rules from the unresolved incidents\n")
+    report = distill.distill(settings, models.distill)
+    rows = [[p.id, p.rule, ", ".join(p.cites), p.scenario, "yes" if p.provisional else ""] for p in report.proposals]
+    say(table(["proposed", "rule", "cites", "replay scenario", "provisional"], rows))
+    for refusal in report.refusals:
+        say(f"- refused ({refusal.group}): {refusal.reason}")
+    say(f"\n{len(report.proposals)} proposals in `playbook/proposed/`, {len(report.refusals)} refused.\n")
+    return report
+
+
+def gate_proposals(book: Playbook, workspace: Path, report: distill.DistillReport, models: Models, today: date,
+                   say: Say, progress: Say) -> list[list]:
+    say(f"## 3. Admit: each proposal must prove itself by replay (cap {DEMO_CAP})\n")
+    say("The proposals are gated side by side against the same playbook, as rule PRs against one base "
+        "branch are, then admitted one at a time (the cap is enforced on the merged result).\n")
+    opts = gate.GateOptions(replay=models.replay, jobs=2, suite_trials=1,
+                            cache_dir=workspace / ".replaybook" / "cache")
+    proposals = sorted(report.proposals, key=lambda p: p.id)
+    progress("… replaying every scenario once with the current playbook (the shared baselines)")
+    _warm_baselines(book, workspace, opts)
+
+    def one(p):
+        return gate.run_gate(book, Path(p.path), workspace / "scenarios", opts,
+                             lambda msg: progress(f"… {p.id}: {msg}"))
+
     with ThreadPoolExecutor(max_workers=2) as pool:
-        results = list(pool.map(lambda job: run_trial(job[0], job[1], opts, 0), jobs))
-    rows, proven = [], set()
-    for (rule, loaded, *_), without, with_ in zip(pairs, results[::2], results[1::2]):
-        works = without.verdict == "failed" and with_.verdict == "passed"
-        proven |= {rule.id} if works else set()
-        rows.append([rule.id, loaded.scenario.id, f"{without.verdict}: {_caught(without)}", with_.verdict,
-                     "discriminates" if works else "does not discriminate"])
-    say(table(["rule", "scenario", "without the rule", "with it", "replay"], rows, width=80))
-    tokens = sum(r.input_tokens + r.output_tokens for r in results)
-    say(f"\n{len(results)} replays, {tokens:,} tokens, ${sum(r.cost_usd for r in results):.2f} "
-        "(a simulated estimate). Traces are in `.replaybook/traces/`.\n")
-    return proven
-
-
-def _caught(result: TrialResult) -> str:
-    return result.failed_checks[0].check if result.failed_checks else result.reason
-
-
-def admit(book: Playbook, store: IncidentStore, proven: set[str], today: date, say: Say) -> None:
-    say(f"## 4. Playbook: admission under a cap of {DEMO_CAP}\n")
-    for path in sorted(book.dir("proposed").glob("*.yaml")):
-        if path.stem not in proven:
-            say(f"- {path.stem} stays in `playbook/proposed/`: its replay did not discriminate")
-            continue
-        target = book.dir("rules") / path.name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        path.rename(target)
-        for r in book.retire_over_cap(on=today):
-            say(f"- admitting {path.stem} passed the cap: retired the coldest, {r.id}, to `playbook/archive/` "
-                f"(last hit {r.last_hit or 'never'}, created {r.created})")
-    book.render()
-    store.mark_resolved(sorted({c for r in book.admitted() for c in r.cites}), "rule")
+        results = list(pool.map(one, proposals))
+    rows = []
+    for proposal, result in zip(proposals, results):
+        retired = ""
+        if result.decision == "admit":
+            retired = ", ".join(r.id for r in book.admit(Path(proposal.path), today).retired)
+        before = f"{result.before.passes}/{result.before.n}" if result.before else "–"
+        after = f"{result.after.passes}/{result.after.n}" if result.after else "–"
+        rows.append([proposal.id, result.decision, before, after, len(result.regressions), retired,
+                     result.replays, result.cache_hits, f"${result.cost_usd:.2f}"])
+        say(f"- {proposal.id}: {result.decision}: {result.reason}")
     say("")
-    say(table(["admitted", "last hit", "task types", "rule"],
-              [[r.id, r.last_hit or "never", ", ".join(r.task_types) or "all", r.rule] for r in book.admitted()]))
+    say(table(["rule", "decision", "passed without", "passed with", "regressions", "retired", "replays",
+               "from cache", "cost"], rows))
+    estimate = " Costs are simulated estimates." if models.simulated else ""
+    say(f"\nThe suite is replayed once per scenario here (`--trials 1`) to keep the demo short.{estimate}\n")
+    return rows
 
 
-def hits(book: Playbook, today: date, say: Say) -> None:
-    say("\n## 5. Hits: an agent cites the rules it applied\n")
-    first = book.admitted()[0].id
-    transcript = ("(a SIMULATED agent's final message) Ran the tests from packages/api as the playbook says "
-                  f"[{first}] and left the lint config alone [rule-0099].")
-    found = book.hit(transcript, today)
-    say(f"`replaybook playbook hit` on a transcript: last_hit of {', '.join(found.hit)} set to {today}; "
-        f"{', '.join(found.not_admitted) or 'no'} citation(s) of rules not in the playbook ignored.\n")
+def _warm_baselines(book: Playbook, workspace: Path, opts: gate.GateOptions) -> None:
+    """Replay every scenario once with the current playbook: the first before-run of its own
+    gate and its suite baseline in every other gate are that same replay, so the cache serves them."""
+    text = book.render_text()
+    jobs = [(scenario_mod.load(folder), text, 0, opts.replay)
+            for folder in sorted((workspace / "scenarios").iterdir()) if (folder / "scenario.yaml").is_file()]
+    gate.Runner(opts).batch(jobs)
 
 
-def inject(workspace: Path, book: Playbook, store: IncidentStore, say: Say) -> None:
-    say("## 6. What the next agent reads\n")
-    claude = workspace / "CLAUDE.md"
-    claude.write_text("# Project notes\n\nWritten by people; Replaybook keeps only its marked section.\n", encoding="utf-8")
-    book.sync_section(claude)
-    say("`replaybook playbook inject --task-type testing`:\n")
-    say("```text\n" + book.inject("testing").rstrip() + "\n```\n")
-    problems = book.check([claude])
+def summary(book: Playbook, store: IncidentStore, captured: list, rows: list[list], say: Say) -> None:
+    say("## 4. The playbook agents now read\n")
+    say("```markdown\n" + book.rendered_path.read_text(encoding="utf-8").rstrip() + "\n```\n")
     incidents = store.all()
-    say(f"`replaybook playbook check`: {'ok' if not problems else 'FAILED: ' + '; '.join(problems)}; "
-        f"{len(incidents)} incidents, {sum(i.unresolved for i in incidents)} unresolved.\n")
+    admitted = sum(r[1] == "admit" for r in rows)
+    say(table(["incidents", "resolved by a rule", "proposals", "admitted", "admitted rules now", "archived"],
+              [[len(incidents), sum(i.resolved_by == "rule" for i in incidents), len(rows), admitted,
+                len(book.admitted()), len(list(book.dir("archive").glob("*.yaml")))]]))
+    problems = book.check()
+    say(f"\n`replaybook playbook check`: {'ok' if not problems else 'FAILED: ' + '; '.join(problems)}.\n")
+
+

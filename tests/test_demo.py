@@ -1,4 +1,4 @@
-"""`replaybook demo` runs offline on bundled material and does real work."""
+"""`replaybook demo`: the whole local loop, offline, on bundled material."""
 
 from __future__ import annotations
 
@@ -9,24 +9,24 @@ from bot.incident import IncidentStore
 from bot.playbook import Playbook
 
 
-def test_demo_builds_a_sound_capped_playbook(cli, tmp_path):
+def test_demo_captures_distills_and_admits_under_the_cap(cli, tmp_path):
     workspace = tmp_path / "ws"
     result = cli("demo", "--workspace", str(workspace))
     assert result.code == 0, result.err
-    book = Playbook(workspace / "playbook", root=workspace, cap=3, incidents=IncidentStore(workspace / "incidents"))
-    assert book.check([workspace / "CLAUDE.md"]) == []
-    assert len(book.admitted()) == 3
-    assert len(list((workspace / "playbook" / "archive").glob("rule-*.yaml"))) == 1
     incidents = IncidentStore(workspace / "incidents").all()
-    assert len(incidents) >= 8
-    # Each admitted rule's cited incidents were marked resolved by the rule.
-    cited = {c for r in book.admitted() for c in r.cites}
-    assert all(i.resolved_by == "rule" for i in incidents if i.id in cited)
-    # Every proposal was replayed both ways and discriminated; the model is labelled simulated.
-    assert result.out.count("| discriminates |") == 4
-    assert "SIMULATED model" in result.out and "simulated estimate" in result.out
-    assert len(list((workspace / ".replaybook" / "traces").iterdir())) == 8
-    assert "| incident | class | believed | actual |" in result.out
+    # Capture: one incident per bundled log, each with the log's own source key.
+    assert len(incidents) == 10 and all(i.source and i.source.key and not i.triage for i in incidents)
+    book = Playbook(workspace / "playbook", root=workspace, cap=3, incidents=IncidentStore(workspace / "incidents"))
+    assert book.check() == []
+    # Distill proposed four rules; the gate admitted them; the cap retired one.
+    assert len(book.admitted()) == 3 and len(list(book.dir("archive").glob("rule-*.yaml"))) == 1
+    assert not list(book.dir("proposed").glob("*.yaml"))
+    assert result.out.count(": admit: replay is discriminative (0/3 passed without the rule, 4/4 with it)") == 4
+    assert all(i.resolved_by == "rule" for i in incidents)
+    # It is labelled simulated, and progress goes to stderr.
+    assert "SIMULATED model" in result.out and "simulated estimates" in result.out
+    assert "… rule-0001: own scenario" in result.err
+    assert (workspace / ".replaybook" / "traces").is_dir()
 
 
 def test_demo_refuses_a_workspace_with_files(cli, tmp_path):
