@@ -149,7 +149,19 @@ class IncidentStore:
         return self.load(path)
 
     def find_by_key(self, key: str) -> Incident | None:
-        for incident in self.all():
+        """The incident captured from ``key``, if any.
+
+        Only files that hold the key's text are parsed, and a broken file
+        elsewhere in the store never stops a capture: the event is not lost
+        because a person mis-edited another incident.
+        """
+        for path in self.paths():
+            try:
+                if key not in path.read_text(encoding="utf-8", errors="replace"):
+                    continue
+                incident = self.load(path)
+            except (BadInput, OSError):
+                continue
             if incident.source and incident.source.key == key:
                 return incident
         return None

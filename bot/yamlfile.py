@@ -160,9 +160,22 @@ def _index_lines(node: yaml.Node, prefix: tuple, out: dict[tuple, int]) -> None:
             _index_lines(item, loc, out)
 
 
+class _Dumper(yaml.SafeDumper):
+    """Multi-line strings (evidence, log excerpts) as literal blocks people can read in a diff."""
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    if "\n" in value.strip("\n") and all(line == line.rstrip() for line in value.splitlines()):
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|")
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value)
+
+
+_Dumper.add_representer(str, _str)
+
+
 def dump(data: dict[str, Any], *, kind: str) -> str:
     """YAML text for a record the bot writes, headed by the schema comment."""
-    body = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=88, default_flow_style=None)
+    body = yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=88, default_flow_style=None)
     return schema_comment(kind) + body
 
 

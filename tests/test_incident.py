@@ -128,3 +128,17 @@ def test_concurrent_writers_never_lose_an_incident(root):
     assert len(set(made)) == 8
     assert sorted(i.task for i in store.all()) == sorted(f"task {n}" for n in range(8))
     assert not [p for p in (root / "incidents").iterdir() if p.name.startswith(".")]  # no temp files left
+
+
+def test_a_broken_incident_elsewhere_never_stops_a_capture(root):
+    """A person's bad edit to one file must not lose the next captured event."""
+    write(root / "incidents" / "a-1.yaml", incident_yaml("a-1", failure_class="bogus"))
+    store = IncidentStore(root / "incidents")
+    when = datetime(2026, 7, 14, 9, 32, tzinfo=timezone.utc)
+    incident = Incident(id="b-1", task="t", failure_class="env", trigger="t", believed="b", actual="a",
+                        created=when, source={"kind": "manual", "key": "k-1"}, evidence="line one\nline two\n")
+    stored, created = store.add(incident)
+    assert created and store.add(incident)[1] is False  # the key is found without parsing the broken file
+    text = store.path_of("b-1").read_text()
+    assert "evidence: |" in text  # multi-line evidence reads as a block in a diff
+    assert store.load(store.path_of("b-1")).evidence == "line one\nline two"
