@@ -7,14 +7,19 @@ belief deltas share words belong together. The content words of ``believed``
 words under three letters dropped; a plural or -ed/-ing ending cut) are
 compared pairwise by Jaccard overlap, and two incidents at or above
 ``GROUP_THRESHOLD`` (0.25: a quarter of their words shared) are linked; a
-group is a connected set of links (single-link clustering). On the bundled
-incidents, two that describe the same mistake in different words score about
-0.3, unrelated ones under 0.1. Groups are ordered by their oldest incident, and
-incidents inside a group by ``(created, id)``, so the same store always gives
-the same groups. It is cheap (no model call), deterministic (a rerun asks the
-same questions) and explainable (the report can say why two incidents were
-asked about together). The model then reads a whole group at once, as the
-article's distiller reads several incidents, and generalises across them.
+group is a connected set of links (single-link clustering). Groups are
+ordered by their oldest incident, and incidents inside a group by
+``(created, id)``, so the same store always gives the same groups. It is
+cheap (no model call), deterministic (a rerun asks the same questions) and
+explainable.
+
+Word overlap is not meaning, though: on the bundled incidents, pairs that
+describe one mistake in different words score 0.02-0.32, no better than
+unrelated pairs. So groups are only the unit of *packing*: whole groups are
+packed, in order, into batches of at most ``BATCH_MAX`` incidents, one prompt
+each, and the distiller — which reads meaning — groups the incidents of a
+batch by the mistake they show and answers one proposal per mistake, as the
+article's distiller reads all the unresolved incidents at once.
 
 The distiller is a separate prompt (``prompts/distill.j2``), never the
 failing agent's context. Its answer is not trusted: every constraint is
