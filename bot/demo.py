@@ -14,6 +14,7 @@ the same run uses Claude for all three.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 from collections.abc import Callable
@@ -79,8 +80,12 @@ def _models(stack: ExitStack, workspace: Path, settings, logs: list[Path], api_k
     runs = workspace / ".replaybook" / "traces"
     if api_key:
         cfg = settings.config.models
-        return Models(LLM.connect(cfg.capture, api_key=api_key), LLM.connect(cfg.distill, api_key=api_key),
-                      ReplayOptions(model=cfg.agent, api_key=api_key, runs_dir=runs), simulated=False)
+        base_url = os.environ.get("ANTHROPIC_BASE_URL")  # a proxy, if the user has one
+        upstream = base_url or "https://api.anthropic.com"
+        return Models(LLM.connect(cfg.capture, api_key=api_key, base_url=base_url),
+                      LLM.connect(cfg.distill, api_key=api_key, base_url=base_url, max_tokens=8192),
+                      ReplayOptions(model=cfg.agent, api_key=api_key, upstream_url=upstream, runs_dir=runs),
+                      simulated=False)
     book = simulated_answers(logs)
     gateway = stack.enter_context(Gateway(book))
     llm = LLM.connect(SCRIPTED, api_key=gateway.token, base_url=gateway.url, simulated=True, max_retries=0)

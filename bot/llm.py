@@ -65,9 +65,9 @@ class LLM:
 
     @classmethod
     def connect(cls, model: str, *, api_key: str, base_url: str | None = None, simulated: bool = False,
-                timeout_s: float = 60.0, max_retries: int = 2) -> "LLM":
+                timeout_s: float = 60.0, max_retries: int = 2, max_tokens: int = 2048) -> "LLM":
         client = anthropic.Anthropic(api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=max_retries)
-        return cls(client=client, model=model, simulated=simulated)
+        return cls(client=client, model=model, simulated=simulated, max_tokens=max_tokens)
 
     def complete(self, system: str, user: str) -> str:
         """One answer's text; ``LLMError`` when the API fails for good."""
