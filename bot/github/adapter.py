@@ -1,0 +1,280 @@
+"""GitHubPort over PyGithub: the one module that imports it.
+
+Retries are ours, not urllib3's (``Github(retry=None)``), so tests inject
+``sleep`` and never wait: a 5xx backs off exponentially, and a 403/429 that
+carries ``retry-after`` (GitHub's secondary rate limit) waits exactly that
+long. Each HTTP request is retried on its own, by wrapping the two request
+methods of the client's one ``Requester``; the same wrapper counts requests.
+
+Objects are lazy (``Github(lazy=True)``): the repository, an issue by number,
+a commit before ``create_status`` and a job before its logs cost no request.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import requests
+from github import Auth, Github, GithubException
+from github.PaginatedList import PaginatedList
+from github.WorkflowJob import WorkflowJob
+
+from bot.github.port import (
+    BOT_LABEL,
+    FAILED_CONCLUSIONS,
+    CommentRef,
+    GitHubError,
+    IssueRef,
+    Job,
+    Step,
+    with_marker,
+)
+
+T = TypeVar("T")
+
+SECONDARY_LIMIT_WAIT = 60.0
+"""GitHub's advice when a secondary rate limit comes without ``retry-after``."""
+
+
+class PyGithubAdapter:
+    """The real GitHub, through PyGithub. See :class:`bot.github.port.GitHubPort`."""
+
+    def __init__(
+        self,
+        repo_full_name: str,
+        token: str,
+        base_url: str | None = None,
+        *,
+        retries: int = 3,
+        backoff: float = 1.0,
+        sleep: Callable[[float], None] = time.sleep,
+        label: str = BOT_LABEL,
+        seconds_between_requests: float | None = 0.25,
+        seconds_between_writes: float | None = 1.0,
+        timeout: int = 15,
+        per_page: int = 100,
+    ):
+        self.calls = 0
+        self.label = label
+        self._retries = retries
+        self._backoff = backoff
+        self._sleep = sleep
+        self._timeout = timeout
+        options: dict[str, Any] = {"base_url": base_url} if base_url else {}
+        self._gh = Github(
+            auth=Auth.Token(token),
+            retry=None,
+            lazy=True,
+            timeout=timeout,
+            per_page=per_page,
+            seconds_between_requests=seconds_between_requests,
+            seconds_between_writes=seconds_between_writes,
+            **options,
+        )
+        requester = self._gh.requester
+        for name in ("requestJsonAndCheck", "requestBlobAndCheck"):
+            setattr(requester, name, self._retrying(getattr(requester, name)))
+        self._repo = self._gh.get_repo(repo_full_name)
+
+    def close(self) -> None:
+        self._gh.close()
+
+    # Issues
+
+    def find_issue_by_marker(self, marker: str) -> IssueRef | None:
+        """The oldest issue carrying ``marker``, open or closed, among those labelled ``self.label``.
+
+        Listing is used, not search: the search index lags, and twenty
+        deliveries in a row must see the first one's issue.
+        """
+        issues = self._repo.get_issues(state="all", labels=[self.label], sort="created", direction="asc")
+        # Pull requests are issues too; their html_url says so without another request.
+        mine = (i for i in issues if marker in (i.body or "") and "/pull/" not in i.html_url)
+        return self._guard(lambda: next((_issue_ref(i) for i in mine), None))
+
+    def create_issue(self, title: str, body: str, labels: Sequence[str] = ()) -> IssueRef:
+        names = list(dict.fromkeys([self.label, *labels]))
+        issue = self._guard(lambda: self._repo.create_issue(title=title, body=body, labels=names))
+        return _issue_ref(issue)
+
+    def update_issue(
+        self,
+        number: int,
+        *,
+        body: str | None = None,
+        labels: Sequence[str] | None = None,
+        state: str | None = None,
+    ) -> IssueRef:
+        changes: dict[str, Any] = {}
+        if body is not None:
+            changes["body"] = body
+        if labels is not None:
+            changes["labels"] = list(dict.fromkeys([self.label, *labels]))
+        if state is not None:
+            changes["state"] = state
+        issue = self._repo.get_issue(number)
+        self._guard(lambda: issue.edit(**changes))
+        return _issue_ref(issue)
+
+    # Comments
+
+    def add_comment(self, number: int, body: str) -> CommentRef:
+        comment = self._guard(lambda: self._repo.get_issue(number).create_comment(body))
+        return _comment_ref(comment, number)
+
+    def find_comment_by_marker(self, number: int, marker: str) -> CommentRef | None:
+        comments = self._repo.get_issue(number).get_comments()
+        return self._guard(lambda: next((_comment_ref(c, number) for c in comments if marker in (c.body or "")), None))
+
+    def upsert_comment(self, number: int, marker: str, body: str) -> CommentRef:
+        """The one comment on ``number`` carrying ``marker``, edited in place or made."""
+        body = with_marker(body, marker)
+        issue = self._repo.get_issue(number)
+        comments = issue.get_comments()
+        mine = self._guard(lambda: next((c for c in comments if marker in (c.body or "")), None))
+        if mine is None:
+            return _comment_ref(self._guard(lambda: issue.create_comment(body)), number)
+        if mine.body != body:
+            self._guard(lambda: mine.edit(body))
+        return _comment_ref(mine, number)
+
+    # Statuses
+
+    def set_status(
+        self, sha: str, state: str, context: str, description: str, target_url: str | None = None
+    ) -> None:
+        extra = {"target_url": target_url} if target_url else {}
+        # The description is capped by GitHub at 140 characters; longer ones are a 422.
+        text = description if len(description) <= 140 else description[:139] + "…"
+        commit = self._repo.get_commit(sha)
+        self._guard(lambda: commit.create_status(state=state, description=text, context=context, **extra))
+
+    # Actions
+
+    def failed_jobs(self, run_id: int) -> list[Job]:
+        """The finished jobs of the run's latest attempt that failed or timed out."""
+        # Listing by URL skips fetching the run itself just to learn its jobs_url.
+        jobs = PaginatedList(
+            WorkflowJob,
+            self._gh.requester,
+            f"{self._repo.url}/actions/runs/{int(run_id)}/jobs",
+            {"filter": "latest"},
+            list_item="jobs",
+        )
+        return [
+            _job(job)
+            for job in self._guard(lambda: list(jobs))
+            if job.status == "completed" and job.conclusion in FAILED_CONCLUSIONS
+        ]
+
+    def job_log(self, job_id: int) -> str:
+        """The plain-text log of a finished job (two requests: the 302, then the download)."""
+        location = self._guard(lambda: self._repo.get_workflow_job(int(job_id)).logs_url())
+        return self._download(location)
+
+    # Plumbing
+
+    def _download(self, url: str) -> str:
+        # The Location is a signed URL on another host: no token goes with it.
+        for attempt in range(self._retries + 1):
+            self.calls += 1
+            try:
+                response = requests.get(url, timeout=self._timeout)
+            except requests.RequestException as exc:
+                if attempt == self._retries:
+                    raise GitHubError(f"downloading a job log failed: {exc}", path=url) from exc
+                self._sleep(self._backoff * 2**attempt)
+                continue
+            if response.status_code < 500 or attempt == self._retries:
+                break
+            self._sleep(self._backoff * 2**attempt)
+        if response.status_code != 200:
+            raise GitHubError(
+                f"downloading a job log failed: HTTP {response.status_code}; "
+                "the signed log URL lasts about a minute, so fetch it again with job_log()",
+                status=response.status_code,
+                path=url,
+            )
+        return response.text
+
+    def _retrying(self, request: Callable[..., T]) -> Callable[..., T]:
+        @functools.wraps(request)
+        def call(verb: str, url: str, *args: Any, **kwargs: Any) -> T:
+            for attempt in range(self._retries + 1):
+                self.calls += 1
+                try:
+                    return request(verb, url, *args, **kwargs)
+                except GithubException as exc:
+                    exc.replaybook_request = f"{verb} {url}"  # type: ignore[attr-defined]
+                    wait = self._wait_for(exc, attempt)
+                    if wait is None or attempt == self._retries:
+                        raise
+                    self._sleep(wait)
+            raise AssertionError("unreachable")
+
+        return call
+
+    def _wait_for(self, exc: GithubException, attempt: int) -> float | None:
+        """How long to wait before retrying ``exc``, or None when retrying cannot help."""
+        if exc.status >= 500:
+            return self._backoff * 2**attempt
+        if exc.status in (403, 429):
+            headers = {k.lower(): v for k, v in (exc.headers or {}).items()}
+            if "retry-after" in headers:
+                try:
+                    return max(0.0, float(headers["retry-after"]))
+                except ValueError:
+                    return SECONDARY_LIMIT_WAIT
+            message = str((exc.data or {}).get("message", "")) if isinstance(exc.data, dict) else ""
+            if "secondary rate limit" in message.lower():
+                return SECONDARY_LIMIT_WAIT
+        return None
+
+    def _guard(self, action: Callable[[], T]) -> T:
+        """Run ``action``, turning PyGithub's and the network's errors into GitHubError."""
+        try:
+            return action()
+        except GithubException as exc:
+            raise _github_error(exc) from exc
+        except requests.RequestException as exc:
+            raise GitHubError(f"GitHub could not be reached: {exc}") from exc
+
+
+def _github_error(exc: GithubException) -> GitHubError:
+    data = exc.data if isinstance(exc.data, dict) else {}
+    message = data.get("message") or exc.message or "no message"
+    hint = {
+        401: "the token was refused; check GITHUB_TOKEN",
+        403: "the token lacks a permission, or a rate limit outlasted the retries",
+        404: "it does not exist any more, or the token cannot see it",
+        410: "it was deleted",
+        422: "GitHub rejected the request's content",
+    }.get(exc.status, "GitHub kept failing after the retries" if exc.status >= 500 else "")
+    request = getattr(exc, "replaybook_request", "")
+    text = f"GitHub answered {exc.status} to {request or 'a request'}: {message}" + (f" ({hint})" if hint else "")
+    errors = [e for e in data.get("errors", []) if isinstance(e, dict)]
+    problems = [f"{e.get('field', '')}: {e.get('message') or e.get('code', '')}" for e in errors]
+    return GitHubError(text, status=exc.status, path=request.partition(" ")[2], problems=problems)
+
+
+def _issue_ref(issue: Any) -> IssueRef:
+    return IssueRef(
+        number=issue.number,
+        title=issue.title,
+        body=issue.body or "",
+        state=issue.state,
+        labels=tuple(label.name for label in issue.labels),
+        url=issue.html_url,
+    )
+
+
+def _comment_ref(comment: Any, number: int) -> CommentRef:
+    return CommentRef(id=comment.id, issue_number=number, body=comment.body or "", url=comment.html_url)
+
+
+def _job(job: WorkflowJob) -> Job:
+    steps = tuple(Step(number=s.number, name=s.name, conclusion=s.conclusion) for s in job.steps or [])
+    return Job(id=job.id, name=job.name, conclusion=job.conclusion, steps=steps)

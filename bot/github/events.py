@@ -1,0 +1,417 @@
+"""Deciding from one webhook payload what the bot should do.
+
+``plan(event_name, payload, config)`` is pure: no network, no PyGithub, no
+clock. It reads the event GitHub delivered (``GITHUB_EVENT_NAME`` and the
+JSON at ``GITHUB_EVENT_PATH`` in Actions) and returns typed actions for the
+adapter to carry out. Every string in a payload is untrusted data: it is
+copied into actions as is and must never be formatted into a shell command
+or an Actions expression.
+
+A payload missing a field we need, or holding the wrong type there, raises
+``BadInput`` naming the field, never ``KeyError``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from bot.errors import BadInput
+from bot.github.issue_form import strip_block
+
+
+class GitHubConfig(BaseModel):
+    """What the bot needs to know about a repository beyond the payload.
+
+    The default branch is not configured: it is read from
+    ``repository.default_branch`` of each payload.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    bot_workflow_prefixes: list[str] = Field(
+        default_factory=lambda: ["replaybook"],
+        description="Workflows whose name or file name starts with one of these (any case) are the bot's own: never captured.",
+    )
+    watched_workflows: list[str] = Field(
+        default_factory=list,
+        description="Capture failures of these workflows only (name or file name, e.g. `CI` or `ci.yml`); empty: all.",
+    )
+    agent_logins: list[str] = Field(
+        default_factory=list,
+        description="Accounts the coding agent opens PRs as (e.g. `copilot-swe-agent[bot]`).",
+    )
+    agent_label: str | None = Field(default=None, description="A PR with this label counts as the agent's.")
+    incident_label: str = Field(default="incident", description="Issues with this label are incidents.")
+    rule_branch_prefix: str | None = Field(
+        default="replaybook/rule-", description="PRs from branches starting with this propose rules."
+    )
+    rule_label: str | None = Field(default="replaybook:rule", description="PRs with this label propose rules.")
+    playbook_dir: str = Field(default="playbook", description="Folder whose changes on the default branch are checked.")
+
+
+# ------------------------------------------------------------------ actions
+
+
+class _Action(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class CaptureRun(_Action):
+    """A watched workflow run failed: capture an incident from its logs."""
+
+    kind: Literal["capture_run"] = "capture_run"
+    run_id: int
+    run_attempt: int
+    workflow: str
+    conclusion: Literal["failure", "timed_out"]
+    head_sha: str
+    html_url: str
+    key: str  # run-<id>-attempt-<n>
+
+
+class CaptureRejectedPr(_Action):
+    """An agent PR was closed unmerged, or a reviewer requested changes."""
+
+    kind: Literal["capture_rejected_pr"] = "capture_rejected_pr"
+    number: int
+    reason: Literal["closed_unmerged", "changes_requested"]
+    html_url: str | None = None
+    review_id: int | None = None
+    key: str  # pr-<n>-closed | review-<id>
+
+
+class ParseIncidentIssue(_Action):
+    """An incident issue was opened or edited: parse it, then normalise its block."""
+
+    kind: Literal["parse_incident_issue"] = "parse_incident_issue"
+    number: int
+    html_url: str | None = None
+    created_at: str | None = None
+    key: str  # issue-<n>
+
+
+class GateRulePr(_Action):
+    """Run the gate on a rule PR (or a merge group) and report a status.
+
+    When ``secrets`` is false the replay cannot run: the gate must report
+    that, and never success. For a merge group ``number`` may be unknown and
+    the adapter decides from the diff ``base_sha..head_sha`` whether rules
+    change, checking the cap on that merged result.
+    """
+
+    kind: Literal["gate_rule_pr"] = "gate_rule_pr"
+    number: int | None
+    head_sha: str
+    base_ref: str
+    base_sha: str | None = None
+    fork: bool
+    secrets: bool
+    merge_group: bool = False
+
+
+class CheckPlaybookInvariants(_Action):
+    """The default branch's playbook changed: check the cap and the rule invariants."""
+
+    kind: Literal["check_playbook_invariants"] = "check_playbook_invariants"
+    after_sha: str
+
+
+class Distill(_Action):
+    """Turn unresolved incidents into candidate rules."""
+
+    kind: Literal["distill"] = "distill"
+    reason: Literal["schedule", "dispatch", "threshold"]
+
+
+class Ignore(_Action):
+    """Nothing to do; ``reason`` says why, for the log."""
+
+    kind: Literal["ignore"] = "ignore"
+    reason: str
+
+
+Action = Annotated[
+    Union[CaptureRun, CaptureRejectedPr, ParseIncidentIssue, GateRulePr, CheckPlaybookInvariants, Distill, Ignore],
+    Field(discriminator="kind"),
+]
+ACTIONS = TypeAdapter(list[Action])
+
+# ------------------------------------------------------------------ reading payloads
+
+_MISSING = object()
+_TYPES = {str: "a string", int: "an integer", bool: "true or false", dict: "an object", list: "a list"}
+
+
+def _field(payload: Any, path: str, kind: type | tuple[type, ...], *, event: str, optional: bool = False) -> Any:
+    """``payload[a][b]…`` for ``path`` "a.b…", checked against ``kind``; BadInput names the field."""
+    node: Any = payload
+    for part in path.split("."):
+        if isinstance(node, dict):
+            node = node.get(part, _MISSING)
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            node = _MISSING
+        if node is _MISSING or node is None:
+            if optional:
+                return None
+            what = "missing" if node is _MISSING else "null"
+            raise BadInput(f"{event} payload: field `{path}` is {what}; is this a real `{event}` webhook payload?")
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    # bool is an int in Python; a payload's true is never an id.
+    if not isinstance(node, kinds) or (isinstance(node, bool) and bool not in kinds):
+        expected = " or ".join(_TYPES.get(k, k.__name__) for k in kinds)
+        raise BadInput(f"{event} payload: field `{path}` should be {expected}, got {type(node).__name__} {node!r:.60}")
+    return node
+
+
+def _labels(payload: dict, path: str, event: str) -> set[str]:
+    labels = _field(payload, path, list, event=event, optional=True) or []
+    names = set()
+    for index in range(len(labels)):
+        names.add(_field(payload, f"{path}.{index}.name", str, event=event))
+    return names
+
+
+def _default_branch(payload: dict, event: str) -> str:
+    return _field(payload, "repository.default_branch", str, event=event)
+
+
+# ------------------------------------------------------------------ rules
+
+
+def plan(event_name: str, payload: dict, config: GitHubConfig | None = None) -> list[Action]:
+    """The actions for one delivery of ``event_name`` with ``payload``."""
+    config = config or GitHubConfig()
+    if not isinstance(payload, dict):
+        raise BadInput(f"{event_name} payload: should be a JSON object, got {type(payload).__name__}")
+    handler = _HANDLERS.get(event_name)
+    if handler is None:
+        return [Ignore(reason=f"event `{event_name}` is not one the bot acts on")]
+    return handler(payload, config, event_name)
+
+
+_RUN_ACTS = ("failure", "timed_out")
+
+
+def _workflow_names(payload: dict, event: str) -> list[str]:
+    run_name = _field(payload, "workflow_run.name", str, event=event, optional=True)
+    workflow_name = _field(payload, "workflow.name", str, event=event, optional=True)
+    path = _field(payload, "workflow_run.path", str, event=event, optional=True) or ""
+    file_name = path.rsplit("/", 1)[-1]
+    return [n for n in (workflow_name, run_name, file_name) if n]
+
+
+def _workflow_run(payload: dict, config: GitHubConfig, event: str) -> list[Action]:
+    action = _field(payload, "action", str, event=event)
+    run_id = _field(payload, "workflow_run.id", int, event=event)
+    if action != "completed":
+        return [Ignore(reason=f"workflow run {run_id} is `{action}`, not completed")]
+    conclusion = _field(payload, "workflow_run.conclusion", str, event=event, optional=True)
+    if conclusion not in _RUN_ACTS:
+        return [Ignore(reason=f"workflow run {run_id} concluded {conclusion or 'without a conclusion'}; only failure and timed_out are captured")]
+    names = _workflow_names(payload, event)
+    if not names:
+        raise BadInput(f"{event} payload: field `workflow.name` (or `workflow_run.name`, `workflow_run.path`) is missing")
+    lowered = [n.lower() for n in names]
+    if any(n.startswith(p.lower()) for n in lowered for p in config.bot_workflow_prefixes if p):
+        return [Ignore(reason=f"workflow {names[0]!r} is the bot's own")]
+    if config.watched_workflows and not {w.lower() for w in config.watched_workflows} & set(lowered):
+        return [Ignore(reason=f"workflow {names[0]!r} is not in watched_workflows")]
+    attempt = _field(payload, "workflow_run.run_attempt", int, event=event)
+    return [
+        CaptureRun(
+            run_id=run_id,
+            run_attempt=attempt,
+            workflow=names[0],
+            conclusion=conclusion,
+            head_sha=_field(payload, "workflow_run.head_sha", str, event=event),
+            html_url=_field(payload, "workflow_run.html_url", str, event=event),
+            key=f"run-{run_id}-attempt-{attempt}",
+        )
+    ]
+
+
+def _counts_as_agent(pr_path: str, payload: dict, config: GitHubConfig, event: str) -> str | None:
+    """None when the PR is the agent's, else why not."""
+    if not config.agent_logins and not config.agent_label:
+        return "neither agent_logins nor agent_label is configured, so no PR counts as the agent's; set one"
+    login = _field(payload, f"{pr_path}.user.login", str, event=event)
+    if login.lower() in {a.lower() for a in config.agent_logins}:
+        return None
+    if config.agent_label and config.agent_label in _labels(payload, f"{pr_path}.labels", event):
+        return None
+    return f"PR author {login!r} is not an agent login and the PR lacks the agent label"
+
+
+def _is_rule_pr(payload: dict, config: GitHubConfig, event: str) -> bool:
+    head_ref = _field(payload, "pull_request.head.ref", str, event=event)
+    if config.rule_branch_prefix and head_ref.startswith(config.rule_branch_prefix):
+        return True
+    return bool(config.rule_label and config.rule_label in _labels(payload, "pull_request.labels", event))
+
+
+_GATE_ACTIONS = ("opened", "synchronize", "reopened")
+
+
+def _pull_request(payload: dict, config: GitHubConfig, event: str) -> list[Action]:
+    action = _field(payload, "action", str, event=event)
+    number = _field(payload, "number", int, event=event, optional=True)
+    if number is None:
+        number = _field(payload, "pull_request.number", int, event=event)
+    if action == "closed":
+        if _field(payload, "pull_request.merged", bool, event=event, optional=True):
+            return [Ignore(reason=f"PR #{number} was merged")]
+        why_not = _counts_as_agent("pull_request", payload, config, event)
+        if why_not:
+            return [Ignore(reason=f"PR #{number} closed unmerged, but {why_not}")]
+        return [
+            CaptureRejectedPr(
+                number=number,
+                reason="closed_unmerged",
+                html_url=_field(payload, "pull_request.html_url", str, event=event, optional=True),
+                key=f"pr-{number}-closed",
+            )
+        ]
+    if action in _GATE_ACTIONS:
+        if not _is_rule_pr(payload, config, event):
+            return [Ignore(reason=f"PR #{number} is not a rule PR")]
+        if event == "pull_request_target":
+            # Gating here would replay the PR's code with secrets: the "pwn request".
+            return [Ignore(reason="the gate runs on `pull_request`, never `pull_request_target`")]
+        head_repo = _field(payload, "pull_request.head.repo.full_name", str, event=event, optional=True)
+        base_repo = _field(payload, "pull_request.base.repo.full_name", str, event=event)
+        fork = head_repo != base_repo  # a deleted fork has head.repo null: still a fork
+        sender = _field(payload, "sender.login", str, event=event, optional=True)
+        # Dependabot PRs get no secrets either, fork or not.
+        secrets = not fork and sender != "dependabot[bot]"
+        return [
+            GateRulePr(
+                number=number,
+                head_sha=_field(payload, "pull_request.head.sha", str, event=event),
+                base_ref=_field(payload, "pull_request.base.ref", str, event=event),
+                base_sha=_field(payload, "pull_request.base.sha", str, event=event, optional=True),
+                fork=fork,
+                secrets=secrets,
+            )
+        ]
+    return [Ignore(reason=f"PR #{number} action `{action}` needs nothing")]
+
+
+def _review(payload: dict, config: GitHubConfig, event: str) -> list[Action]:
+    action = _field(payload, "action", str, event=event)
+    review_id = _field(payload, "review.id", int, event=event)
+    number = _field(payload, "pull_request.number", int, event=event)
+    if action != "submitted":
+        return [Ignore(reason=f"review {review_id} on PR #{number} was {action}, not submitted")]
+    state = _field(payload, "review.state", str, event=event).lower()
+    if state != "changes_requested":
+        return [Ignore(reason=f"review {review_id} on PR #{number} is `{state}`, not changes_requested")]
+    why_not = _counts_as_agent("pull_request", payload, config, event)
+    if why_not:
+        return [Ignore(reason=f"changes requested on PR #{number}, but {why_not}")]
+    return [
+        CaptureRejectedPr(
+            number=number,
+            reason="changes_requested",
+            html_url=_field(payload, "review.html_url", str, event=event, optional=True),
+            review_id=review_id,
+            key=f"review-{review_id}",
+        )
+    ]
+
+
+def _issues(payload: dict, config: GitHubConfig, event: str) -> list[Action]:
+    action = _field(payload, "action", str, event=event)
+    number = _field(payload, "issue.number", int, event=event)
+    if action not in ("opened", "edited", "labeled"):
+        return [Ignore(reason=f"issue #{number} action `{action}` needs nothing")]
+    if config.incident_label not in _labels(payload, "issue.labels", event):
+        return [Ignore(reason=f"issue #{number} lacks the `{config.incident_label}` label")]
+    if action == "labeled" and _field(payload, "label.name", str, event=event) != config.incident_label:
+        return [Ignore(reason=f"issue #{number} got a label other than `{config.incident_label}`")]
+    if action == "edited":
+        old = _field(payload, "changes.body.from", str, event=event, optional=True)
+        if old is None:
+            return [Ignore(reason=f"issue #{number} edit left the body unchanged")]
+        new = _field(payload, "issue.body", str, event=event, optional=True) or ""
+        if strip_block(old) == strip_block(new):
+            # The bot's own normalised block changed: parsing again would loop.
+            return [Ignore(reason=f"issue #{number} edit touched only the bot's normalised block")]
+    return [
+        ParseIncidentIssue(
+            number=number,
+            html_url=_field(payload, "issue.html_url", str, event=event, optional=True),
+            created_at=_field(payload, "issue.created_at", str, event=event, optional=True),
+            key=f"issue-{number}",
+        )
+    ]
+
+
+def _merge_group(payload: dict, config: GitHubConfig, event: str) -> list[Action]:
+    action = _field(payload, "action", str, event=event)
+    if action != "checks_requested":
+        return [Ignore(reason=f"merge group action `{action}` needs nothing")]
+    head_ref = _field(payload, "merge_group.head_ref", str, event=event)
+    match = re.search(r"/pr-(\d+)-[0-9a-f]+$", head_ref)
+    base_ref = _field(payload, "merge_group.base_ref", str, event=event)
+    # A merge group lists neither labels nor branches: every group is gated,
+    # and the gate passes at once when the merged diff touches no rule.
+    return [
+        GateRulePr(
+            number=int(match.group(1)) if match else None,
+            head_sha=_field(payload, "merge_group.head_sha", str, event=event),
+            base_ref=base_ref.removeprefix("refs/heads/"),
+            base_sha=_field(payload, "merge_group.base_sha", str, event=event, optional=True),
+            fork=False,
+            secrets=True,
+            merge_group=True,
+        )
+    ]
+
+
+_TRUNCATED = 20  # GitHub lists at most 20 commits in a push payload
+
+
+def _push(payload: dict, config: GitHubConfig, event: str) -> list[Action]:
+    ref = _field(payload, "ref", str, event=event)
+    default = _default_branch(payload, event)
+    if ref != f"refs/heads/{default}":
+        return [Ignore(reason=f"push to {ref}, not the default branch {default}")]
+    if _field(payload, "deleted", bool, event=event, optional=True):
+        return [Ignore(reason=f"push deleted {ref}")]
+    after = _field(payload, "after", str, event=event)
+    commits = _field(payload, "commits", list, event=event)
+    prefix = config.playbook_dir.strip("/") + "/"
+    touched = len(commits) >= _TRUNCATED  # the list may be cut: check rather than miss a change
+    for index, _ in enumerate(commits):
+        for which in ("added", "modified", "removed"):
+            paths = _field(payload, f"commits.{index}.{which}", list, event=event, optional=True) or []
+            touched = touched or any(isinstance(p, str) and p.startswith(prefix) for p in paths)
+    if not touched:
+        return [Ignore(reason=f"push to {default} touches nothing under {prefix}")]
+    return [CheckPlaybookInvariants(after_sha=after)]
+
+
+def _schedule(payload: dict, config: GitHubConfig, event: str) -> list[Action]:
+    return [Distill(reason="schedule")]
+
+
+def _dispatch(payload: dict, config: GitHubConfig, event: str) -> list[Action]:
+    return [Distill(reason="dispatch")]
+
+
+_HANDLERS = {
+    "workflow_run": _workflow_run,
+    "pull_request": _pull_request,
+    "pull_request_target": _pull_request,
+    "pull_request_review": _review,
+    "issues": _issues,
+    "merge_group": _merge_group,
+    "push": _push,
+    "schedule": _schedule,
+    "workflow_dispatch": _dispatch,
+}

@@ -1,0 +1,274 @@
+"""Incident issues: reading the issue form, and the bot's normalised YAML block.
+
+GitHub renders an issue form as ``### <label>`` headings, each followed by
+its value; an empty field reads ``_No response_`` and a textarea with
+``render:`` comes fenced. People edit the body afterwards, so it is parsed
+again on every edit, and nothing here trusts its layout: unknown headings,
+CRLF line endings, headings inside code fences and a missing field are all
+expected.
+
+The bot appends the parsed incident as a fenced ``yaml`` block after the
+hidden marker ``<!-- replaybook:incident-yaml -->`` and later replaces that
+block in place, keeping every other byte the person wrote.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from bot import records, yamlfile
+from bot.errors import BadInput
+from bot.incident import FAILURE_CLASSES, Incident
+
+MARKER = "<!-- replaybook:incident-yaml -->"
+NO_RESPONSE = "_No response_"
+
+#: (label in the issue form, Incident field), in form order.
+FIELDS: tuple[tuple[str, str], ...] = (
+    ("Task", "task"),
+    ("Task type", "task_type"),
+    ("Failure class", "failure_class"),
+    ("Trigger", "trigger"),
+    ("What the agent believed", "believed"),
+    ("What was actually true", "actual"),
+    ("Cost (minutes)", "cost_minutes"),
+    ("Evidence", "evidence"),
+)
+LABEL_OF = {field: label for label, field in FIELDS}
+_FIELD_OF = {label.lower(): field for label, field in FIELDS}
+
+_HEADING = re.compile(r"^ {0,3}###\s+(.*?)\s*#*\s*$")
+_FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
+_COST = re.compile(r"^(\d+)\s*(?:m|min|mins|minutes?)?\.?$", re.IGNORECASE)
+
+
+# ------------------------------------------------------------------ fences and the bot's block
+
+
+def _closes(line: str, fence: str) -> bool:
+    stripped = line.strip()
+    return len(stripped) >= len(fence) and set(stripped) == {fence[0]}
+
+
+def _block_spans(lines: list[str]) -> list[tuple[int, int, int]]:
+    """(marker, opening fence, last) line indexes of each block; ``last`` is inclusive.
+
+    An unclosed block runs to the end of the body.
+    """
+    spans, i = [], 0
+    while i < len(lines):
+        if lines[i].rstrip() == MARKER:
+            j = i + 1
+            while j < len(lines) and not lines[j].strip():
+                j += 1
+            opening = _FENCE_OPEN.match(lines[j].rstrip("\r\n")) if j < len(lines) else None
+            if opening:
+                k = j + 1
+                while k < len(lines) and not _closes(lines[k], opening.group(1)):
+                    k += 1
+                spans.append((i, j, min(k, len(lines) - 1)))
+                i = k + 1
+                continue
+        i += 1
+    return spans
+
+
+def strip_block(body: str | None) -> str:
+    """The body without the bot's block(s), newlines normalised: what the person wrote."""
+    lines = (body or "").replace("\r\n", "\n").replace("\r", "\n").splitlines(keepends=True)
+    for first, _, last in reversed(_block_spans(lines)):
+        del lines[first : last + 1]
+    return "".join(lines).strip()
+
+
+def normalised_block(incident: Incident) -> str:
+    """The marker and a fenced ``yaml`` block holding ``incident``."""
+    text = yaml.safe_dump(incident.to_yaml_data(), sort_keys=False, allow_unicode=True, width=88)
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)  # longer than any run inside, so text cannot close it
+    return f"{MARKER}\n{fence}yaml\n{text}{fence}\n"
+
+
+def replace_block(body: str | None, incident: Incident) -> str:
+    """``body`` with the bot's block replaced in place (or appended), every other byte kept.
+
+    Extra copies of the block are removed: there is only ever one.
+    """
+    body = body or ""
+    block = normalised_block(incident)
+    lines = body.splitlines(keepends=True)
+    spans = _block_spans(lines)
+    if not spans:
+        return (body.rstrip() + "\n\n" if body.strip() else "") + block
+    for first, _, last in reversed(spans[1:]):
+        del lines[first : last + 1]
+    first, _, last = spans[0]
+    after = "".join(lines[last + 1 :])
+    return "".join(lines[:first]) + block + after
+
+
+def read_block(body: str | None, *, where: str) -> dict[str, Any] | None:
+    """The mapping in the bot's block, or None when there is no block; BadInput when it is broken."""
+    lines = (body or "").replace("\r\n", "\n").splitlines(keepends=True)
+    spans = _block_spans(lines)
+    if not spans:
+        return None
+    _, opening, last = spans[0]
+    closed = last > opening and _closes(lines[last], _FENCE_OPEN.match(lines[opening]).group(1))
+    inner = lines[opening + 1 : last if closed else last + 1]
+    doc = yamlfile.parse(Path(where), "".join(inner), what="incident block")
+    return doc.data
+
+
+# ------------------------------------------------------------------ the form
+
+
+def sections(body: str | None) -> tuple[dict[str, str | None], list[str]]:
+    """Each known form field's value (None for ``_No response_``), and problems.
+
+    Headings inside code fences are content, not sections, and unknown
+    headings belong to the field above them.
+    """
+    text = strip_block(body)
+    found: dict[str, list[str]] = {}
+    problems: list[str] = []
+    current: str | None = None
+    fence: str | None = None
+    for line in text.split("\n"):
+        if fence:
+            if _closes(line, fence):
+                fence = None
+        elif (opening := _FENCE_OPEN.match(line)) is not None:
+            fence = opening.group(1)
+        elif (heading := _HEADING.match(line)) and heading.group(1).lower() in _FIELD_OF:
+            current = _FIELD_OF[heading.group(1).lower()]
+            if current in found:
+                problems.append(f"`{LABEL_OF[current]}` appears twice; keep one `### {LABEL_OF[current]}` section")
+            found[current] = []
+            continue
+        if current:
+            found[current].append(line)
+    return {field: _value(lines) for field, lines in found.items()}, problems
+
+
+def _value(lines: list[str]) -> str | None:
+    while lines and not lines[0].strip():
+        lines = lines[1:]
+    while lines and not lines[-1].strip():
+        lines = lines[:-1]
+    if len(lines) >= 2 and (opening := _FENCE_OPEN.match(lines[0])) and _closes(lines[-1], opening.group(1)):
+        lines = lines[1:-1]  # a textarea with `render:` comes fenced
+    text = "\n".join(lines).strip()
+    return None if not text or text == NO_RESPONSE else text
+
+
+def _convert(field: str, value: str, problems: list[str]) -> Any:
+    label = LABEL_OF[field]
+    if field == "failure_class":
+        slug = re.sub(r"[\s-]+", "_", value.strip().lower())
+        return next((c for c in FAILURE_CLASSES if slug == c or slug.startswith(c + "_")), value)
+    if field == "cost_minutes":
+        match = _COST.match(value.strip())
+        if not match:
+            problems.append(f"`{label}`: got {value!r:.60}; write a whole number of minutes, e.g. 20")
+            return None
+        return int(match.group(1))
+    if field == "task_type":
+        return value.strip().lower()
+    return value
+
+
+def parse_incident_issue(
+    body: str | None, *, number: int, created_at: str, html_url: str | None = None
+) -> tuple[dict[str, Any], list[str]]:
+    """The incident an issue describes, and what is wrong with it.
+
+    Returns the incident's data (validated through ``Incident`` when the
+    problem list is empty) and one problem per field, naming the form label
+    and how to fix it. The person's sections win over the bot's block; an
+    issue with no sections (one the bot opened) is read from its block.
+    """
+    values, problems = sections(body)
+    if not values:
+        return _from_block(body, number=number)
+    data: dict[str, Any] = {"id": f"gh-{number}"}
+    for _, field in FIELDS:
+        value = values.get(field)
+        if value is not None:
+            converted = _convert(field, value, problems)
+            if converted is not None:
+                data[field] = converted
+    data["source"] = {"kind": "issue_form", "url": html_url, "key": f"issue-{number}"}
+    data["created"] = created_at
+    for key, value in _kept_from_block(body, number).items():
+        data.setdefault(key, value)
+    data = {k: v for k, v in data.items() if v is not None}
+    return _validated(data, problems)
+
+
+_FORM_OWNS = {field for _, field in FIELDS} | {"id", "source", "created"}
+
+
+def _kept_from_block(body: str | None, number: int) -> dict[str, Any]:
+    """Fields the form has no section for (``resolved_by``, ``triage``…), kept from the bot's block.
+
+    Without this, a person's edit would reset what the bot recorded since.
+    """
+    try:
+        data = read_block(body, where=f"issue #{number} yaml block") or {}
+    except BadInput:
+        return {}  # a broken block is rewritten from the sections
+    return {k: v for k, v in data.items() if k not in _FORM_OWNS}
+
+
+def _from_block(body: str | None, *, number: int) -> tuple[dict[str, Any], list[str]]:
+    try:
+        data = read_block(body, where=f"issue #{number} yaml block")
+    except BadInput as exc:
+        return {}, [exc.message, *exc.problems]
+    if data is None:
+        labels = ", ".join(f"### {label}" for label, _ in FIELDS[:1] + FIELDS[4:6])
+        return {}, [f"issue #{number} has no incident form sections ({labels}, …); open it with the Incident form"]
+    return _validated(data, [])
+
+
+def _validated(data: dict[str, Any], problems: list[str]) -> tuple[dict[str, Any], list[str]]:
+    try:
+        incident = Incident.model_validate(data)
+    except ValidationError as exc:
+        for err in exc.errors(include_url=False):
+            field = str(err["loc"][0]) if err["loc"] else "(top level)"
+            name = f"`{LABEL_OF[field]}` ({field})" if field in LABEL_OF else f"`{field}`"
+            hint = "; fill it in on the issue" if err["type"] == "missing" else ""
+            problems.append(f"{name}: {records.error_message(err)}{hint}")
+        return data, problems
+    if problems:
+        return data, problems
+    return incident.to_yaml_data(), []
+
+
+def incident_from_issue(body: str | None, *, number: int, created_at: str, html_url: str | None = None) -> Incident:
+    """The valid incident an issue describes, or ``BadInput`` listing every problem."""
+    data, problems = parse_incident_issue(body, number=number, created_at=created_at, html_url=html_url)
+    if problems:
+        raise BadInput(f"issue #{number}: the incident form has {len(problems)} problem(s)", problems=problems)
+    return Incident.model_validate(data)
+
+
+__all__ = [
+    "FIELDS",
+    "MARKER",
+    "NO_RESPONSE",
+    "incident_from_issue",
+    "normalised_block",
+    "parse_incident_issue",
+    "read_block",
+    "replace_block",
+    "sections",
+    "strip_block",
+]

@@ -1,0 +1,191 @@
+"""The small GitHub interface the core uses, and the pure helpers around it.
+
+Nothing here imports PyGithub: the core talks to :class:`GitHubPort`, the
+adapter (``bot.github.adapter``) implements it over PyGithub, and tests run the
+real adapter against a fake GitHub served on 127.0.0.1.
+
+Every issue, comment and PR the bot writes carries a hidden marker holding its
+idempotency key (:func:`marker`), so a redelivered event finds its own earlier
+write instead of making a second one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from bot.errors import ReplaybookError
+
+BODY_LIMIT = 65_536
+"""GitHub's limit on issue, PR and comment bodies, in characters."""
+
+BOT_LABEL = "replaybook"
+"""The label on every issue the bot files; finding by marker lists only these."""
+
+_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$")
+_MARKER = re.compile(r"<!-- replaybook:([A-Za-z0-9][A-Za-z0-9._:/@+-]*) -->")
+
+
+class GitHubError(ReplaybookError):
+    """A GitHub request failed for good (after any retries).
+
+    ``status`` is the HTTP status (0 when no answer came back) and ``path``
+    the request path, so a 404 in the middle of a flow names what vanished.
+    """
+
+    def __init__(self, message: str, *, status: int = 0, path: str = "", problems: list[str] | None = None):
+        super().__init__(message, problems=problems)
+        self.status = status
+        self.path = path
+
+
+@dataclass(frozen=True)
+class IssueRef:
+    number: int
+    title: str
+    body: str
+    state: str
+    labels: tuple[str, ...] = ()
+    url: str = ""
+
+
+@dataclass(frozen=True)
+class CommentRef:
+    id: int
+    issue_number: int
+    body: str
+    url: str = ""
+
+
+@dataclass(frozen=True)
+class Step:
+    number: int
+    name: str
+    conclusion: str | None
+
+
+@dataclass(frozen=True)
+class Job:
+    id: int
+    name: str
+    conclusion: str | None
+    steps: tuple[Step, ...] = field(default_factory=tuple)
+
+    @property
+    def failed_steps(self) -> tuple[Step, ...]:
+        return tuple(s for s in self.steps if s.conclusion in FAILED_CONCLUSIONS)
+
+
+FAILED_CONCLUSIONS = frozenset({"failure", "timed_out"})
+"""Job conclusions that count as a failure worth capturing."""
+
+
+@runtime_checkable
+class GitHubPort(Protocol):
+    """What the core needs from GitHub. ``calls`` counts API requests made."""
+
+    calls: int
+
+    def find_issue_by_marker(self, marker: str) -> IssueRef | None: ...
+
+    def create_issue(self, title: str, body: str, labels: Sequence[str] = ()) -> IssueRef: ...
+
+    def update_issue(
+        self,
+        number: int,
+        *,
+        body: str | None = None,
+        labels: Sequence[str] | None = None,
+        state: str | None = None,
+    ) -> IssueRef: ...
+
+    def add_comment(self, number: int, body: str) -> CommentRef: ...
+
+    def find_comment_by_marker(self, number: int, marker: str) -> CommentRef | None: ...
+
+    def upsert_comment(self, number: int, marker: str, body: str) -> CommentRef: ...
+
+    def set_status(
+        self, sha: str, state: str, context: str, description: str, target_url: str | None = None
+    ) -> None: ...
+
+    def failed_jobs(self, run_id: int) -> list[Job]: ...
+
+    def job_log(self, job_id: int) -> str: ...
+
+
+def marker(key: str) -> str:
+    """The hidden marker for an idempotency key: ``<!-- replaybook:KEY -->``."""
+    if not _KEY.match(key):
+        raise ValueError(
+            f"idempotency key {key!r} cannot go in a marker; use letters, digits and . _ : / @ + - "
+            "and start with a letter or digit"
+        )
+    return f"<!-- replaybook:{key} -->"
+
+
+def marker_keys(body: str | None) -> list[str]:
+    """The idempotency keys of every marker in ``body``, in order."""
+    return _MARKER.findall(body or "")
+
+
+def with_marker(body: str, mark: str) -> str:
+    """``body`` with ``mark`` on its first line, unless it is already there."""
+    return body if mark in body else f"{mark}\n{body}"
+
+
+def fit_body(
+    parts: Mapping[str, str],
+    *,
+    limit: int = BODY_LIMIT,
+    trim_first: Sequence[str] = ("evidence",),
+) -> str:
+    """Join ``parts`` (in order, blank line between) into a body of at most ``limit`` characters.
+
+    Over the limit, the parts named in ``trim_first`` are cut first (keeping
+    their head and tail, where a log's error usually is), then the other parts
+    from the last one back. A part holding a marker is never cut, and a note
+    at the end says what was trimmed and by how much.
+    """
+    texts = {name: text for name, text in parts.items() if text}
+    body = _join(texts)
+    if len(body) <= limit:
+        return body
+
+    order = [n for n in trim_first if n in texts] + [n for n in reversed(texts) if n not in trim_first]
+    trimmed: dict[str, int] = {}
+    for name in (n for n in order if not marker_keys(texts[n])):
+        original = texts[name]
+        # Slack covers the digits the note and the cut line gain once the real counts are known.
+        excess = len(_join(texts)) + 2 + len(_trim_note(trimmed | {name: len(original)}, limit)) - limit + 32
+        keep = max(0, len(original) - excess - len(_CUT.format(n=len(original))))
+        texts[name] = _cut_middle(original, keep)
+        trimmed[name] = len(original) - keep
+        body = f"{_join(texts)}\n\n{_trim_note(trimmed, limit)}"
+        if len(body) <= limit:
+            return body
+    raise ValueError(f"body cannot fit in {limit:,} characters: only its markers are left and they are too long")
+
+
+_CUT = "\n… [{n} characters trimmed] …\n"
+
+
+def _join(texts: Mapping[str, str]) -> str:
+    return "\n\n".join(t for t in texts.values() if t)
+
+
+def _cut_middle(text: str, keep: int) -> str:
+    """``text`` with its middle replaced by a cut line, keeping ``keep`` characters in all."""
+    if keep <= 0:
+        return ""
+    head = keep // 2
+    tail = keep - head
+    cut = len(text) - keep
+    return text[:head] + _CUT.format(n=cut) + (text[-tail:] if tail else "")
+
+
+def _trim_note(trimmed: Mapping[str, int], limit: int) -> str:
+    what = ", ".join(f"{name} by {n:,} characters" for name, n in trimmed.items())
+    return f"> [!NOTE]\n> Replaybook trimmed {what} to keep this under GitHub's {limit:,}-character limit."

@@ -1,0 +1,636 @@
+"""A stateful fake GitHub REST API, served over HTTP on 127.0.0.1.
+
+PyGithub runs against it for real. It answers in GitHub's shapes (checked
+against GitHub's OpenAPI description by tests/test_fake_github.py), builds
+every absolute URL from the request's ``Host`` (PyGithub asserts on it),
+pages lists with ``Link`` headers, counts every request, and injects faults:
+
+    with FakeGitHub() as gh:
+        gh.fail_next("/repos/o/r/issues", 502)
+        gh.rate_limit_next("/repos/o/r/statuses", retry_after=1)
+        gh.add_workflow_run(7, jobs=[{"name": "test", "conclusion": "failure"}], logs={"test": "..."})
+        PyGithubAdapter("o/r", "token", gh.url, ...)
+
+Endpoints: the repository; issues (list with state/labels, create, get,
+edit); issue comments (list, create, get, edit); commit statuses (create,
+combined); workflow runs (get), their jobs (list), a job (get) and its logs
+(302 to plain text on the same host).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+SECONDARY_LIMIT = "You have exceeded a secondary rate limit. Please wait a few minutes before you try again."
+DOCS = "https://docs.github.com/rest"
+
+
+@dataclass
+class Fault:
+    prefix: str
+    status: int
+    method: str | None
+    headers: dict[str, str]
+    message: str
+    count: int
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    status: int
+    body: Any = None
+
+
+@dataclass
+class _State:
+    issues: dict[int, dict] = field(default_factory=dict)
+    comments: dict[int, dict] = field(default_factory=dict)
+    statuses: dict[str, list[dict]] = field(default_factory=dict)
+    runs: dict[int, dict] = field(default_factory=dict)
+    jobs: dict[int, dict] = field(default_factory=dict)
+    logs: dict[int, str] = field(default_factory=dict)
+    next_id: int = 1000
+
+
+class FakeGitHub:
+    """One repository's worth of GitHub. Use as a context manager."""
+
+    def __init__(self, owner: str = "octo", repo: str = "app", *, api_prefix: str = ""):
+        self.owner, self.repo = owner, repo
+        self.prefix = api_prefix.rstrip("/")
+        self.state = _State()
+        self.requests: list[Request] = []
+        self.faults: list[Fault] = []
+        self.lock = threading.RLock()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # Lifecycle
+
+    def __enter__(self) -> FakeGitHub:
+        handler = type("Handler", (_Handler,), {"fake": self})
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._server and self._thread
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    @property
+    def url(self) -> str:
+        """The base URL to give PyGithub."""
+        assert self._server, "start the fake first: `with FakeGitHub() as gh:`"
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}{self.prefix}"
+
+    @property
+    def repo_path(self) -> str:
+        return f"/repos/{self.owner}/{self.repo}"
+
+    # Fault injection
+
+    def fail_next(
+        self,
+        path_prefix: str,
+        status: int,
+        *,
+        headers: dict[str, str] | None = None,
+        message: str | None = None,
+        count: int = 1,
+        method: str | None = None,
+    ) -> None:
+        """Answer the next ``count`` requests whose path starts with ``path_prefix`` with ``status``."""
+        default = {404: "Not Found", 403: "Forbidden", 429: "Too Many Requests"}.get(status, "Server Error")
+        with self.lock:
+            self.faults.append(Fault(path_prefix, status, method, dict(headers or {}), message or default, count))
+
+    def rate_limit_next(self, path_prefix: str, *, retry_after: int = 1, status: int = 403, count: int = 1) -> None:
+        """A secondary rate limit, as GitHub sends it: 403 (or 429) with ``retry-after``."""
+        self.fail_next(path_prefix, status, headers={"retry-after": str(retry_after)}, message=SECONDARY_LIMIT, count=count)
+
+    # Seeding and inspection
+
+    def add_workflow_run(self, run_id: int, *, jobs: list[dict], logs: dict[str, str] | None = None, head_sha: str = "a" * 40) -> dict:
+        """A finished run whose ``jobs`` are dicts with ``name``, ``conclusion`` and optional ``steps``/``status``.
+
+        ``logs`` maps a job name to its plain-text log.
+        """
+        with self.lock:
+            run = {"id": run_id, "head_sha": head_sha, "job_ids": [], "conclusion": "success"}
+            for spec in jobs:
+                job_id = self._new_id()
+                conclusion = spec.get("conclusion", "success")
+                if conclusion not in ("success", "skipped", None):
+                    run["conclusion"] = "failure"
+                steps = spec.get("steps") or [{"name": "run", "conclusion": conclusion}]
+                self.state.jobs[job_id] = {
+                    "id": job_id,
+                    "run_id": run_id,
+                    "name": spec["name"],
+                    "status": spec.get("status", "completed"),
+                    "conclusion": conclusion,
+                    "steps": [
+                        {"number": i, "name": s["name"], "conclusion": s.get("conclusion"), "status": "completed"}
+                        for i, s in enumerate(steps, 1)
+                    ],
+                    "head_sha": head_sha,
+                }
+                run["job_ids"].append(job_id)
+                if logs and spec["name"] in logs:
+                    self.state.logs[job_id] = logs[spec["name"]]
+            self.state.runs[run_id] = run
+            return run
+
+    def job_id(self, run_id: int, name: str) -> int:
+        return next(j for j in self.state.runs[run_id]["job_ids"] if self.state.jobs[j]["name"] == name)
+
+    def delete_issue(self, number: int) -> None:
+        with self.lock:
+            self.state.issues.pop(number)
+
+    @property
+    def issues(self) -> list[dict]:
+        return list(self.state.issues.values())
+
+    def comments_on(self, number: int) -> list[dict]:
+        return [c for c in self.state.comments.values() if c["issue_number"] == number]
+
+    def statuses_for(self, sha: str) -> list[dict]:
+        return list(self.state.statuses.get(sha, []))
+
+    @property
+    def calls(self) -> int:
+        """Requests served, faults included."""
+        return len(self.requests)
+
+    def reset_calls(self) -> None:
+        with self.lock:
+            self.requests.clear()
+
+    def _new_id(self) -> int:
+        self.state.next_id += 1
+        return self.state.next_id
+
+    def _fault_for(self, method: str, path: str) -> Fault | None:
+        with self.lock:
+            for fault in self.faults:
+                if path.startswith(fault.prefix) and fault.method in (None, method):
+                    fault.count -= 1
+                    if fault.count <= 0:
+                        self.faults.remove(fault)
+                    return fault
+        return None
+
+
+# Shapes. ``base`` is scheme://host[:port] as the client addressed us.
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _user(base: str, login: str = "replaybook[bot]", user_id: int = 41898282) -> dict:
+    u = f"{base}/users/{login}"
+    return {
+        "login": login,
+        "id": user_id,
+        "node_id": f"U_{user_id}",
+        "avatar_url": f"{base}/avatars/u/{user_id}",
+        "gravatar_id": "",
+        "url": u,
+        "html_url": f"{base}/{login}",
+        "followers_url": f"{u}/followers",
+        "following_url": f"{u}/following{{/other_user}}",
+        "gists_url": f"{u}/gists{{/gist_id}}",
+        "starred_url": f"{u}/starred{{/owner}}{{/repo}}",
+        "subscriptions_url": f"{u}/subscriptions",
+        "organizations_url": f"{u}/orgs",
+        "repos_url": f"{u}/repos",
+        "events_url": f"{u}/events{{/privacy}}",
+        "received_events_url": f"{u}/received_events",
+        "type": "Bot",
+        "site_admin": False,
+    }
+
+
+_REPO_URLS = {
+    "archive_url": "/{archive_format}{/ref}", "assignees_url": "/assignees{/user}", "blobs_url": "/git/blobs{/sha}",
+    "branches_url": "/branches{/branch}", "collaborators_url": "/collaborators{/collaborator}",
+    "comments_url": "/comments{/number}", "commits_url": "/commits{/sha}", "compare_url": "/compare/{base}...{head}",
+    "contents_url": "/contents/{+path}", "contributors_url": "/contributors", "deployments_url": "/deployments",
+    "downloads_url": "/downloads", "events_url": "/events", "forks_url": "/forks",
+    "git_commits_url": "/git/commits{/sha}", "git_refs_url": "/git/refs{/sha}", "git_tags_url": "/git/tags{/sha}",
+    "hooks_url": "/hooks", "issue_comment_url": "/issues/comments{/number}", "issue_events_url": "/issues/events{/number}",
+    "issues_url": "/issues{/number}", "keys_url": "/keys{/key_id}", "labels_url": "/labels{/name}",
+    "languages_url": "/languages", "merges_url": "/merges", "milestones_url": "/milestones{/number}",
+    "notifications_url": "/notifications{?since,all,participating}", "pulls_url": "/pulls{/number}",
+    "releases_url": "/releases{/id}", "stargazers_url": "/stargazers", "statuses_url": "/statuses/{sha}",
+    "subscribers_url": "/subscribers", "subscription_url": "/subscription", "tags_url": "/tags",
+    "teams_url": "/teams", "trees_url": "/git/trees{/sha}",
+}
+
+
+def _repo(fake: FakeGitHub, base: str) -> dict:
+    api = f"{base}{fake.repo_path}"
+    full = f"{fake.owner}/{fake.repo}"
+    created = "2026-01-01T00:00:00Z"
+    return {
+        "id": 1296269, "node_id": "R_1296269", "name": fake.repo, "full_name": full,
+        "owner": _user(base, fake.owner, 1), "private": False, "html_url": f"{base}/{full}",
+        "description": None, "fork": False, "url": api,
+        **{k: api + v for k, v in _REPO_URLS.items()},
+        "clone_url": f"{base}/{full}.git", "git_url": f"git://127.0.0.1/{full}.git", "ssh_url": f"git@127.0.0.1:{full}.git",
+        "svn_url": f"{base}/{full}", "mirror_url": None, "homepage": None, "language": "Python",
+        "forks": 0, "forks_count": 0, "stargazers_count": 0, "watchers": 0, "watchers_count": 0, "size": 1,
+        "default_branch": "main", "open_issues": 0, "open_issues_count": 0,
+        "has_issues": True, "has_projects": False, "has_wiki": False, "has_pages": False, "has_discussions": False,
+        "archived": False, "disabled": False, "license": None,
+        "pushed_at": created, "created_at": created, "updated_at": created,
+        "network_count": 0, "subscribers_count": 0,
+    }
+
+
+def _label(fake: FakeGitHub, base: str, name: str) -> dict:
+    ident = zlib.crc32(name.encode())
+    return {
+        "id": ident, "node_id": f"LA_{ident}", "url": f"{base}{fake.repo_path}/labels/{name}",
+        "name": name, "description": None, "color": "ededed", "default": False,
+    }
+
+
+def _issue(fake: FakeGitHub, base: str, issue: dict) -> dict:
+    api = f"{base}{fake.repo_path}/issues/{issue['number']}"
+    return {
+        "id": issue["id"], "node_id": f"I_{issue['id']}", "url": api,
+        "repository_url": f"{base}{fake.repo_path}", "labels_url": f"{api}/labels{{/name}}",
+        "comments_url": f"{api}/comments", "events_url": f"{api}/events",
+        "html_url": f"{base}/{fake.owner}/{fake.repo}/issues/{issue['number']}",
+        "number": issue["number"], "state": issue["state"], "state_reason": issue.get("state_reason"),
+        "title": issue["title"], "body": issue["body"], "user": _user(base),
+        "labels": [_label(fake, base, n) for n in issue["labels"]],
+        "assignee": None, "assignees": [], "milestone": None, "locked": False, "active_lock_reason": None,
+        "comments": len(fake.comments_on(issue["number"])),
+        "closed_at": issue.get("closed_at"), "created_at": issue["created_at"], "updated_at": issue["updated_at"],
+        "author_association": "NONE",
+    }
+
+
+def _comment(fake: FakeGitHub, base: str, c: dict) -> dict:
+    return {
+        "id": c["id"], "node_id": f"IC_{c['id']}", "url": f"{base}{fake.repo_path}/issues/comments/{c['id']}",
+        "html_url": f"{base}/{fake.owner}/{fake.repo}/issues/{c['issue_number']}#issuecomment-{c['id']}",
+        "body": c["body"], "user": _user(base), "created_at": c["created_at"], "updated_at": c["updated_at"],
+        "issue_url": f"{base}{fake.repo_path}/issues/{c['issue_number']}", "author_association": "NONE",
+    }
+
+
+def _status(fake: FakeGitHub, base: str, s: dict, *, creator: bool = True) -> dict:
+    out = {
+        "url": f"{base}{fake.repo_path}/statuses/{s['sha']}", "avatar_url": None, "id": s["id"],
+        "node_id": f"SC_{s['id']}", "state": s["state"], "description": s["description"],
+        "target_url": s["target_url"], "context": s["context"], "created_at": s["created_at"],
+        "updated_at": s["created_at"],
+    }
+    if creator:
+        out["creator"] = _user(base)
+    return out
+
+
+def _job(fake: FakeGitHub, base: str, j: dict) -> dict:
+    api = f"{base}{fake.repo_path}/actions"
+    done = "2026-01-01T00:05:00Z" if j["status"] == "completed" else None
+    return {
+        "id": j["id"], "run_id": j["run_id"], "run_url": f"{api}/runs/{j['run_id']}", "run_attempt": 1,
+        "node_id": f"CR_{j['id']}", "head_sha": j["head_sha"], "url": f"{api}/jobs/{j['id']}",
+        "html_url": f"{base}/{fake.owner}/{fake.repo}/actions/runs/{j['run_id']}/job/{j['id']}",
+        "status": j["status"], "conclusion": j["conclusion"], "created_at": "2026-01-01T00:00:00Z",
+        "started_at": "2026-01-01T00:01:00Z", "completed_at": done, "name": j["name"],
+        "steps": [
+            {**s, "started_at": "2026-01-01T00:01:00Z", "completed_at": done} for s in j["steps"]
+        ],
+        "check_run_url": f"{base}{fake.repo_path}/check-runs/{j['id']}", "labels": ["ubuntu-latest"],
+        "runner_id": 1, "runner_name": "fake runner", "runner_group_id": 1, "runner_group_name": "GitHub Actions",
+        "workflow_name": "CI", "head_branch": "main",
+    }
+
+
+def _run(fake: FakeGitHub, base: str, run: dict) -> dict:
+    api = f"{base}{fake.repo_path}/actions/runs/{run['id']}"
+    repo = {k: v for k, v in _repo(fake, base).items() if k in _MINIMAL_REPO}
+    return {
+        "id": run["id"], "node_id": f"WFR_{run['id']}", "name": "CI", "head_branch": "main",
+        "head_sha": run["head_sha"], "path": ".github/workflows/ci.yml", "display_title": "CI", "run_number": 1,
+        "run_attempt": 1, "event": "push", "status": "completed", "conclusion": run["conclusion"],
+        "workflow_id": 1, "url": api, "html_url": f"{base}/{fake.owner}/{fake.repo}/actions/runs/{run['id']}",
+        "pull_requests": [], "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:05:00Z",
+        "jobs_url": f"{api}/jobs", "logs_url": f"{api}/logs", "check_suite_url": f"{base}{fake.repo_path}/check-suites/1",
+        "artifacts_url": f"{api}/artifacts", "cancel_url": f"{api}/cancel", "rerun_url": f"{api}/rerun",
+        "workflow_url": f"{base}{fake.repo_path}/actions/workflows/1", "head_commit": None,
+        "repository": repo, "head_repository": repo,
+    }
+
+
+_MINIMAL_REPO = {"id", "node_id", "name", "full_name", "owner", "private", "html_url", "description", "fork", "url", *_REPO_URLS}
+
+
+# The server
+
+
+class _Reply(Exception):
+    def __init__(self, status: int, body: Any = None, headers: dict[str, str] | None = None):
+        self.status, self.body, self.headers = status, body, headers or {}
+
+
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> _Reply:
+    return _Reply(status, {"message": message, "documentation_url": DOCS, "status": str(status)}, headers)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    fake: FakeGitHub
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out in two writes; without this each answer waits ~40 ms
+
+    def log_message(self, *args: Any) -> None:  # keep pytest output clean
+        pass
+
+    def do_GET(self) -> None:
+        self._serve("GET")
+
+    def do_POST(self) -> None:
+        self._serve("POST")
+
+    def do_PATCH(self) -> None:
+        self._serve("PATCH")
+
+    @property
+    def base(self) -> str:
+        return f"http://{self.headers['Host']}"
+
+    def _serve(self, method: str) -> None:
+        fake = self.fake
+        parts = urlsplit(self.path)
+        path = parts.path[len(fake.prefix):] if fake.prefix and parts.path.startswith(fake.prefix) else parts.path
+        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        body = json.loads(raw) if raw else None
+        try:
+            fault = fake._fault_for(method, path)
+            if fault:
+                raise _error(fault.status, fault.message, fault.headers)
+            with fake.lock:
+                reply = _route(fake, self.base, method, path, query, body)
+        except _Reply as r:
+            reply = r
+        fake.requests.append(Request(method, path, reply.status, body))
+        self._send(reply)
+
+    def _send(self, reply: _Reply) -> None:
+        if isinstance(reply.body, str):
+            data, ctype = reply.body.encode(), "text/plain; charset=utf-8"
+        elif reply.body is None:
+            data, ctype = b"", "application/json; charset=utf-8"
+        else:
+            data, ctype = json.dumps(reply.body).encode(), "application/json; charset=utf-8"
+        self.send_response(reply.status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in reply.headers.items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def _route(fake: FakeGitHub, base: str, method: str, path: str, query: dict, body: Any) -> _Reply:
+    if path.startswith("/_blobs/logs/") and method == "GET":
+        job_id = int(path.rsplit("/", 1)[1])
+        if job_id not in fake.state.logs:
+            raise _error(404, "Not Found")
+        return _Reply(200, fake.state.logs[job_id])
+    rp = fake.repo_path
+    if not (path == rp or path.startswith(rp + "/")):
+        raise _error(404, "Not Found")
+    rest = path[len(rp):]
+    for pattern, verb, handler in _ROUTES:
+        m = re.fullmatch(pattern, rest)
+        if m and verb == method:
+            return handler(fake, base, query, body, *m.groups())
+    raise _error(404, "Not Found")
+
+
+def _page(base: str, path: str, query: dict, items: list) -> _Reply:
+    per_page = max(1, min(100, int(query.get("per_page", 30))))
+    page = max(1, int(query.get("page", 1)))
+    chunk = items[(page - 1) * per_page: page * per_page]
+    last = max(1, -(-len(items) // per_page))
+    links = []
+
+    def link(n: int, rel: str) -> str:
+        return f'<{base}{path}?{urlencode({**query, "page": n, "per_page": per_page})}>; rel="{rel}"'
+
+    if page < last:
+        links += [link(page + 1, "next"), link(last, "last")]
+    if page > 1:
+        links += [link(1, "first"), link(page - 1, "prev")]
+    return _Reply(200, chunk, {"Link": ", ".join(links)} if links else {})
+
+
+def _get_issue(fake: FakeGitHub, number: str) -> dict:
+    issue = fake.state.issues.get(int(number))
+    if issue is None:
+        raise _error(404, "Not Found")
+    return issue
+
+
+def _list_issues(fake, base, query, body):
+    state = query.get("state", "open")
+    wanted = {n for n in query.get("labels", "").split(",") if n}
+    items = [
+        i for i in fake.state.issues.values()
+        if (state == "all" or i["state"] == state) and wanted <= set(i["labels"])
+    ]
+    if query.get("direction", "desc") == "desc":
+        items.reverse()
+    reply = _page(base, f"{fake.prefix}{fake.repo_path}/issues", query, items)
+    reply.body = [_issue(fake, base, i) for i in reply.body]
+    return reply
+
+
+def _create_issue(fake, base, query, body):
+    if not body or not body.get("title"):
+        raise _invalid("Issue", "title", "missing_field")
+    _check_body_size(body.get("body"))
+    number = len(fake.state.issues) + 1
+    while number in fake.state.issues:
+        number += 1
+    now = _now()
+    issue = {
+        "id": fake._new_id(), "number": number, "title": body["title"], "body": body.get("body"),
+        "state": "open", "labels": [_name(x) for x in body.get("labels", [])], "created_at": now, "updated_at": now,
+    }
+    fake.state.issues[number] = issue
+    return _Reply(201, _issue(fake, base, issue), {"Location": f"{base}{fake.prefix}{fake.repo_path}/issues/{number}"})
+
+
+def _edit_issue(fake, base, query, body, number):
+    issue = _get_issue(fake, number)
+    body = body or {}
+    _check_body_size(body.get("body"))
+    for key in ("title", "body", "state", "state_reason"):
+        if key in body:
+            issue[key] = body[key]
+    if "labels" in body:
+        issue["labels"] = [_name(x) for x in body["labels"]]
+    issue["closed_at"] = _now() if issue["state"] == "closed" else None
+    issue["updated_at"] = _now()
+    return _Reply(200, _issue(fake, base, issue))
+
+
+def _list_comments(fake, base, query, body, number):
+    _get_issue(fake, number)
+    items = fake.comments_on(int(number))
+    reply = _page(base, f"{fake.prefix}{fake.repo_path}/issues/{number}/comments", query, items)
+    reply.body = [_comment(fake, base, c) for c in reply.body]
+    return reply
+
+
+def _create_comment(fake, base, query, body, number):
+    _get_issue(fake, number)
+    _check_body_size((body or {}).get("body"))
+    now = _now()
+    c = {"id": fake._new_id(), "issue_number": int(number), "body": body["body"], "created_at": now, "updated_at": now}
+    fake.state.comments[c["id"]] = c
+    return _Reply(201, _comment(fake, base, c))
+
+
+def _get_comment(fake: FakeGitHub, comment_id: str) -> dict:
+    c = fake.state.comments.get(int(comment_id))
+    if c is None:
+        raise _error(404, "Not Found")
+    return c
+
+
+def _edit_comment(fake, base, query, body, comment_id):
+    c = _get_comment(fake, comment_id)
+    _check_body_size((body or {}).get("body"))
+    c["body"], c["updated_at"] = body["body"], _now()
+    return _Reply(200, _comment(fake, base, c))
+
+
+def _create_status(fake, base, query, body, sha):
+    body = body or {}
+    if body.get("state") not in ("error", "failure", "pending", "success"):
+        raise _invalid("Status", "state", "custom")
+    if len(body.get("description") or "") > 140:
+        raise _error(422, "Validation Failed: description is too long (maximum is 140 characters)")
+    s = {
+        "id": fake._new_id(), "sha": sha, "state": body["state"], "context": body.get("context", "default"),
+        "description": body.get("description"), "target_url": body.get("target_url"), "created_at": _now(),
+    }
+    fake.state.statuses.setdefault(sha, []).insert(0, s)
+    return _Reply(201, _status(fake, base, s))
+
+
+def _combined_status(fake, base, query, body, ref):
+    latest: dict[str, dict] = {}
+    for s in fake.state.statuses.get(ref, []):
+        latest.setdefault(s["context"], s)
+    states = {s["state"] for s in latest.values()}
+    state = "failure" if states & {"failure", "error"} else "pending" if "pending" in states or not states else "success"
+    repo = {k: v for k, v in _repo(fake, base).items() if k in _MINIMAL_REPO}
+    return _Reply(200, {
+        "state": state, "sha": ref, "total_count": len(latest),
+        "statuses": [_status(fake, base, s, creator=False) for s in latest.values()],
+        "repository": repo, "commit_url": f"{base}{fake.repo_path}/commits/{ref}",
+        "url": f"{base}{fake.repo_path}/commits/{ref}/status",
+    })
+
+
+def _get_run(fake, base, query, body, run_id):
+    run = fake.state.runs.get(int(run_id))
+    if run is None:
+        raise _error(404, "Not Found")
+    return _Reply(200, _run(fake, base, run))
+
+
+def _list_jobs(fake, base, query, body, run_id):
+    run = fake.state.runs.get(int(run_id))
+    if run is None:
+        raise _error(404, "Not Found")
+    jobs = [fake.state.jobs[j] for j in run["job_ids"]]
+    reply = _page(base, f"{fake.prefix}{fake.repo_path}/actions/runs/{run_id}/jobs", query, jobs)
+    reply.body = {"total_count": len(jobs), "jobs": [_job(fake, base, j) for j in reply.body]}
+    return reply
+
+
+def _get_job(fake, base, query, body, job_id):
+    job = fake.state.jobs.get(int(job_id))
+    if job is None:
+        raise _error(404, "Not Found")
+    return _Reply(200, _job(fake, base, job))
+
+
+def _job_logs(fake, base, query, body, job_id):
+    job = fake.state.jobs.get(int(job_id))
+    if job is None or job["status"] != "completed" or int(job_id) not in fake.state.logs:
+        raise _error(404, "Not Found")
+    return _Reply(302, None, {"Location": f"{base}/_blobs/logs/{job_id}?sig=fake"})
+
+
+def _name(label: Any) -> str:
+    return label["name"] if isinstance(label, dict) else str(label)
+
+
+def _check_body_size(text: str | None) -> None:
+    if text and len(text) > 65_536:
+        raise _invalid("Issue", "body", "custom", "body is too long (maximum is 65536 characters)")
+
+
+def _invalid(resource: str, field_name: str, code: str, message: str | None = None) -> _Reply:
+    error = {"resource": resource, "field": field_name, "code": code, **({"message": message} if message else {})}
+    return _Reply(422, {"message": "Validation Failed", "errors": [error], "documentation_url": DOCS})
+
+
+_ROUTES = [
+    (r"", "GET", lambda fake, base, q, b: _Reply(200, _repo(fake, base))),
+    (r"/issues", "GET", _list_issues),
+    (r"/issues", "POST", _create_issue),
+    (r"/issues/(\d+)", "GET", lambda fake, base, q, b, n: _Reply(200, _issue(fake, base, _get_issue(fake, n)))),
+    (r"/issues/(\d+)", "PATCH", _edit_issue),
+    (r"/issues/(\d+)/comments", "GET", _list_comments),
+    (r"/issues/(\d+)/comments", "POST", _create_comment),
+    (r"/issues/comments/(\d+)", "GET", lambda fake, base, q, b, i: _Reply(200, _comment(fake, base, _get_comment(fake, i)))),
+    (r"/issues/comments/(\d+)", "PATCH", _edit_comment),
+    (r"/statuses/([0-9a-fA-F]+)", "POST", _create_status),
+    (r"/commits/([^/]+)/status", "GET", _combined_status),
+    (r"/actions/runs/(\d+)", "GET", _get_run),
+    (r"/actions/runs/(\d+)/jobs", "GET", _list_jobs),
+    (r"/actions/jobs/(\d+)", "GET", _get_job),
+    (r"/actions/jobs/(\d+)/logs", "GET", _job_logs),
+]
+
+
+def served_endpoints() -> Iterator[tuple[str, str]]:
+    """(method, path template) for every endpoint the fake serves, in OpenAPI's spelling."""
+    names = {r"(\d+)": "{n}", r"([0-9a-fA-F]+)": "{sha}", r"([^/]+)": "{ref}"}
+    for pattern, verb, _ in _ROUTES:
+        text = pattern
+        for rx, name in names.items():
+            text = text.replace(rx, name)
+        yield verb, "/repos/{owner}/{repo}" + text
