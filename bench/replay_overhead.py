@@ -107,7 +107,7 @@ def phased_trial(loaded: sc.LoadedScenario, text: str, opts: engine.ReplayOption
         laps.lap("services start")
         sandbox = Sandbox(loaded.fixture, env_allow=scenario.env_allow, extra_env=service_env(services)).__enter__()
         laps.lap("sandbox setup")
-        gateway = engine._gateway(loaded, opts, trial, on_call, scenario.budget.max_cost_usd)
+        gateway = engine._gateway(loaded, opts, trial, on_call, scenario.budget.max_cost_usd, text)
         laps.lap("gateway start")
         try:
             job = agents_mod.AgentRun(task=scenario.task, system_prompt=text, sandbox=sandbox, gateway=gateway,

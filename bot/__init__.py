@@ -11,6 +11,8 @@ except PackageNotFoundError:  # running from a checkout without an install
     __version__ = "0.0.0+checkout"
 
 from bot.config import Config, Settings
+from bot.hindsight import Hindsight, Reflection
+from bot.lesson import Lesson, LessonStore
 from bot.errors import BadInput, CheckFailed, ReplaybookError
 from bot.incident import Incident, IncidentStore
 from bot.playbook import Playbook
@@ -21,9 +23,13 @@ __all__ = [
     "BadInput",
     "CheckFailed",
     "Config",
+    "Hindsight",
     "Incident",
     "IncidentStore",
+    "Lesson",
+    "LessonStore",
     "Playbook",
+    "Reflection",
     "ReplaybookError",
     "Rule",
     "Scenario",

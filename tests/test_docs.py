@@ -27,7 +27,8 @@ def test_command_reference_is_in_sync():
 
 
 def test_listing_commands_take_json():
-    for group, name in (("incident", "list"), ("playbook", "list"), ("playbook", "inject")):
+    for group, name in (("incident", "list"), ("playbook", "list"), ("playbook", "inject"), ("trace", "list"),
+                        ("lessons", "list")):
         opts = {o for p in cli.commands[group].commands[name].params for o in getattr(p, "opts", [])}
         assert "--json" in opts, f"{group} {name} lacks --json"
 

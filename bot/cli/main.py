@@ -15,7 +15,7 @@ import click
 
 from bot import __version__
 from bot import config as config_mod
-from bot.cli import capture, demo, distill, gate, incident, playbook, replay, rule, schema
+from bot.cli import capture, demo, distill, gate, incident, lessons, playbook, replay, rule, schema, trace
 from bot.errors import ReplaybookError
 
 
@@ -57,6 +57,8 @@ cli.add_command(replay.command)
 cli.add_command(gate.command)
 cli.add_command(distill.command)
 cli.add_command(capture.group)
+cli.add_command(trace.group)
+cli.add_command(lessons.group)
 cli.add_command(schema.command)
 cli.add_command(demo.command)
 

@@ -1,0 +1,115 @@
+"""``replaybook lessons``: what hindsight learned — list, inject, confirm, expire."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import click
+
+from bot.cli.output import emit_json, table
+from bot.errors import BadInput
+from bot.lesson import DB_FILE, MAX_INJECTED, LessonStore, check_task_type, render_injection, utc_now
+
+
+def _db_option(command: Callable) -> Callable:
+    return click.option(
+        "--db", type=click.Path(dir_okay=False, path_type=Path), default=None,
+        help=f"The hindsight database (default: {DB_FILE} under the root).",
+    )(command)
+
+
+def _path(ctx: click.Context, db: Path | None) -> Path:
+    return db or Path(ctx.obj.settings.root) / DB_FILE
+
+
+def _open(ctx: click.Context, db: Path | None) -> LessonStore:
+    path = _path(ctx, db)
+    if not path.exists():
+        raise BadInput(f"{path}: no hindsight database here, so no lessons; hindsight runs store them "
+                       "(or pass --db)")
+    return LessonStore(path)
+
+
+@click.group("lessons")
+def group() -> None:
+    """Lessons hindsight drew from past runs: list, inject, confirm, expire.
+
+    A lesson is valid for 30 days; an expired one is kept and injected again only if
+    confirmed. A lesson that duplicates or contradicts another is flagged and not
+    injected until it is confirmed.
+    """
+
+
+@group.command("list")
+@click.option("--task-type", help="Only lessons of this task type.")
+@click.option("--active", is_flag=True, help="Leave out expired lessons that are not confirmed.")
+@_db_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@click.pass_context
+def list_(ctx: click.Context, task_type: str | None, active: bool, db: Path | None, as_json: bool) -> None:
+    """List lessons, oldest first, with their state: active, expired, confirmed, conflict or doubtful."""
+    now = utc_now()
+    if not _path(ctx, db).exists():
+        lessons = []
+    else:
+        with _open(ctx, db) as store:
+            lessons = store.list(task_type, include_expired=not active, now=now)
+    if as_json:
+        emit_json([{**x.to_dict(), "state": x.state(now)} for x in lessons])
+        return
+    if not lessons:
+        click.echo("no lessons")
+        return
+    click.echo(table(
+        ["id", "task type", "state", "hits", "value", "valid until", "conflicts with", "lesson"],
+        [(x.id, x.task_type, x.state(now), x.hit_count, f"{x.value:.2f}", x.to_dict()["valid_until"][:10],
+          ", ".join(x.conflicts_with), x.content) for x in lessons],
+    ))
+
+
+@group.command("inject")
+@click.option("--task-type", required=True, help="The task's type; only lessons of this type are given.")
+@click.option("--max", "max_lessons", type=click.IntRange(min=1), default=MAX_INJECTED, show_default=True,
+              help="Most lessons to inject.")
+@_db_option
+@click.option("--json", "as_json", is_flag=True, help="Print the chosen lessons as JSON.")
+@click.pass_context
+def inject(ctx: click.Context, task_type: str, max_lessons: int, db: Path | None, as_json: bool) -> None:
+    """Print the lessons for one task as text for a prompt, and count a hit on each.
+
+    Unexpired (or confirmed) lessons of the task type, most hit and most valuable first;
+    the text ends with the reminder that the facts of the current task come first.
+    """
+    if not _path(ctx, db).exists():
+        check_task_type(task_type)
+        chosen = []
+    else:
+        with _open(ctx, db) as store:
+            chosen = store.take(task_type, max_lessons)
+    if as_json:
+        emit_json([x.to_dict() for x in chosen])
+        return
+    click.echo(render_injection(chosen), nl=False)
+
+
+@group.command("confirm")
+@click.argument("lesson_id")
+@_db_option
+@click.pass_context
+def confirm(ctx: click.Context, lesson_id: str, db: Path | None) -> None:
+    """Vouch for LESSON_ID: it is injected even after it expires, and wins the conflicts it is in."""
+    with _open(ctx, db) as store:
+        lesson = store.confirm(lesson_id)
+    click.echo(f"confirmed {lesson.id}: {lesson.content}")
+
+
+@group.command("expire")
+@click.argument("lesson_id")
+@_db_option
+@click.pass_context
+def expire(ctx: click.Context, lesson_id: str, db: Path | None) -> None:
+    """Stop injecting LESSON_ID now, even if confirmed. It is kept; `confirm` brings it back."""
+    with _open(ctx, db) as store:
+        lesson = store.expire(lesson_id)
+    click.echo(f"expired {lesson.id}; it is kept but no longer injected")

@@ -1,0 +1,669 @@
+"""The trace store: every step an agent took, in SQLite, for hindsight.
+
+``TraceStore`` owns one SQLite file (default ``.replaybook/hindsight.db``). It
+opens in WAL mode with a busy timeout, so several processes can record at
+once, and migrates on open: each named migration runs once, in one
+transaction, and is recorded in ``trace_migrations``.
+
+``Recorder`` is the write side. The caller supplies each event's timestamp
+(timezone-aware; stored as UTC text with microseconds, so text order is time
+order and clocks of different processes never mix). Rows are buffered and
+written in batches, one transaction per batch. Volume controls:
+
+- *noise*: events whose type is in ``noise`` (``poll``, ``heartbeat``, …) and
+  that are not decision points, failures or anomalies are dropped;
+- *truncation*: strings longer than ``max_chars`` (500) are cut, and lists and
+  objects longer than ``max_items`` (50) are shortened, each with a marker;
+- *sampling*: when the recorder closes, a task with more than ``sample_over``
+  (500) events is compacted (``TraceStore.compact``): every failure, anomaly
+  and chronicle node is kept, plus an evenly spaced sample of the rest.
+
+Values JSON cannot encode are stored as ``{"$repr": repr(value)}``; recording
+never fails because of an event's content.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Iterable, Mapping, NamedTuple, Sequence
+
+from bot.errors import BadInput
+
+DB_RELPATH = ".replaybook/hindsight.db"
+SECTIONS = ("agent_state", "input", "decision", "result")
+DEFAULT_NOISE = frozenset({"poll", "heartbeat", "status_poll", "progress"})
+REPR_MARKER = "$repr"
+_SQLITE_HEADER = b"SQLite format 3\x00"
+
+MIGRATIONS: tuple[tuple[str, str], ...] = (
+    ("trace-0001-events", """
+        CREATE TABLE events (
+            seq INTEGER PRIMARY KEY,
+            task_id TEXT NOT NULL,
+            timestamp TEXT NOT NULL,
+            event_type TEXT NOT NULL,
+            agent_state TEXT,
+            input TEXT,
+            decision TEXT,
+            result TEXT
+        );
+        CREATE INDEX events_task_time ON events(task_id, timestamp);
+        CREATE INDEX events_task_type ON events(task_id, event_type);
+    """),
+    ("trace-0002-task-stats", """
+        CREATE TABLE trace_tasks (
+            task_id TEXT PRIMARY KEY,
+            received INTEGER NOT NULL DEFAULT 0,
+            dropped INTEGER NOT NULL DEFAULT 0,
+            truncated INTEGER NOT NULL DEFAULT 0,
+            sampled_out INTEGER NOT NULL DEFAULT 0
+        );
+    """),
+)
+
+
+def default_path(root: Path) -> Path:
+    return Path(root) / DB_RELPATH
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    """One stored event. ``event_type`` is its ``kind``; the four sections are decoded JSON (or None)."""
+
+    seq: int
+    task_id: str
+    timestamp: str
+    event_type: str
+    agent_state: Any = None
+    input: Any = None
+    decision: Any = None
+    result: Any = None
+
+    @property
+    def kind(self) -> str:
+        return self.event_type
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq, "task_id": self.task_id, "timestamp": self.timestamp, "event_type": self.event_type,
+            "agent_state": self.agent_state, "input": self.input, "decision": self.decision, "result": self.result,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSummary:
+    task_id: str
+    events: int
+    first: str
+    last: str
+    failures: int
+    received: int
+    dropped: int
+    truncated: int
+    sampled_out: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__slots__}
+
+
+class Outline(NamedTuple):
+    """The fields of one event that decide whether it is a key node."""
+
+    seq: int
+    timestamp: str
+    event_type: str
+    has_decision: bool
+    chosen: Any
+    alternatives: tuple | None
+    switched: bool
+    status: Any
+    anomaly: bool
+    expected_type: Any
+    actual_type: Any
+    output_type: str | None
+
+    @classmethod
+    def of(cls, e: StoredEvent) -> "Outline":
+        d = e.decision if isinstance(e.decision, dict) else {}
+        r = e.result if isinstance(e.result, dict) else {}
+        alternatives = d.get("alternatives")
+        return cls(e.seq, e.timestamp, e.event_type, bool(d), d.get("chosen_action"),
+                   tuple(alternatives) if isinstance(alternatives, list) else None, d.get("switched") is True,
+                   r.get("status"), r.get("anomaly") is True, r.get("expected_type"), r.get("actual_type"),
+                   _json_type(r["output"]) if "output" in r else None)
+
+    @property
+    def failed(self) -> bool:
+        return isinstance(self.status, str) and self.status.lower() in ("failed", "error")
+
+
+_SQL_TYPES = {"real": "number", "text": "string", "true": "boolean", "false": "boolean"}
+_ALTERNATIVES: dict[str, tuple | None] = {}
+
+
+def _alternatives(text: str | None) -> tuple | None:
+    """json_extract gives an array as JSON text; the few distinct ones are decoded once."""
+    if text is None or not isinstance(text, str) or not text.startswith("["):
+        return None
+    if text not in _ALTERNATIVES:
+        if len(_ALTERNATIVES) > 10_000:
+            _ALTERNATIVES.clear()
+        _ALTERNATIVES[text] = tuple(json.loads(text))
+    return _ALTERNATIVES[text]
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def _event(row: tuple) -> StoredEvent:
+    loads = json.loads
+    return StoredEvent(row[0], row[1], row[2], row[3], *(loads(t) if t is not None else None for t in row[4:8]))
+
+
+class TraceStore:
+    """Owns the SQLite event store: opens, migrates, writes batches, reads tasks."""
+
+    def __init__(self, path: Path | str, *, create: bool = True, busy_timeout_ms: int = 30_000):
+        self.path = Path(path)
+        if not self.path.exists():
+            if not create:
+                raise BadInput(
+                    f"{self.path}: no trace database here; record events first or run "
+                    "`replaybook trace import RUN_DIR` (or pass --db)"
+                )
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        else:
+            _refuse_non_sqlite(self.path)
+        try:
+            self._conn = sqlite3.connect(self.path, timeout=busy_timeout_ms / 1000, isolation_level=None,
+                                         check_same_thread=False)
+            self._conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._migrate()
+        except sqlite3.DatabaseError as err:
+            raise self._corrupt(err) from None
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> "TraceStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _migrate(self) -> None:
+        with self._transaction():
+            self._conn.execute(
+                "CREATE TABLE IF NOT EXISTS trace_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
+            )
+            done = {r[0] for r in self._conn.execute("SELECT name FROM trace_migrations")}
+            for name, sql in MIGRATIONS:
+                if name in done:
+                    continue
+                for statement in filter(str.strip, sql.split(";")):
+                    self._conn.execute(statement)
+                self._conn.execute("INSERT INTO trace_migrations VALUES (?, ?)", (name, utc_text(_now())))
+
+    def migrations(self) -> list[str]:
+        return [r[0] for r in self._conn.execute("SELECT name FROM trace_migrations ORDER BY rowid")]
+
+    def _transaction(self):
+        return _Transaction(self)
+
+    def _corrupt(self, err: sqlite3.DatabaseError) -> BadInput:
+        return BadInput(
+            f"{self.path}: the trace database is damaged or not a database ({err}). Nothing was changed. "
+            f"Move it aside (mv {self.path} {self.path}.damaged) and a new one is created on the next run; "
+            f"to keep what is readable: sqlite3 {self.path}.damaged .recover | sqlite3 {self.path}"
+        )
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def write(self, rows: Sequence[tuple], stats: Mapping[str, Sequence[int]] = (), *,
+              replace_task: str | None = None) -> None:
+        """Insert ``rows`` and add ``stats`` in one transaction.
+
+        A row is (task_id, timestamp, event_type, 4 JSON texts), or packed as
+        (task_id, timestamp, event_type, one JSON array of the 4 sections),
+        which SQLite splits into the columns.
+
+        ``stats`` maps task_id to (received, dropped, truncated). ``replace_task``
+        first removes that task's events and counts (a re-import).
+        """
+        try:
+            with self._transaction():
+                if replace_task is not None:
+                    self._conn.execute("DELETE FROM events WHERE task_id = ?", (replace_task,))
+                    self._conn.execute("DELETE FROM trace_tasks WHERE task_id = ?", (replace_task,))
+                self._conn.executemany("INSERT INTO events (task_id, timestamp, event_type, agent_state, input, "
+                                       "decision, result) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                                       [r for r in rows if len(r) == 7])
+                self._conn.executemany(_INSERT_PACKED, [r for r in rows if len(r) == 4])
+                self._conn.executemany(
+                    "INSERT INTO trace_tasks (task_id, received, dropped, truncated) VALUES (?, ?, ?, ?) "
+                    "ON CONFLICT(task_id) DO UPDATE SET received = received + excluded.received, "
+                    "dropped = dropped + excluded.dropped, truncated = truncated + excluded.truncated",
+                    [(task, *counts) for task, counts in dict(stats).items()],
+                )
+        except sqlite3.DatabaseError as err:
+            raise self._corrupt(err) from None
+
+    def compact(self, task_id: str, *, keep: int = 500) -> int:
+        """Sample a task down to about ``keep`` events; return how many were removed.
+
+        Kept: every failure, every anomaly, every chronicle node and the
+        decisions that make a hesitation, the first and last event, and an
+        evenly spaced (so deterministic) sample of the rest to fill ``keep``.
+        If the must-keep events alone exceed ``keep``, only they are kept.
+        """
+        from bot.chronicle import must_keep
+
+        events = self.outline(task_id)
+        if len(events) <= keep:
+            return 0
+        kept = must_keep(events)
+        rest = [e.seq for e in events if e.seq not in kept]
+        room = max(0, keep - len(kept))
+        if room and rest:
+            kept |= {rest[(i * len(rest)) // room] for i in range(min(room, len(rest)))}
+        drop = [(e.seq,) for e in events if e.seq not in kept]
+        try:
+            with self._transaction():
+                self._conn.executemany("DELETE FROM events WHERE seq = ?", drop)
+                self._conn.execute(
+                    "INSERT INTO trace_tasks (task_id, sampled_out) VALUES (?, ?) ON CONFLICT(task_id) "
+                    "DO UPDATE SET sampled_out = sampled_out + excluded.sampled_out", (task_id, len(drop)),
+                )
+        except sqlite3.DatabaseError as err:
+            raise self._corrupt(err) from None
+        return len(drop)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def count(self, task_id: str) -> int:
+        return self._query("SELECT COUNT(*) FROM events WHERE task_id = ?", (task_id,))[0][0]
+
+    def events(self, task_id: str, *, sections: Iterable[str] = SECTIONS) -> list[StoredEvent]:
+        """The task's events in time order (ties: insertion order); unlisted sections are left None."""
+        wanted = [s for s in SECTIONS if s in set(sections)]
+        cols = ", ".join(["seq", "task_id", "timestamp", "event_type", *wanted])
+        rows = self._query(f"SELECT {cols} FROM events WHERE task_id = ? ORDER BY timestamp, seq", (task_id,))
+        if len(wanted) == len(SECTIONS):
+            return [_event(row) for row in rows]
+        loads = json.loads
+        out = []
+        for row in rows:
+            decoded = {name: (loads(text) if text is not None else None) for name, text in zip(wanted, row[4:])}
+            out.append(StoredEvent(row[0], row[1], row[2], row[3], **decoded))
+        return out
+
+    def outline(self, task_id: str) -> list["Outline"]:
+        """What the chronicle reads of each event, in time order, extracted by SQLite (no JSON decoded here)."""
+        rows = self._query(
+            "SELECT seq, timestamp, event_type, "
+            "json_type(decision) = 'object' AND decision != '{}', json_extract(decision, '$.chosen_action'), "
+            "json_extract(decision, '$.alternatives'), json_type(decision, '$.switched') = 'true', "
+            "json_extract(result, '$.status'), json_type(result, '$.anomaly') = 'true', "
+            "json_extract(result, '$.expected_type'), json_extract(result, '$.actual_type'), "
+            "json_type(result, '$.output') "
+            "FROM events WHERE task_id = ? ORDER BY timestamp, seq", (task_id,))
+        return [Outline(*row[:4], row[4], _alternatives(row[5]), *row[6:11], _SQL_TYPES.get(row[11], row[11]))
+                for row in rows]
+
+    def events_at(self, seqs: Iterable[int]) -> dict[int, StoredEvent]:
+        """Full events by seq (for the few a chronicle summarises)."""
+        wanted = sorted(set(seqs))
+        out: dict[int, StoredEvent] = {}
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start:start + 500]
+            rows = self._query("SELECT seq, task_id, timestamp, event_type, agent_state, input, decision, result "
+                               f"FROM events WHERE seq IN ({', '.join('?' * len(chunk))})", tuple(chunk))
+            out.update((row[0], _event(row)) for row in rows)
+        return out
+
+    def tasks(self) -> list[TaskSummary]:
+        rows = self._query(
+            "SELECT e.task_id, COUNT(*), MIN(e.timestamp), MAX(e.timestamp), "
+            "SUM(CASE WHEN json_extract(e.result, '$.status') IN ('failed', 'error') THEN 1 ELSE 0 END), "
+            "COALESCE(t.received, 0), COALESCE(t.dropped, 0), COALESCE(t.truncated, 0), COALESCE(t.sampled_out, 0) "
+            "FROM events e LEFT JOIN trace_tasks t ON t.task_id = e.task_id "
+            "GROUP BY e.task_id ORDER BY MIN(e.timestamp), e.task_id"
+        )
+        return [TaskSummary(*row) for row in rows]
+
+    def check(self) -> None:
+        """Run SQLite's integrity check; a damaged file is a ``BadInput`` listing what is wrong."""
+        try:
+            problems = [r[0] for r in self._conn.execute("PRAGMA integrity_check")]
+        except sqlite3.DatabaseError as err:
+            error = self._corrupt(err)
+            error.problems = [str(err)]
+            raise error from None
+        if problems != ["ok"]:
+            error = self._corrupt(sqlite3.DatabaseError("integrity check failed"))
+            error.problems = problems[:20]
+            raise error
+
+    def _query(self, sql: str, params: tuple = ()) -> list[tuple]:
+        try:
+            return self._conn.execute(sql, params).fetchall()
+        except sqlite3.DatabaseError as err:
+            raise self._corrupt(err) from None
+
+
+class _Transaction:
+    """BEGIN IMMEDIATE … COMMIT: takes the write lock up front, so concurrent writers wait, not fail."""
+
+    def __init__(self, store: TraceStore):
+        self.conn = store._conn
+
+    def __enter__(self) -> None:
+        self.conn.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type, *exc: object) -> None:
+        self.conn.execute("COMMIT" if exc_type is None else "ROLLBACK")
+
+
+def _refuse_non_sqlite(path: Path) -> None:
+    """A file that is not SQLite is refused before SQLite touches it (it would write a WAL next to it)."""
+    if path.is_dir():
+        raise BadInput(f"{path}: is a folder, not a trace database; pass a file path with --db")
+    with path.open("rb") as handle:
+        head = handle.read(len(_SQLITE_HEADER))
+    if head and head != _SQLITE_HEADER:
+        raise BadInput(
+            f"{path}: not a SQLite database (the file is truncated or overwritten); nothing was changed. "
+            f"Move it aside (mv {path} {path}.damaged) and a new trace database is created on the next run."
+        )
+
+
+# -- timestamps ------------------------------------------------------------------------------
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def utc_text(when: datetime | str) -> str:
+    """``2026-07-14T09:32:00.000000Z``: fixed width, so ordering the text orders the times."""
+    if isinstance(when, str):
+        try:
+            when = datetime.fromisoformat(when)
+        except ValueError:
+            raise BadInput(f"timestamp {when!r} is not ISO 8601; pass e.g. 2026-07-14T09:32:00.123456Z") from None
+    if not isinstance(when, datetime):
+        raise BadInput(f"timestamp {when!r} is not a datetime; pass datetime.now(timezone.utc)")
+    if when.tzinfo is None or when.utcoffset() is None:
+        raise BadInput(
+            f"timestamp {when.isoformat()} has no timezone; pass an aware UTC time, "
+            "e.g. datetime.now(timezone.utc), so clocks of different processes never mix"
+        )
+    if when.tzinfo is not timezone.utc:
+        when = when.astimezone(timezone.utc)
+    return when.isoformat(timespec="microseconds")[:-6] + "Z"
+
+
+# -- encoding --------------------------------------------------------------------------------
+
+_INSERT_PACKED = (
+    "INSERT INTO events (task_id, timestamp, event_type, agent_state, input, decision, result) VALUES "
+    "(?1, ?2, ?3, nullif(?4 -> '$[0]', 'null'), nullif(?4 -> '$[1]', 'null'), "
+    "nullif(?4 -> '$[2]', 'null'), nullif(?4 -> '$[3]', 'null'))"
+)
+
+
+class _Encoder:
+    """JSON text of one event's sections, truncated, never raising."""
+
+    def __init__(self, max_chars: int | None, max_items: int | None):
+        self.max_chars = max_chars
+        self.max_items = max_items
+        self.truncated = False
+
+    def encode(self, value: Any) -> str | None:
+        if value is None:
+            return None
+        try:
+            text = _dumps(value)
+        except (TypeError, ValueError, RecursionError):
+            text = _dumps(_sanitise(value, set(), 0))
+        if self.max_chars is None or len(text) <= self.max_chars:
+            return text  # nothing inside can be longer than the whole
+        before = self.truncated
+        self.truncated = False
+        cut = self._cut(json.loads(text))
+        changed, self.truncated = self.truncated, before or self.truncated
+        return _dumps(cut) if changed else text
+
+    def _cut(self, value: Any) -> Any:
+        if isinstance(value, str):
+            if len(value) > self.max_chars:
+                self.truncated = True
+                return value[: self.max_chars] + f"…[+{len(value) - self.max_chars} chars]"
+            return value
+        limit = self.max_items
+        if isinstance(value, list):
+            items = [self._cut(v) for v in (value if limit is None else value[:limit])]
+            if limit is not None and len(value) > limit:
+                self.truncated = True
+                items.append(f"…[+{len(value) - limit} items]")
+            return items
+        if isinstance(value, dict):
+            pairs = list(value.items())
+            out = {k: self._cut(v) for k, v in (pairs if limit is None else pairs[:limit])}
+            if limit is not None and len(pairs) > limit:
+                self.truncated = True
+                out["…"] = f"+{len(pairs) - limit} keys"
+            return out
+        return value
+
+
+def _repr_marker(value: Any) -> dict[str, str]:
+    try:
+        text = repr(value)
+    except Exception as err:  # a broken __repr__ must not lose the event
+        text = f"<unrepresentable {type(value).__name__}: {type(err).__name__}>"
+    return {REPR_MARKER: text}
+
+
+_dumps = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"), default=_repr_marker).encode
+
+
+def _sanitise(value: Any, seen: set[int], depth: int) -> Any:
+    """A JSON-safe copy: str keys, no NaN, no cycles, no unknown types (those become repr markers)."""
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, float):
+        return value if value == value and value not in (float("inf"), float("-inf")) else _repr_marker(value)
+    if isinstance(value, (dict, list, tuple)):
+        if id(value) in seen or depth > 50:
+            return {REPR_MARKER: "<cycle or too deep>"}
+        seen = seen | {id(value)}
+        if isinstance(value, dict):
+            return {(k if isinstance(k, str) else repr(k)): _sanitise(v, seen, depth + 1) for k, v in value.items()}
+        return [_sanitise(v, seen, depth + 1) for v in value]
+    return _repr_marker(value)
+
+
+# -- recording -------------------------------------------------------------------------------
+
+
+def is_failure(result: Any) -> bool:
+    return isinstance(result, dict) and str(result.get("status", "")).lower() in ("failed", "error")
+
+
+class Recorder:
+    """Buffers events and writes them in batches; see the module docstring for the volume controls.
+
+    Use it as a context manager (or call ``close``) so the last batch is
+    written and long tasks are sampled. ``noise=()``, ``max_chars=None`` and
+    ``sample_over=None`` record everything as given.
+    """
+
+    def __init__(self, store: TraceStore | Path | str, *, batch_size: int = 1000, max_chars: int | None = 500,
+                 max_items: int | None = 50, noise: Iterable[str] = DEFAULT_NOISE, sample_over: int | None = 500):
+        self._owns_store = not isinstance(store, TraceStore)
+        self.store = TraceStore(store) if self._owns_store else store
+        self.batch_size = batch_size
+        self.max_chars = max_chars
+        self.max_items = max_items
+        self.noise = frozenset(noise)
+        self.sample_over = sample_over
+        self._rows: list[tuple] = []
+        self._stats: dict[str, list[int]] = {}
+        self._touched: set[str] = set()
+
+    def record(self, task_id: str, event: Mapping[str, Any], timestamp: datetime | str) -> bool:
+        """Buffer one event; return False when the volume controls dropped it as noise."""
+        row, truncated = self.row(task_id, event, timestamp)
+        stats = self._stats.setdefault(task_id, [0, 0, 0])
+        stats[0] += 1
+        if row is None:
+            stats[1] += 1
+            return False
+        stats[2] += truncated
+        self._rows.append(row)
+        if len(self._rows) >= self.batch_size:
+            self.flush()
+        return True
+
+    def row(self, task_id: str, event: Mapping[str, Any], timestamp: datetime | str) -> tuple[tuple | None, bool]:
+        """The row to store for ``event`` (None if it is noise) and whether anything was truncated."""
+        if not isinstance(task_id, str) or not task_id:
+            raise BadInput(f"task_id {task_id!r} must be a non-empty string")
+        if not isinstance(event, (dict, Mapping)):
+            raise BadInput(f"event for task {task_id} is a {type(event).__name__}; pass a mapping with `type`")
+        ts = utc_text(timestamp)
+        event_type = str(event.get("type") or event.get("event_type") or "unknown")
+        if event_type in self.noise and not self._is_key(event):
+            return None, False
+        sections = [event.get(name) for name in SECTIONS]
+        try:
+            packed = _dumps(sections)
+        except (TypeError, ValueError, RecursionError):
+            packed = None
+        if packed is not None and self.max_chars is not None and len(packed) <= self.max_chars:
+            # Short events (most of them) are encoded once and split into columns by SQLite.
+            return (task_id, ts, event_type, packed), False
+        encoder = _Encoder(self.max_chars, self.max_items)
+        row = (task_id, ts, event_type, *(encoder.encode(value) for value in sections))
+        return row, encoder.truncated
+
+    @staticmethod
+    def _is_key(event: Mapping[str, Any]) -> bool:
+        result = event.get("result")
+        return bool(event.get("decision")) or is_failure(result) or (
+            isinstance(result, dict) and bool(result.get("anomaly")))
+
+    def flush(self) -> None:
+        if not self._rows and not self._stats:
+            return
+        rows, stats = self._rows, self._stats
+        self._rows, self._stats = [], {}
+        self.store.write(rows, stats)
+        self._touched.update(stats)
+
+    def close(self) -> None:
+        try:
+            self.flush()
+            if self.sample_over is not None:
+                for task_id in sorted(self._touched):
+                    if self.store.count(task_id) > self.sample_over:
+                        self.store.compact(task_id, keep=self.sample_over)
+            self._touched.clear()
+        finally:
+            if self._owns_store:
+                self.store.close()
+
+    def __enter__(self) -> "Recorder":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# -- replay traces ---------------------------------------------------------------------------
+
+
+def import_trace(store: TraceStore, path: Path | str, task_id: str | None = None, **recorder_options: Any) -> int:
+    """Load a replay run (its folder or its ``trace.jsonl``) into the store as one task; return the event count.
+
+    The task id defaults to the run folder's name. Re-importing replaces the
+    task's events. Mapping: ``command`` (failed when exit code != 0),
+    ``tool_call`` (a decision; failed when ``is_error``), ``model_call``,
+    ``run_start``, ``file_change``, ``agent_output`` and ``run_end`` (failed
+    when the run failed).
+    """
+    from bot.replay.trace import read_trace
+
+    trace = _trace_file(path)
+    task = task_id or replay_task_id(path)
+    events = read_trace(trace)
+    start = next((e.started_at for e in events if e.kind == "run_start"), None)
+    start = start or datetime.fromtimestamp(trace.stat().st_mtime, timezone.utc)
+    recorder = Recorder(store, **{"noise": (), **recorder_options})
+    rows = []
+    for event in events:
+        mapped, when = _from_replay(event, start)
+        row, _ = recorder.row(task, mapped, when)
+        if row is not None:
+            rows.append(row)
+    store.write(rows, {task: (len(events), len(events) - len(rows), 0)}, replace_task=task)
+    return len(rows)
+
+
+def replay_task_id(path: Path | str) -> str:
+    """The default task id of a replay run: its folder's name (or the trace file's stem)."""
+    trace = _trace_file(path)
+    return trace.parent.name if trace.name == "trace.jsonl" else trace.stem
+
+
+def _trace_file(path: Path | str) -> Path:
+    path = Path(path)
+    return path / "trace.jsonl" if path.is_dir() else path
+
+
+def _from_replay(event: Any, start: datetime) -> tuple[dict[str, Any], datetime]:
+    when = start + timedelta(seconds=event.t or 0.0)
+    kind = event.kind
+    if kind == "command":
+        failed = event.exit_code != 0
+        result = {"status": "failed" if failed else "ok", "exit_code": event.exit_code,
+                  "duration_ms": event.duration_ms}
+        if failed:
+            result["error_type"] = "ExitCode"
+            result["error_message"] = f"exit code {event.exit_code}"
+        mapped = {"input": {"argv": event.argv, "cwd": event.cwd, "depth": event.depth}, "result": result}
+        when = event.started_at
+    elif kind == "tool_call":
+        mapped = {"input": {"name": event.name, "input": event.input},
+                  "decision": {"chosen_action": event.name},
+                  "result": {"status": "failed" if event.is_error else "ok", "output": event.output_excerpt}}
+    elif kind == "model_call":
+        mapped = {"agent_state": {"model": event.model},
+                  "result": {"status": "ok", "input_tokens": event.input_tokens, "output_tokens": event.output_tokens}}
+    elif kind == "run_end":
+        mapped = {"result": {"status": "failed" if event.status == "failed" else "ok", "run_status": event.status,
+                             "error_message": event.reason}}
+    else:
+        mapped = {"input": event.model_dump(mode="json", exclude={"kind", "seq", "t"})}
+    return {"type": kind, **mapped}, when
