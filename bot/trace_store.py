@@ -405,6 +405,8 @@ def _now() -> datetime:
 
 def utc_text(when: datetime | str) -> str:
     """``2026-07-14T09:32:00.000000Z``: fixed width, so ordering the text orders the times."""
+    if type(when) is datetime and when.tzinfo is timezone.utc:  # the common case, fast
+        return when.isoformat(timespec="microseconds")[:-6] + "Z"
     if isinstance(when, str):
         try:
             when = datetime.fromisoformat(when)
@@ -485,7 +487,10 @@ def _repr_marker(value: Any) -> dict[str, str]:
     return {REPR_MARKER: text}
 
 
-_dumps = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"), default=_repr_marker).encode
+# check_circular off is faster; a cycle then ends in RecursionError, which the encoder's
+# fallback catches and turns into repr markers.
+_dumps = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"), default=_repr_marker,
+                          check_circular=False).encode
 
 
 def _sanitise(value: Any, seen: set[int], depth: int) -> Any:
@@ -556,7 +561,8 @@ class Recorder:
         event_type = str(event.get("type") or event.get("event_type") or "unknown")
         if event_type in self.noise and not self._is_key(event):
             return None, False
-        sections = [event.get(name) for name in SECTIONS]
+        get = event.get
+        sections = [get("agent_state"), get("input"), get("decision"), get("result")]  # SECTIONS, unrolled
         try:
             packed = _dumps(sections)
         except (TypeError, ValueError, RecursionError):
