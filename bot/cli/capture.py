@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any, Callable
 
@@ -90,7 +91,7 @@ def log(ctx: click.Context, file: str, **options: Any) -> None:
     summaries and the last Python traceback.
     """
     if file == "-":
-        evidence = capture_mod.evidence_from_log(click.get_binary_stream("stdin"), name="stdin")
+        evidence = capture_mod.evidence_from_log(sys.stdin.buffer, name="stdin")
     else:
         evidence = capture_mod.evidence_from_log(Path(file))
     _run(ctx, evidence, **options)
