@@ -184,6 +184,10 @@ def exercise(gh: FakeGitHub) -> dict[tuple[str, str], requests.Response]:
     r["GET", t + "/actions/runs/{n}/jobs"] = s.get(f"{api}/actions/runs/42/jobs", params={"filter": "latest"})
     r["GET", t + "/actions/jobs/{n}"] = s.get(f"{api}/actions/jobs/{job}")
     r["GET", t + "/actions/jobs/{n}/logs"] = s.get(f"{api}/actions/jobs/{job}/logs", allow_redirects=False)
+    gh.add_pull(5, files=[{"filename": "app.py", "additions": 3, "deletions": 1}, {"filename": "new.py", "status": "added"}],
+                review_comments=[{"path": "app.py", "body": "not like this", "review_id": 77, "line": 4}])
+    r["GET", t + "/pulls/{n}/files"] = s.get(f"{api}/pulls/5/files")
+    r["GET", t + "/pulls/{n}/comments"] = s.get(f"{api}/pulls/5/comments")
     return r
 
 

@@ -16,6 +16,7 @@ import click
 from bot import __version__
 from bot import config as config_mod
 from bot.cli import capture, demo, distill, gate, incident, lessons, playbook, replay, rule, schema, trace
+from bot.cli import github
 from bot.errors import ReplaybookError
 
 
@@ -61,6 +62,7 @@ cli.add_command(trace.group)
 cli.add_command(lessons.group)
 cli.add_command(schema.command)
 cli.add_command(demo.command)
+cli.add_command(github.group)
 
 
 def _same_help_everywhere(command: click.Command) -> None:

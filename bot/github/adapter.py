@@ -26,9 +26,11 @@ from bot.github.port import (
     BOT_LABEL,
     FAILED_CONCLUSIONS,
     CommentRef,
+    FileChange,
     GitHubError,
     IssueRef,
     Job,
+    ReviewComment,
     Step,
     with_marker,
 )
@@ -94,6 +96,11 @@ class PyGithubAdapter:
         # Pull requests are issues too; their html_url says so without another request.
         mine = (i for i in issues if marker in (i.body or "") and "/pull/" not in i.html_url)
         return self._guard(lambda: next((_issue_ref(i) for i in mine), None))
+
+    def get_issue(self, number: int) -> IssueRef:
+        """The issue as it is now (one request): a payload's copy may be older than a person's last edit."""
+        # The lazy issue loads on the first attribute read, inside the guard.
+        return self._guard(lambda: _issue_ref(self._repo.get_issue(int(number))))
 
     def create_issue(self, title: str, body: str, labels: Sequence[str] = ()) -> IssueRef:
         names = list(dict.fromkeys([self.label, *labels]))
@@ -174,6 +181,25 @@ class PyGithubAdapter:
         """The plain-text log of a finished job (two requests: the 302, then the download)."""
         location = self._guard(lambda: self._repo.get_workflow_job(int(job_id)).logs_url())
         return self._download(location)
+
+    # Pull requests
+
+    def pull_files(self, number: int) -> list[FileChange]:
+        """The files a pull request changes, with their line counts (GitHub lists at most 3,000)."""
+        files = self._repo.get_pull(int(number)).get_files()
+        return self._guard(
+            lambda: [FileChange(f.filename, f.status, f.additions, f.deletions) for f in files]
+        )
+
+    def review_comments(self, number: int) -> list[ReviewComment]:
+        """Every review comment on a pull request's diff, oldest first."""
+        comments = self._repo.get_pull(int(number)).get_review_comments()
+        return self._guard(
+            lambda: [
+                ReviewComment(c.id, c.path, c.body or "", c.pull_request_review_id, c.line or c.original_line)
+                for c in comments
+            ]
+        )
 
     # Plumbing
 

@@ -78,6 +78,27 @@ class Job:
         return tuple(s for s in self.steps if s.conclusion in FAILED_CONCLUSIONS)
 
 
+@dataclass(frozen=True)
+class FileChange:
+    """One file of a pull request's diff, as a diff stat line."""
+
+    filename: str
+    status: str
+    additions: int
+    deletions: int
+
+
+@dataclass(frozen=True)
+class ReviewComment:
+    """A review comment on a line of a pull request's diff."""
+
+    id: int
+    path: str
+    body: str
+    review_id: int | None = None
+    line: int | None = None
+
+
 FAILED_CONCLUSIONS = frozenset({"failure", "timed_out"})
 """Job conclusions that count as a failure worth capturing."""
 
@@ -89,6 +110,8 @@ class GitHubPort(Protocol):
     calls: int
 
     def find_issue_by_marker(self, marker: str) -> IssueRef | None: ...
+
+    def get_issue(self, number: int) -> IssueRef: ...
 
     def create_issue(self, title: str, body: str, labels: Sequence[str] = ()) -> IssueRef: ...
 
@@ -114,6 +137,10 @@ class GitHubPort(Protocol):
     def failed_jobs(self, run_id: int) -> list[Job]: ...
 
     def job_log(self, job_id: int) -> str: ...
+
+    def pull_files(self, number: int) -> list[FileChange]: ...
+
+    def review_comments(self, number: int) -> list[ReviewComment]: ...
 
 
 def marker(key: str) -> str:

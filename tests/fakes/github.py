@@ -14,7 +14,8 @@ pages lists with ``Link`` headers, counts every request, and injects faults:
 Endpoints: the repository; issues (list with state/labels, create, get,
 edit); issue comments (list, create, get, edit); commit statuses (create,
 combined); workflow runs (get), their jobs (list), a job (get) and its logs
-(302 to plain text on the same host).
+(302 to plain text on the same host); a pull request's files and review
+comments (list), seeded with ``add_pull``.
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ class _State:
     runs: dict[int, dict] = field(default_factory=dict)
     jobs: dict[int, dict] = field(default_factory=dict)
     logs: dict[int, str] = field(default_factory=dict)
+    pulls: dict[int, dict] = field(default_factory=dict)
     next_id: int = 1000
 
 
@@ -156,6 +158,20 @@ class FakeGitHub:
                     self.state.logs[job_id] = logs[spec["name"]]
             self.state.runs[run_id] = run
             return run
+
+    def add_pull(self, number: int, *, files: list[dict] | None = None, review_comments: list[dict] | None = None,
+                 head_sha: str = "b" * 40) -> dict:
+        """A pull request's diff and review comments (its title and body come from the payload).
+
+        ``files`` are dicts with ``filename`` and optional ``status``, ``additions``, ``deletions``;
+        ``review_comments`` are dicts with ``path``, ``body`` and optional ``review_id``, ``line``.
+        """
+        with self.lock:
+            pull = {"number": number, "head_sha": head_sha, "files": [dict(f) for f in files or []], "comments": []}
+            for spec in review_comments or []:
+                pull["comments"].append({**spec, "id": self._new_id()})
+            self.state.pulls[number] = pull
+            return pull
 
     def job_id(self, run_id: int, name: str) -> int:
         return next(j for j in self.state.runs[run_id]["job_ids"] if self.state.jobs[j]["name"] == name)
@@ -343,6 +359,36 @@ def _run(fake: FakeGitHub, base: str, run: dict) -> dict:
         "artifacts_url": f"{api}/artifacts", "cancel_url": f"{api}/cancel", "rerun_url": f"{api}/rerun",
         "workflow_url": f"{base}{fake.repo_path}/actions/workflows/1", "head_commit": None,
         "repository": repo, "head_repository": repo,
+    }
+
+
+def _diff_entry(fake: FakeGitHub, base: str, pull: dict, f: dict) -> dict:
+    adds, dels = f.get("additions", 1), f.get("deletions", 0)
+    sha = f"{zlib.crc32(f['filename'].encode()):08x}" * 5
+    web = f"{base}/{fake.owner}/{fake.repo}"
+    return {
+        "sha": sha, "filename": f["filename"], "status": f.get("status", "modified"), "additions": adds,
+        "deletions": dels, "changes": adds + dels, "blob_url": f"{web}/blob/{pull['head_sha']}/{f['filename']}",
+        "raw_url": f"{web}/raw/{pull['head_sha']}/{f['filename']}",
+        "contents_url": f"{base}{fake.repo_path}/contents/{f['filename']}?ref={pull['head_sha']}",
+        "patch": f.get("patch", "@@ -1 +1 @@\n-old\n+new"),
+    }
+
+
+def _review_comment(fake: FakeGitHub, base: str, pull: dict, c: dict) -> dict:
+    api = f"{base}{fake.repo_path}/pulls"
+    html = f"{base}/{fake.owner}/{fake.repo}/pull/{pull['number']}#discussion_r{c['id']}"
+    line = c.get("line", 1)
+    return {
+        "url": f"{api}/comments/{c['id']}", "pull_request_review_id": c.get("review_id"), "id": c["id"],
+        "node_id": f"PRRC_{c['id']}", "diff_hunk": "@@ -1 +1 @@", "path": c["path"], "position": line,
+        "original_position": line, "commit_id": pull["head_sha"], "original_commit_id": pull["head_sha"],
+        "user": _user(base, "reviewer", 7), "body": c["body"], "created_at": "2026-01-01T00:00:00Z",
+        "updated_at": "2026-01-01T00:00:00Z", "html_url": html, "pull_request_url": f"{api}/{pull['number']}",
+        "author_association": "MEMBER", "start_line": None, "original_start_line": None, "start_side": None,
+        "line": line, "original_line": line, "side": "RIGHT", "subject_type": "line",
+        "_links": {"self": {"href": f"{api}/comments/{c['id']}"}, "html": {"href": html},
+                   "pull_request": {"href": f"{api}/{pull['number']}"}},
     }
 
 
@@ -593,6 +639,27 @@ def _job_logs(fake, base, query, body, job_id):
     return _Reply(302, None, {"Location": f"{base}/_blobs/logs/{job_id}?sig=fake"})
 
 
+def _get_pull(fake: FakeGitHub, number: str) -> dict:
+    pull = fake.state.pulls.get(int(number))
+    if pull is None:
+        raise _error(404, "Not Found")
+    return pull
+
+
+def _list_pull_files(fake, base, query, body, number):
+    pull = _get_pull(fake, number)
+    reply = _page(base, f"{fake.prefix}{fake.repo_path}/pulls/{number}/files", query, pull["files"])
+    reply.body = [_diff_entry(fake, base, pull, f) for f in reply.body]
+    return reply
+
+
+def _list_review_comments(fake, base, query, body, number):
+    pull = _get_pull(fake, number)
+    reply = _page(base, f"{fake.prefix}{fake.repo_path}/pulls/{number}/comments", query, pull["comments"])
+    reply.body = [_review_comment(fake, base, pull, c) for c in reply.body]
+    return reply
+
+
 def _name(label: Any) -> str:
     return label["name"] if isinstance(label, dict) else str(label)
 
@@ -623,6 +690,8 @@ _ROUTES = [
     (r"/actions/runs/(\d+)/jobs", "GET", _list_jobs),
     (r"/actions/jobs/(\d+)", "GET", _get_job),
     (r"/actions/jobs/(\d+)/logs", "GET", _job_logs),
+    (r"/pulls/(\d+)/files", "GET", _list_pull_files),
+    (r"/pulls/(\d+)/comments", "GET", _list_review_comments),
 ]
 
 

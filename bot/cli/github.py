@@ -1,0 +1,129 @@
+"""``replaybook github``: what the bot does inside a GitHub Actions workflow."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import click
+
+from bot.cli.output import emit_json, table
+from bot.errors import BadInput, CheckFailed
+from bot.github.events import ACTIONS, GitHubConfig, plan
+
+
+@click.group("github")
+def group() -> None:
+    """Act on GitHub events from inside a GitHub Actions workflow."""
+
+
+def _payload(path: Path) -> dict:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BadInput(f"{path}: no such event payload file; pass --event-path or set GITHUB_EVENT_PATH") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInput(f"{path}: cannot read the event payload: {exc}") from None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise BadInput(f"{path}: the event payload is not valid JSON ({exc}); "
+                       "pass the file GitHub wrote to GITHUB_EVENT_PATH") from None
+
+
+def _float_env(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    try:
+        return default if raw in (None, "") else max(0.0, float(raw))
+    except ValueError:
+        raise BadInput(f"{name}={raw!r} is not a number of seconds") from None
+
+
+@group.command("handle")
+@click.option("--event-name", envvar="GITHUB_EVENT_NAME", help="The event (default: $GITHUB_EVENT_NAME).")
+@click.option("--event-path", type=click.Path(dir_okay=False, path_type=Path), envvar="GITHUB_EVENT_PATH",
+              help="The webhook payload JSON (default: $GITHUB_EVENT_PATH).")
+@click.option("--repo", envvar="GITHUB_REPOSITORY", help="owner/name (default: $GITHUB_REPOSITORY).")
+@click.option("--agent-login", "agent_logins", multiple=True, envvar="REPLAYBOOK_AGENT_LOGINS",
+              help="An account the coding agent opens PRs as; repeatable (default: $REPLAYBOOK_AGENT_LOGINS, "
+                   "space-separated). Its rejected PRs become incidents.")
+@click.option("--agent-label", envvar="REPLAYBOOK_AGENT_LABEL", help="A PR with this label counts as the agent's.")
+@click.option("--watch", "watched", multiple=True, envvar="REPLAYBOOK_WATCHED_WORKFLOWS",
+              help="Capture failures of this workflow only (name or file); repeatable (default: all).")
+@click.option("--dry-run", is_flag=True, help="Print the planned actions as JSON; call nothing (no token needed).")
+@click.option("--json", "as_json", is_flag=True, help="Print the outcomes as JSON.")
+@click.pass_context
+def handle(ctx: click.Context, event_name: str | None, event_path: Path | None, repo: str | None,
+           agent_logins: tuple[str, ...], agent_label: str | None, watched: tuple[str, ...], dry_run: bool,
+           as_json: bool) -> None:
+    """Plan and carry out what one GitHub event asks of the bot.
+
+    Failed workflow runs and rejected agent PRs become incident issues (one per
+    failure, a comment per repeat); incident issue forms are parsed and
+    normalised; rule PRs get the admit gate as the `replaybook/admit` status
+    (never success on a fork). Reads GITHUB_TOKEN, and GITHUB_API_URL for the
+    API. Exit 1 when an action failed or is not implemented yet.
+    """
+    if not event_name:
+        raise BadInput("no event name; pass --event-name or set GITHUB_EVENT_NAME")
+    if event_path is None:
+        raise BadInput("no event payload; pass --event-path or set GITHUB_EVENT_PATH")
+    payload = _payload(event_path)
+    labels = ctx.obj.settings.config.labels
+    config = GitHubConfig(incident_label=labels.incident, rule_label=labels.rule, agent_logins=list(agent_logins),
+                          agent_label=agent_label or None, watched_workflows=list(watched),
+                          playbook_dir=ctx.obj.settings.config.paths.playbook)
+    actions = plan(event_name, payload, config)
+    if dry_run:
+        emit_json({"event": event_name, "actions": ACTIONS.dump_python(actions, mode="json"), "api_calls": 0})
+        return
+    token = os.environ.get("GITHUB_TOKEN")
+    if not token:
+        raise BadInput("GITHUB_TOKEN is not set; give the job a token (or use --dry-run to only plan)")
+    if not repo or "/" not in repo:
+        raise BadInput(f"repository {repo!r} is not owner/name; pass --repo or set GITHUB_REPOSITORY")
+    from bot.github import handle as handle_mod
+    from bot.github.adapter import PyGithubAdapter
+
+    settings = ctx.obj.settings
+    throttle = _float_env("REPLAYBOOK_GITHUB_THROTTLE", 1.0)  # 0 in tests; PyGithub's pacing otherwise
+    port = PyGithubAdapter(repo, token, os.environ.get("GITHUB_API_URL") or None,
+                           backoff=_float_env("REPLAYBOOK_GITHUB_BACKOFF", 1.0),
+                           seconds_between_requests=0.25 * throttle, seconds_between_writes=1.0 * throttle)
+    api_key = os.environ.get("ANTHROPIC_API_KEY")
+    try:
+        outcomes = handle_mod.execute(
+            actions, port, root=settings.root, settings=settings, llm=_analyst(settings, api_key), payload=payload,
+            gate=handle_mod.GitGate(settings.root, settings, api_key=api_key),
+            step_summary=Path(os.environ["GITHUB_STEP_SUMMARY"]) if os.environ.get("GITHUB_STEP_SUMMARY") else None,
+            run_url=_run_url(),
+        )
+    finally:
+        port.close()
+    if as_json:
+        emit_json({"event": event_name, "api_calls": port.calls,
+                   "outcomes": [{"kind": o.kind, "status": o.status, "summary": o.summary, "url": o.url}
+                                for o in outcomes]})
+    else:
+        click.echo(table(["action", "status", "what happened"],
+                         [[o.kind, o.status, o.summary + (f" ({o.url})" if o.url else "")] for o in outcomes]))
+        click.echo(f"\n{port.calls} GitHub API call(s)")
+    bad = [o for o in outcomes if o.status in ("failed", "not_implemented")]
+    if bad:
+        raise CheckFailed(f"{len(bad)} of {len(outcomes)} action(s) did not complete: "
+                          + "; ".join(f"{o.kind}: {o.status}" for o in bad))
+
+
+def _analyst(settings, api_key: str | None):
+    if not api_key:
+        return None
+    from bot.llm import LLM
+
+    return LLM.connect(settings.config.models.capture, api_key=api_key,
+                       base_url=os.environ.get("ANTHROPIC_BASE_URL") or None)
+
+
+def _run_url() -> str | None:
+    parts = [os.environ.get(k) for k in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID")]
+    return f"{parts[0]}/{parts[1]}/actions/runs/{parts[2]}" if all(parts) else None

@@ -1,0 +1,402 @@
+"""Carrying out planned actions against GitHub: ``execute(actions, port, …)``.
+
+``bot.github.events.plan`` decides what one delivery means; this module does
+it through a :class:`~bot.github.port.GitHubPort`, so it never imports
+PyGithub or click. Every write is idempotent: the bot finds its own issues
+and comments again by hidden marker (:func:`~bot.github.port.marker`), so
+a redelivered event changes nothing and a retried run of a job comments once.
+
+Text from payloads and logs is untrusted. It only ever reaches GitHub inside
+code fences or code spans (no @mentions, links or images from a log), and
+reaches ``git`` only as argv items after option-like names are refused.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import re
+import subprocess
+import tarfile
+import tempfile
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+from bot import capture as capture_mod
+from bot.errors import BadInput, ReplaybookError
+from bot.github import issue_form
+from bot.github.events import (
+    Action,
+    CaptureRejectedPr,
+    CaptureRun,
+    CheckPlaybookInvariants,
+    Distill,
+    GateRulePr,
+    Ignore,
+    ParseIncidentIssue,
+)
+from bot.github.port import GitHubError, GitHubPort, Job, fit_body, marker
+from bot.incident import Incident
+
+Status = Literal["done", "unchanged", "skipped", "failed", "not_implemented"]
+GATE_CONTEXT = "replaybook/admit"
+GATE_MARKER = marker("gate")
+FORM_MARKER = marker("incident-form")
+NOT_YET = "not implemented yet (issue #6)"
+SUMMARY_LIMIT = 1 << 20  # GitHub's cap on one step summary
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one action did. ``status`` is ``failed`` or ``not_implemented`` when nobody should rely on it."""
+
+    kind: str
+    status: Status
+    summary: str
+    url: str | None = None
+
+
+@dataclass(frozen=True)
+class GateVerdict:
+    """A gate run's answer: the commit status state, its one-line description, and the markdown report."""
+
+    state: Literal["success", "failure", "error"]
+    description: str
+    report: str
+
+
+GateRunner = Callable[[GateRulePr], GateVerdict]
+
+
+@dataclass
+class Context:
+    port: GitHubPort
+    root: Path
+    settings: Any  # bot.config.Settings
+    llm: capture_mod.Analyst | None = None
+    payload: dict | None = None
+    gate: GateRunner | None = None
+    step_summary: Path | None = None
+    run_url: str | None = None
+
+    @property
+    def labels(self) -> Any:
+        return self.settings.config.labels
+
+
+def execute(
+    actions: Sequence[Action],
+    port: GitHubPort,
+    *,
+    root: Path,
+    settings: Any,
+    llm: capture_mod.Analyst | None = None,
+    payload: dict | None = None,
+    gate: GateRunner | None = None,
+    step_summary: Path | None = None,
+    run_url: str | None = None,
+) -> list[Outcome]:
+    """Carry out ``actions`` in order; one that fails on GitHub becomes a ``failed`` outcome, the rest still run.
+
+    ``payload`` is the delivery's JSON (a rejected PR's title and body come from
+    it), ``gate`` runs the gate for a rule PR (default: :class:`GitGate` on
+    ``root``), and ``step_summary`` is ``$GITHUB_STEP_SUMMARY``.
+    """
+    ctx = Context(port, Path(root), settings, llm, payload, gate, step_summary, run_url)
+    outcomes: list[Outcome] = []
+    for action in actions:
+        try:
+            outcomes += _HANDLERS[type(action)](action, ctx)
+        except GitHubError as exc:
+            outcomes.append(Outcome(action.kind, "failed", _code(exc.render(), 400)))
+    return outcomes
+
+
+# ------------------------------------------------------------------ markdown helpers
+
+
+def _code(text: str, limit: int = 300) -> str:
+    """``text`` as one inline code span: nothing in it renders, pings or links."""
+    line = capture_mod.one_liner(text, limit)
+    ticks = "`" * (max((len(r) for r in re.findall(r"`+", line)), default=0) + 1)
+    return f"{ticks} {line} {ticks}"
+
+
+def _fenced(text: str, info: str = "text") -> str:
+    ticks = "`" * max(3, max((len(r) for r in re.findall(r"`+", text)), default=0) + 1)
+    return f"{ticks}{info}\n{text.rstrip()}\n{ticks}"
+
+
+def _slug(name: str) -> str:
+    """A marker-safe, collision-proof key part for a job name such as ``test (3.11, ubuntu)``."""
+    readable = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-._")[:48] or "job"
+    return f"{readable}-{zlib.crc32(name.encode()):08x}"
+
+
+# ------------------------------------------------------------------ capture_run
+
+
+def _capture_run(action: CaptureRun, ctx: Context) -> list[Outcome]:
+    jobs = ctx.port.failed_jobs(action.run_id)
+    if not jobs:
+        return [Outcome(action.kind, "skipped", f"run {action.run_id}: no finished job failed or timed out in its "
+                                                "latest attempt, so there is no log to capture", action.html_url)]
+    return [_capture_job(action, job, ctx) for job in jobs]
+
+
+def _capture_job(action: CaptureRun, job: Job, ctx: Context) -> Outcome:
+    issue_key = f"run-{action.run_id}-job-{_slug(job.name)}"
+    issue_mark = marker(issue_key)
+    attempt_mark = marker(f"{action.key}-job-{_slug(job.name)}")
+    what = f"run {action.run_id} attempt {action.run_attempt}, job {job.name!r}"
+    found = ctx.port.find_issue_by_marker(issue_mark)
+    if found is not None and (
+        attempt_mark in found.body or ctx.port.find_comment_by_marker(found.number, attempt_mark) is not None
+    ):
+        return Outcome(action.kind, "unchanged", f"{what}: already on #{found.number}", found.url)
+    evidence = _job_evidence(ctx.port, job)
+    incident, reason = capture_mod.draft(evidence, ctx.llm, source_url=action.html_url, key=issue_key)
+    summary = _run_summary(action, job, incident, reason)
+    excerpt = f"**Evidence** (from the job log)\n\n{_fenced(evidence.excerpt)}"
+    if found is None:
+        body = fit_body({"marker": f"{issue_mark}\n{attempt_mark}", "summary": summary, "evidence": excerpt,
+                         "block": issue_form.normalised_block(incident)})
+        title = capture_mod.one_liner(f"CI failure: {action.workflow} / {job.name}", 200)
+        issue = ctx.port.create_issue(title, body, [ctx.labels.incident])
+        return Outcome(action.kind, "done", f"{what}: filed #{issue.number}", issue.url)
+    body = fit_body({"marker": attempt_mark, "summary": f"Failed again.\n\n{summary}", "evidence": excerpt})
+    comment = ctx.port.add_comment(found.number, body)
+    return Outcome(action.kind, "done", f"{what}: commented on #{found.number} (a repeat)", comment.url)
+
+
+def _job_evidence(port: GitHubPort, job: Job) -> capture_mod.Evidence:
+    """Evidence from the job's log; a log that is gone or empty still gives evidence, never a lost event."""
+    step = job.failed_steps[0].name if job.failed_steps else None
+    try:
+        text = port.job_log(job.id)
+        evidence = capture_mod.evidence_from_log(io.BytesIO(text.encode("utf-8", "replace")), name=f"job {job.name}")
+    except GitHubError as exc:
+        if exc.status not in (404, 410):
+            raise
+        why = f"its log could not be fetched (HTTP {exc.status}; logs expire, and unfinished jobs have none)"
+        evidence = capture_mod.Evidence(trigger=capture_mod.one_liner(f"CI job {job.name} failed; {why}"),
+                                        excerpt=f"job: {job.name}\nfailing step: {step or 'unknown'}\n{why}",
+                                        source_kind="workflow_run")
+    except BadInput:
+        evidence = capture_mod.Evidence(trigger=capture_mod.one_liner(f"CI job {job.name} failed with an empty log"),
+                                        excerpt=f"job: {job.name}\nthe log is empty", source_kind="workflow_run")
+    return dataclasses.replace(evidence, failing_step=evidence.failing_step or step,
+                               task_hint=evidence.task_hint or f"CI job {job.name}")
+
+
+def _run_summary(action: CaptureRun, job: Job, incident: Incident, reason: str | None) -> str:
+    lines = [
+        f"**Workflow:** {_code(action.workflow)} · **job:** {_code(job.name)} · "
+        f"**attempt:** {action.run_attempt} · **conclusion:** {action.conclusion}",
+        f"**Run:** {action.html_url} · **commit:** `{action.head_sha[:12]}`",
+        f"**Trigger:** {_code(incident.trigger)}",
+    ]
+    if incident.triage:
+        lines += ["", "> [!IMPORTANT]",
+                  f"> Needs triage: {reason or 'capture could not state the belief delta'}. Fill in `believed`, "
+                  "`actual` and `failure_class` in the yaml block below; the bot keeps your edit."]
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ capture_rejected_pr
+
+
+def _capture_rejected_pr(action: CaptureRejectedPr, ctx: Context) -> list[Outcome]:
+    mark = marker(action.key)
+    what = f"PR #{action.number} ({action.reason.replace('_', ' ')})"
+    found = ctx.port.find_issue_by_marker(mark)
+    if found is not None:
+        return [Outcome(action.kind, "unchanged", f"{what}: already filed as #{found.number}", found.url)]
+    pr = (ctx.payload or {}).get("pull_request") or {}
+    review = (ctx.payload or {}).get("review") or {}
+    title = str(pr.get("title") or f"pull request #{action.number}")
+    comments = [c for c in ctx.port.review_comments(action.number)
+                if action.review_id is None or c.review_id in (None, action.review_id)]
+    review_text = "\n".join([str(review.get("body") or ""), *(f"{c.path}:{c.line or ''} {c.body}" for c in comments)])
+    stat = "\n".join(f"{f.filename} | +{f.additions} -{f.deletions} ({f.status})"
+                     for f in ctx.port.pull_files(action.number)[:40])
+    evidence = capture_mod.evidence_from_pr(title, str(pr.get("body") or ""), review_text.strip() or None, stat)
+    incident, reason = capture_mod.draft(evidence, ctx.llm, source_url=action.html_url, key=action.key)
+    summary = "\n".join([
+        f"**Pull request:** #{action.number} · **why:** {action.reason.replace('_', ' ')}"
+        + (f" · {action.html_url}" if action.html_url else ""),
+        f"**Trigger:** {_code(incident.trigger)}",
+        *(["", "> [!IMPORTANT]", f"> Needs triage: {reason}. Fill in `believed`, `actual` and `failure_class` "
+           "in the yaml block below."] if incident.triage else []),
+    ])
+    body = fit_body({"marker": mark, "summary": summary,
+                     "evidence": f"**Evidence** (title, review, body, diff stat)\n\n{_fenced(evidence.excerpt)}",
+                     "block": issue_form.normalised_block(incident)})
+    issue = ctx.port.create_issue(capture_mod.one_liner(f"Rejected agent PR #{action.number}: {title}", 200), body,
+                                  [ctx.labels.incident])
+    return [Outcome(action.kind, "done", f"{what}: filed #{issue.number}", issue.url)]
+
+
+# ------------------------------------------------------------------ parse_incident_issue
+
+
+def _parse_issue(action: ParseIncidentIssue, ctx: Context) -> list[Outcome]:
+    issue = ctx.port.get_issue(action.number)  # fresh: the payload's body may predate a later edit
+    created = action.created_at or datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    data, problems = issue_form.parse_incident_issue(issue.body, number=action.number, created_at=created,
+                                                     html_url=action.html_url)
+    invalid = ctx.labels.invalid
+    others = [name for name in issue.labels if name != invalid]
+    if problems:
+        listed = "\n".join(f"- {_code(p, 500)}" for p in problems)
+        text = (f"**This incident cannot be read yet** ({len(problems)} problem(s)):\n\n{listed}\n\n"
+                "Edit the issue and fix the sections named above (keep the `### …` headings the form made); "
+                "the bot reads it again on every edit and removes the `" + invalid + "` label once it parses.")
+        ctx.port.upsert_comment(action.number, FORM_MARKER, text)
+        if invalid not in issue.labels:
+            ctx.port.update_issue(action.number, labels=[*others, invalid])
+        return [Outcome(action.kind, "done", f"issue #{action.number}: {len(problems)} problem(s); labelled "
+                                             f"{invalid} and listed them in one comment", issue.url)]
+    body = issue_form.replace_block(issue.body, Incident.model_validate(data))
+    changed_body = body != issue.body
+    was_invalid = invalid in issue.labels
+    if not changed_body and not was_invalid:
+        return [Outcome(action.kind, "unchanged", f"issue #{action.number}: parses; block already current", issue.url)]
+    ctx.port.update_issue(action.number, body=body if changed_body else None, labels=others if was_invalid else None)
+    if was_invalid:
+        ctx.port.upsert_comment(action.number, FORM_MARKER, "**Fixed:** the incident now parses; thank you.")
+    done = ["normalised block written" if changed_body else "block already current"]
+    done += [f"removed {invalid}"] if was_invalid else []
+    return [Outcome(action.kind, "done", f"issue #{action.number}: parses; " + ", ".join(done), issue.url)]
+
+
+# ------------------------------------------------------------------ gate_rule_pr
+
+
+def _gate_rule_pr(action: GateRulePr, ctx: Context) -> list[Outcome]:
+    where = f"PR #{action.number}" if action.number else f"merge group {action.head_sha[:12]}"
+    if not action.secrets:
+        why = "a fork" if action.fork else "a Dependabot PR"
+        verdict = GateVerdict("error", "replay could not run: no secrets on fork PRs",
+                              f"## Replaybook gate: could not run\n\nThis is {why}, so the workflow gets no secrets "
+                              "and the replay cannot run. The gate reports `error`, never success. A maintainer "
+                              "can push the branch to this repository to run it.\n")
+    else:
+        runner = ctx.gate or GitGate(ctx.root, ctx.settings)
+        try:
+            verdict = runner(action)
+        except ReplaybookError as exc:
+            verdict = GateVerdict("error", f"the gate could not decide: {exc.message}",
+                                  f"## Replaybook gate: could not decide\n\n{_fenced(exc.render())}\n")
+    description = capture_mod.one_liner(verdict.description, 140)
+    ctx.port.set_status(action.head_sha, verdict.state, GATE_CONTEXT, description, ctx.run_url)
+    url = None
+    if action.number is not None:
+        url = ctx.port.upsert_comment(action.number, GATE_MARKER, fit_body({"report": verdict.report},
+                                                                           trim_first=("report",))).url
+    if ctx.step_summary is not None:
+        with open(ctx.step_summary, "a", encoding="utf-8") as f:
+            f.write(verdict.report[: SUMMARY_LIMIT // 2] + "\n")
+    status: Status = "failed" if verdict.state == "error" else "done"
+    return [Outcome(action.kind, status, f"{where}: {verdict.state}: {description}", url)]
+
+
+_SHA = re.compile(r"^[0-9a-f]{7,40}$")
+
+
+class GitGate:
+    """The gate on the rule files a PR changes, in the checked-out PR head at ``root``.
+
+    Rule files: ``git diff --name-only --diff-filter=AM BASE...HEAD -- <playbook>/rules/``
+    (the workflow must fetch the base commit: ``fetch-depth: 0``). The playbook
+    they are judged against is the base commit's, read with ``git archive BASE
+    -- <playbook>`` into a temporary folder: no worktree, nothing in the
+    repository changes. Scenarios and incidents come from the head, since a
+    rule PR brings its own scenario. Without ``ANTHROPIC_API_KEY`` (and no
+    ``replay`` given) the gate answers ``error``: a simulated replay never
+    admits a real rule.
+    """
+
+    def __init__(self, root: Path, settings: Any, replay: Any = None, api_key: str | None = None):
+        self.root, self.settings, self.replay, self.api_key = Path(root), settings, replay, api_key
+
+    def git(self, *args: str) -> bytes:
+        done = subprocess.run(["git", *args], cwd=self.root, capture_output=True, timeout=120)
+        if done.returncode != 0:
+            raise BadInput(f"git {args[0]} failed ({done.returncode}): "
+                           f"{done.stderr.decode('utf-8', 'replace').strip()[-300:]}")
+        return done.stdout
+
+    def changed_rules(self, base_sha: str) -> list[str]:
+        if not _SHA.match(base_sha or ""):
+            raise BadInput(f"base sha {base_sha!r} is not a commit id")
+        rules = f"{self.settings.config.paths.playbook.strip('/')}/rules/"
+        out = self.git("diff", "--name-only", "-z", "--diff-filter=AM", f"{base_sha}...HEAD", "--", rules)
+        return sorted(n for n in out.decode("utf-8", "replace").split("\0") if n.endswith((".yaml", ".yml")))
+
+    def base_playbook(self, base_sha: str, into: Path) -> Path:
+        folder = self.settings.config.paths.playbook.strip("/")
+        data = self.git("archive", "--format=tar", base_sha, "--", folder)
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            tar.extractall(into, filter="data")
+        (into / folder).mkdir(parents=True, exist_ok=True)  # a base without a playbook: an empty one
+        return into / folder
+
+    def __call__(self, action: GateRulePr) -> GateVerdict:
+        from bot import gate as gate_mod
+        from bot import gate_report
+        from bot.incident import IncidentStore
+        from bot.playbook import Playbook
+        from bot.replay.engine import ReplayOptions
+
+        base = action.base_sha or ""
+        names = self.changed_rules(base)
+        if not names:
+            return GateVerdict("success", "no rule file changed", "## Replaybook gate\n\nNo rule file changed.\n")
+        replay = self.replay
+        if replay is None:
+            if not self.api_key:
+                raise BadInput("ANTHROPIC_API_KEY is not set, so the replay cannot run")
+            replay = ReplayOptions(model=self.settings.config.models.agent, api_key=self.api_key)
+        opts = gate_mod.GateOptions(replay=replay)
+        results = []
+        with tempfile.TemporaryDirectory(prefix="replaybook-base-") as tmp:
+            base_book = self.base_playbook(base, Path(tmp))
+            book = Playbook(base_book, root=self.root, cap=self.settings.cap,
+                            incidents=IncidentStore(self.settings.path("incidents")))
+            for name in names:
+                results.append(gate_mod.run_gate(book, self.root / name, self.settings.path("scenarios"), opts))
+        decisions = {r.decision for r in results}
+        state = "error" if "error" in decisions else "failure" if "reject" in decisions else "success"
+        word = {"success": "admit", "failure": "reject", "error": "could not decide"}[state]
+        ids = ", ".join(f"{r.rule_id} {r.decision}" for r in results)
+        report = "\n\n".join(gate_report.markdown(r, opts.test) for r in results)
+        return GateVerdict(state, f"{word}: {ids}", report)
+
+
+# ------------------------------------------------------------------ the rest
+
+
+def _not_yet(action: CheckPlaybookInvariants | Distill, ctx: Context) -> list[Outcome]:
+    return [Outcome(action.kind, "not_implemented", NOT_YET)]
+
+
+def _ignore(action: Ignore, ctx: Context) -> list[Outcome]:
+    return [Outcome(action.kind, "skipped", action.reason)]
+
+
+_HANDLERS: dict[type, Callable[[Any, Context], list[Outcome]]] = {
+    CaptureRun: _capture_run,
+    CaptureRejectedPr: _capture_rejected_pr,
+    ParseIncidentIssue: _parse_issue,
+    GateRulePr: _gate_rule_pr,
+    CheckPlaybookInvariants: _not_yet,
+    Distill: _not_yet,
+    Ignore: _ignore,
+}
+
+__all__ = ["GATE_CONTEXT", "GATE_MARKER", "GateVerdict", "GitGate", "Outcome", "execute"]

@@ -1,0 +1,371 @@
+"""``replaybook github handle`` end to end: the real CLI and PyGithub against the fake GitHub.
+
+Payloads are trimmed copies of GitHub's webhook shapes (only the fields
+``plan`` reads), written to a temp file as Actions does.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+import requests
+
+from bot import config as config_mod
+from bot.errors import BadInput
+from bot.github import PyGithubAdapter
+from bot.github.events import GateRulePr
+from bot.github.handle import GATE_MARKER, GateVerdict, GitGate, execute
+from bot.github.issue_form import MARKER as BLOCK_MARKER
+from bot.github.port import BODY_LIMIT
+from fakes.github import SECONDARY_LIMIT, FakeGitHub
+from helpers import REPO
+
+DATA = REPO / "tests" / "data"
+HEAD = "3484a3fb816e0859fd6e1cea078d76385ff50625"
+LOG = (DATA / "logs" / "gha_pytest.log").read_text(encoding="utf-8")
+REPOSITORY = {"id": 1, "name": "app", "full_name": "octo/app", "default_branch": "main"}
+
+
+def run_payload(run_id: int = 7, attempt: int = 1) -> dict:
+    return {
+        "action": "completed",
+        "workflow": {"name": "CI", "path": ".github/workflows/ci.yml"},
+        "workflow_run": {"id": run_id, "name": "CI", "path": ".github/workflows/ci.yml", "run_attempt": attempt,
+                         "conclusion": "failure", "status": "completed", "head_sha": HEAD,
+                         "html_url": f"https://github.com/octo/app/actions/runs/{run_id}"},
+        "repository": REPOSITORY,
+    }
+
+
+def rule_pr_payload(*, fork: bool, number: int = 3) -> dict:
+    head_repo = "mallory/app" if fork else "octo/app"
+    return {
+        "action": "opened", "number": number,
+        "pull_request": {"number": number, "title": "Add rule-0042", "body": "", "labels": [],
+                         "user": {"login": "alice"}, "html_url": f"https://github.com/octo/app/pull/{number}",
+                         "head": {"ref": "replaybook/rule-0042", "sha": HEAD, "repo": {"full_name": head_repo}},
+                         "base": {"ref": "main", "sha": "b" * 40, "repo": {"full_name": "octo/app"}}},
+        "repository": REPOSITORY, "sender": {"login": "alice"},
+    }
+
+
+@pytest.fixture
+def gh():
+    with FakeGitHub("octo", "app") as fake:
+        yield fake
+
+
+@pytest.fixture
+def event(gh, tmp_path, monkeypatch):
+    """Point the CLI at the fake, as Actions would; returns a function that writes the payload."""
+    path = tmp_path / "event.json"
+    for name, value in {"GITHUB_EVENT_PATH": str(path), "GITHUB_REPOSITORY": "octo/app", "GITHUB_TOKEN": "t",
+                        "GITHUB_API_URL": gh.url, "REPLAYBOOK_GITHUB_BACKOFF": "0",
+                        "REPLAYBOOK_GITHUB_THROTTLE": "0"}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+
+    def deliver(name: str, payload: dict) -> None:
+        monkeypatch.setenv("GITHUB_EVENT_NAME", name)
+        path.write_text(json.dumps(payload), encoding="utf-8")
+
+    return deliver
+
+
+def handle(cli, *args: str) -> dict:
+    result = cli("github", "handle", "--json", *args)
+    data = json.loads(result.out)
+    data["code"] = result.code
+    return data
+
+
+def seed_run(gh: FakeGitHub, run_id: int = 7, log: str = LOG) -> None:
+    gh.add_workflow_run(run_id, jobs=[{"name": "test (3.11)", "conclusion": "failure"}, {"name": "lint"}],
+                        logs={"test (3.11)": log}, head_sha=HEAD)
+
+
+# ------------------------------------------------------------------ capture_run
+
+
+def test_a_failed_run_files_one_incident_issue_with_block_and_marker(cli, gh, event):
+    seed_run(gh)
+    event("workflow_run", run_payload())
+    out = handle(cli)
+    assert out["code"] == 0, out
+    (issue,) = gh.issues
+    assert issue["labels"] == ["replaybook", "incident"]
+    assert "<!-- replaybook:run-7-job-test-3.11-" in issue["body"]
+    assert "<!-- replaybook:run-7-attempt-1-job-test-3.11-" in issue["body"]
+    assert BLOCK_MARKER + "\n```yaml\n" in issue["body"] and "triage: true" in issue["body"]
+    assert "Needs triage" in issue["body"]
+    assert [o["status"] for o in out["outcomes"]] == ["done"]
+    assert out["api_calls"] == gh.calls == 5  # jobs, log 302, log download, find issue, create issue
+
+
+def test_twenty_deliveries_make_one_issue_and_no_comment(cli, gh, event):
+    seed_run(gh)
+    event("workflow_run", run_payload())
+    handle(cli)
+    for _ in range(19):
+        gh.reset_calls()
+        out = handle(cli)
+        assert [o["status"] for o in out["outcomes"]] == ["unchanged"]
+        assert gh.calls == 2  # jobs, find issue: the log is not even fetched
+    assert len(gh.issues) == 1
+    assert gh.comments_on(1) == []
+
+
+def test_a_second_attempt_comments_once(cli, gh, event):
+    seed_run(gh)
+    event("workflow_run", run_payload())
+    handle(cli)
+    event("workflow_run", run_payload(attempt=2))
+    gh.reset_calls()
+    out = handle(cli)
+    assert out["code"] == 0 and "commented on #1" in out["outcomes"][0]["summary"]
+    assert out["api_calls"] == gh.calls == 6  # jobs, find issue, find comment, log 302, download, comment
+    for _ in range(3):
+        assert handle(cli)["outcomes"][0]["status"] == "unchanged"
+    (comment,) = gh.comments_on(1)
+    assert comment["body"].startswith("<!-- replaybook:run-7-attempt-2-job-test-3.11-")
+    assert len(gh.issues) == 1
+
+
+def test_a_huge_log_excerpt_fits_and_says_it_was_trimmed(cli, gh, event, monkeypatch):
+    from bot.github import handle as handle_mod
+
+    real = handle_mod.fit_body
+    monkeypatch.setattr(handle_mod, "fit_body", lambda parts, **kw: real(parts, limit=3_000, **kw))
+    seed_run(gh)
+    event("workflow_run", run_payload())
+    assert handle(cli)["code"] == 0
+    body = gh.issues[0]["body"]
+    assert len(body) <= 3_000 and "Replaybook trimmed evidence by" in body
+    assert BLOCK_MARKER in body  # the yaml block is never cut
+    assert BODY_LIMIT == 65_536
+
+
+def test_5xx_and_a_secondary_rate_limit_mid_flow_are_retried(cli, gh, event):
+    seed_run(gh)
+    event("workflow_run", run_payload())
+    gh.fail_next("/repos/octo/app/actions/runs/7/jobs", 502)
+    gh.fail_next("/repos/octo/app/issues", 403, headers={"retry-after": "0"}, message=SECONDARY_LIMIT, method="POST")
+    out = handle(cli)
+    assert out["code"] == 0, out
+    assert len(gh.issues) == 1
+    assert [r.status for r in gh.requests if r.status >= 400] == [502, 403]
+
+
+def test_a_github_failure_that_outlasts_the_retries_is_reported_not_hidden(cli, gh, event):
+    seed_run(gh)
+    event("workflow_run", run_payload())
+    gh.fail_next("/repos/octo/app/actions/runs/7/jobs", 503, count=10)
+    out = handle(cli)
+    assert out["code"] == 1
+    assert out["outcomes"][0]["status"] == "failed" and "503" in out["outcomes"][0]["summary"]
+
+
+# ------------------------------------------------------------------ issue forms
+
+
+def open_issue(gh: FakeGitHub, body: str) -> None:
+    requests.post(f"{gh.url}{gh.repo_path}/issues", json={"title": "Incident", "body": body, "labels": ["incident"]})
+
+
+def form_payload(body: str, action: str = "opened", old: str | None = None) -> dict:
+    payload = json.loads((DATA / "webhooks" / "issues-opened-incident-form.json").read_text(encoding="utf-8"))
+    payload["action"] = action
+    payload["issue"].update(number=1, body=body)
+    if old is not None:
+        payload["changes"] = {"body": {"from": old}}
+    return payload
+
+
+def test_an_invalid_form_gets_a_label_and_one_comment_then_a_fix_clears_them(cli, gh, event):
+    valid = json.loads((DATA / "webhooks" / "issues-opened-incident-form.json").read_text())["issue"]["body"]
+    bad = valid.replace("wrong_assumption", "no idea").replace("\r\n22\r\n", "\r\nlots\r\n")
+    assert bad != valid
+    open_issue(gh, bad)
+    event("issues", form_payload(bad))
+    gh.reset_calls()
+    out = handle(cli)
+    assert out["code"] == 0, out
+    issue = gh.issues[0]
+    assert "incident:invalid" in issue["labels"] and issue["body"] == bad  # the person's text is kept
+    (comment,) = gh.comments_on(1)
+    assert "Cost (minutes)" in comment["body"] and "Failure class" in comment["body"]
+    assert out["api_calls"] == gh.calls == 4  # get issue, list comments, comment, label
+    handle(cli)  # the same delivery again: still one comment
+    assert len(gh.comments_on(1)) == 1
+
+    requests.patch(f"{gh.url}{gh.repo_path}/issues/1", json={"body": valid})  # the person fixes it
+    event("issues", form_payload(valid, "edited", old=bad))
+    out = handle(cli)
+    assert out["code"] == 0, out
+    assert out["api_calls"] == 4  # get issue, edit body and labels, list comments, edit comment
+    issue = gh.issues[0]
+    assert "incident:invalid" not in issue["labels"] and "incident" in issue["labels"]
+    assert issue["body"].startswith(valid) and BLOCK_MARKER in issue["body"]
+    assert "failure_class: wrong_assumption" in issue["body"]
+    (comment,) = gh.comments_on(1)
+    assert "Fixed" in comment["body"]
+
+
+# ------------------------------------------------------------------ rule PRs and the gate
+
+
+def test_a_fork_rule_pr_gets_error_never_success(cli, gh, event, tmp_path, monkeypatch):
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    requests.post(f"{gh.url}{gh.repo_path}/issues", json={"title": "Add rule-0042"})  # PR #1 as an issue
+    event("pull_request", rule_pr_payload(fork=True, number=1))
+    out = handle(cli)
+    assert out["code"] == 1  # the gate could not run: the job says so too
+    (status,) = gh.statuses_for(HEAD)
+    assert status["state"] == "error" and status["context"] == "replaybook/admit"
+    assert status["description"] == "replay could not run: no secrets on fork PRs"
+    assert all(s["state"] != "success" for s in gh.statuses_for(HEAD))
+    (comment,) = gh.comments_on(1)
+    assert comment["body"].startswith(GATE_MARKER) and "never success" in comment["body"]
+    assert "could not run" in summary.read_text()
+
+
+def settings_for(root: Path):
+    return config_mod.load(root)
+
+
+def test_a_gate_run_sets_the_status_and_edits_one_comment_in_place(gh, root, tmp_path):
+    requests.post(f"{gh.url}{gh.repo_path}/issues", json={"title": "Add rule-0042"})
+    action = GateRulePr(number=1, head_sha=HEAD, base_ref="main", base_sha="b" * 40, fork=False, secrets=True)
+    port = PyGithubAdapter("octo/app", "t", gh.url, sleep=lambda s: None, seconds_between_requests=0,
+                           seconds_between_writes=0)
+    summary = tmp_path / "summary.md"
+    verdicts = iter([GateVerdict("failure", "reject: rule-0042 " + "x" * 200, "## Gate\n\nreject 0/3"),
+                     GateVerdict("success", "admit: rule-0042 admit", "## Gate\n\nadmit 5/5")])
+    counts = []
+    for _ in range(2):
+        gh.reset_calls()
+        (outcome,) = execute([action], port, root=root, settings=settings_for(root), gate=lambda a: next(verdicts),
+                             step_summary=summary)
+        counts.append(gh.calls)
+        assert outcome.status == "done"
+    port.close()
+    assert counts == [3, 3]  # status, list comments, create (then edit) comment
+    states = [s["state"] for s in gh.statuses_for(HEAD)]
+    assert states == ["success", "failure"]  # newest first
+    assert len(gh.statuses_for(HEAD)[1]["description"]) <= 140
+    (comment,) = gh.comments_on(1)
+    assert comment["body"] == f"{GATE_MARKER}\n## Gate\n\nadmit 5/5"
+    assert summary.read_text().count("## Gate") == 2
+
+
+def test_a_gate_that_cannot_decide_reports_error(gh, root):
+    action = GateRulePr(number=None, head_sha=HEAD, base_ref="main", base_sha="nope", fork=False, secrets=True,
+                        merge_group=True)
+    port = PyGithubAdapter("octo/app", "t", gh.url, sleep=lambda s: None, seconds_between_requests=0,
+                           seconds_between_writes=0)
+    settings = settings_for(root)
+    (outcome,) = execute([action], port, root=root, settings=settings, gate=GitGate(root, settings))
+    port.close()
+    assert outcome.status == "failed" and "not a commit id" in outcome.summary
+    assert [s["state"] for s in gh.statuses_for(HEAD)] == ["error"]
+
+
+def git(cwd: Path, *args: str) -> str:
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@e",
+           "HOME": str(cwd), "PATH": "/usr/bin:/bin:/usr/local/bin"}
+    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def test_git_gate_finds_changed_rules_and_reads_the_base_playbook(root, tmp_path):
+    from helpers import rule_yaml, write
+
+    git(root, "init", "-q", "-b", "main")
+    write(root / "playbook" / "rules" / "rule-0001.yaml", rule_yaml("rule-0001"))
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "base")
+    base = git(root, "rev-parse", "HEAD")
+    write(root / "playbook" / "rules" / "rule-0002.yaml", rule_yaml("rule-0002", text="A rule -- named oddly."))
+    write(root / "playbook" / "rules" / "--output=x.yaml", "id: x\n")  # a name that looks like an option: data
+    write(root / "playbook" / "rules" / "rule-0001.yaml", rule_yaml("rule-0001", text="Changed on the branch."))
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "head")
+    gate = GitGate(root, settings_for(root))
+    assert gate.changed_rules(base) == ["playbook/rules/--output=x.yaml", "playbook/rules/rule-0001.yaml",
+                                        "playbook/rules/rule-0002.yaml"]
+    into = tmp_path / "base"
+    folder = gate.base_playbook(base, into)
+    assert sorted(p.name for p in (folder / "rules").iterdir()) == ["rule-0001.yaml"]
+    assert "Changed on the branch" not in (folder / "rules" / "rule-0001.yaml").read_text()
+    assert not (root / ".git" / "worktrees").exists()  # nothing in the repository changed
+    # No API key and no replay given: the gate cannot run, so it says error rather than simulating.
+    action = GateRulePr(number=1, head_sha=HEAD, base_ref="main", base_sha=base, fork=False, secrets=True)
+    with pytest.raises(BadInput, match="ANTHROPIC_API_KEY"):
+        gate(action)
+
+
+# ------------------------------------------------------------------ the rest
+
+
+def test_dry_run_plans_and_calls_nothing(cli, gh, event, monkeypatch):
+    monkeypatch.delenv("GITHUB_TOKEN")
+    event("workflow_run", run_payload())
+    result = cli("github", "handle", "--dry-run")
+    assert result.code == 0, result.err
+    data = json.loads(result.out)
+    assert [a["kind"] for a in data["actions"]] == ["capture_run"]
+    assert data["api_calls"] == 0 and gh.calls == 0
+
+
+def test_a_rejected_agent_pr_is_filed_from_payload_review_comments_and_diff_stat(cli, gh, event):
+    gh.add_pull(9, files=[{"filename": "api/limits.py", "additions": 40, "deletions": 2}],
+                review_comments=[{"path": "api/limits.py", "body": "tests were run from the root", "review_id": 55}])
+    payload = copy.deepcopy(rule_pr_payload(fork=False, number=9))
+    payload["action"] = "closed"
+    payload["pull_request"].update(merged=False, title="Add rate limiting", body="Adds a limiter",
+                                   user={"login": "copilot-swe-agent[bot]"})
+    event("pull_request", payload)
+    out = handle(cli, "--agent-login", "copilot-swe-agent[bot]")
+    assert out["code"] == 0, out
+    (issue,) = gh.issues
+    assert "<!-- replaybook:pr-9-closed -->" in issue["body"]
+    assert "api/limits.py | +40 -2" in issue["body"] and "tests were run from the root" in issue["body"]
+    assert out["api_calls"] == 4  # find issue, review comments, files, create issue
+    assert handle(cli, "--agent-login", "copilot-swe-agent[bot]")["outcomes"][0]["status"] == "unchanged"
+    assert len(gh.issues) == 1
+
+
+@pytest.mark.parametrize("name,payload", [
+    ("schedule", {"schedule": "0 3 * * *"}),
+    ("push", {"ref": "refs/heads/main", "after": HEAD, "repository": REPOSITORY,
+              "commits": [{"added": ["playbook/rules/rule-0003.yaml"], "modified": [], "removed": []}]}),
+])
+def test_out_of_scope_actions_say_so_and_fail(cli, gh, event, name, payload):
+    event(name, payload)
+    out = handle(cli)
+    assert out["code"] == 1
+    assert out["outcomes"][0]["status"] == "not_implemented" and "issue #6" in out["outcomes"][0]["summary"]
+
+
+def test_ignored_events_record_why(cli, gh, event):
+    event("star", {"action": "created"})
+    result = cli("github", "handle")
+    assert result.code == 0 and "ignore" in result.out and "star" in result.out
+    assert "0 GitHub API call(s)" in result.out
+
+
+@pytest.mark.parametrize("content,expect", [(None, "no such event payload"), ("{not json", "not valid JSON")])
+def test_a_bad_payload_file_is_bad_input_naming_it(cli, event, tmp_path, monkeypatch, content, expect):
+    path = tmp_path / "event.json"
+    event("workflow_run", {})
+    if content is None:
+        path.unlink()
+    else:
+        path.write_text(content)
+    result = cli("github", "handle")
+    assert result.code == 2 and expect in result.err and "event.json" in result.err
