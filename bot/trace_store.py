@@ -540,7 +540,9 @@ class Recorder:
     def record(self, task_id: str, event: Mapping[str, Any], timestamp: datetime | str) -> bool:
         """Buffer one event; return False when the volume controls dropped it as noise."""
         row, truncated = self.row(task_id, event, timestamp)
-        stats = self._stats.setdefault(task_id, [0, 0, 0])
+        stats = self._stats.get(task_id)
+        if stats is None:  # not setdefault: its default list would be built on every call
+            stats = self._stats[task_id] = [0, 0, 0]
         stats[0] += 1
         if row is None:
             stats[1] += 1
@@ -555,7 +557,7 @@ class Recorder:
         """The row to store for ``event`` (None if it is noise) and whether anything was truncated."""
         if not isinstance(task_id, str) or not task_id:
             raise BadInput(f"task_id {task_id!r} must be a non-empty string")
-        if not isinstance(event, (dict, Mapping)):
+        if type(event) is not dict and not isinstance(event, Mapping):
             raise BadInput(f"event for task {task_id} is a {type(event).__name__}; pass a mapping with `type`")
         ts = utc_text(timestamp)
         event_type = str(event.get("type") or event.get("event_type") or "unknown")
