@@ -188,6 +188,22 @@ def exercise(gh: FakeGitHub) -> dict[tuple[str, str], requests.Response]:
                 review_comments=[{"path": "app.py", "body": "not like this", "review_id": 77, "line": 4}])
     r["GET", t + "/pulls/{n}/files"] = s.get(f"{api}/pulls/5/files")
     r["GET", t + "/pulls/{n}/comments"] = s.get(f"{api}/pulls/5/comments")
+    main = s.get(f"{api}/git/ref/heads/main")
+    r["GET", t + "/git/ref/{ref}"] = main
+    r["POST", t + "/git/refs"] = s.post(f"{api}/git/refs", json={"ref": "refs/heads/replaybook/rule-0001",
+                                                                "sha": main.json()["object"]["sha"]})
+    put = {"message": "m", "content": "aGk=", "branch": "replaybook/rule-0001"}
+    r["PUT", t + "/contents/{path}"] = s.put(f"{api}/contents/playbook/rules/rule-0001.yaml", json=put)
+    r["GET", t + "/contents/{path}"] = s.get(f"{api}/contents/playbook/rules/rule-0001.yaml",
+                                             params={"ref": "replaybook/rule-0001"})
+    r["PUT", "scratch"] = s.put(f"{api}/contents/gone.txt", json={**put, "message": "scratch"})
+    r["DELETE", t + "/contents/{path}"] = s.delete(f"{api}/contents/gone.txt", json={
+        "message": "m", "branch": "replaybook/rule-0001", "sha": r.pop(("PUT", "scratch")).json()["content"]["sha"]})
+    r["POST", t + "/pulls"] = s.post(f"{api}/pulls", json={"title": "t", "body": "b", "head": "replaybook/rule-0001",
+                                                          "base": "main"})
+    number = r["POST", t + "/pulls"].json()["number"]
+    r["PATCH", t + "/pulls/{n}"] = s.patch(f"{api}/pulls/{number}", json={"body": "c"})
+    r["GET", t + "/pulls"] = s.get(f"{api}/pulls", params={"state": "all"})
     return r
 
 
@@ -254,3 +270,23 @@ def test_job_logs_redirect_to_plain_text_on_the_same_host():
     assert logs.history[0].status_code == 302
     assert logs.headers["Content-Type"].startswith("text/plain")
     assert logs.text == "##[error] boom\n"
+
+
+def test_branches_and_files_behave_like_githubs():
+    with FakeGitHub() as gh:
+        api, s = gh.url + gh.repo_path, requests.Session()
+        gh.add_file("playbook/PLAYBOOK.md", "old\n")
+        sha = s.get(f"{api}/git/ref/heads/main").json()["object"]["sha"]
+        assert s.post(f"{api}/git/refs", json={"ref": "refs/heads/b", "sha": sha}).status_code == 201
+        again = s.post(f"{api}/git/refs", json={"ref": "refs/heads/b", "sha": sha})
+        assert again.status_code == 422 and again.json()["message"] == "Reference already exists"
+        got = s.get(f"{api}/contents/playbook/PLAYBOOK.md", params={"ref": "b"}).json()  # a branch copies its base
+        no_sha = s.put(f"{api}/contents/playbook/PLAYBOOK.md", json={"message": "m", "content": "bmV3Cg==", "branch": "b"})
+        assert no_sha.status_code == 422
+        ok = s.put(f"{api}/contents/playbook/PLAYBOOK.md",
+                   json={"message": "m", "content": "bmV3Cg==", "branch": "b", "sha": got["sha"]})
+        assert ok.status_code == 200
+        assert gh.branch_files("b") == {"playbook/PLAYBOOK.md": "new\n"}
+        assert gh.branch_files("main") == {"playbook/PLAYBOOK.md": "old\n"}
+        assert s.get(f"{api}/git/ref/heads/b").json()["object"]["sha"] == ok.json()["commit"]["sha"] != sha
+        assert s.get(f"{api}/git/ref/heads/nope").status_code == 404

@@ -64,6 +64,13 @@ def handle(ctx: click.Context, event_name: str | None, event_path: Path | None, 
     normalised; rule PRs get the admit gate as the `replaybook/admit` status
     (never success on a fork). Reads GITHUB_TOKEN, and GITHUB_API_URL for the
     API. Exit 1 when an action failed or is not implemented yet.
+
+    Opening PRs is opt-in, with REPLAYBOOK_OPEN_PRS=1: a schedule or dispatch
+    then runs distill and opens one PR per proposed rule (at most
+    REPLAYBOOK_MAX_OPEN_RULE_PRS open, default 5; needs ANTHROPIC_API_KEY), and
+    a push touching the playbook opens one maintenance PR when its invariants
+    break. Give such a job a GitHub App token: PRs opened with the workflow's
+    own GITHUB_TOKEN start no workflow, so the admit gate would never run.
     """
     if not event_name:
         raise BadInput("no event name; pass --event-name or set GITHUB_EVENT_NAME")
@@ -92,12 +99,15 @@ def handle(ctx: click.Context, event_name: str | None, event_path: Path | None, 
                            backoff=_float_env("REPLAYBOOK_GITHUB_BACKOFF", 1.0),
                            seconds_between_requests=0.25 * throttle, seconds_between_writes=1.0 * throttle)
     api_key = os.environ.get("ANTHROPIC_API_KEY")
+    open_prs = os.environ.get("REPLAYBOOK_OPEN_PRS", "") in ("1", "true", "yes")
+    wants_distill = open_prs and any(a.kind == "distill" for a in actions)
     try:
         outcomes = handle_mod.execute(
             actions, port, root=settings.root, settings=settings, llm=_analyst(settings, api_key), payload=payload,
             gate=handle_mod.GitGate(settings.root, settings, api_key=api_key),
             step_summary=Path(os.environ["GITHUB_STEP_SUMMARY"]) if os.environ.get("GITHUB_STEP_SUMMARY") else None,
-            run_url=_run_url(),
+            run_url=_run_url(), open_prs=open_prs, max_open_rule_prs=_max_open_rule_prs(),
+            distiller=_distiller(settings, api_key) if wants_distill else None,
         )
     finally:
         port.close()
@@ -122,6 +132,29 @@ def _analyst(settings, api_key: str | None):
 
     return LLM.connect(settings.config.models.capture, api_key=api_key,
                        base_url=os.environ.get("ANTHROPIC_BASE_URL") or None)
+
+
+def _distiller(settings, api_key: str | None):
+    if not api_key:
+        return None  # the distill action says so in its outcome
+    from bot.cli.distill import MAX_TOKENS
+    from bot.llm import LLM
+
+    llm = LLM.connect(settings.config.models.distill, api_key=api_key,
+                      base_url=os.environ.get("ANTHROPIC_BASE_URL") or None, timeout_s=300)
+    llm.max_tokens = MAX_TOKENS
+    return llm
+
+
+def _max_open_rule_prs() -> int:
+    raw = os.environ.get("REPLAYBOOK_MAX_OPEN_RULE_PRS") or "5"
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise BadInput(f"REPLAYBOOK_MAX_OPEN_RULE_PRS={raw!r} is not a whole number of PRs (0 or more)")
+    return value
 
 
 def _run_url() -> str | None:

@@ -30,6 +30,7 @@ from bot.github.port import (
     GitHubError,
     IssueRef,
     Job,
+    PullRef,
     ReviewComment,
     Step,
     with_marker,
@@ -201,6 +202,68 @@ class PyGithubAdapter:
             ]
         )
 
+    def list_prs(self, state: str = "all") -> list[PullRef]:
+        """Every pull request in ``state``, oldest first (one request per 100)."""
+        pulls = self._repo.get_pulls(state=state, sort="created", direction="asc")
+        return self._guard(lambda: [_pull_ref(p) for p in pulls])
+
+    def find_pr_by_marker(self, marker: str, state: str = "all") -> PullRef | None:
+        """The oldest pull request in ``state`` whose body carries ``marker`` (listing, as for issues)."""
+        pulls = self._repo.get_pulls(state=state, sort="created", direction="asc")
+        return self._guard(lambda: next((_pull_ref(p) for p in pulls if marker in (p.body or "")), None))
+
+    def default_branch(self) -> str:
+        """The default branch's name (the repository costs one request, once)."""
+        return self._guard(lambda: self._repo.default_branch)
+
+    def default_branch_sha(self) -> str:
+        branch = self.default_branch()
+        return self._guard(lambda: self._repo.get_git_ref(f"heads/{branch}").object.sha)
+
+    def create_branch(self, name: str, from_sha: str) -> None:
+        """A new branch at ``from_sha``; GitHubError 422 when it exists already."""
+        self._guard(lambda: self._repo.create_git_ref(f"refs/heads/{name}", from_sha))
+
+    def put_file(self, branch: str, path: str, content: str, message: str) -> bool:
+        """Write ``path`` on ``branch`` as one commit; False (and no write) when it already holds ``content``."""
+        try:
+            current = self._guard(lambda: self._repo.get_contents(path, ref=branch))
+        except GitHubError as exc:
+            if exc.status != 404:
+                raise
+            current = None
+        if current is None:
+            self._guard(lambda: self._repo.create_file(path, message, content, branch=branch))
+            return True
+        if isinstance(current, list):
+            raise GitHubError(f"{path} is a folder on {branch}, not a file", status=422, path=path)
+        if current.decoded_content == content.encode("utf-8"):
+            return False
+        self._guard(lambda: self._repo.update_file(path, message, content, current.sha, branch=branch))
+        return True
+
+    def delete_file(self, branch: str, path: str, message: str) -> bool:
+        """Remove ``path`` from ``branch`` as one commit; False when it is not there."""
+        try:
+            current = self._guard(lambda: self._repo.get_contents(path, ref=branch))
+        except GitHubError as exc:
+            if exc.status != 404:
+                raise
+            return False
+        if isinstance(current, list):
+            raise GitHubError(f"{path} is a folder on {branch}, not a file", status=422, path=path)
+        self._guard(lambda: self._repo.delete_file(path, message, current.sha, branch=branch))
+        return True
+
+    def create_pr(self, title: str, body: str, head: str, base: str) -> PullRef:
+        return _pull_ref(self._guard(lambda: self._repo.create_pull(base=base, head=head, title=title, body=body)))
+
+    def update_pr(self, number: int, *, title: str | None = None, body: str | None = None) -> PullRef:
+        changes = {k: v for k, v in (("title", title), ("body", body)) if v is not None}
+        pull = self._repo.get_pull(int(number))  # lazy: the edit is the one request
+        self._guard(lambda: pull.edit(**changes))
+        return _pull_ref(pull)
+
     # Plumbing
 
     def _download(self, url: str) -> str:
@@ -295,6 +358,12 @@ def _issue_ref(issue: Any) -> IssueRef:
         labels=tuple(label.name for label in issue.labels),
         url=issue.html_url,
     )
+
+
+def _pull_ref(pull: Any) -> PullRef:
+    # merged_at is in list answers too; ``merged`` would cost a request per pull.
+    return PullRef(number=pull.number, state=pull.state, merged=pull.merged_at is not None,
+                   head_ref=pull.head.ref, body=pull.body or "", title=pull.title, url=pull.html_url)
 
 
 def _comment_ref(comment: Any, number: int) -> CommentRef:

@@ -99,6 +99,19 @@ class ReviewComment:
     line: int | None = None
 
 
+@dataclass(frozen=True)
+class PullRef:
+    """A pull request as the bot needs it: where it stands, its branch and its body (with any marker)."""
+
+    number: int
+    state: str  # open | closed
+    merged: bool
+    head_ref: str
+    body: str
+    title: str = ""
+    url: str = ""
+
+
 FAILED_CONCLUSIONS = frozenset({"failure", "timed_out"})
 """Job conclusions that count as a failure worth capturing."""
 
@@ -141,6 +154,24 @@ class GitHubPort(Protocol):
     def pull_files(self, number: int) -> list[FileChange]: ...
 
     def review_comments(self, number: int) -> list[ReviewComment]: ...
+
+    def list_prs(self, state: str = "all") -> list[PullRef]: ...
+
+    def find_pr_by_marker(self, marker: str, state: str = "all") -> PullRef | None: ...
+
+    def default_branch(self) -> str: ...
+
+    def default_branch_sha(self) -> str: ...
+
+    def create_branch(self, name: str, from_sha: str) -> None: ...
+
+    def put_file(self, branch: str, path: str, content: str, message: str) -> bool: ...
+
+    def delete_file(self, branch: str, path: str, message: str) -> bool: ...
+
+    def create_pr(self, title: str, body: str, head: str, base: str) -> PullRef: ...
+
+    def update_pr(self, number: int, *, title: str | None = None, body: str | None = None) -> PullRef: ...
 
 
 def marker(key: str) -> str:

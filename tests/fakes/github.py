@@ -15,11 +15,16 @@ Endpoints: the repository; issues (list with state/labels, create, get,
 edit); issue comments (list, create, get, edit); commit statuses (create,
 combined); workflow runs (get), their jobs (list), a job (get) and its logs
 (302 to plain text on the same host); a pull request's files and review
-comments (list), seeded with ``add_pull``.
+comments (list), seeded with ``add_pull``; pull requests (list, create, edit),
+branches (get a ref, create one) and files on a branch (get, create or
+update, delete through the contents API). Branch ``main`` starts at ``MAIN_SHA`` with
+no files; ``add_file`` seeds one.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import re
 import threading
@@ -29,10 +34,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlencode, urlsplit
+from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
 SECONDARY_LIMIT = "You have exceeded a secondary rate limit. Please wait a few minutes before you try again."
 DOCS = "https://docs.github.com/rest"
+MAIN_SHA = "c" * 40
 
 
 @dataclass
@@ -62,6 +68,8 @@ class _State:
     jobs: dict[int, dict] = field(default_factory=dict)
     logs: dict[int, str] = field(default_factory=dict)
     pulls: dict[int, dict] = field(default_factory=dict)
+    refs: dict[str, str] = field(default_factory=lambda: {"main": MAIN_SHA})  # branch -> head sha
+    files: dict[str, dict[str, str]] = field(default_factory=lambda: {"main": {}})  # branch -> path -> text
     next_id: int = 1000
 
 
@@ -160,18 +168,44 @@ class FakeGitHub:
             return run
 
     def add_pull(self, number: int, *, files: list[dict] | None = None, review_comments: list[dict] | None = None,
-                 head_sha: str = "b" * 40) -> dict:
-        """A pull request's diff and review comments (its title and body come from the payload).
+                 head_sha: str = "b" * 40, title: str = "A pull request", body: str | None = None,
+                 state: str = "open", merged: bool = False, head_ref: str = "feature", base_ref: str = "main") -> dict:
+        """A pull request, with its diff and review comments.
 
         ``files`` are dicts with ``filename`` and optional ``status``, ``additions``, ``deletions``;
         ``review_comments`` are dicts with ``path``, ``body`` and optional ``review_id``, ``line``.
         """
         with self.lock:
-            pull = {"number": number, "head_sha": head_sha, "files": [dict(f) for f in files or []], "comments": []}
+            now = _now()
+            pull = {"number": number, "head_sha": head_sha, "files": [dict(f) for f in files or []], "comments": [],
+                    "id": self._new_id(), "title": title, "body": body, "state": state, "merged": merged,
+                    "head_ref": head_ref, "base_ref": base_ref, "created_at": now, "updated_at": now,
+                    "closed_at": now if state == "closed" else None}
             for spec in review_comments or []:
                 pull["comments"].append({**spec, "id": self._new_id()})
             self.state.pulls[number] = pull
             return pull
+
+    def add_file(self, path: str, text: str, branch: str = "main") -> None:
+        with self.lock:
+            self.state.files.setdefault(branch, {})[path] = text
+
+    def close_pull(self, number: int, *, merged: bool = False) -> None:
+        with self.lock:
+            pull = self.state.pulls[number]
+            pull.update(state="closed", merged=merged, closed_at=_now())
+
+    @property
+    def pulls(self) -> list[dict]:
+        """Pull requests, oldest first (``files`` is the diff stat seeded by ``add_pull``)."""
+        return list(self.state.pulls.values())
+
+    def branch_files(self, branch: str) -> dict[str, str]:
+        return dict(self.state.files.get(branch, {}))
+
+    def writes(self) -> list[Request]:
+        """Requests that change something (POST, PATCH, PUT), faults included."""
+        return [r for r in self.requests if r.method != "GET"]
 
     def job_id(self, run_id: int, name: str) -> int:
         return next(j for j in self.state.runs[run_id]["job_ids"] if self.state.jobs[j]["name"] == name)
@@ -275,7 +309,7 @@ def _repo(fake: FakeGitHub, base: str) -> dict:
         "svn_url": f"{base}/{full}", "mirror_url": None, "homepage": None, "language": "Python",
         "forks": 0, "forks_count": 0, "stargazers_count": 0, "watchers": 0, "watchers_count": 0, "size": 1,
         "default_branch": "main", "open_issues": 0, "open_issues_count": 0,
-        "has_issues": True, "has_projects": False, "has_wiki": False, "has_pages": False, "has_discussions": False,
+        "has_issues": True, "has_downloads": False, "has_projects": False, "has_wiki": False, "has_pages": False, "has_discussions": False,
         "archived": False, "disabled": False, "license": None,
         "pushed_at": created, "created_at": created, "updated_at": created,
         "network_count": 0, "subscribers_count": 0,
@@ -392,6 +426,65 @@ def _review_comment(fake: FakeGitHub, base: str, pull: dict, c: dict) -> dict:
     }
 
 
+def _pull(fake: FakeGitHub, base: str, p: dict, *, full: bool = False) -> dict:
+    api = f"{base}{fake.repo_path}"
+    url = f"{api}/pulls/{p['number']}"
+    html = f"{base}/{fake.owner}/{fake.repo}/pull/{p['number']}"
+    repo = _repo(fake, base)
+
+    def side(ref: str, sha: str) -> dict:
+        return {"label": f"{fake.owner}:{ref}", "ref": ref, "sha": sha, "repo": repo, "user": _user(base, fake.owner, 1)}
+
+    head_sha = fake.state.refs.get(p["head_ref"], p["head_sha"])
+    links = {"self": url, "html": html, "issue": f"{api}/issues/{p['number']}",
+             "comments": f"{api}/issues/{p['number']}/comments", "review_comments": f"{url}/comments",
+             "review_comment": f"{api}/pulls/comments{{/number}}", "commits": f"{url}/commits",
+             "statuses": f"{api}/statuses/{head_sha}"}
+    out = {
+        "url": url, "id": p["id"], "node_id": f"PR_{p['id']}", "html_url": html, "diff_url": f"{html}.diff",
+        "patch_url": f"{html}.patch", "issue_url": links["issue"], "commits_url": links["commits"],
+        "review_comments_url": links["review_comments"], "review_comment_url": links["review_comment"],
+        "comments_url": links["comments"], "statuses_url": links["statuses"], "number": p["number"],
+        "state": p["state"], "locked": False, "title": p["title"], "user": _user(base), "body": p["body"],
+        "labels": [], "milestone": None, "active_lock_reason": None, "created_at": p["created_at"],
+        "updated_at": p["updated_at"], "closed_at": p["closed_at"],
+        "merged_at": p["closed_at"] if p["merged"] else None, "merge_commit_sha": None, "assignee": None,
+        "assignees": [], "requested_reviewers": [], "requested_teams": [],
+        "head": side(p["head_ref"], head_sha), "base": side(p["base_ref"], fake.state.refs.get(p["base_ref"], MAIN_SHA)),
+        "_links": {k: {"href": v} for k, v in links.items()}, "author_association": "NONE", "auto_merge": None,
+        "draft": False,
+    }
+    if full:
+        out.update({"merged": p["merged"], "mergeable": None, "rebaseable": None, "mergeable_state": "unknown",
+                    "merged_by": None, "comments": 0, "review_comments": len(p["comments"]), "commits": 1,
+                    "maintainer_can_modify": False, "additions": 0, "deletions": 0, "changed_files": len(p["files"])})
+    return out
+
+
+def _ref(fake: FakeGitHub, base: str, branch: str) -> dict:
+    sha = fake.state.refs[branch]
+    return {"ref": f"refs/heads/{branch}", "node_id": f"REF_{zlib.crc32(branch.encode())}",
+            "url": f"{base}{fake.repo_path}/git/refs/heads/{branch}",
+            "object": {"type": "commit", "sha": sha, "url": f"{base}{fake.repo_path}/git/commits/{sha}"}}
+
+
+def _blob_sha(text: str) -> str:
+    data = text.encode()
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def _content(fake: FakeGitHub, base: str, branch: str, path: str, text: str | None = None) -> dict:
+    text = fake.state.files[branch][path] if text is None else text
+    sha = _blob_sha(text)
+    api = f"{base}{fake.repo_path}/contents/{path}?ref={branch}"
+    html = f"{base}/{fake.owner}/{fake.repo}/blob/{branch}/{path}"
+    git = f"{base}{fake.repo_path}/git/blobs/{sha}"
+    return {"type": "file", "encoding": "base64", "size": len(text.encode()), "name": path.rsplit("/", 1)[-1],
+            "path": path, "content": base64.b64encode(text.encode()).decode(), "sha": sha, "url": api,
+            "git_url": git, "html_url": html, "download_url": f"{base}/_raw/{branch}/{path}",
+            "_links": {"self": api, "git": git, "html": html}}
+
+
 _MINIMAL_REPO = {"id", "node_id", "name", "full_name", "owner", "private", "html_url", "description", "fork", "url", *_REPO_URLS}
 
 
@@ -423,6 +516,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_PATCH(self) -> None:
         self._serve("PATCH")
+
+    def do_PUT(self) -> None:
+        self._serve("PUT")
+
+    def do_DELETE(self) -> None:
+        self._serve("DELETE")
 
     @property
     def base(self) -> str:
@@ -660,6 +759,130 @@ def _list_review_comments(fake, base, query, body, number):
     return reply
 
 
+def _list_pulls(fake, base, query, body):
+    state = query.get("state", "open")
+    items = [p for p in fake.state.pulls.values() if state == "all" or p["state"] == state]
+    if query.get("direction", "desc" if query.get("sort", "created") == "created" else "asc") == "desc":
+        items.reverse()
+    reply = _page(base, f"{fake.prefix}{fake.repo_path}/pulls", query, items)
+    reply.body = [_pull(fake, base, p) for p in reply.body]
+    return reply
+
+
+def _create_pull(fake, base, query, body):
+    body = body or {}
+    for key in ("title", "head", "base"):
+        if not body.get(key):
+            raise _invalid("PullRequest", key, "missing_field")
+    _check_body_size(body.get("body"))
+    head = str(body["head"]).split(":")[-1]
+    if head not in fake.state.refs or body["base"] not in fake.state.refs:
+        raise _invalid("PullRequest", "head" if head not in fake.state.refs else "base", "invalid")
+    if any(p["head_ref"] == head and p["state"] == "open" for p in fake.state.pulls.values()):
+        raise _invalid("PullRequest", "head", "custom", f"A pull request already exists for {fake.owner}:{head}.")
+    number = max([*fake.state.pulls, *fake.state.issues, 0]) + 1
+    fake.add_pull(number, title=body["title"], body=body.get("body"), head_ref=head, base_ref=body["base"],
+                  head_sha=fake.state.refs[head])
+    url = f"{base}{fake.prefix}{fake.repo_path}/pulls/{number}"
+    return _Reply(201, _pull(fake, base, fake.state.pulls[number], full=True), {"Location": url})
+
+
+def _edit_pull(fake, base, query, body, number):
+    pull = _get_pull(fake, number)
+    body = body or {}
+    _check_body_size(body.get("body"))
+    for key in ("title", "body"):
+        if key in body:
+            pull[key] = body[key]
+    if body.get("state") in ("open", "closed"):
+        pull["state"] = body["state"]
+        pull["closed_at"] = _now() if body["state"] == "closed" else None
+    pull["updated_at"] = _now()
+    return _Reply(200, _pull(fake, base, pull, full=True))
+
+
+def _get_ref(fake, base, query, body, ref):
+    branch = unquote(ref)[len("heads/"):]
+    if branch not in fake.state.refs:
+        raise _error(404, "Not Found")
+    return _Reply(200, _ref(fake, base, branch))
+
+
+def _create_ref(fake, base, query, body):
+    body = body or {}
+    ref, sha = str(body.get("ref", "")), str(body.get("sha", ""))
+    if not ref.startswith("refs/heads/") or not re.fullmatch(r"[0-9a-f]{40}", sha):
+        raise _error(422, f"{ref!r} is not a valid ref name." if sha else "Invalid request.")
+    branch = ref[len("refs/heads/"):]
+    if branch in fake.state.refs:
+        raise _error(422, "Reference already exists")
+    source = next((b for b, s in fake.state.refs.items() if s == sha), None)
+    if source is None:
+        raise _error(422, "Object does not exist")
+    fake.state.refs[branch] = sha
+    fake.state.files[branch] = dict(fake.state.files.get(source, {}))
+    return _Reply(201, _ref(fake, base, branch), {"Location": f"{base}{fake.prefix}{fake.repo_path}/git/{ref}"})
+
+
+def _get_contents(fake, base, query, body, path):
+    path, branch = unquote(path), query.get("ref", "main")
+    if path not in fake.state.files.get(branch, {}):
+        raise _error(404, "Not Found")
+    return _Reply(200, _content(fake, base, branch, path))
+
+
+def _put_contents(fake, base, query, body, path):
+    path, body = unquote(path), body or {}
+    branch = body.get("branch", "main")
+    if not body.get("message") or "content" not in body:
+        raise _invalid("Contents", "message" if not body.get("message") else "content", "missing_field")
+    if branch not in fake.state.refs:
+        raise _error(404, f"Branch {branch} not found")
+    files = fake.state.files.setdefault(branch, {})
+    old = files.get(path)
+    if old is not None and body.get("sha") != _blob_sha(old):
+        raise _error(409 if body.get("sha") else 422,
+                     f"{path} does not match {body.get('sha')}" if body.get("sha") else '"sha" wasn\'t supplied.')
+    files[path] = base64.b64decode(body["content"]).decode()
+    parent = fake.state.refs[branch]
+    commit = hashlib.sha1(f"{parent}{path}{files[path]}".encode()).hexdigest()
+    fake.state.refs[branch] = commit
+    api = f"{base}{fake.repo_path}/git/commits/{commit}"
+    content = {k: v for k, v in _content(fake, base, branch, path).items() if k not in ("content", "encoding")}
+    person = {"name": "replaybook[bot]", "email": "bot@example.com", "date": _now()}
+    return _Reply(200 if old is not None else 201, {"content": content, "commit": {
+        "sha": commit, "node_id": f"C_{commit[:8]}", "url": api,
+        "html_url": f"{base}/{fake.owner}/{fake.repo}/commit/{commit}", "author": person, "committer": person,
+        "message": body["message"], "tree": {"sha": "d" * 40, "url": f"{base}{fake.repo_path}/git/trees/{'d' * 40}"},
+        "parents": [{"sha": parent, "url": f"{base}{fake.repo_path}/git/commits/{parent}",
+                     "html_url": f"{base}/{fake.owner}/{fake.repo}/commit/{parent}"}],
+        "verification": {"verified": False, "reason": "unsigned", "signature": None, "payload": None,
+                         "verified_at": None}}})
+
+
+def _delete_contents(fake, base, query, body, path):
+    path, body = unquote(path), body or {}
+    branch = body.get("branch", "main")
+    files = fake.state.files.get(branch, {})
+    if path not in files:
+        raise _error(404, "Not Found")
+    if body.get("sha") != _blob_sha(files[path]):
+        raise _error(409, f"{path} does not match {body.get('sha')}")
+    del files[path]
+    parent = fake.state.refs[branch]
+    commit = hashlib.sha1(f"{parent}-{path}".encode()).hexdigest()
+    fake.state.refs[branch] = commit
+    person = {"name": "replaybook[bot]", "email": "bot@example.com", "date": _now()}
+    return _Reply(200, {"content": None, "commit": {
+        "sha": commit, "node_id": f"C_{commit[:8]}", "url": f"{base}{fake.repo_path}/git/commits/{commit}",
+        "html_url": f"{base}/{fake.owner}/{fake.repo}/commit/{commit}", "author": person, "committer": person,
+        "message": body.get("message", ""), "tree": {"sha": "d" * 40, "url": f"{base}{fake.repo_path}/git/trees/{'d' * 40}"},
+        "parents": [{"sha": parent, "url": f"{base}{fake.repo_path}/git/commits/{parent}",
+                     "html_url": f"{base}/{fake.owner}/{fake.repo}/commit/{parent}"}],
+        "verification": {"verified": False, "reason": "unsigned", "signature": None, "payload": None,
+                         "verified_at": None}}})
+
+
 def _name(label: Any) -> str:
     return label["name"] if isinstance(label, dict) else str(label)
 
@@ -692,12 +915,21 @@ _ROUTES = [
     (r"/actions/jobs/(\d+)/logs", "GET", _job_logs),
     (r"/pulls/(\d+)/files", "GET", _list_pull_files),
     (r"/pulls/(\d+)/comments", "GET", _list_review_comments),
+    (r"/pulls", "GET", _list_pulls),
+    (r"/pulls", "POST", _create_pull),
+    (r"/pulls/(\d+)", "PATCH", _edit_pull),
+    (r"/git/refs", "POST", _create_ref),
+    (r"/git/ref/(heads/.+)", "GET", _get_ref),
+    (r"/contents/(.+)", "GET", _get_contents),
+    (r"/contents/(.+)", "PUT", _put_contents),
+    (r"/contents/(.+)", "DELETE", _delete_contents),
 ]
 
 
 def served_endpoints() -> Iterator[tuple[str, str]]:
     """(method, path template) for every endpoint the fake serves, in OpenAPI's spelling."""
-    names = {r"(\d+)": "{n}", r"([0-9a-fA-F]+)": "{sha}", r"([^/]+)": "{ref}"}
+    names = {r"(\d+)": "{n}", r"([0-9a-fA-F]+)": "{sha}", r"([^/]+)": "{ref}", r"(heads/.+)": "{ref}",
+             r"(.+)": "{path}"}
     for pattern, verb, _ in _ROUTES:
         text = pattern
         for rx, name in names.items():

@@ -1,0 +1,343 @@
+"""Pull requests the bot opens: rule PRs from distill, and the playbook maintenance PR.
+
+The real CLI and PyGithub run against the fake GitHub; distill asks a scripted
+model served over HTTP (the Gateway and an AnswerBook), found through
+ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL as in Actions. Each run starts from a
+fresh copy of the checkout, as a scheduled job does.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from bot.github import PyGithubAdapter
+from bot.github.handle import MAINTENANCE_MARKER
+from bot.github.port import GitHubError, marker
+from bot.replay.answers import AnswerBook
+from bot.replay.gateway import Gateway
+from fakes.github import MAIN_SHA, FakeGitHub
+from helpers import incident_yaml, make_scenario, rule_yaml, snapshot, write
+
+A1, A2, A3 = "2026-07-14-0932", "2026-07-21-1105", "2026-07-25-0800"
+RULE = "Before running any test command, check for a package-local pytest.ini and run pytest from that directory."
+HEAD = "3484a3fb816e0859fd6e1cea078d76385ff50625"
+REPOSITORY = {"id": 1, "name": "app", "full_name": "octo/app", "default_branch": "main"}
+
+
+@pytest.fixture
+def gh():
+    with FakeGitHub("octo", "app") as fake:
+        yield fake
+
+
+@pytest.fixture
+def adapter(gh):
+    a = PyGithubAdapter("octo/app", "t", gh.url, sleep=lambda s: None, seconds_between_requests=0,
+                        seconds_between_writes=0)
+    yield a
+    a.close()
+
+
+# ------------------------------------------------------------------ the port over PyGithub
+
+
+def test_branches_files_and_pull_requests_through_the_adapter(gh, adapter):
+    assert adapter.default_branch_sha() == MAIN_SHA
+    adapter.create_branch("replaybook/rule-0001", MAIN_SHA)
+    with pytest.raises(GitHubError) as taken:
+        adapter.create_branch("replaybook/rule-0001", MAIN_SHA)
+    assert taken.value.status == 422
+    assert adapter.put_file("replaybook/rule-0001", "playbook/rules/rule-0001.yaml", "a\n", "add") is True
+    assert adapter.put_file("replaybook/rule-0001", "playbook/rules/rule-0001.yaml", "a\n", "same") is False
+    assert adapter.put_file("replaybook/rule-0001", "playbook/rules/rule-0001.yaml", "b\n", "edit") is True
+    assert gh.branch_files("replaybook/rule-0001") == {"playbook/rules/rule-0001.yaml": "b\n"}
+    assert adapter.delete_file("replaybook/rule-0001", "playbook/rules/rule-0001.yaml", "rm") is True
+    assert adapter.delete_file("replaybook/rule-0001", "playbook/rules/rule-0001.yaml", "rm") is False
+    pr = adapter.create_pr("Rule", f"{marker('rule-0001')}\nbody", "replaybook/rule-0001", "main")
+    assert (pr.state, pr.merged, pr.head_ref) == ("open", False, "replaybook/rule-0001")
+    assert adapter.find_pr_by_marker(marker("rule-0001")) == pr
+    assert adapter.find_pr_by_marker(marker("rule-0002")) is None
+    edited = adapter.update_pr(pr.number, body=f"{marker('rule-0001')}\nnew")
+    assert edited.body.endswith("new") and gh.pulls[-1]["body"] == edited.body
+    gh.close_pull(pr.number, merged=True)
+    assert adapter.find_pr_by_marker(marker("rule-0001"), state="open") is None
+    assert adapter.find_pr_by_marker(marker("rule-0001")).merged is True
+
+
+def test_a_write_waits_out_a_secondary_rate_limit(gh):
+    waits: list[float] = []
+    a = PyGithubAdapter("octo/app", "t", gh.url, sleep=waits.append, seconds_between_requests=0,
+                        seconds_between_writes=0)
+    gh.fail_next(gh.repo_path + "/contents/", 403, headers={"retry-after": "7"}, method="PUT")
+    assert a.put_file("main", "x.txt", "x", "add") is True
+    a.close()
+    assert waits == [7.0] and gh.branch_files("main") == {"x.txt": "x"}
+
+
+# ------------------------------------------------------------------ the CLI, as Actions runs it
+
+
+@pytest.fixture
+def event(gh, tmp_path, monkeypatch):
+    path = tmp_path / "event.json"
+    for name, value in {"GITHUB_EVENT_PATH": str(path), "GITHUB_REPOSITORY": "octo/app", "GITHUB_TOKEN": "t",
+                        "GITHUB_API_URL": gh.url, "REPLAYBOOK_GITHUB_BACKOFF": "0",
+                        "REPLAYBOOK_GITHUB_THROTTLE": "0", "REPLAYBOOK_OPEN_PRS": "1"}.items():
+        monkeypatch.setenv(name, value)
+    for name in ("GITHUB_STEP_SUMMARY", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "REPLAYBOOK_MAX_OPEN_RULE_PRS"):
+        monkeypatch.delenv(name, raising=False)
+
+    def deliver(name: str, payload: dict) -> None:
+        monkeypatch.setenv("GITHUB_EVENT_NAME", name)
+        path.write_text(json.dumps(payload), encoding="utf-8")
+
+    return deliver
+
+
+def handle(cli) -> dict:
+    result = cli("github", "handle", "--json")
+    data = json.loads(result.out)
+    data["code"] = result.code
+    return data
+
+
+class Checkout:
+    """The repository as a job checks it out: each ``fresh()`` throws away what the last run wrote."""
+
+    def __init__(self, root: Path, tmp: Path):
+        self.root, self.pristine = root, tmp / "pristine"
+
+    def save(self) -> None:
+        shutil.copytree(self.root, self.pristine, dirs_exist_ok=True)
+
+    def fresh(self) -> None:
+        shutil.rmtree(self.root)
+        shutil.copytree(self.pristine, self.root)
+
+
+def add_incident(root: Path, incident_id: str, **over) -> None:
+    write(root / "incidents" / f"{incident_id}.yaml", incident_yaml(incident_id, **over))
+
+
+def incidents(root: Path, *ids: str) -> None:
+    for i, incident_id in enumerate(ids):
+        add_incident(root, incident_id, created=f"2026-07-{14 + i:02d}T09:32:00Z",
+                     actual='"packages/worker has its own pytest.ini; must cd into packages/worker first"')
+
+
+def new_scenario() -> dict:
+    return {"id": "monorepo-cwd-gen", "task": "Fix the failing test in packages/api/tests/test_x.py",
+            "task_type": "testing",
+            "pass_if": [{"ran": {"command": "pytest", "cwd": "packages/api"}},
+                        {"not_ran": {"command": "pytest", "cwd": "."}},
+                        {"succeeds": {"run": "python -m pytest -q", "cwd": "packages/api"}}],
+            "files": {"packages/api/pytest.ini": "[pytest]\n", "packages/api/tests/test_x.py": "def test_x(): pass\n"},
+            "policy": {"branch_on": "package-local pytest.ini",
+                       "with_rule": [{"bash": "cd packages/api && python -m pytest -q"}, {"say": "done [rule-0001]"}],
+                       "without_rule": [{"bash": "python -m pytest -q"}, {"say": "done"}]}}
+
+
+def rule_answer(cites=(A1, A2), rule=RULE, scenario=None) -> str:
+    return json.dumps({"kind": "rule", "rule": rule, "cites": list(cites), "task_types": [],
+                       "scenario": scenario or {"new": new_scenario()}})
+
+
+@pytest.fixture
+def model(monkeypatch):
+    """A scripted model at ANTHROPIC_BASE_URL; ``model.book`` holds its answers."""
+    book = AnswerBook()
+    with Gateway(book) as gateway:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", gateway.token)
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", gateway.url)
+        gateway.book = book
+        yield gateway
+
+
+def rule_prs(gh: FakeGitHub) -> list[dict]:
+    return [p for p in gh.pulls if p["head_ref"].startswith("replaybook/rule-")]
+
+
+# ------------------------------------------------------------------ distill
+
+
+def test_distill_opens_one_pr_per_rule_and_reruns_change_nothing(cli, gh, event, model, tmp_path):
+    checkout = Checkout(cli.root, tmp_path)
+    incidents(cli.root, A1, A2)
+    checkout.save()
+    model.book.add(A1, rule_answer())
+    event("schedule", {"schedule": "0 3 * * *"})
+    out = handle(cli)
+    assert out["code"] == 0, out
+    assert len(gh.pulls) == 1, out
+    (pr,) = gh.pulls
+    assert (pr["head_ref"], pr["base_ref"], pr["state"]) == ("replaybook/rule-0001", "main", "open")
+    assert pr["body"].startswith(marker("rule-0001")) and marker(f"cite:{A1}") in pr["body"]
+    assert RULE in pr["body"] and "Merging this PR admits the rule" in pr["body"]
+    files = gh.branch_files("replaybook/rule-0001")
+    assert "replay: scenarios/monorepo-cwd-gen" in files["playbook/rules/rule-0001.yaml"]
+    assert files["scenarios/monorepo-cwd-gen/scenario.yaml"]
+    assert not any(p.startswith("playbook/proposed/") for p in files)
+    first = out["api_calls"]
+    assert first == gh.calls
+    assert [o["status"] for o in out["outcomes"]] == ["done", "done"]
+    assert "opened PR #1" in out["outcomes"][0]["summary"]
+
+    for _ in range(2):  # the next nights, from a fresh checkout: the same proposal updates nothing
+        checkout.fresh()
+        gh.reset_calls()
+        out = handle(cli)
+        assert out["code"] == 0, out
+        assert "already current in PR #1" in out["outcomes"][0]["summary"]
+        assert gh.writes() == [] and len(gh.pulls) == 1
+        assert out["api_calls"] < first
+
+
+def test_an_open_rule_pr_is_updated_in_place(cli, gh, event, model, tmp_path):
+    checkout = Checkout(cli.root, tmp_path)
+    incidents(cli.root, A1, A2)
+    checkout.save()
+    answer = model.book.add(A1, rule_answer(), times=1).answers[-1]
+    event("schedule", {})
+    handle(cli)
+    better = RULE.replace("check for", "look for")
+    model.book.add(A1, rule_answer(rule=better))
+    assert answer.times == 0
+    checkout.fresh()
+    out = handle(cli)
+    assert out["code"] == 0, out
+    assert "updated PR #1" in out["outcomes"][0]["summary"]
+    (pr,) = gh.pulls
+    assert better in pr["body"]
+    assert "look for a package-local" in gh.branch_files("replaybook/rule-0001")["playbook/rules/rule-0001.yaml"]
+
+
+def test_a_closed_rule_pr_comes_back_only_when_new_incidents_cite_it(cli, gh, event, model, tmp_path):
+    checkout = Checkout(cli.root, tmp_path)
+    incidents(cli.root, A1, A2)
+    checkout.save()
+    model.book.add(A3, rule_answer(cites=(A1, A2, A3))).add(A1, rule_answer())
+    event("workflow_dispatch", {"inputs": {}})
+    handle(cli)
+    gh.close_pull(1)  # a maintainer said no
+    checkout.fresh()
+    gh.reset_calls()
+    out = handle(cli)
+    assert out["code"] == 0, out
+    assert out["outcomes"][0]["status"] == "skipped" and "closed without merging" in out["outcomes"][0]["summary"]
+    assert gh.writes() == [] and len(gh.pulls) == 1
+
+    incidents(checkout.pristine, A1, A2, A3)  # a third incident lands on the default branch
+    checkout.fresh()
+    out = handle(cli)
+    assert out["code"] == 0, out
+    assert [p["state"] for p in gh.pulls] == ["closed", "open"]
+    reopened = gh.pulls[1]
+    assert reopened["head_ref"] == "replaybook/rule-0001-2"  # the old branch keeps the old commits
+    assert marker(f"cite:{A3}") in reopened["body"]
+
+
+def test_the_cap_on_open_rule_prs_holds_back_the_rest_and_says_so(cli, gh, event, model, monkeypatch):
+    incidents(cli.root, A1, A2)
+    gh.add_pull(1, title="Rule rule-0000", body=f"{marker('rule-0000')}\nold", head_ref="replaybook/rule-0000")
+    monkeypatch.setenv("REPLAYBOOK_MAX_OPEN_RULE_PRS", "1")
+    model.book.add(A1, rule_answer())
+    event("schedule", {})
+    out = handle(cli)
+    assert out["code"] == 0, out
+    assert len(gh.pulls) == 1 and gh.writes() == []
+    assert "held back by the cap of 1 open rule PRs (REPLAYBOOK_MAX_OPEN_RULE_PRS): rule-0001" in \
+        out["outcomes"][-1]["summary"]
+
+
+def test_distill_without_a_model_is_an_error_and_writes_nothing(cli, gh, event):
+    incidents(cli.root, A1, A2)
+    event("schedule", {})
+    out = handle(cli)
+    assert out["code"] == 1
+    assert out["outcomes"] == [{"kind": "distill", "status": "failed", "url": None,
+                                "summary": out["outcomes"][0]["summary"]}]
+    assert out["outcomes"][0]["summary"].startswith("error: distill needs a model")
+    assert gh.calls == 0
+
+
+def test_without_the_opt_in_nothing_is_opened(cli, gh, event, monkeypatch):
+    monkeypatch.delenv("REPLAYBOOK_OPEN_PRS")
+    event("schedule", {})
+    out = handle(cli)
+    assert out["code"] == 1 and out["outcomes"][0]["status"] == "not_implemented"
+    assert "REPLAYBOOK_OPEN_PRS=1" in out["outcomes"][0]["summary"] and gh.calls == 0
+
+
+# ------------------------------------------------------------------ check_playbook_invariants
+
+
+def push_payload() -> dict:
+    return {"ref": "refs/heads/main", "after": HEAD, "repository": REPOSITORY,
+            "commits": [{"added": ["playbook/rules/rule-0002.yaml"], "modified": [], "removed": []}]}
+
+
+def sound_playbook(root: Path, cap: int = 5) -> None:
+    write(root / ".replaybook.yml", f"cap: {cap}\n")
+    make_scenario(root)
+    incidents(root, A1, A2)
+    write(root / "playbook/rules/rule-0001.yaml", rule_yaml("rule-0001", last_hit="2026-08-20"))
+    write(root / "playbook/rules/rule-0002.yaml", rule_yaml("rule-0002", text="When a migration is added, run "
+                                                              "the schema check before the tests."))
+
+
+def mirror(gh: FakeGitHub, root: Path) -> None:
+    """The default branch on the fake holds what the checkout holds, at the pushed commit."""
+    gh.state.refs["main"] = HEAD
+    for path in root.rglob("*"):
+        if path.is_file() and ".replaybook/" not in path.as_posix():
+            gh.add_file(path.relative_to(root).as_posix(), path.read_text("utf-8"))
+
+
+def test_a_sound_playbook_is_ok_without_any_api_call(cli, gh, event):
+    sound_playbook(cli.root)
+    assert cli("playbook", "render").code == 0
+    event("push", push_payload())
+    out = handle(cli)
+    assert out["code"] == 0, out
+    assert out["outcomes"][0]["status"] == "unchanged" and out["outcomes"][0]["summary"].startswith("ok:")
+    assert out["api_calls"] == gh.calls == 0
+
+
+def test_a_broken_playbook_gets_one_maintenance_pr_that_fixes_it(cli, gh, event):
+    sound_playbook(cli.root, cap=1)  # two admitted rules past a cap of one, and no PLAYBOOK.md
+    mirror(gh, cli.root)
+    before = snapshot(cli.root)
+    event("push", push_payload())
+    out = handle(cli)
+    assert out["code"] == 0, out
+    assert snapshot(cli.root) == before  # fixed in a temp copy, never in the checkout
+    (pr,) = gh.pulls
+    assert pr["head_ref"] == "replaybook/maintenance" and pr["body"].startswith(MAINTENANCE_MARKER)
+    assert "exceed the cap of 1" in pr["body"] and "out of sync" in pr["body"]
+    assert "retires the coldest past the cap: rule-0002" in pr["body"]
+    files = gh.branch_files("replaybook/maintenance")
+    assert "playbook/rules/rule-0002.yaml" not in files and "playbook/rules/rule-0001.yaml" in files
+    assert "retired_reason: cap" in files["playbook/archive/rule-0002.yaml"]
+    assert "rule-0001" in files["playbook/PLAYBOOK.md"] and "rule-0002" not in files["playbook/PLAYBOOK.md"]
+    assert "nothing: merging this PR fixes every problem" in pr["body"]
+    assert out["api_calls"] == gh.calls
+
+    gh.reset_calls()  # the next push with the same problems: one PR, edited in place, here not at all
+    out = handle(cli)
+    assert out["outcomes"][0]["status"] == "unchanged" and "already listed in PR #1" in out["outcomes"][0]["summary"]
+    assert gh.writes() == [] and len(gh.pulls) == 1
+
+
+def test_problems_no_machine_can_fix_fail_and_name_themselves(cli, gh, event):
+    sound_playbook(cli.root)
+    assert cli("playbook", "render").code == 0
+    write(cli.root / "playbook/rules/rule-0003.yaml", "id: rule-0003\nrule: [not, text]\n")
+    event("push", push_payload())
+    out = handle(cli)
+    assert out["code"] == 1
+    assert out["outcomes"][0]["status"] == "failed" and "none fixable mechanically" in out["outcomes"][0]["summary"]
+    assert "rule-0003" in out["outcomes"][0]["summary"] and gh.writes() == []
