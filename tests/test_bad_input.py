@@ -168,3 +168,9 @@ def test_rule_without_a_condition_is_refused(cli, seeded):
     candidate = write(seeded / "playbook" / "proposed" / "rule-0002.yaml", rule_yaml("rule-0002", text="Be careful with monorepos."))
     result = cli("rule", "validate", str(candidate))
     assert result.code == 2 and "states no condition" in result.err
+
+
+def test_validating_a_folder_with_no_incidents_is_not_a_pass(cli, root):
+    (root / "empty").mkdir()
+    result = cli("incident", "validate", str(root / "empty"))
+    assert result.code == 2 and "no incident files" in result.err

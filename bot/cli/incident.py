@@ -128,6 +128,8 @@ def validate(ctx: click.Context, paths: tuple[Path, ...]) -> None:
     files = []
     for path in paths:
         files += sorted(path.glob("*.yaml")) if path.is_dir() else [path]
+    if not files:
+        raise BadInput(f"no incident files (*.yaml) in {', '.join(map(str, paths))}; pass incident files or their folder")
     problems = []
     for file in files:
         try:
