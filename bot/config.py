@@ -43,6 +43,35 @@ class Labels(_Section):
     rule: str = "replaybook:rule"
 
 
+class GitHub(_Section):
+    """How the bot reads a repository on GitHub (``replaybook github handle``); flags and env override these."""
+
+    agent_logins: list[str] = Field(
+        default_factory=list,
+        description="Accounts the coding agent opens PRs and commits as (e.g. `copilot-swe-agent[bot]`): their "
+        "rejected PRs become incidents and their `[rule-NNNN]` citations count as rule hits.",
+    )
+    agent_label: str | None = Field(default=None, description="A PR with this label counts as the agent's.")
+    watched_workflows: list[str] = Field(
+        default_factory=list,
+        description="Capture failures of these workflows only (name or file name, e.g. `CI` or `ci.yml`); empty: all.",
+    )
+    max_open_rule_prs: int = Field(default=5, ge=0, le=100, description="Most rule PRs distill keeps open at once.")
+    distill_threshold: int = Field(
+        default=10, ge=0, le=10_000,
+        description="Start distill when this many incident issues are open and not cited by an open rule PR "
+        "(besides the weekly schedule); 0 turns it off.",
+    )
+    distill_workflow: str = Field(
+        default="replaybook-distill.yml",
+        description="The workflow file the threshold dispatches (it needs a `workflow_dispatch` trigger).",
+    )
+    hits_lookback_days: int = Field(
+        default=35, ge=1, le=400,
+        description="How far back the scheduled run looks for `[rule-NNNN]` in the agent's merged PRs and commits.",
+    )
+
+
 class Config(_Section):
     cap: int = Field(default=60, ge=1, le=1000, description="Most admitted rules; past it the coldest retires.")
     sections: list[str] = Field(
@@ -52,6 +81,7 @@ class Config(_Section):
     models: Models = Field(default_factory=Models)
     paths: Paths = Field(default_factory=Paths)
     labels: Labels = Field(default_factory=Labels)
+    github: GitHub = Field(default_factory=GitHub)
 
 
 class Settings:

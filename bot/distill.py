@@ -41,6 +41,7 @@ import re
 import shutil
 import tempfile
 import uuid
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import date, datetime, time, timezone
 from pathlib import Path, PurePosixPath
@@ -307,10 +308,16 @@ def batches(groups: list[Group], max_incidents: int = BATCH_MAX) -> list[Group]:
 
 
 def distill(settings: Settings, llm: AsksJson, *, min_incidents: int = 1, since: datetime | date | None = None,
-            dry_run: bool = False, today: date | None = None, batch_max: int = BATCH_MAX) -> DistillReport:
-    """Propose rules (or spec changes) from the unresolved incidents; see the module docstring."""
+            dry_run: bool = False, today: date | None = None, batch_max: int = BATCH_MAX,
+            incidents: IncidentStore | None = None, reserved_ids: Iterable[str] = ()) -> DistillReport:
+    """Propose rules (or spec changes) from the unresolved incidents; see the module docstring.
+
+    ``incidents`` replaces the configured store (on GitHub: the open incident
+    issues); ``reserved_ids`` are rule ids in use elsewhere (on GitHub: those
+    of the bot's rule PRs, open or closed), never handed out again.
+    """
     today = today or datetime.now(timezone.utc).date()
-    store = IncidentStore(settings.path("incidents"))
+    store = incidents if incidents is not None else IncidentStore(settings.path("incidents"))
     book = Playbook(settings.path("playbook"), root=settings.root, cap=settings.cap, incidents=store)
     scenarios_dir = settings.path("scenarios")
     report = DistillReport(dry_run=dry_run, simulated=bool(getattr(llm, "simulated", False)))
@@ -337,11 +344,11 @@ def distill(settings: Settings, llm: AsksJson, *, min_incidents: int = 1, since:
                 continue
             plans += _ask(group, llm, book, scenarios_dir, Path(staging), report)
         if dry_run:
-            _apply(plans, book, settings, report, today, write=False)
+            _apply(plans, book, settings, report, today, write=False, reserved=reserved_ids)
         elif plans:
             with locked(settings.root):
                 Journal(settings.root).recover()  # finish a change a crash interrupted before reading state
-                _apply(plans, book, settings, report, today, write=True)
+                _apply(plans, book, settings, report, today, write=True, reserved=reserved_ids)
     return report
 
 
@@ -511,12 +518,12 @@ def _bad_path(raw: str) -> bool:
 
 
 def _apply(plans: list[_RulePlan | _SpecPlan], book: Playbook, settings: Settings, report: DistillReport,
-           today: date, *, write: bool) -> None:
+           today: date, *, write: bool, reserved: Iterable[str] = ()) -> None:
     """Check plans against the playbook as it is now, then allocate ids and write (unless ``write`` is off)."""
     entries = book.entries(("proposed", "rules"))
     existing = [(e.rule.id, e.state, e.rule.rule) for e in entries]
     covered = _covered(book, entries)
-    ids = _IdAllocator(book, settings.root)
+    ids = _IdAllocator(book, settings.root, reserved)
     claimed: set[str] = set()  # new scenario ids taken by this run (a dry run writes none)
     for plan in plans:
         try:
@@ -647,7 +654,7 @@ def _md_fence(text: str) -> str:
 class _IdAllocator:
     """Rule and spec ids above every one in any state and every one handed out before."""
 
-    def __init__(self, book: Playbook, root: Path):
+    def __init__(self, book: Playbook, root: Path, reserved: Iterable[str] = ()):
         self.path = Path(root) / IDS_FILE
         try:
             marks = json.loads(self.path.read_text(encoding="utf-8"))
@@ -657,7 +664,8 @@ class _IdAllocator:
         spec_dir = book.folder / SPEC_DIR
         used_spec = max((int(m.group(1)) for p in (spec_dir.iterdir() if spec_dir.is_dir() else [])
                          if (m := _SPEC_NAME.match(p.name))), default=0)
-        self.rule = max(used_rule, int(marks.get("rule", 0)))
+        taken = [rules_mod.id_number(r) for r in reserved if re.fullmatch(r"rule-\d{4,}", r)]
+        self.rule = max(used_rule, int(marks.get("rule", 0)), *taken)
         self.spec = max(used_spec, int(marks.get("spec", 0)))
         self.changed = False
 

@@ -204,6 +204,11 @@ def exercise(gh: FakeGitHub) -> dict[tuple[str, str], requests.Response]:
     number = r["POST", t + "/pulls"].json()["number"]
     r["PATCH", t + "/pulls/{n}"] = s.patch(f"{api}/pulls/{number}", json={"body": "c"})
     r["GET", t + "/pulls"] = s.get(f"{api}/pulls", params={"state": "all"})
+    r["PUT", t + "/pulls/{n}/merge"] = s.put(f"{api}/pulls/{number}/merge", json={})
+    gh.add_commit("Fix the build [rule-0001]", author="agent-bot")
+    r["GET", t + "/commits"] = s.get(f"{api}/commits", params={"since": "2020-01-01T00:00:00Z", "author": "agent-bot"})
+    r["POST", t + "/actions/workflows/{ref}/dispatches"] = s.post(
+        f"{api}/actions/workflows/replaybook-distill.yml/dispatches", json={"ref": "main", "inputs": {"reason": "x"}})
     return r
 
 
@@ -228,7 +233,10 @@ def test_answers_match_githubs_openapi_description(openapi, answers, method, tem
     )
     schema = response_schema(openapi, method, template, response.status_code)
     if schema is None:
-        assert response.status_code == 302 and response.headers["Location"]
+        if response.status_code == 204:  # GitHub documents no content: none is sent
+            assert response.content == b""
+        else:
+            assert response.status_code == 302 and response.headers["Location"]
         return
     assert check(response.json(), schema, openapi) == []
 

@@ -25,10 +25,12 @@ from bot.github.events import (
     CaptureRun,
     CheckPlaybookInvariants,
     Distill,
+    DistillIfDue,
     GateRulePr,
     GitHubConfig,
     Ignore,
     ParseIncidentIssue,
+    RecordHits,
     plan,
 )
 from bot.github.issue_form import (
@@ -401,10 +403,28 @@ def test_push_with_a_possibly_cut_commit_list_is_checked(examples):
     assert isinstance(one(plan("push", payload, GitHubConfig())), CheckPlaybookInvariants)
 
 
-def test_schedule_and_dispatch_distill(examples):
-    assert plan("schedule", {"schedule": "17 3 * * 1"}, GitHubConfig()) == [Distill(reason="schedule")]
+def test_schedule_and_dispatch_record_hits_then_distill(examples):
+    hits = RecordHits(lookback_days=35)
+    assert plan("schedule", {"schedule": "17 3 * * 1"}, GitHubConfig()) == [hits, Distill(reason="schedule")]
     for payload in examples["workflow_dispatch"]:
-        assert plan("workflow_dispatch", copy.deepcopy(payload), GitHubConfig()) == [Distill(reason="dispatch")]
+        assert plan("workflow_dispatch", copy.deepcopy(payload), GitHubConfig()) == [hits, Distill(reason="dispatch")]
+
+
+def test_the_thresholds_dispatch_only_distills(examples):
+    payload = copy.deepcopy(examples["workflow_dispatch"][0])
+    payload["inputs"] = {"reason": "threshold"}
+    assert plan("workflow_dispatch", payload, GitHubConfig()) == [Distill(reason="threshold")]
+
+
+def test_a_capture_is_followed_by_the_threshold_check_when_one_is_set(examples):
+    config = GitHubConfig(distill_threshold=10, distill_workflow="distill.yml")
+    actions = plan("workflow_run", failed_run(examples), config)
+    assert [a.kind for a in actions] == ["capture_run", "distill_if_due"]
+    assert actions[1] == DistillIfDue(threshold=10, workflow="distill.yml")
+    assert [a.kind for a in plan("workflow_run", failed_run(examples), GitHubConfig())] == ["capture_run"]
+    success = failed_run(examples)
+    success["workflow_run"]["conclusion"] = "success"
+    assert [a.kind for a in plan("workflow_run", success, config)] == ["ignore"]
 
 
 # ------------------------------------------------------------------ malformed payloads

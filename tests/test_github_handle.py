@@ -103,8 +103,10 @@ def test_a_failed_run_files_one_incident_issue_with_block_and_marker(cli, gh, ev
     assert "<!-- replaybook:run-7-attempt-1-job-test-3.11-" in issue["body"]
     assert BLOCK_MARKER + "\n```yaml\n" in issue["body"] and "triage: true" in issue["body"]
     assert "Needs triage" in issue["body"]
-    assert [o["status"] for o in out["outcomes"]] == ["done"]
-    assert out["api_calls"] == gh.calls == 5  # jobs, log 302, log download, find issue, create issue
+    assert [o["kind"] for o in out["outcomes"]] == ["capture_run", "distill_if_due"]
+    assert [o["status"] for o in out["outcomes"]] == ["done", "skipped"]  # 1 incident: below the threshold
+    # jobs, log 302, log download, find issue, create issue, count open incidents
+    assert out["api_calls"] == gh.calls == 6
 
 
 def test_twenty_deliveries_make_one_issue_and_no_comment(cli, gh, event):
@@ -114,8 +116,8 @@ def test_twenty_deliveries_make_one_issue_and_no_comment(cli, gh, event):
     for _ in range(19):
         gh.reset_calls()
         out = handle(cli)
-        assert [o["status"] for o in out["outcomes"]] == ["unchanged"]
-        assert gh.calls == 2  # jobs, find issue: the log is not even fetched
+        assert [o["status"] for o in out["outcomes"]] == ["unchanged", "skipped"]
+        assert gh.calls == 2  # jobs, find issue: the log is not even fetched, nor incidents counted
     assert len(gh.issues) == 1
     assert gh.comments_on(1) == []
 
@@ -129,6 +131,7 @@ def test_a_second_attempt_comments_once(cli, gh, event):
     out = handle(cli)
     assert out["code"] == 0 and "commented on #1" in out["outcomes"][0]["summary"]
     assert out["api_calls"] == gh.calls == 6  # jobs, find issue, find comment, log 302, download, comment
+    assert out["outcomes"][1]["summary"] == "no new incident in this delivery"  # a repeat is not a new incident
     for _ in range(3):
         assert handle(cli)["outcomes"][0]["status"] == "unchanged"
     (comment,) = gh.comments_on(1)
@@ -207,7 +210,8 @@ def test_an_invalid_form_gets_a_label_and_one_comment_then_a_fix_clears_them(cli
     event("issues", form_payload(valid, "edited", old=bad))
     out = handle(cli)
     assert out["code"] == 0, out
-    assert out["api_calls"] == 4  # get issue, edit body and labels, list comments, edit comment
+    # get issue, edit body and labels, list comments, edit comment, count open incidents (a new one is readable)
+    assert out["api_calls"] == 5
     issue = gh.issues[0]
     assert "incident:invalid" not in issue["labels"] and "incident" in issue["labels"]
     assert issue["body"].startswith(valid) and BLOCK_MARKER in issue["body"]
@@ -318,7 +322,7 @@ def test_dry_run_plans_and_calls_nothing(cli, gh, event, monkeypatch):
     result = cli("github", "handle", "--dry-run")
     assert result.code == 0, result.err
     data = json.loads(result.out)
-    assert [a["kind"] for a in data["actions"]] == ["capture_run"]
+    assert [a["kind"] for a in data["actions"]] == ["capture_run", "distill_if_due"]
     assert data["api_calls"] == 0 and gh.calls == 0
 
 
@@ -335,7 +339,7 @@ def test_a_rejected_agent_pr_is_filed_from_payload_review_comments_and_diff_stat
     (issue,) = gh.issues
     assert "<!-- replaybook:pr-9-closed -->" in issue["body"]
     assert "api/limits.py | +40 -2" in issue["body"] and "tests were run from the root" in issue["body"]
-    assert out["api_calls"] == 4  # find issue, review comments, files, create issue
+    assert out["api_calls"] == 5  # find issue, review comments, files, create issue, count open incidents
     assert handle(cli, "--agent-login", "copilot-swe-agent[bot]")["outcomes"][0]["status"] == "unchanged"
     assert len(gh.issues) == 1
 
@@ -345,11 +349,12 @@ def test_a_rejected_agent_pr_is_filed_from_payload_review_comments_and_diff_stat
     ("push", {"ref": "refs/heads/main", "after": HEAD, "repository": REPOSITORY,
               "commits": [{"added": ["playbook/rules/rule-0003.yaml"], "modified": [], "removed": []}]}),
 ])
-def test_out_of_scope_actions_say_so_and_fail(cli, gh, event, name, payload):
+def test_without_the_opt_in_pr_writing_actions_say_so_and_fail(cli, gh, event, name, payload):
     event(name, payload)
     out = handle(cli)
     assert out["code"] == 1
-    assert out["outcomes"][0]["status"] == "not_implemented" and "issue #6" in out["outcomes"][0]["summary"]
+    assert out["outcomes"][0]["status"] == "not_implemented" and "REPLAYBOOK_OPEN_PRS=1" in out["outcomes"][0]["summary"]
+    assert gh.calls == 0
 
 
 def test_ignored_events_record_why(cli, gh, event):

@@ -13,16 +13,19 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
 from bot.github import PyGithubAdapter
-from bot.github.handle import MAINTENANCE_MARKER
+from bot.github.issue_form import normalised_block
+from bot.github.prs import MAINTENANCE_MARKER
 from bot.github.port import GitHubError, marker
+from bot.incident import Incident
 from bot.replay.answers import AnswerBook
 from bot.replay.gateway import Gateway
 from fakes.github import MAIN_SHA, FakeGitHub
 from helpers import incident_yaml, make_scenario, rule_yaml, snapshot, write
 
-A1, A2, A3 = "2026-07-14-0932", "2026-07-21-1105", "2026-07-25-0800"
+A1, A2, A3 = "gh-1", "gh-2", "gh-3"  # on GitHub an incident is its issue
 RULE = "Before running any test command, check for a package-local pytest.ini and run pytest from that directory."
 HEAD = "3484a3fb816e0859fd6e1cea078d76385ff50625"
 REPOSITORY = {"id": 1, "name": "app", "full_name": "octo/app", "default_branch": "main"}
@@ -123,10 +126,19 @@ def add_incident(root: Path, incident_id: str, **over) -> None:
     write(root / "incidents" / f"{incident_id}.yaml", incident_yaml(incident_id, **over))
 
 
-def incidents(root: Path, *ids: str) -> None:
-    for i, incident_id in enumerate(ids):
-        add_incident(root, incident_id, created=f"2026-07-{14 + i:02d}T09:32:00Z",
-                     actual='"packages/worker has its own pytest.ini; must cd into packages/worker first"')
+def incident_issue(gh: FakeGitHub, **over) -> int:
+    """An incident issue as capture files it: a summary and the normalised yaml block."""
+    data = yaml.safe_load(incident_yaml("ignored", **{"created": "2026-07-14T09:32:00Z", **over}))
+    body = "**Trigger:** CI failed\n\n" + normalised_block(Incident.model_validate(data))
+    return gh.add_issue("CI failure: test", body, ["replaybook", "incident"])["number"]
+
+
+def incidents(gh: FakeGitHub, count: int) -> list[str]:
+    return [f"gh-{incident_issue(gh, created=f'2026-07-{14 + i:02d}T09:32:00Z', actual=WORKER)}"
+            for i in range(count)]
+
+
+WORKER = '"packages/worker has its own pytest.ini; must cd into packages/worker first"'
 
 
 def new_scenario() -> dict:
@@ -164,9 +176,13 @@ def rule_prs(gh: FakeGitHub) -> list[dict]:
 # ------------------------------------------------------------------ distill
 
 
+def distilled(out: dict) -> list[dict]:
+    return [o for o in out["outcomes"] if o["kind"] == "distill"]
+
+
 def test_distill_opens_one_pr_per_rule_and_reruns_change_nothing(cli, gh, event, model, tmp_path):
     checkout = Checkout(cli.root, tmp_path)
-    incidents(cli.root, A1, A2)
+    incidents(gh, 2)
     checkout.save()
     model.book.add(A1, rule_answer())
     event("schedule", {"schedule": "0 3 * * *"})
@@ -183,22 +199,22 @@ def test_distill_opens_one_pr_per_rule_and_reruns_change_nothing(cli, gh, event,
     assert not any(p.startswith("playbook/proposed/") for p in files)
     first = out["api_calls"]
     assert first == gh.calls
-    assert [o["status"] for o in out["outcomes"]] == ["done", "done"]
-    assert "opened PR #1" in out["outcomes"][0]["summary"]
+    assert [o["status"] for o in distilled(out)] == ["done", "done"]
+    assert "opened PR #3" in distilled(out)[0]["summary"]
 
     for _ in range(2):  # the next nights, from a fresh checkout: the same proposal updates nothing
         checkout.fresh()
         gh.reset_calls()
         out = handle(cli)
         assert out["code"] == 0, out
-        assert "already current in PR #1" in out["outcomes"][0]["summary"]
+        assert "already current in PR #3" in distilled(out)[0]["summary"]
         assert gh.writes() == [] and len(gh.pulls) == 1
         assert out["api_calls"] < first
 
 
 def test_an_open_rule_pr_is_updated_in_place(cli, gh, event, model, tmp_path):
     checkout = Checkout(cli.root, tmp_path)
-    incidents(cli.root, A1, A2)
+    incidents(gh, 2)
     checkout.save()
     answer = model.book.add(A1, rule_answer(), times=1).answers[-1]
     event("schedule", {})
@@ -209,7 +225,7 @@ def test_an_open_rule_pr_is_updated_in_place(cli, gh, event, model, tmp_path):
     checkout.fresh()
     out = handle(cli)
     assert out["code"] == 0, out
-    assert "updated PR #1" in out["outcomes"][0]["summary"]
+    assert "updated PR #3" in distilled(out)[0]["summary"]
     (pr,) = gh.pulls
     assert better in pr["body"]
     assert "look for a package-local" in gh.branch_files("replaybook/rule-0001")["playbook/rules/rule-0001.yaml"]
@@ -217,50 +233,51 @@ def test_an_open_rule_pr_is_updated_in_place(cli, gh, event, model, tmp_path):
 
 def test_a_closed_rule_pr_comes_back_only_when_new_incidents_cite_it(cli, gh, event, model, tmp_path):
     checkout = Checkout(cli.root, tmp_path)
-    incidents(cli.root, A1, A2)
+    incidents(gh, 2)
     checkout.save()
-    model.book.add(A3, rule_answer(cites=(A1, A2, A3))).add(A1, rule_answer())
+    model.book.add(A1, rule_answer(), times=2)  # the first two nights
     event("workflow_dispatch", {"inputs": {}})
     handle(cli)
-    gh.close_pull(1)  # a maintainer said no
+    gh.close_pull(3)  # a maintainer said no
     checkout.fresh()
     gh.reset_calls()
     out = handle(cli)
     assert out["code"] == 0, out
-    assert out["outcomes"][0]["status"] == "skipped" and "closed without merging" in out["outcomes"][0]["summary"]
+    assert distilled(out)[0]["status"] == "skipped" and "closed without merging" in distilled(out)[0]["summary"]
     assert gh.writes() == [] and len(gh.pulls) == 1
 
-    incidents(checkout.pristine, A1, A2, A3)  # a third incident lands on the default branch
+    (third,) = incidents(gh, 1)  # a third incident is filed
+    model.book.add(third, rule_answer(cites=(A1, A2, third)))
     checkout.fresh()
     out = handle(cli)
     assert out["code"] == 0, out
-    assert [p["state"] for p in gh.pulls] == ["closed", "open"]
+    assert [p["state"] for p in gh.pulls] == ["closed", "open"], out
     reopened = gh.pulls[1]
-    assert reopened["head_ref"] == "replaybook/rule-0001-2"  # the old branch keeps the old commits
-    assert marker(f"cite:{A3}") in reopened["body"]
+    assert reopened["head_ref"] == "replaybook/rule-0002"  # a new id: the refused one is never reused
+    assert marker(f"cite:{third}") in reopened["body"] and "Closes #4" in reopened["body"]
 
 
 def test_the_cap_on_open_rule_prs_holds_back_the_rest_and_says_so(cli, gh, event, model, monkeypatch):
-    incidents(cli.root, A1, A2)
-    gh.add_pull(1, title="Rule rule-0000", body=f"{marker('rule-0000')}\nold", head_ref="replaybook/rule-0000")
+    incidents(gh, 2)
+    gh.add_pull(10, title="Rule rule-0000", body=f"{marker('rule-0000')}\nold", head_ref="replaybook/rule-0000")
     monkeypatch.setenv("REPLAYBOOK_MAX_OPEN_RULE_PRS", "1")
     model.book.add(A1, rule_answer())
     event("schedule", {})
     out = handle(cli)
     assert out["code"] == 0, out
     assert len(gh.pulls) == 1 and gh.writes() == []
-    assert "held back by the cap of 1 open rule PRs (REPLAYBOOK_MAX_OPEN_RULE_PRS): rule-0001" in \
+    assert "held back by the cap of 1 open rule PRs (github.max_open_rule_prs): rule-0001" in \
         out["outcomes"][-1]["summary"]
 
 
 def test_distill_without_a_model_is_an_error_and_writes_nothing(cli, gh, event):
-    incidents(cli.root, A1, A2)
+    incidents(gh, 2)
     event("schedule", {})
     out = handle(cli)
     assert out["code"] == 1
-    assert out["outcomes"] == [{"kind": "distill", "status": "failed", "url": None,
-                                "summary": out["outcomes"][0]["summary"]}]
-    assert out["outcomes"][0]["summary"].startswith("error: distill needs a model")
+    assert [(o["kind"], o["status"]) for o in out["outcomes"]] == [("record_hits", "skipped"), ("distill", "failed")]
+    assert distilled(out)[0]["summary"].startswith("error: distill needs a model")
+    assert "no agent account is configured" in out["outcomes"][0]["summary"]
     assert gh.calls == 0
 
 
@@ -268,8 +285,8 @@ def test_without_the_opt_in_nothing_is_opened(cli, gh, event, monkeypatch):
     monkeypatch.delenv("REPLAYBOOK_OPEN_PRS")
     event("schedule", {})
     out = handle(cli)
-    assert out["code"] == 1 and out["outcomes"][0]["status"] == "not_implemented"
-    assert "REPLAYBOOK_OPEN_PRS=1" in out["outcomes"][0]["summary"] and gh.calls == 0
+    assert out["code"] == 1 and distilled(out)[0]["status"] == "not_implemented"
+    assert "REPLAYBOOK_OPEN_PRS=1" in distilled(out)[0]["summary"] and gh.calls == 0
 
 
 # ------------------------------------------------------------------ check_playbook_invariants
@@ -283,7 +300,8 @@ def push_payload() -> dict:
 def sound_playbook(root: Path, cap: int = 5) -> None:
     write(root / ".replaybook.yml", f"cap: {cap}\n")
     make_scenario(root)
-    incidents(root, A1, A2)
+    add_incident(root, "2026-07-14-0932")
+    add_incident(root, "2026-07-21-1105")
     write(root / "playbook/rules/rule-0001.yaml", rule_yaml("rule-0001", last_hit="2026-08-20"))
     write(root / "playbook/rules/rule-0002.yaml", rule_yaml("rule-0002", text="When a migration is added, run "
                                                               "the schema check before the tests."))

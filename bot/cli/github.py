@@ -77,10 +77,7 @@ def handle(ctx: click.Context, event_name: str | None, event_path: Path | None, 
     if event_path is None:
         raise BadInput("no event payload; pass --event-path or set GITHUB_EVENT_PATH")
     payload = _payload(event_path)
-    labels = ctx.obj.settings.config.labels
-    config = GitHubConfig(incident_label=labels.incident, rule_label=labels.rule, agent_logins=list(agent_logins),
-                          agent_label=agent_label or None, watched_workflows=list(watched),
-                          playbook_dir=ctx.obj.settings.config.paths.playbook)
+    config = _config(ctx.obj.settings, agent_logins, agent_label, watched)
     actions = plan(event_name, payload, config)
     if dry_run:
         emit_json({"event": event_name, "actions": ACTIONS.dump_python(actions, mode="json"), "api_calls": 0})
@@ -106,7 +103,7 @@ def handle(ctx: click.Context, event_name: str | None, event_path: Path | None, 
             actions, port, root=settings.root, settings=settings, llm=_analyst(settings, api_key), payload=payload,
             gate=handle_mod.GitGate(settings.root, settings, api_key=api_key),
             step_summary=Path(os.environ["GITHUB_STEP_SUMMARY"]) if os.environ.get("GITHUB_STEP_SUMMARY") else None,
-            run_url=_run_url(), open_prs=open_prs, max_open_rule_prs=_max_open_rule_prs(),
+            run_url=_run_url(), open_prs=open_prs, max_open_rule_prs=_max_open_rule_prs(settings), config=config,
             distiller=_distiller(settings, api_key) if wants_distill else None,
         )
     finally:
@@ -146,8 +143,19 @@ def _distiller(settings, api_key: str | None):
     return llm
 
 
-def _max_open_rule_prs() -> int:
-    raw = os.environ.get("REPLAYBOOK_MAX_OPEN_RULE_PRS") or "5"
+def _config(settings, agent_logins: tuple[str, ...], agent_label: str | None, watched: tuple[str, ...]) -> GitHubConfig:
+    """The `github:` section of .replaybook.yml, with what the flags (or their env) give instead."""
+    section, labels = settings.config.github, settings.config.labels
+    logins = [name for item in agent_logins for name in item.split()] or section.agent_logins
+    return GitHubConfig(incident_label=labels.incident, rule_label=labels.rule, agent_logins=logins,
+                        agent_label=agent_label or section.agent_label,
+                        watched_workflows=[name for item in watched for name in item.split()] or section.watched_workflows,
+                        playbook_dir=settings.config.paths.playbook, distill_threshold=section.distill_threshold,
+                        distill_workflow=section.distill_workflow, hits_lookback_days=section.hits_lookback_days)
+
+
+def _max_open_rule_prs(settings) -> int:
+    raw = os.environ.get("REPLAYBOOK_MAX_OPEN_RULE_PRS") or str(settings.config.github.max_open_rule_prs)
     try:
         value = int(raw)
     except ValueError:

@@ -17,6 +17,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from datetime import datetime, timezone
+from urllib.parse import quote
+
 import requests
 from github import Auth, Github, GithubException
 from github.PaginatedList import PaginatedList
@@ -26,6 +29,7 @@ from bot.github.port import (
     BOT_LABEL,
     FAILED_CONCLUSIONS,
     CommentRef,
+    CommitRef,
     FileChange,
     GitHubError,
     IssueRef,
@@ -102,6 +106,11 @@ class PyGithubAdapter:
         """The issue as it is now (one request): a payload's copy may be older than a person's last edit."""
         # The lazy issue loads on the first attribute read, inside the guard.
         return self._guard(lambda: _issue_ref(self._repo.get_issue(int(number))))
+
+    def list_issues(self, label: str, state: str = "open") -> list[IssueRef]:
+        """Issues (not pull requests) labelled ``label`` in ``state``, oldest first (one request per 100)."""
+        issues = self._repo.get_issues(state=state, labels=[label], sort="created", direction="asc")
+        return self._guard(lambda: [_issue_ref(i) for i in issues if "/pull/" not in i.html_url])
 
     def create_issue(self, title: str, body: str, labels: Sequence[str] = ()) -> IssueRef:
         names = list(dict.fromkeys([self.label, *labels]))
@@ -211,6 +220,17 @@ class PyGithubAdapter:
         """The oldest pull request in ``state`` whose body carries ``marker`` (listing, as for issues)."""
         pulls = self._repo.get_pulls(state=state, sort="created", direction="asc")
         return self._guard(lambda: next((_pull_ref(p) for p in pulls if marker in (p.body or "")), None))
+
+    def commits_since(self, since: str, author: str) -> list[CommitRef]:
+        """Commits on the default branch by ``author`` since ``since`` (ISO 8601), newest first."""
+        when = datetime.fromisoformat(since.replace("Z", "+00:00"))
+        commits = self._repo.get_commits(since=when, author=author)
+        return self._guard(lambda: [_commit_ref(c) for c in commits])
+
+    def dispatch_workflow(self, workflow: str, ref: str, inputs: dict[str, str]) -> None:
+        """Start ``workflow`` (its file name) on ``ref`` through ``workflow_dispatch``: one request."""
+        url = f"{self._repo.url}/actions/workflows/{quote(workflow, safe='')}/dispatches"
+        self._guard(lambda: self._gh.requester.requestJsonAndCheck("POST", url, input={"ref": ref, "inputs": inputs}))
 
     def default_branch(self) -> str:
         """The default branch's name (the repository costs one request, once)."""
@@ -357,13 +377,30 @@ def _issue_ref(issue: Any) -> IssueRef:
         state=issue.state,
         labels=tuple(label.name for label in issue.labels),
         url=issue.html_url,
+        created=_iso(issue.created_at),
     )
+
+
+def _iso(when: Any) -> str:
+    if when is None:
+        return ""
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _commit_ref(commit: Any) -> CommitRef:
+    git = commit.commit
+    return CommitRef(sha=commit.sha, message=git.message or "", date=_iso(git.author.date if git.author else None),
+                     author=commit.author.login if commit.author else "")
 
 
 def _pull_ref(pull: Any) -> PullRef:
     # merged_at is in list answers too; ``merged`` would cost a request per pull.
     return PullRef(number=pull.number, state=pull.state, merged=pull.merged_at is not None,
-                   head_ref=pull.head.ref, body=pull.body or "", title=pull.title, url=pull.html_url)
+                   head_ref=pull.head.ref, body=pull.body or "", title=pull.title, url=pull.html_url,
+                   author=pull.user.login if pull.user else "",
+                   merged_at=_iso(pull.merged_at) or None, labels=tuple(label.name for label in pull.labels))
 
 
 def _comment_ref(comment: Any, number: int) -> CommentRef:

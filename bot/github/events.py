@@ -50,6 +50,11 @@ class GitHubConfig(BaseModel):
     )
     rule_label: str | None = Field(default="replaybook:rule", description="PRs with this label propose rules.")
     playbook_dir: str = Field(default="playbook", description="Folder whose changes on the default branch are checked.")
+    distill_threshold: int = Field(
+        default=0, ge=0, description="Dispatch distill when this many incidents wait undistilled; 0: never."
+    )
+    distill_workflow: str = Field(default="replaybook-distill.yml", description="The workflow that threshold dispatches.")
+    hits_lookback_days: int = Field(default=35, ge=1, description="How far back rule hits are looked for.")
 
 
 # ------------------------------------------------------------------ actions
@@ -126,6 +131,22 @@ class Distill(_Action):
     reason: Literal["schedule", "dispatch", "threshold"]
 
 
+class DistillIfDue(_Action):
+    """After a capture: if this delivery filed a new incident and the undistilled ones reached ``threshold``,
+    dispatch ``workflow`` (distill needs a token that may open PRs, which a capture job does not hold)."""
+
+    kind: Literal["distill_if_due"] = "distill_if_due"
+    threshold: int
+    workflow: str
+
+
+class RecordHits(_Action):
+    """Look for ``[rule-NNNN]`` in the agent's recent merged PRs and commits and record the hits, in one batch."""
+
+    kind: Literal["record_hits"] = "record_hits"
+    lookback_days: int
+
+
 class Ignore(_Action):
     """Nothing to do; ``reason`` says why, for the log."""
 
@@ -134,7 +155,8 @@ class Ignore(_Action):
 
 
 Action = Annotated[
-    Union[CaptureRun, CaptureRejectedPr, ParseIncidentIssue, GateRulePr, CheckPlaybookInvariants, Distill, Ignore],
+    Union[CaptureRun, CaptureRejectedPr, ParseIncidentIssue, GateRulePr, CheckPlaybookInvariants, Distill,
+          DistillIfDue, RecordHits, Ignore],
     Field(discriminator="kind"),
 ]
 ACTIONS = TypeAdapter(list[Action])
@@ -191,7 +213,11 @@ def plan(event_name: str, payload: dict, config: GitHubConfig | None = None) -> 
     handler = _HANDLERS.get(event_name)
     if handler is None:
         return [Ignore(reason=f"event `{event_name}` is not one the bot acts on")]
-    return handler(payload, config, event_name)
+    actions = handler(payload, config, event_name)
+    if config.distill_threshold and any(isinstance(a, (CaptureRun, CaptureRejectedPr, ParseIncidentIssue))
+                                        for a in actions):
+        actions.append(DistillIfDue(threshold=config.distill_threshold, workflow=config.distill_workflow))
+    return actions
 
 
 _RUN_ACTS = ("failure", "timed_out")
@@ -397,11 +423,15 @@ def _push(payload: dict, config: GitHubConfig, event: str) -> list[Action]:
 
 
 def _schedule(payload: dict, config: GitHubConfig, event: str) -> list[Action]:
-    return [Distill(reason="schedule")]
+    return [RecordHits(lookback_days=config.hits_lookback_days), Distill(reason="schedule")]
 
 
 def _dispatch(payload: dict, config: GitHubConfig, event: str) -> list[Action]:
-    return [Distill(reason="dispatch")]
+    # The threshold dispatches with `inputs.reason: threshold`; a person's dispatch also records hits.
+    reason = _field(payload, "inputs.reason", str, event=event, optional=True)
+    if reason == "threshold":
+        return [Distill(reason="threshold")]
+    return [RecordHits(lookback_days=config.hits_lookback_days), Distill(reason="dispatch")]
 
 
 _HANDLERS = {

@@ -14,89 +14,50 @@ reaches ``git`` only as argv items after option-like names are refused.
 from __future__ import annotations
 
 import dataclasses
-import filecmp
 import io
-import os
 import re
-import shutil
 import subprocess
 import tarfile
 import tempfile
 import zlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from bot import capture as capture_mod
 from bot.errors import BadInput, ReplaybookError
-from bot.github import issue_form
+from bot.github import issue_form, prs
+from bot.github.context import (
+    MAX_OPEN_RULE_PRS,
+    Context,
+    GateRunner,
+    GateVerdict,
+    Outcome,
+    Status,
+    code,
+    fenced,
+)
 from bot.github.events import (
     Action,
     CaptureRejectedPr,
     CaptureRun,
     CheckPlaybookInvariants,
     Distill,
+    DistillIfDue,
     GateRulePr,
+    GitHubConfig,
     Ignore,
     ParseIncidentIssue,
+    RecordHits,
 )
-from bot.github.port import GitHubError, GitHubPort, Job, PullRef, fit_body, marker, marker_keys
+from bot.github.port import GitHubError, GitHubPort, Job, fit_body, marker
 from bot.incident import Incident
 
-Status = Literal["done", "unchanged", "skipped", "failed", "not_implemented"]
 GATE_CONTEXT = "replaybook/admit"
 GATE_MARKER = marker("gate")
 FORM_MARKER = marker("incident-form")
-NOT_YET = "not implemented yet (issue #6)"
 SUMMARY_LIMIT = 1 << 20  # GitHub's cap on one step summary
-MAINTENANCE_KEY = "maintenance"
-MAINTENANCE_MARKER = marker(MAINTENANCE_KEY)
-BRANCH_PREFIX = "replaybook/"
-MAX_OPEN_RULE_PRS = 5
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What one action did. ``status`` is ``failed`` or ``not_implemented`` when nobody should rely on it."""
-
-    kind: str
-    status: Status
-    summary: str
-    url: str | None = None
-
-
-@dataclass(frozen=True)
-class GateVerdict:
-    """A gate run's answer: the commit status state, its one-line description, and the markdown report."""
-
-    state: Literal["success", "failure", "error"]
-    description: str
-    report: str
-
-
-GateRunner = Callable[[GateRulePr], GateVerdict]
-
-
-@dataclass
-class Context:
-    port: GitHubPort
-    root: Path
-    settings: Any  # bot.config.Settings
-    llm: capture_mod.Analyst | None = None
-    payload: dict | None = None
-    gate: GateRunner | None = None
-    step_summary: Path | None = None
-    run_url: str | None = None
-    distiller: Any = None  # bot.distill.AsksJson; None when no model is configured
-    max_open_rule_prs: int = MAX_OPEN_RULE_PRS
-    open_prs: bool = True
-    today: date | None = None
-
-    @property
-    def labels(self) -> Any:
-        return self.settings.config.labels
 
 
 def execute(
@@ -114,39 +75,30 @@ def execute(
     max_open_rule_prs: int = MAX_OPEN_RULE_PRS,
     open_prs: bool = True,
     today: date | None = None,
+    config: GitHubConfig | None = None,
 ) -> list[Outcome]:
     """Carry out ``actions`` in order; one that fails on GitHub becomes a ``failed`` outcome, the rest still run.
 
     ``payload`` is the delivery's JSON (a rejected PR's title and body come from
     it), ``gate`` runs the gate for a rule PR (default: :class:`GitGate` on
     ``root``), and ``step_summary`` is ``$GITHUB_STEP_SUMMARY``. ``distiller``
-    is the model distill asks; ``open_prs`` off leaves distill and the
-    invariant check undone (see ``replaybook github handle``).
+    is the model distill asks; ``open_prs`` off leaves distill, hits and the
+    invariant check undone (see ``replaybook github handle``). ``config``
+    names the agent's accounts (for rule hits).
     """
-    ctx = Context(port, Path(root), settings, llm, payload, gate, step_summary, run_url, distiller,
-                  max_open_rule_prs, open_prs, today)
+    ctx = Context(port=port, root=Path(root), settings=settings, llm=llm, payload=payload, gate=gate,
+                  step_summary=step_summary, run_url=run_url, distiller=distiller,
+                  max_open_rule_prs=max_open_rule_prs, open_prs=open_prs, today=today, config=config)
     outcomes: list[Outcome] = []
     for action in actions:
         try:
             outcomes += _HANDLERS[type(action)](action, ctx)
         except GitHubError as exc:
-            outcomes.append(Outcome(action.kind, "failed", _code(exc.render(), 400)))
+            outcomes.append(Outcome(action.kind, "failed", code(exc.render(), 400)))
     return outcomes
 
 
 # ------------------------------------------------------------------ markdown helpers
-
-
-def _code(text: str, limit: int = 300) -> str:
-    """``text`` as one inline code span: nothing in it renders, pings or links."""
-    line = capture_mod.one_liner(text, limit)
-    ticks = "`" * (max((len(r) for r in re.findall(r"`+", line)), default=0) + 1)
-    return f"{ticks} {line} {ticks}"
-
-
-def _fenced(text: str, info: str = "text") -> str:
-    ticks = "`" * max(3, max((len(r) for r in re.findall(r"`+", text)), default=0) + 1)
-    return f"{ticks}{info}\n{text.rstrip()}\n{ticks}"
 
 
 def _slug(name: str) -> str:
@@ -179,12 +131,13 @@ def _capture_job(action: CaptureRun, job: Job, ctx: Context) -> Outcome:
     evidence = _job_evidence(ctx.port, job)
     incident, reason = capture_mod.draft(evidence, ctx.llm, source_url=action.html_url, key=issue_key)
     summary = _run_summary(action, job, incident, reason)
-    excerpt = f"**Evidence** (from the job log)\n\n{_fenced(evidence.excerpt)}"
+    excerpt = f"**Evidence** (from the job log)\n\n{fenced(evidence.excerpt)}"
     if found is None:
         body = fit_body({"marker": f"{issue_mark}\n{attempt_mark}", "summary": summary, "evidence": excerpt,
                          "block": issue_form.normalised_block(incident)})
         title = capture_mod.one_liner(f"CI failure: {action.workflow} / {job.name}", 200)
         issue = ctx.port.create_issue(title, body, [ctx.labels.incident])
+        ctx.new_incidents += 1
         return Outcome(action.kind, "done", f"{what}: filed #{issue.number}", issue.url)
     body = fit_body({"marker": attempt_mark, "summary": f"Failed again.\n\n{summary}", "evidence": excerpt})
     comment = ctx.port.add_comment(found.number, body)
@@ -213,10 +166,10 @@ def _job_evidence(port: GitHubPort, job: Job) -> capture_mod.Evidence:
 
 def _run_summary(action: CaptureRun, job: Job, incident: Incident, reason: str | None) -> str:
     lines = [
-        f"**Workflow:** {_code(action.workflow)} · **job:** {_code(job.name)} · "
+        f"**Workflow:** {code(action.workflow)} · **job:** {code(job.name)} · "
         f"**attempt:** {action.run_attempt} · **conclusion:** {action.conclusion}",
         f"**Run:** {action.html_url} · **commit:** `{action.head_sha[:12]}`",
-        f"**Trigger:** {_code(incident.trigger)}",
+        f"**Trigger:** {code(incident.trigger)}",
     ]
     if incident.triage:
         lines += ["", "> [!IMPORTANT]",
@@ -247,15 +200,16 @@ def _capture_rejected_pr(action: CaptureRejectedPr, ctx: Context) -> list[Outcom
     summary = "\n".join([
         f"**Pull request:** #{action.number} · **why:** {action.reason.replace('_', ' ')}"
         + (f" · {action.html_url}" if action.html_url else ""),
-        f"**Trigger:** {_code(incident.trigger)}",
+        f"**Trigger:** {code(incident.trigger)}",
         *(["", "> [!IMPORTANT]", f"> Needs triage: {reason}. Fill in `believed`, `actual` and `failure_class` "
            "in the yaml block below."] if incident.triage else []),
     ])
     body = fit_body({"marker": mark, "summary": summary,
-                     "evidence": f"**Evidence** (title, review, body, diff stat)\n\n{_fenced(evidence.excerpt)}",
+                     "evidence": f"**Evidence** (title, review, body, diff stat)\n\n{fenced(evidence.excerpt)}",
                      "block": issue_form.normalised_block(incident)})
     issue = ctx.port.create_issue(capture_mod.one_liner(f"Rejected agent PR #{action.number}: {title}", 200), body,
                                   [ctx.labels.incident])
+    ctx.new_incidents += 1
     return [Outcome(action.kind, "done", f"{what}: filed #{issue.number}", issue.url)]
 
 
@@ -270,7 +224,7 @@ def _parse_issue(action: ParseIncidentIssue, ctx: Context) -> list[Outcome]:
     invalid = ctx.labels.invalid
     others = [name for name in issue.labels if name != invalid]
     if problems:
-        listed = "\n".join(f"- {_code(p, 500)}" for p in problems)
+        listed = "\n".join(f"- {code(p, 500)}" for p in problems)
         text = (f"**This incident cannot be read yet** ({len(problems)} problem(s)):\n\n{listed}\n\n"
                 "Edit the issue and fix the sections named above (keep the `### …` headings the form made); "
                 "the bot reads it again on every edit and removes the `" + invalid + "` label once it parses.")
@@ -285,6 +239,8 @@ def _parse_issue(action: ParseIncidentIssue, ctx: Context) -> list[Outcome]:
     if not changed_body and not was_invalid:
         return [Outcome(action.kind, "unchanged", f"issue #{action.number}: parses; block already current", issue.url)]
     ctx.port.update_issue(action.number, body=body if changed_body else None, labels=others if was_invalid else None)
+    if was_invalid or not issue_form.has_block(issue.body):
+        ctx.new_incidents += 1  # an incident distill can read for the first time
     if was_invalid:
         ctx.port.upsert_comment(action.number, FORM_MARKER, "**Fixed:** the incident now parses; thank you.")
     done = ["normalised block written" if changed_body else "block already current"]
@@ -309,7 +265,7 @@ def _gate_rule_pr(action: GateRulePr, ctx: Context) -> list[Outcome]:
             verdict = runner(action)
         except ReplaybookError as exc:
             verdict = GateVerdict("error", f"the gate could not decide: {exc.message}",
-                                  f"## Replaybook gate: could not decide\n\n{_fenced(exc.render())}\n")
+                                  f"## Replaybook gate: could not decide\n\n{fenced(exc.render())}\n")
     description = capture_mod.one_liner(verdict.description, 140)
     ctx.port.set_status(action.head_sha, verdict.state, GATE_CONTEXT, description, ctx.run_url)
     url = None
@@ -396,285 +352,34 @@ class GitGate:
         return GateVerdict(state, f"{word}: {ids}", report)
 
 
-# ------------------------------------------------------------------ pull requests the bot opens
+# ------------------------------------------------------------------ distill_if_due
 
 
-def _mine(prs: list[PullRef], key: str) -> PullRef | None:
-    """The bot's PR for ``key``: its marker in the body, on a branch of the bot's; an open one first."""
-    found = [p for p in prs if key in marker_keys(p.body) and _bot_branch(p.head_ref, key)]
-    return next((p for p in found if p.state == "open"), found[-1] if found else None)
+def _distill_if_due(action: DistillIfDue, ctx: Context) -> list[Outcome]:
+    """Dispatch distill when this delivery's new incidents brought the undistilled ones to the threshold.
 
-
-def _bot_branch(ref: str, key: str) -> bool:
-    return ref == BRANCH_PREFIX + key or ref.startswith(f"{BRANCH_PREFIX}{key}-")
-
-
-def _open_pr(ctx: Context, key: str, title: str, body: str, files: dict[str, str | None], base: str,
-             from_sha: str, used: set[str]) -> PullRef:
-    """A new PR for ``key`` carrying ``files`` (None deletes), on ``replaybook/KEY`` or a fresh variant of it.
-
-    A branch left behind by a closed PR is never reused: its old commits would come along.
+    Undistilled: open incident issues that parse and that no open rule PR
+    cites. Only the delivery that crosses the threshold dispatches, so twenty
+    more incidents while distill is refused start it once, not twenty times
+    (the weekly schedule picks them up).
     """
-    branch = BRANCH_PREFIX + key
-    for n in range(2, 100):
-        if branch not in used:
-            try:
-                ctx.port.create_branch(branch, from_sha)
-                break
-            except GitHubError as exc:
-                if exc.status != 422:
-                    raise
-        branch = f"{BRANCH_PREFIX}{key}-{n}"
-    else:
-        raise GitHubError(f"no free branch name for {key}: delete old {BRANCH_PREFIX}{key}-* branches", status=422)
-    _write_files(ctx.port, branch, files, title)
-    return ctx.port.create_pr(title, body, branch, base)
-
-
-def _write_files(port: GitHubPort, branch: str, files: dict[str, str | None], message: str) -> int:
-    """Put (or delete, for None) each file on ``branch``; the number of commits made."""
-    changed = 0
-    for path, text in sorted(files.items()):
-        if text is None:
-            changed += port.delete_file(branch, path, f"{message}: remove {path}")
-        else:
-            changed += port.put_file(branch, path, text, f"{message}: {path}")
-    return changed
-
-
-def _refresh_pr(ctx: Context, pr: PullRef, body: str, files: dict[str, str | None], message: str) -> bool:
-    """Bring an open PR's files and body up to date in place; whether anything changed."""
-    changed = _write_files(ctx.port, pr.head_ref, files, message) > 0
-    if pr.body != body:
-        ctx.port.update_pr(pr.number, body=body)
-        changed = True
-    return changed
-
-
-def _pr_url(pr: PullRef) -> str | None:
-    return pr.url or None
-
-
-# ------------------------------------------------------------------ distill
-
-
-def _distill(action: Distill, ctx: Context) -> list[Outcome]:
-    if ctx.distiller is None:
-        return [Outcome(action.kind, "failed", "error: distill needs a model: set ANTHROPIC_API_KEY (and "
-                                               "ANTHROPIC_BASE_URL for a proxy) in the job's env")]
-    from bot import distill as distill_mod
-
-    report = distill_mod.distill(ctx.settings, ctx.distiller, today=ctx.today)
-    outcomes: list[Outcome] = []
-    held: list[str] = []
-    if report.proposals:
-        prs = ctx.port.list_prs("all")
-        used = {p.head_ref for p in prs}
-        open_rule_prs = sum(1 for p in prs if p.state == "open" and p.head_ref.startswith(BRANCH_PREFIX + "rule-")
-                            and any(k.startswith("rule-") for k in marker_keys(p.body)))
-        base = from_sha = None
-        for proposal in report.proposals:
-            found = _mine(prs, proposal.id)
-            if found is None or found.state != "open":
-                skip = _closed_rule_skip(proposal, found)
-                if skip is not None:
-                    outcomes.append(Outcome(action.kind, "skipped", skip, _pr_url(found) if found else None))
-                    continue
-                if open_rule_prs >= ctx.max_open_rule_prs:
-                    held.append(proposal.id)
-                    continue
-            body, files = _rule_pr(proposal, ctx)
-            if found is not None and found.state == "open":
-                old = {k[len("cite:"):] for k in marker_keys(found.body) if k.startswith("cite:")}
-                if old and not old & set(proposal.cites):
-                    outcomes.append(Outcome(action.kind, "skipped", f"{proposal.id}: PR #{found.number} holds a "
-                                            "rule citing other incidents (the id was reused); close it or merge it, "
-                                            "then distill again", _pr_url(found)))
-                    continue
-                changed = _refresh_pr(ctx, found, body, files, f"Update {proposal.id}")
-                outcomes.append(Outcome(action.kind, "done" if changed else "unchanged",
-                                        f"{proposal.id}: {'updated' if changed else 'already current in'} "
-                                        f"PR #{found.number}", _pr_url(found)))
-                continue
-            if base is None:
-                base, from_sha = ctx.port.default_branch(), ctx.port.default_branch_sha()
-            pr = _open_pr(ctx, proposal.id, f"Rule {proposal.id}: {capture_mod.one_liner(proposal.rule, 120)}",
-                          body, files, base, from_sha, used)
-            open_rule_prs += 1
-            outcomes.append(Outcome(action.kind, "done", f"{proposal.id}: opened PR #{pr.number}", _pr_url(pr)))
-    outcomes.append(Outcome(action.kind, "done" if report.proposals else "unchanged", _distill_summary(report, held,
-                                                                                                     ctx)))
-    return outcomes
-
-
-def _closed_rule_skip(proposal: Any, found: PullRef | None) -> str | None:
-    """Why a proposal whose PR was closed gets no new one, or None when it should get one."""
-    if found is None:
-        return None
-    if found.merged:
-        return f"{proposal.id}: PR #{found.number} was merged already; the id was reused, so nothing was opened"
-    old = {k[len("cite:"):] for k in marker_keys(found.body) if k.startswith("cite:")}
-    new = sorted(set(proposal.cites) - old)
-    if not new:
-        return (f"{proposal.id}: PR #{found.number} was closed without merging and no new incident cites it; "
-                "not reopened")
-    return None
-
-
-def _distill_summary(report: Any, held: list[str], ctx: Context) -> str:
-    parts = [f"{len(report.groups)} group(s), {len(report.proposals)} proposal(s), "
-             f"{sum(r.what == 'refused' for r in report.refusals)} refused"]
-    refused = [r for r in report.refusals if r.what in ("refused", "failed")]
-    if refused:
-        parts.append("why: " + _code(" | ".join(f"{r.group}: {r.reason}" for r in refused), 600))
-    if report.failed:
-        parts.append(f"{report.failed} model call(s) failed")
-    if report.spec_changes:
-        parts.append(f"{len(report.spec_changes)} spec change(s) proposed but not opened as PRs: "
-                     + ", ".join(s.id for s in report.spec_changes))
-    if held:
-        parts.append(f"held back by the cap of {ctx.max_open_rule_prs} open rule PRs "
-                     f"(REPLAYBOOK_MAX_OPEN_RULE_PRS): {', '.join(held)}")
-    return "distill: " + "; ".join(parts)
-
-
-def _rule_pr(proposal: Any, ctx: Context) -> tuple[str, dict[str, str | None]]:
-    """The PR body and files for a proposal: the rule under rules/ (merging admits it) and any new scenario."""
-    settings, root = ctx.settings, ctx.root
-    folder = settings.config.paths.playbook.strip("/")
-    files: dict[str, str | None] = {f"{folder}/rules/{proposal.id}.yaml": Path(proposal.path).read_text("utf-8")}
-    if proposal.new_scenario:
-        scenario = settings.path("scenarios") / proposal.scenario
-        for path in sorted(p for p in scenario.rglob("*") if p.is_file()):
-            files[path.relative_to(root).as_posix()] = path.read_text("utf-8")
-    marks = "\n".join([marker(proposal.id), *(marker(f"cite:{c}") for c in proposal.cites if _citable(c))])
-    cites = "\n".join(f"- {_code(c, 120)}" for c in proposal.cites)
-    scenario_line = (f"a new scenario, {_code(proposal.scenario, 120)}, added by this PR" if proposal.new_scenario
-                     else f"the existing scenario {_code(proposal.scenario, 120)}")
-    summary = "\n".join([
-        f"## Proposed rule {proposal.id}" + (" (provisional: one incident)" if proposal.provisional else ""),
-        "", _fenced(proposal.rule), "", f"**Cites** ({len(proposal.cites)} incident(s)):", cites, "",
-        f"**Replay:** {scenario_line}.", "",
-        f"Merging this PR admits the rule: it adds `{folder}/rules/{proposal.id}.yaml`. The `{GATE_CONTEXT}` "
-        "status replays the scenario with and without the rule and decides. Close the PR to refuse it; "
-        "distill opens it again only when new incidents cite it.",
-    ])
-    return fit_body({"marker": marks, "summary": summary}), files
-
-
-def _citable(incident_id: str) -> bool:
-    return bool(re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._:/@+-]*", incident_id))
-
-
-# ------------------------------------------------------------------ check_playbook_invariants
-
-
-def _check_invariants(action: CheckPlaybookInvariants, ctx: Context) -> list[Outcome]:
-    from bot.incident import IncidentStore
-    from bot.playbook import Playbook
-
-    settings, root = ctx.settings, ctx.root
-    store = IncidentStore(settings.path("incidents"))
-    sections = [root / s for s in settings.config.sections]
-    book = Playbook(settings.path("playbook"), root=root, cap=settings.cap, incidents=store)
-    problems = book.check(sections)
-    where = f"the playbook at {action.after_sha[:12]}"
-    if not problems:
-        return [Outcome(action.kind, "unchanged", f"ok: {where} holds every invariant")]
-    with tempfile.TemporaryDirectory(prefix="replaybook-maintenance-") as tmp:
-        files, fixed, left = _mechanical_fixes(ctx, Path(tmp), sections, store, ctx.today or date.today())
-    listed = "\n".join(f"- {_code(p, 500)}" for p in problems)
-    todo = "\n".join(f"- {_code(p, 500)}" for p in left) or "- nothing: merging this PR fixes every problem"
-    summary = "\n".join([
-        f"## Replaybook: the playbook needs maintenance ({len(problems)} problem(s))", "",
-        f"`replaybook playbook check` on `{action.after_sha[:12]}` found:", "", listed, "",
-        "**This PR fixes:** " + ("; ".join(fixed) if fixed else "nothing mechanically"), "",
-        "**Still needs a person:**", todo,
-    ])
-    body = fit_body({"marker": MAINTENANCE_MARKER, "summary": summary}, trim_first=("summary",))
-    prs = ctx.port.list_prs("open")
-    found = _mine(prs, MAINTENANCE_KEY)
-    if found is not None:
-        changed = _refresh_pr(ctx, found, body, files, "Playbook maintenance")
-        return [Outcome(action.kind, "done" if changed else "unchanged",
-                        f"{where}: {len(problems)} problem(s); "
-                        f"{'updated' if changed else 'already listed in'} PR #{found.number}", _pr_url(found))]
-    if not files:
-        return [Outcome(action.kind, "failed", f"{where}: {len(problems)} problem(s), none fixable mechanically: "
-                                               + _code("; ".join(problems), 600))]
-    pr = _open_pr(ctx, MAINTENANCE_KEY, "Replaybook: playbook maintenance", body, files, ctx.port.default_branch(),
-                  action.after_sha, {p.head_ref for p in prs})
-    return [Outcome(action.kind, "done", f"{where}: {len(problems)} problem(s); opened PR #{pr.number}",
-                    _pr_url(pr))]
-
-
-def _mechanical_fixes(ctx: Context, tmp: Path, sections: list[Path], store: Any,
-                      today: date) -> tuple[dict[str, str | None], list[str], list[str]]:
-    """Files (relative path -> text, None to delete) that retire past the cap and re-render, made in ``tmp``.
-
-    The checkout is never written: its playbook folder and section files are
-    copied into ``tmp``, fixed there, and compared with the originals.
-    """
-    from bot.playbook import Playbook
-
-    settings, root = ctx.settings, ctx.root
-    folder = settings.config.paths.playbook.strip("/")
-    source = root / folder
-    copy = tmp / folder
-    if source.is_dir():
-        shutil.copytree(source, copy, ignore=shutil.ignore_patterns(".*"))
-    copy.mkdir(parents=True, exist_ok=True)
-    copied = {}
-    for file in sections:
-        rel = Path(os.path.relpath(file, root))
-        if rel.parts and rel.parts[0] != "..":
-            copied[rel.as_posix()] = tmp / rel
-            if file.exists():
-                (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(file, tmp / rel)
-    book = Playbook(copy, root=tmp, cap=settings.cap)
-    fixed: list[str] = []
-    try:
-        retired = book.retire_over_cap(today)
-        if retired:
-            fixed.append("retires the coldest past the cap: " + ", ".join(r.id for r in retired))
-        if book.render():
-            fixed.append(f"re-renders {folder}/PLAYBOOK.md")
-        synced = [rel for rel, path in copied.items() if book.sync_section(path)]
-        if synced:
-            fixed.append("syncs the playbook section of " + ", ".join(synced))
-    except BadInput:
-        pass  # a broken rule file or a twin id: nothing is safe to rewrite until a person fixes it
-    files = _changed(source, copy, folder)
-    for rel, path in copied.items():
-        old, new = root / rel, path
-        if new.exists() and (not old.exists() or not filecmp.cmp(old, new, shallow=False)):
-            files[rel] = new.read_text("utf-8")
-    after = Playbook(copy, root=root, cap=settings.cap, incidents=store)
-    return files, fixed, after.check(list(copied.values()))
-
-
-def _changed(old: Path, new: Path, prefix: str) -> dict[str, str | None]:
-    """Files under ``new`` that differ from ``old`` (text), and files only in ``old`` (None)."""
-    def listing(top: Path) -> set[str]:
-        if not top.is_dir():
-            return set()
-        return {p.relative_to(top).as_posix() for p in top.rglob("*")
-                if p.is_file() and not any(part.startswith(".") for part in p.relative_to(top).parts)}
-
-    before, after = listing(old), listing(new)
-    out: dict[str, str | None] = {f"{prefix}/{rel}": None for rel in sorted(before - after)}
-    for rel in sorted(after):
-        if rel not in before or not filecmp.cmp(old / rel, new / rel, shallow=False):
-            out[f"{prefix}/{rel}"] = (new / rel).read_text("utf-8")
-    return out
+    if ctx.new_incidents == 0:
+        return [Outcome(action.kind, "skipped", "no new incident in this delivery")]
+    waiting = [i.number for i in ctx.port.list_issues(ctx.labels.incident, "open") if ctx.labels.invalid not in i.labels]
+    if len(waiting) >= action.threshold:  # only then is it worth a request to learn which ones PRs cite
+        cited = {c for pr in ctx.port.list_prs("open") if prs.is_rule_pr(pr) for c in prs.cites_of(pr)}
+        waiting = [n for n in waiting if f"gh-{n}" not in cited]
+    count = len(waiting)
+    if count < action.threshold or count - ctx.new_incidents >= action.threshold:
+        return [Outcome(action.kind, "skipped", f"{count} undistilled incident(s); distill starts when "
+                                                f"{action.threshold} are reached (github.distill_threshold)")]
+    branch = ((ctx.payload or {}).get("repository") or {}).get("default_branch") or ctx.port.default_branch()
+    ctx.port.dispatch_workflow(action.workflow, str(branch), {"reason": "threshold"})
+    return [Outcome(action.kind, "done", f"{count} undistilled incident(s) reached the threshold of "
+                                         f"{action.threshold}: dispatched {action.workflow}")]
 
 
 # ------------------------------------------------------------------ the rest
-
-
-def _not_yet(action: CheckPlaybookInvariants | Distill, ctx: Context) -> list[Outcome]:
-    return [Outcome(action.kind, "not_implemented", NOT_YET)]
 
 
 def _pr_writer(handler: Callable[[Any, Context], list[Outcome]]) -> Callable[[Any, Context], list[Outcome]]:
@@ -685,7 +390,7 @@ def _pr_writer(handler: Callable[[Any, Context], list[Outcome]]) -> Callable[[An
             return [Outcome(action.kind, "not_implemented",
                             "not enabled: set REPLAYBOOK_OPEN_PRS=1 and give the job a GitHub App token as "
                             "GITHUB_TOKEN; PRs opened with the workflow's own token start no workflow, so the "
-                            f"admit gate would never run on them ({NOT_YET})")]
+                            "admit gate would never run on them")]
         return handler(action, ctx)
 
     return run
@@ -700,8 +405,10 @@ _HANDLERS: dict[type, Callable[[Any, Context], list[Outcome]]] = {
     CaptureRejectedPr: _capture_rejected_pr,
     ParseIncidentIssue: _parse_issue,
     GateRulePr: _gate_rule_pr,
-    CheckPlaybookInvariants: _pr_writer(_check_invariants),
-    Distill: _pr_writer(_distill),
+    CheckPlaybookInvariants: _pr_writer(prs.check_invariants),
+    Distill: _pr_writer(prs.distill),
+    RecordHits: _pr_writer(prs.record_hits),
+    DistillIfDue: _distill_if_due,
     Ignore: _ignore,
 }
 

@@ -112,6 +112,11 @@ def replace_block(body: str | None, incident: Incident) -> str:
     return "".join(lines[:first]) + block + after
 
 
+def has_block(body: str | None) -> bool:
+    """Whether ``body`` holds the bot's normalised block."""
+    return bool(_block_spans((body or "").replace("\r\n", "\n").splitlines(keepends=True)))
+
+
 def read_block(body: str | None, *, where: str) -> dict[str, Any] | None:
     """The mapping in the bot's block, or None when there is no block; BadInput when it is broken."""
     lines = (body or "").replace("\r\n", "\n").splitlines(keepends=True)
@@ -263,6 +268,7 @@ def incident_from_issue(body: str | None, *, number: int, created_at: str, html_
 __all__ = [
     "FIELDS",
     "MARKER",
+    "has_block",
     "NO_RESPONSE",
     "incident_from_issue",
     "normalised_block",

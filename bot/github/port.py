@@ -49,6 +49,17 @@ class IssueRef:
     state: str
     labels: tuple[str, ...] = ()
     url: str = ""
+    created: str = ""  # ISO 8601, UTC
+
+
+@dataclass(frozen=True)
+class CommitRef:
+    """A commit on the default branch: who wrote it, when, and its message."""
+
+    sha: str
+    message: str
+    date: str  # ISO 8601, UTC (the author date)
+    author: str = ""  # the GitHub login, when GitHub knows it
 
 
 @dataclass(frozen=True)
@@ -110,6 +121,9 @@ class PullRef:
     body: str
     title: str = ""
     url: str = ""
+    author: str = ""  # the login that opened it
+    merged_at: str | None = None  # ISO 8601, UTC
+    labels: tuple[str, ...] = ()
 
 
 FAILED_CONCLUSIONS = frozenset({"failure", "timed_out"})
@@ -125,6 +139,8 @@ class GitHubPort(Protocol):
     def find_issue_by_marker(self, marker: str) -> IssueRef | None: ...
 
     def get_issue(self, number: int) -> IssueRef: ...
+
+    def list_issues(self, label: str, state: str = "open") -> list[IssueRef]: ...
 
     def create_issue(self, title: str, body: str, labels: Sequence[str] = ()) -> IssueRef: ...
 
@@ -172,6 +188,10 @@ class GitHubPort(Protocol):
     def create_pr(self, title: str, body: str, head: str, base: str) -> PullRef: ...
 
     def update_pr(self, number: int, *, title: str | None = None, body: str | None = None) -> PullRef: ...
+
+    def commits_since(self, since: str, author: str) -> list[CommitRef]: ...
+
+    def dispatch_workflow(self, workflow: str, ref: str, inputs: dict[str, str]) -> None: ...
 
 
 def marker(key: str) -> str:

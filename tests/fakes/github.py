@@ -70,6 +70,8 @@ class _State:
     pulls: dict[int, dict] = field(default_factory=dict)
     refs: dict[str, str] = field(default_factory=lambda: {"main": MAIN_SHA})  # branch -> head sha
     files: dict[str, dict[str, str]] = field(default_factory=lambda: {"main": {}})  # branch -> path -> text
+    commits: list[dict] = field(default_factory=list)  # on main, newest first: sha, message, date, author
+    dispatches: list[dict] = field(default_factory=list)  # workflow, ref, inputs
     next_id: int = 1000
 
 
@@ -169,7 +171,8 @@ class FakeGitHub:
 
     def add_pull(self, number: int, *, files: list[dict] | None = None, review_comments: list[dict] | None = None,
                  head_sha: str = "b" * 40, title: str = "A pull request", body: str | None = None,
-                 state: str = "open", merged: bool = False, head_ref: str = "feature", base_ref: str = "main") -> dict:
+                 state: str = "open", merged: bool = False, head_ref: str = "feature", base_ref: str = "main",
+                 user: str = "replaybook[bot]", labels: list[str] | None = None) -> dict:
         """A pull request, with its diff and review comments.
 
         ``files`` are dicts with ``filename`` and optional ``status``, ``additions``, ``deletions``;
@@ -180,20 +183,58 @@ class FakeGitHub:
             pull = {"number": number, "head_sha": head_sha, "files": [dict(f) for f in files or []], "comments": [],
                     "id": self._new_id(), "title": title, "body": body, "state": state, "merged": merged,
                     "head_ref": head_ref, "base_ref": base_ref, "created_at": now, "updated_at": now,
-                    "closed_at": now if state == "closed" else None}
+                    "closed_at": now if state == "closed" else None, "user": user, "labels": list(labels or [])}
             for spec in review_comments or []:
                 pull["comments"].append({**spec, "id": self._new_id()})
             self.state.pulls[number] = pull
             return pull
+
+    def add_issue(self, title: str, body: str, labels: list[str], *, state: str = "open") -> dict:
+        """An issue as if someone had opened it (numbers are shared with pull requests, as on GitHub)."""
+        with self.lock:
+            number = max([*self.state.pulls, *self.state.issues, 0]) + 1
+            now = _now()
+            issue = {"id": self._new_id(), "number": number, "title": title, "body": body, "state": state,
+                     "labels": list(labels), "created_at": now, "updated_at": now}
+            self.state.issues[number] = issue
+            return issue
 
     def add_file(self, path: str, text: str, branch: str = "main") -> None:
         with self.lock:
             self.state.files.setdefault(branch, {})[path] = text
 
     def close_pull(self, number: int, *, merged: bool = False) -> None:
+        """Close a pull request; merging brings its branch's files into the base and, as GitHub does for a
+        merge into the default branch, closes each issue its body names with ``Closes #N`` (or Fixes, Resolves)."""
         with self.lock:
             pull = self.state.pulls[number]
             pull.update(state="closed", merged=merged, closed_at=_now())
+            if not merged:
+                return
+            head = self.state.files.get(pull["head_ref"])
+            if head is not None:
+                self.state.files[pull["base_ref"]] = dict(head)
+            sha = hashlib.sha1(f"merge-{number}-{pull['head_sha']}".encode()).hexdigest()
+            self.state.refs[pull["base_ref"]] = sha
+            message = f"{pull['title']} (#{number})\n\n{pull['body'] or ''}"
+            self.add_commit(message, author=pull["user"], sha=sha)
+            if pull["base_ref"] == "main":
+                for ref in re.findall(r"(?i)\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?) #(\d+)\b", pull["body"] or ""):
+                    issue = self.state.issues.get(int(ref))
+                    if issue is not None:
+                        issue.update(state="closed", state_reason="completed", updated_at=_now())
+
+    def add_commit(self, message: str, *, author: str, sha: str | None = None, date: str | None = None) -> dict:
+        """A commit on main (newest first in listings), for rule-hit scans."""
+        with self.lock:
+            commit = {"sha": sha or hashlib.sha1(f"{len(self.state.commits)}{message}".encode()).hexdigest(),
+                      "message": message, "date": date or _now(), "author": author}
+            self.state.commits.insert(0, commit)
+            return commit
+
+    @property
+    def dispatches(self) -> list[dict]:
+        return list(self.state.dispatches)
 
     @property
     def pulls(self) -> list[dict]:
@@ -445,8 +486,8 @@ def _pull(fake: FakeGitHub, base: str, p: dict, *, full: bool = False) -> dict:
         "patch_url": f"{html}.patch", "issue_url": links["issue"], "commits_url": links["commits"],
         "review_comments_url": links["review_comments"], "review_comment_url": links["review_comment"],
         "comments_url": links["comments"], "statuses_url": links["statuses"], "number": p["number"],
-        "state": p["state"], "locked": False, "title": p["title"], "user": _user(base), "body": p["body"],
-        "labels": [], "milestone": None, "active_lock_reason": None, "created_at": p["created_at"],
+        "state": p["state"], "locked": False, "title": p["title"], "user": _user(base, p.get("user", "replaybook[bot]")),
+        "body": p["body"], "labels": [_label(fake, base, n) for n in p.get("labels", [])], "milestone": None, "active_lock_reason": None, "created_at": p["created_at"],
         "updated_at": p["updated_at"], "closed_at": p["closed_at"],
         "merged_at": p["closed_at"] if p["merged"] else None, "merge_commit_sha": None, "assignee": None,
         "assignees": [], "requested_reviewers": [], "requested_teams": [],
@@ -883,6 +924,47 @@ def _delete_contents(fake, base, query, body, path):
                          "verified_at": None}}})
 
 
+def _merge_pull(fake, base, query, body, number):
+    pull = _get_pull(fake, number)
+    if pull["state"] != "open":
+        raise _error(405, "Pull Request is not mergeable")
+    fake.close_pull(pull["number"], merged=True)
+    return _Reply(200, {"sha": fake.state.refs[pull["base_ref"]], "merged": True,
+                        "message": "Pull Request successfully merged"})
+
+
+def _list_commits(fake, base, query, body):
+    since, author = query.get("since", ""), query.get("author")
+    items = [c for c in fake.state.commits
+             if c["date"] >= since.replace("+00:00", "Z") and (author is None or c["author"] == author)]
+    reply = _page(base, f"{fake.prefix}{fake.repo_path}/commits", query, items)
+    reply.body = [_commit(fake, base, c) for c in reply.body]
+    return reply
+
+
+def _commit(fake: FakeGitHub, base: str, c: dict) -> dict:
+    api, sha = f"{base}{fake.repo_path}", c["sha"]
+    person = {"name": c["author"], "email": f"{c['author']}@users.noreply.github.com", "date": c["date"]}
+    return {"sha": sha, "node_id": f"C_{sha[:8]}", "url": f"{api}/commits/{sha}",
+            "html_url": f"{base}/{fake.owner}/{fake.repo}/commit/{sha}", "comments_url": f"{api}/commits/{sha}/comments",
+            "commit": {"url": f"{api}/git/commits/{sha}", "author": person, "committer": person, "message": c["message"],
+                       "comment_count": 0, "tree": {"sha": "d" * 40, "url": f"{api}/git/trees/{'d' * 40}"},
+                       "verification": {"verified": False, "reason": "unsigned", "signature": None, "payload": None,
+                                        "verified_at": None}},
+            "author": _user(base, c["author"], 7), "committer": _user(base, "web-flow", 19864447), "parents": []}
+
+
+def _dispatch(fake, base, query, body, workflow):
+    body = body or {}
+    if not body.get("ref"):
+        raise _invalid("Workflow", "ref", "missing_field")
+    inputs = body.get("inputs") or {}
+    if not isinstance(inputs, dict) or not all(isinstance(v, str) for v in inputs.values()):
+        raise _error(422, "Invalid request. For 'properties/inputs', values must be strings.")
+    fake.state.dispatches.append({"workflow": unquote(workflow), "ref": body["ref"], "inputs": inputs})
+    return _Reply(204)
+
+
 def _name(label: Any) -> str:
     return label["name"] if isinstance(label, dict) else str(label)
 
@@ -918,6 +1000,9 @@ _ROUTES = [
     (r"/pulls", "GET", _list_pulls),
     (r"/pulls", "POST", _create_pull),
     (r"/pulls/(\d+)", "PATCH", _edit_pull),
+    (r"/pulls/(\d+)/merge", "PUT", _merge_pull),
+    (r"/commits", "GET", _list_commits),
+    (r"/actions/workflows/([^/]+)/dispatches", "POST", _dispatch),
     (r"/git/refs", "POST", _create_ref),
     (r"/git/ref/(heads/.+)", "GET", _get_ref),
     (r"/contents/(.+)", "GET", _get_contents),

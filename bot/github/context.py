@@ -1,0 +1,77 @@
+"""What every action handler shares: the run's context, an action's outcome, and safe markdown.
+
+Text from payloads, logs and model answers is untrusted. It reaches GitHub
+only through :func:`code` (one inline code span) or :func:`fenced` (a fence it
+cannot close): no @mention, link or image from a log ever renders.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+from typing import Any, Literal
+
+from bot import capture as capture_mod
+from bot.github.port import GitHubPort
+
+Status = Literal["done", "unchanged", "skipped", "failed", "not_implemented"]
+MAX_OPEN_RULE_PRS = 5
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one action did. ``status`` is ``failed`` or ``not_implemented`` when nobody should rely on it."""
+
+    kind: str
+    status: Status
+    summary: str
+    url: str | None = None
+
+
+@dataclass(frozen=True)
+class GateVerdict:
+    """A gate run's answer: the commit status state, its one-line description, and the markdown report."""
+
+    state: Literal["success", "failure", "error"]
+    description: str
+    report: str
+
+
+GateRunner = Callable[[Any], GateVerdict]  # called with a bot.github.events.GateRulePr
+
+
+@dataclass
+class Context:
+    port: GitHubPort
+    root: Path
+    settings: Any  # bot.config.Settings
+    llm: capture_mod.Analyst | None = None
+    payload: dict | None = None
+    gate: GateRunner | None = None
+    step_summary: Path | None = None
+    run_url: str | None = None
+    distiller: Any = None  # bot.distill.AsksJson; None when no model is configured
+    max_open_rule_prs: int = MAX_OPEN_RULE_PRS
+    open_prs: bool = True
+    today: date | None = None
+    config: Any = None  # bot.github.events.GitHubConfig: agent accounts, threshold
+    new_incidents: int = 0  # incident issues this run filed (or made valid): the distill threshold counts them
+
+    @property
+    def labels(self) -> Any:
+        return self.settings.config.labels
+
+
+def code(text: str, limit: int = 300) -> str:
+    """``text`` as one inline code span: nothing in it renders, pings or links."""
+    line = capture_mod.one_liner(text, limit)
+    ticks = "`" * (max((len(r) for r in re.findall(r"`+", line)), default=0) + 1)
+    return f"{ticks} {line} {ticks}"
+
+
+def fenced(text: str, info: str = "text") -> str:
+    ticks = "`" * max(3, max((len(r) for r in re.findall(r"`+", text)), default=0) + 1)
+    return f"{ticks}{info}\n{text.rstrip()}\n{ticks}"
