@@ -109,6 +109,26 @@ def test_a_failed_run_files_one_incident_issue_with_block_and_marker(cli, gh, ev
     assert out["api_calls"] == gh.calls == 6
 
 
+def test_the_capture_that_reaches_the_threshold_dispatches_distill_once(cli, gh, event):
+    (cli.root / ".replaybook.yml").write_text("github:\n  distill_threshold: 2\n", encoding="utf-8")
+    gh.add_pull(50, title="Rule rule-0001", head_ref="replaybook/rule-0001",
+                body="<!-- replaybook:rule-0001 -->\n<!-- replaybook:cite:gh-1 -->")
+    outcomes = []
+    for run_id in (7, 8, 9, 10):
+        seed_run(gh, run_id)
+        event("workflow_run", run_payload(run_id))
+        gh.reset_calls()
+        out = handle(cli)
+        assert out["code"] == 0, out
+        outcomes.append(out["outcomes"][-1]["summary"])
+        assert gh.calls <= 8, out  # the budget per captured failure, dispatch included
+    # #1 is cited by an open rule PR, so it waits for no distill: the third capture reaches two.
+    assert outcomes[0].startswith("1 undistilled") and outcomes[1].startswith("1 undistilled")
+    assert outcomes[2] == "2 undistilled incident(s) reached the threshold of 2: dispatched replaybook-distill.yml"
+    assert outcomes[3].startswith("3 undistilled")  # past it: the weekly run, not every capture, picks it up
+    assert gh.dispatches == [{"workflow": "replaybook-distill.yml", "ref": "main", "inputs": {"reason": "threshold"}}]
+
+
 def test_twenty_deliveries_make_one_issue_and_no_comment(cli, gh, event):
     seed_run(gh)
     event("workflow_run", run_payload())
@@ -311,6 +331,38 @@ def test_git_gate_finds_changed_rules_and_reads_the_base_playbook(root, tmp_path
     action = GateRulePr(number=1, head_sha=HEAD, base_ref="main", base_sha=base, fork=False, secrets=True)
     with pytest.raises(BadInput, match="ANTHROPIC_API_KEY"):
         gate(action)
+
+
+def test_a_hits_only_change_needs_no_replay_and_the_cap_is_checked_on_the_result(root):
+    from helpers import rule_yaml, write
+
+    write(root / ".replaybook.yml", "cap: 2\n")
+    git(root, "init", "-q", "-b", "main")
+    write(root / "playbook" / "rules" / "rule-0001.yaml", rule_yaml("rule-0001"))
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "base")
+    base = git(root, "rev-parse", "HEAD")
+    write(root / "playbook" / "rules" / "rule-0001.yaml", rule_yaml("rule-0001", last_hit="2026-11-20"))
+    git(root, "commit", "-qam", "record a hit")
+    gate = GitGate(root, settings_for(root))  # no API key: any replay would be an error
+    assert gate.changed_rules(base) == []
+    verdict = gate(GateRulePr(number=3, head_sha=HEAD, base_ref="main", base_sha=base, fork=False, secrets=True))
+    assert verdict.state == "success" and "bookkeeping" in verdict.description
+
+    write(root / "playbook" / "rules" / "rule-0001.yaml", rule_yaml("rule-0001", text="When X, do Y instead."))
+    git(root, "commit", "-qam", "a person edits the rule")
+    assert gate.changed_rules(base) == ["playbook/rules/rule-0001.yaml"]  # a real change is replayed
+
+    # Two rule PRs merged together in a merge group: three rules against a cap of two.
+    for n in (2, 3):
+        write(root / "playbook" / "rules" / f"rule-000{n}.yaml", rule_yaml(f"rule-000{n}", text=f"When {n}, do {n}."))
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "merge group")
+    group = GateRulePr(number=None, head_sha=HEAD, base_ref="main", base_sha=base, fork=False, secrets=True,
+                       merge_group=True)
+    verdict = gate(group)
+    assert verdict.state == "failure" and verdict.description == "3 rules past the cap of 2"
+    assert "merged result of this merge group" in verdict.report
 
 
 # ------------------------------------------------------------------ the rest

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from datetime import date
 from pathlib import Path
 
 import pytest
@@ -359,3 +360,72 @@ def test_problems_no_machine_can_fix_fail_and_name_themselves(cli, gh, event):
     assert out["code"] == 1
     assert out["outcomes"][0]["status"] == "failed" and "none fixable mechanically" in out["outcomes"][0]["summary"]
     assert "rule-0003" in out["outcomes"][0]["summary"] and gh.writes() == []
+
+
+# ------------------------------------------------------------------ record_hits
+
+
+def test_rule_hits_from_the_agents_merged_prs_and_commits_land_in_one_pr(cli, gh, event, model, monkeypatch):
+    sound_playbook(cli.root)
+    mirror(gh, cli.root)
+    monkeypatch.setenv("REPLAYBOOK_AGENT_LOGINS", "agent-bot")
+    gh.add_pull(20, title="Fix the worker tests", body="Ran them from the package [rule-0001]", user="agent-bot",
+                head_ref="fix-worker", state="closed", merged=True)
+    gh.add_pull(21, title="Docs [rule-0002]", body="a person cites a rule: no hit", user="alice",
+                head_ref="docs", state="closed", merged=True)
+    gh.add_commit("Run the schema check first [rule-0002] [rule-0099]", author="agent-bot")
+    gh.add_commit("Old work [rule-0002]", author="agent-bot", date="2026-01-01T00:00:00Z")  # before the lookback
+    event("schedule", {})
+    out = handle(cli)
+    assert out["code"] == 0, out
+    hits = out["outcomes"][0]
+    assert hits["kind"] == "record_hits" and hits["status"] == "done", out
+    (pr,) = [p for p in gh.pulls if p["head_ref"] == "replaybook/hits"]
+    today = date.today().isoformat()
+    files = gh.branch_files("replaybook/hits")
+    assert f"last_hit: {today}" in files["playbook/rules/rule-0001.yaml"]
+    assert f"last_hit: {today}" in files["playbook/rules/rule-0002.yaml"]
+    assert "| rule-0001 | 2026-08-20 |" in pr["body"] and "| rule-0002 | never |" in pr["body"]
+    assert "rule-0099" in pr["body"]  # cited, but not in the playbook: said, not recorded
+    # One batch: a commit per changed rule file on the branch, never a commit per hit.
+    assert sum(r.method == "PUT" and "/contents/" in r.path for r in gh.writes()) == 2
+
+    gh.reset_calls()  # the same window again: nothing new to write
+    out = handle(cli)
+    assert "already in PR" in out["outcomes"][0]["summary"] and not [r for r in gh.writes()]
+
+    gh.close_pull(pr["number"], merged=True)  # merging records them on the default branch
+    assert f"last_hit: {today}" in gh.branch_files("main")["playbook/rules/rule-0001.yaml"]
+
+
+def test_without_agent_accounts_no_hit_is_counted(cli, gh, event, model):
+    sound_playbook(cli.root)
+    event("schedule", {})
+    out = handle(cli)
+    assert out["outcomes"][0]["status"] == "skipped" and "github.agent_logins" in out["outcomes"][0]["summary"]
+    assert not [p for p in gh.pulls if p["head_ref"] == "replaybook/hits"]
+
+
+# ------------------------------------------------------------------ at the cap
+
+
+def test_a_rule_pr_at_the_cap_retires_the_coldest_in_the_same_pr(cli, gh, event, model):
+    sound_playbook(cli.root, cap=2)  # rule-0001 (hit in August) and rule-0002 (never hit): full
+    assert cli("playbook", "render").code == 0
+    mirror(gh, cli.root)
+    issues = incidents(gh, 2)
+    model.book.add(issues[0], rule_answer(cites=issues, rule="When a worker job fails to import, install the "
+                                                             "worker package in editable mode first.",
+                                                        scenario={"existing": "monorepo-test-cwd"}))
+    event("schedule", {})
+    out = handle(cli)
+    assert out["code"] == 0, out
+    assert "opened PR" in distilled(out)[0]["summary"], out
+    (pr,) = [p for p in gh.pulls if p["head_ref"].startswith("replaybook/rule-")]
+    files = gh.branch_files(pr["head_ref"])
+    new_id = pr["head_ref"].removeprefix("replaybook/")
+    assert f"playbook/rules/{new_id}.yaml" in files
+    assert "retired_reason: cap" in files["playbook/archive/rule-0002.yaml"]
+    assert "playbook/rules/rule-0002.yaml" not in files and "playbook/rules/rule-0001.yaml" in files
+    assert "retires the coldest rule(s) to archive/: rule-0002" in pr["body"]
+    assert "Closes #1" in pr["body"] and "Closes #2" in pr["body"]

@@ -101,7 +101,8 @@ def handle(ctx: click.Context, event_name: str | None, event_path: Path | None, 
     try:
         outcomes = handle_mod.execute(
             actions, port, root=settings.root, settings=settings, llm=_analyst(settings, api_key), payload=payload,
-            gate=handle_mod.GitGate(settings.root, settings, api_key=api_key),
+            gate=handle_mod.GitGate(settings.root, settings, api_key=api_key,
+                                    base_url=os.environ.get("ANTHROPIC_BASE_URL") or None),
             step_summary=Path(os.environ["GITHUB_STEP_SUMMARY"]) if os.environ.get("GITHUB_STEP_SUMMARY") else None,
             run_url=_run_url(), open_prs=open_prs, max_open_rule_prs=_max_open_rule_prs(settings), config=config,
             distiller=_distiller(settings, api_key) if wants_distill else None,

@@ -280,6 +280,7 @@ def _gate_rule_pr(action: GateRulePr, ctx: Context) -> list[Outcome]:
 
 
 _SHA = re.compile(r"^[0-9a-f]{7,40}$")
+_BOOKKEEPING = re.compile(r"^last_hit:[^\n]*(\n|$)", re.MULTILINE)
 
 
 class GitGate:
@@ -295,8 +296,10 @@ class GitGate:
     admits a real rule.
     """
 
-    def __init__(self, root: Path, settings: Any, replay: Any = None, api_key: str | None = None):
+    def __init__(self, root: Path, settings: Any, replay: Any = None, api_key: str | None = None,
+                 base_url: str | None = None):
         self.root, self.settings, self.replay, self.api_key = Path(root), settings, replay, api_key
+        self.base_url = base_url  # ANTHROPIC_BASE_URL: a proxy in front of the Messages API
 
     def git(self, *args: str) -> bytes:
         done = subprocess.run(["git", *args], cwd=self.root, capture_output=True, timeout=120)
@@ -309,8 +312,26 @@ class GitGate:
         if not _SHA.match(base_sha or ""):
             raise BadInput(f"base sha {base_sha!r} is not a commit id")
         rules = f"{self.settings.config.paths.playbook.strip('/')}/rules/"
-        out = self.git("diff", "--name-only", "-z", "--diff-filter=AM", f"{base_sha}...HEAD", "--", rules)
-        return sorted(n for n in out.decode("utf-8", "replace").split("\0") if n.endswith((".yaml", ".yml")))
+        out = self.git("diff", "--name-status", "-z", "--diff-filter=AM", f"{base_sha}...HEAD", "--", rules)
+        parts = out.decode("utf-8", "replace").split("\0")
+        names = []
+        for status, name in zip(parts[::2], parts[1::2]):
+            if name.endswith((".yaml", ".yml")) and not (status == "M" and self._bookkeeping_only(base_sha, name)):
+                names.append(name)
+        return sorted(names)
+
+    def _bookkeeping_only(self, base_sha: str, name: str) -> bool:
+        """Whether the rule at ``name`` differs from the base only in ``last_hit`` (a hits PR): nothing to replay."""
+        try:
+            before = self.git("show", f"{base_sha}:{name}").decode("utf-8", "replace")
+            after = (self.root / name).read_text(encoding="utf-8")
+        except (BadInput, OSError, UnicodeDecodeError):
+            return False
+        return _BOOKKEEPING.sub("", before) == _BOOKKEEPING.sub("", after)
+
+    def rules_at_head(self) -> int:
+        rules = self.root / self.settings.config.paths.playbook.strip("/") / "rules"
+        return sum(1 for p in rules.glob("*.y*ml") if p.is_file()) if rules.is_dir() else 0
 
     def base_playbook(self, base_sha: str, into: Path) -> Path:
         folder = self.settings.config.paths.playbook.strip("/")
@@ -329,13 +350,24 @@ class GitGate:
 
         base = action.base_sha or ""
         names = self.changed_rules(base)
+        count, cap = self.rules_at_head(), self.settings.cap
+        if count > cap:
+            # Two PRs that each fit can overflow together: a merge group is checked on the merged result.
+            what = "the merged result of this merge group" if action.merge_group else "this PR"
+            return GateVerdict("failure", f"{count} rules past the cap of {cap}",
+                               f"## Replaybook gate: over the cap\n\nWith {what} the playbook holds {count} admitted "
+                               f"rules; the cap is {cap}. Merge rule PRs one at a time (each retires the coldest rule "
+                               "it displaces), or run distill again to refresh this PR against the default branch.\n")
         if not names:
-            return GateVerdict("success", "no rule file changed", "## Replaybook gate\n\nNo rule file changed.\n")
+            return GateVerdict("success", "no rule changed (bookkeeping only)" if count else "no rule file changed",
+                               "## Replaybook gate\n\nNo rule changed beyond bookkeeping (`last_hit`): "
+                               "nothing to replay.\n")
         replay = self.replay
         if replay is None:
             if not self.api_key:
                 raise BadInput("ANTHROPIC_API_KEY is not set, so the replay cannot run")
-            replay = ReplayOptions(model=self.settings.config.models.agent, api_key=self.api_key)
+            replay = ReplayOptions(model=self.settings.config.models.agent, api_key=self.api_key,
+                                   **({"upstream_url": self.base_url} if self.base_url else {}))
         opts = gate_mod.GateOptions(replay=replay)
         results = []
         with tempfile.TemporaryDirectory(prefix="replaybook-base-") as tmp:

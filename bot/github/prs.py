@@ -272,6 +272,7 @@ def _admission_files(ctx: Context, rule_id: str, text: str) -> dict[str, str | N
         copy = Path(tmp) / folder
         if source.is_dir():
             shutil.copytree(source, copy, ignore=shutil.ignore_patterns(".*"))
+        shutil.rmtree(copy / "proposed", ignore_errors=True)  # this run's proposals: only this one is admitted
         (copy / "rules").mkdir(parents=True, exist_ok=True)
         (copy / "rules" / f"{rule_id}.yaml").write_text(text, encoding="utf-8")
         book = Playbook(copy, root=Path(tmp), cap=settings.cap)
