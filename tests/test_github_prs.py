@@ -429,3 +429,21 @@ def test_a_rule_pr_at_the_cap_retires_the_coldest_in_the_same_pr(cli, gh, event,
     assert "playbook/rules/rule-0002.yaml" not in files and "playbook/rules/rule-0001.yaml" in files
     assert "retires the coldest rule(s) to archive/: rule-0002" in pr["body"]
     assert "Closes #1" in pr["body"] and "Closes #2" in pr["body"]
+
+
+def test_a_leftover_branch_gets_a_fresh_name_and_a_missing_commit_is_an_error(cli, gh, event, model):
+    incidents(gh, 2)
+    gh.state.refs["replaybook/rule-0001"] = MAIN_SHA  # a branch left behind with no PR
+    model.book.add(A1, rule_answer())
+    event("schedule", {})
+    out = handle(cli)
+    assert out["code"] == 0, out
+    assert [p["head_ref"] for p in gh.pulls] == ["replaybook/rule-0001-2"]
+
+    shutil.rmtree(cli.root / "playbook")  # a fresh checkout of main
+    sound_playbook(cli.root, cap=1)  # broken; the pushed commit is unknown to GitHub (a force-push raced us)
+    event("push", push_payload())
+    gh.reset_calls()
+    out = handle(cli)
+    assert out["code"] == 1 and "Object does not exist" in out["outcomes"][0]["summary"]
+    assert gh.calls < 10  # one failed branch creation, not a hundred

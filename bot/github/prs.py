@@ -62,8 +62,8 @@ def _open_pr(ctx: Context, key: str, title: str, body: str, files: dict[str, str
                 ctx.port.create_branch(branch, from_sha)
                 break
             except GitHubError as exc:
-                if exc.status != 422:
-                    raise
+                if exc.status != 422 or "already exists" not in exc.message.lower():
+                    raise  # e.g. 422 "Object does not exist": another name would fail the same way
         branch = f"{BRANCH_PREFIX}{key}-{n}"
     else:
         raise GitHubError(f"no free branch name for {key}: delete old {BRANCH_PREFIX}{key}-* branches", status=422)

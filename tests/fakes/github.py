@@ -688,8 +688,14 @@ def _edit_issue(fake, base, query, body, number):
     return _Reply(200, _issue(fake, base, issue))
 
 
+def _issue_or_pull(fake: FakeGitHub, number: str) -> None:
+    """A pull request is an issue too: its conversation comments live under /issues/N/comments."""
+    if int(number) not in fake.state.pulls:
+        _get_issue(fake, number)
+
+
 def _list_comments(fake, base, query, body, number):
-    _get_issue(fake, number)
+    _issue_or_pull(fake, number)
     items = fake.comments_on(int(number))
     reply = _page(base, f"{fake.prefix}{fake.repo_path}/issues/{number}/comments", query, items)
     reply.body = [_comment(fake, base, c) for c in reply.body]
@@ -697,7 +703,7 @@ def _list_comments(fake, base, query, body, number):
 
 
 def _create_comment(fake, base, query, body, number):
-    _get_issue(fake, number)
+    _issue_or_pull(fake, number)
     _check_body_size((body or {}).get("body"))
     now = _now()
     c = {"id": fake._new_id(), "issue_number": int(number), "body": body["body"], "created_at": now, "updated_at": now}
