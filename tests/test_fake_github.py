@@ -204,6 +204,16 @@ def exercise(gh: FakeGitHub) -> dict[tuple[str, str], requests.Response]:
     number = r["POST", t + "/pulls"].json()["number"]
     r["PATCH", t + "/pulls/{n}"] = s.patch(f"{api}/pulls/{number}", json={"body": "c"})
     r["GET", t + "/pulls"] = s.get(f"{api}/pulls", params={"state": "all"})
+    head = s.get(f"{api}/git/ref/heads/replaybook/rule-0001").json()["object"]["sha"]
+    r["GET", t + "/git/commits/{sha}"] = s.get(f"{api}/git/commits/{head}")
+    tree = r["GET", t + "/git/commits/{sha}"].json()["tree"]["sha"]
+    r["GET", t + "/git/trees/{sha}"] = s.get(f"{api}/git/trees/{tree}", params={"recursive": "1"})
+    r["POST", t + "/git/trees"] = s.post(f"{api}/git/trees", json={"base_tree": tree, "tree": [
+        {"path": "a.txt", "mode": "100644", "type": "blob", "content": "a"}]})
+    r["POST", t + "/git/commits"] = s.post(f"{api}/git/commits", json={
+        "message": "m", "tree": r["POST", t + "/git/trees"].json()["sha"], "parents": [head]})
+    r["PATCH", t + "/git/refs/{ref}"] = s.patch(f"{api}/git/refs/heads/replaybook/rule-0001",
+                                                json={"sha": r["POST", t + "/git/commits"].json()["sha"]})
     r["PUT", t + "/pulls/{n}/merge"] = s.put(f"{api}/pulls/{number}/merge", json={})
     gh.add_commit("Fix the build [rule-0001]", author="agent-bot")
     r["GET", t + "/commits"] = s.get(f"{api}/commits", params={"since": "2020-01-01T00:00:00Z", "author": "agent-bot"})

@@ -387,8 +387,9 @@ def test_rule_hits_from_the_agents_merged_prs_and_commits_land_in_one_pr(cli, gh
     assert f"last_hit: {today}" in files["playbook/rules/rule-0002.yaml"]
     assert "| rule-0001 | 2026-08-20 |" in pr["body"] and "| rule-0002 | never |" in pr["body"]
     assert "rule-0099" in pr["body"]  # cited, but not in the playbook: said, not recorded
-    # One batch: a commit per changed rule file on the branch, never a commit per hit.
-    assert sum(r.method == "PUT" and "/contents/" in r.path for r in gh.writes()) == 2
+    # One batch, one commit: both rule files move in a single commit on the branch.
+    assert sum(r.method == "POST" and r.path.endswith("/git/commits") for r in gh.writes()) == 1
+    assert not [r for r in gh.writes() if "/contents/" in r.path]
 
     gh.reset_calls()  # the same window again: nothing new to write
     out = handle(cli)

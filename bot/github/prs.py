@@ -72,14 +72,8 @@ def _open_pr(ctx: Context, key: str, title: str, body: str, files: dict[str, str
 
 
 def _write_files(port: GitHubPort, branch: str, files: dict[str, str | None], message: str) -> int:
-    """Put (or delete, for None) each file on ``branch``; the number of commits made."""
-    changed = 0
-    for path, text in sorted(files.items()):
-        if text is None:
-            changed += port.delete_file(branch, path, f"{message}: remove {path}")
-        else:
-            changed += port.put_file(branch, path, text, f"{message}: {path}")
-    return changed
+    """Put (or delete, for None) every file on ``branch`` in one commit; the number of commits made (0 or 1)."""
+    return int(port.commit_files(branch, files, message)) if files else 0
 
 
 def _refresh_pr(ctx: Context, pr: PullRef, body: str, files: dict[str, str | None], message: str) -> bool:

@@ -72,6 +72,8 @@ class _State:
     files: dict[str, dict[str, str]] = field(default_factory=lambda: {"main": {}})  # branch -> path -> text
     commits: list[dict] = field(default_factory=list)  # on main, newest first: sha, message, date, author
     dispatches: list[dict] = field(default_factory=list)  # workflow, ref, inputs
+    trees: dict[str, dict[str, str]] = field(default_factory=dict)  # tree sha -> path -> text (Git Data API)
+    git_commits: dict[str, dict] = field(default_factory=dict)  # commit sha -> tree, parents, message
     next_id: int = 1000
 
 
@@ -971,6 +973,105 @@ def _dispatch(fake, base, query, body, workflow):
     return _Reply(204)
 
 
+# The Git Data API: a commit of many files at once (get the head commit and its tree, post a tree and a
+# commit, move the ref). A tree's sha is a hash of its files, so equal trees have equal shas.
+
+
+def _tree_sha(files: dict[str, str]) -> str:
+    return hashlib.sha1(json.dumps(sorted(files.items())).encode()).hexdigest()
+
+
+def _files_at(fake: FakeGitHub, commit_sha: str) -> dict[str, str]:
+    if commit_sha in fake.state.git_commits:
+        return dict(fake.state.trees[fake.state.git_commits[commit_sha]["tree"]])
+    branch = next((b for b, head in fake.state.refs.items() if head == commit_sha), None)
+    if branch is None:
+        raise _error(404, "Not Found")
+    return dict(fake.state.files.get(branch, {}))
+
+
+def _git_commit(fake: FakeGitHub, base: str, sha: str, files: dict[str, str], message: str, parents: list[str]) -> dict:
+    api = f"{base}{fake.repo_path}"
+    tree = _tree_sha(files)
+    fake.state.trees.setdefault(tree, files)
+    person = {"name": "replaybook[bot]", "email": "bot@example.com", "date": _now()}
+    return {"sha": sha, "node_id": f"C_{sha[:8]}", "url": f"{api}/git/commits/{sha}",
+            "html_url": f"{base}/{fake.owner}/{fake.repo}/commit/{sha}", "author": person, "committer": person,
+            "message": message, "tree": {"sha": tree, "url": f"{api}/git/trees/{tree}"},
+            "parents": [{"sha": p, "url": f"{api}/git/commits/{p}", "html_url": f"{base}/{fake.owner}/{fake.repo}/commit/{p}"}
+                        for p in parents],
+            "verification": {"verified": False, "reason": "unsigned", "signature": None, "payload": None,
+                             "verified_at": None}}
+
+
+def _get_git_commit(fake, base, query, body, sha):
+    known = fake.state.git_commits.get(sha, {})
+    return _Reply(200, _git_commit(fake, base, sha, _files_at(fake, sha), known.get("message", "commit"),
+                                   known.get("parents", [])))
+
+
+def _tree_answer(fake: FakeGitHub, base: str, sha: str, files: dict[str, str]) -> dict:
+    api = f"{base}{fake.repo_path}"
+    entries = [{"path": path, "mode": "100644", "type": "blob", "sha": _blob_sha(text), "size": len(text.encode()),
+                "url": f"{api}/git/blobs/{_blob_sha(text)}"} for path, text in sorted(files.items())]
+    return {"sha": sha, "url": f"{api}/git/trees/{sha}", "tree": entries, "truncated": False}
+
+
+def _get_tree(fake, base, query, body, sha):
+    files = fake.state.trees.get(sha)
+    if files is None:
+        raise _error(404, "Not Found")
+    if query.get("recursive") in (None, "", "0", "false"):
+        raise _error(422, "the fake serves recursive trees only; pass recursive=1")
+    return _Reply(200, _tree_answer(fake, base, sha, files))
+
+
+def _create_tree(fake, base, query, body):
+    body = body or {}
+    files = dict(fake.state.trees[body["base_tree"]]) if body.get("base_tree") in fake.state.trees else {}
+    if body.get("base_tree") and body["base_tree"] not in fake.state.trees:
+        raise _error(404, "Not Found")
+    for entry in body.get("tree") or []:
+        if entry.get("type") != "blob" or entry.get("mode") != "100644":
+            raise _invalid("Tree", "tree", "invalid", "the fake serves regular files (blob, 100644) only")
+        if "content" in entry:
+            files[entry["path"]] = entry["content"]
+        elif entry.get("sha") is None:
+            if entry["path"] not in files:  # GitHub refuses to delete what the base tree lacks
+                raise _error(422, f"GitRPC::BadObjectState: {entry['path']} is not in the base tree")
+            del files[entry["path"]]
+        else:
+            raise _invalid("Tree", "tree", "invalid", "the fake takes content, not blob shas")
+    sha = _tree_sha(files)
+    fake.state.trees[sha] = files
+    return _Reply(201, _tree_answer(fake, base, sha, files))
+
+
+def _create_git_commit(fake, base, query, body):
+    body = body or {}
+    tree, parents = body.get("tree"), list(body.get("parents") or [])
+    if tree not in fake.state.trees or not body.get("message"):
+        raise _invalid("Commit", "tree" if tree not in fake.state.trees else "message", "invalid")
+    sha = hashlib.sha1(f"{tree}{parents}{body['message']}{len(fake.state.git_commits)}".encode()).hexdigest()
+    fake.state.git_commits[sha] = {"tree": tree, "parents": parents, "message": body["message"]}
+    return _Reply(201, _git_commit(fake, base, sha, fake.state.trees[tree], body["message"], parents))
+
+
+def _update_ref(fake, base, query, body, ref):
+    branch = unquote(ref)[len("heads/"):]
+    body = body or {}
+    if branch not in fake.state.refs:
+        raise _error(422, "Reference does not exist")
+    commit = fake.state.git_commits.get(str(body.get("sha")))
+    if commit is None:
+        raise _error(422, "Object does not exist")
+    if not body.get("force") and fake.state.refs[branch] not in commit["parents"]:
+        raise _error(422, "Update is not a fast forward")
+    fake.state.refs[branch] = body["sha"]
+    fake.state.files[branch] = dict(fake.state.trees[commit["tree"]])
+    return _Reply(200, _ref(fake, base, branch))
+
+
 def _name(label: Any) -> str:
     return label["name"] if isinstance(label, dict) else str(label)
 
@@ -1011,6 +1112,11 @@ _ROUTES = [
     (r"/actions/workflows/([^/]+)/dispatches", "POST", _dispatch),
     (r"/git/refs", "POST", _create_ref),
     (r"/git/ref/(heads/.+)", "GET", _get_ref),
+    (r"/git/refs/(heads/.+)", "PATCH", _update_ref),
+    (r"/git/commits/([0-9a-f]{40})", "GET", _get_git_commit),
+    (r"/git/commits", "POST", _create_git_commit),
+    (r"/git/trees/([0-9a-f]{40})", "GET", _get_tree),
+    (r"/git/trees", "POST", _create_tree),
     (r"/contents/(.+)", "GET", _get_contents),
     (r"/contents/(.+)", "PUT", _put_contents),
     (r"/contents/(.+)", "DELETE", _delete_contents),
@@ -1019,7 +1125,7 @@ _ROUTES = [
 
 def served_endpoints() -> Iterator[tuple[str, str]]:
     """(method, path template) for every endpoint the fake serves, in OpenAPI's spelling."""
-    names = {r"(\d+)": "{n}", r"([0-9a-fA-F]+)": "{sha}", r"([^/]+)": "{ref}", r"(heads/.+)": "{ref}",
+    names = {r"(\d+)": "{n}", r"([0-9a-fA-F]+)": "{sha}", r"([0-9a-f]{40})": "{sha}", r"([^/]+)": "{ref}", r"(heads/.+)": "{ref}",
              r"(.+)": "{path}"}
     for pattern, verb, _ in _ROUTES:
         text = pattern
