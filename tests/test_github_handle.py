@@ -334,7 +334,8 @@ def test_git_gate_finds_changed_rules_and_reads_the_base_playbook(root, tmp_path
 
 
 def test_a_hits_only_change_needs_no_replay_and_the_cap_is_checked_on_the_result(root):
-    from helpers import rule_yaml, write
+    from bot.gate import cheap_checks
+    from helpers import make_scenario, rule_yaml, write
 
     write(root / ".replaybook.yml", "cap: 2\n")
     git(root, "init", "-q", "-b", "main")
@@ -349,9 +350,16 @@ def test_a_hits_only_change_needs_no_replay_and_the_cap_is_checked_on_the_result
     verdict = gate(GateRulePr(number=3, head_sha=HEAD, base_ref="main", base_sha=base, fork=False, secrets=True))
     assert verdict.state == "success" and "bookkeeping" in verdict.description
 
-    write(root / "playbook" / "rules" / "rule-0001.yaml", rule_yaml("rule-0001", text="When X, do Y instead."))
-    git(root, "commit", "-qam", "a person edits the rule")
-    assert gate.changed_rules(base) == ["playbook/rules/rule-0001.yaml"]  # a real change is replayed
+    write(root / "playbook" / "rules" / "rule-0001.yaml", rule_yaml("rule-0001", text="When X, do Y instead.",
+                                                                   cites=("gh-4", "gh-9")))
+    make_scenario(root)
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "a person edits the rule")
+    names = gate.changed_rules(base)
+    assert names == ["playbook/rules/rule-0001.yaml"]  # a real change is replayed
+    book = gate.judged_against(base, names, root.parent / "judged")
+    _, problems = cheap_checks(book, root / names[0])
+    assert problems == []  # judged as new: its own old text is not a twin, nor its id taken
 
     # Two rule PRs merged together in a merge group: three rules against a cap of two.
     for n in (2, 3):

@@ -341,11 +341,20 @@ class GitGate:
         (into / folder).mkdir(parents=True, exist_ok=True)  # a base without a playbook: an empty one
         return into / folder
 
+    def judged_against(self, base_sha: str, names: list[str], into: Path) -> Any:
+        """The base commit's playbook, less the old text of each rule the PR rewrites (judged as new)."""
+        from bot.incident import IncidentStore
+        from bot.playbook import Playbook
+
+        folder = self.base_playbook(base_sha, into)
+        for name in names:
+            (folder / "rules" / Path(name).name).unlink(missing_ok=True)
+        return Playbook(folder, root=self.root, cap=self.settings.cap,
+                        incidents=IncidentStore(self.settings.path("incidents")))
+
     def __call__(self, action: GateRulePr) -> GateVerdict:
         from bot import gate as gate_mod
         from bot import gate_report
-        from bot.incident import IncidentStore
-        from bot.playbook import Playbook
         from bot.replay.engine import ReplayOptions
 
         base = action.base_sha or ""
@@ -371,9 +380,7 @@ class GitGate:
         opts = gate_mod.GateOptions(replay=replay)
         results = []
         with tempfile.TemporaryDirectory(prefix="replaybook-base-") as tmp:
-            base_book = self.base_playbook(base, Path(tmp))
-            book = Playbook(base_book, root=self.root, cap=self.settings.cap,
-                            incidents=IncidentStore(self.settings.path("incidents")))
+            book = self.judged_against(base, names, Path(tmp))
             for name in names:
                 results.append(gate_mod.run_gate(book, self.root / name, self.settings.path("scenarios"), opts))
         decisions = {r.decision for r in results}
