@@ -434,3 +434,25 @@ def test_a_bad_payload_file_is_bad_input_naming_it(cli, event, tmp_path, monkeyp
         path.write_text(content)
     result = cli("github", "handle")
     assert result.code == 2 and expect in result.err and "event.json" in result.err
+
+
+def test_the_github_section_of_the_config_names_the_agent_and_flags_override_it(cli, gh, event):
+    (cli.root / ".replaybook.yml").write_text("github:\n  agent_logins: [\"copilot-swe-agent[bot]\"]\n"
+                                              "  distill_threshold: 0\n", encoding="utf-8")
+    gh.add_pull(9, files=[{"filename": "api/limits.py"}])
+    payload = copy.deepcopy(rule_pr_payload(fork=False, number=9))
+    payload["action"] = "closed"
+    payload["pull_request"].update(merged=False, user={"login": "copilot-swe-agent[bot]"})
+    event("pull_request", payload)
+    out = handle(cli)
+    assert [o["kind"] for o in out["outcomes"]] == ["capture_rejected_pr"]  # threshold 0: no count
+    assert out["outcomes"][0]["status"] == "done" and len(gh.issues) == 1
+    out = handle(cli, "--agent-login", "someone-else")  # the flag wins over the config
+    assert out["outcomes"][0]["status"] == "skipped" and "not an agent login" in out["outcomes"][0]["summary"]
+
+
+def test_a_bad_github_section_is_bad_input(cli, gh, event):
+    (cli.root / ".replaybook.yml").write_text("github:\n  distill_threshold: many\n", encoding="utf-8")
+    event("workflow_run", run_payload())
+    result = cli("github", "handle", "--json")
+    assert result.code == 2 and "distill_threshold" in result.err and "Traceback" not in result.err

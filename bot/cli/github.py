@@ -47,10 +47,12 @@ def _float_env(name: str, default: float) -> float:
 @click.option("--repo", envvar="GITHUB_REPOSITORY", help="owner/name (default: $GITHUB_REPOSITORY).")
 @click.option("--agent-login", "agent_logins", multiple=True, envvar="REPLAYBOOK_AGENT_LOGINS",
               help="An account the coding agent opens PRs as; repeatable (default: $REPLAYBOOK_AGENT_LOGINS, "
-                   "space-separated). Its rejected PRs become incidents.")
+                   "space-separated, else github.agent_logins). Its rejected PRs become incidents and its "
+                   "[rule-NNNN] citations count as hits.")
 @click.option("--agent-label", envvar="REPLAYBOOK_AGENT_LABEL", help="A PR with this label counts as the agent's.")
 @click.option("--watch", "watched", multiple=True, envvar="REPLAYBOOK_WATCHED_WORKFLOWS",
-              help="Capture failures of this workflow only (name or file); repeatable (default: all).")
+              help="Capture failures of this workflow only (name or file); repeatable (default: "
+                   "github.watched_workflows, else all).")
 @click.option("--dry-run", is_flag=True, help="Print the planned actions as JSON; call nothing (no token needed).")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcomes as JSON.")
 @click.pass_context
@@ -61,13 +63,17 @@ def handle(ctx: click.Context, event_name: str | None, event_path: Path | None, 
 
     Failed workflow runs and rejected agent PRs become incident issues (one per
     failure, a comment per repeat); incident issue forms are parsed and
-    normalised; rule PRs get the admit gate as the `replaybook/admit` status
-    (never success on a fork). Reads GITHUB_TOKEN, and GITHUB_API_URL for the
-    API. Exit 1 when an action failed or is not implemented yet.
+    normalised; rule PRs and merge groups get the admit gate as the
+    `replaybook/admit` status (never success on a fork). When a capture brings
+    the undistilled incidents to `github.distill_threshold`, it dispatches the
+    distill workflow. Reads GITHUB_TOKEN, GITHUB_API_URL, and the `github:`
+    section of .replaybook.yml (the flags override it). Exit 1 when an action
+    failed or is not enabled.
 
     Opening PRs is opt-in, with REPLAYBOOK_OPEN_PRS=1: a schedule or dispatch
-    then runs distill and opens one PR per proposed rule (at most
-    REPLAYBOOK_MAX_OPEN_RULE_PRS open, default 5; needs ANTHROPIC_API_KEY), and
+    then records rule hits (one PR, one commit per batch) and runs distill over
+    the open incident issues, one PR per proposed rule that closes the issues
+    it cites (at most `github.max_open_rule_prs` open; needs ANTHROPIC_API_KEY);
     a push touching the playbook opens one maintenance PR when its invariants
     break. Give such a job a GitHub App token: PRs opened with the workflow's
     own GITHUB_TOKEN start no workflow, so the admit gate would never run.
