@@ -17,6 +17,7 @@ from bot import __version__
 from bot import config as config_mod
 from bot.cli import capture, demo, distill, gate, incident, lessons, playbook, replay, rule, schema, trace
 from bot.cli import github
+from bot.cli import init
 from bot.errors import ReplaybookError
 
 
@@ -63,6 +64,7 @@ cli.add_command(lessons.group)
 cli.add_command(schema.command)
 cli.add_command(demo.command)
 cli.add_command(github.group)
+cli.add_command(init.command)
 
 
 def _same_help_everywhere(command: click.Command) -> None:

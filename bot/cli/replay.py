@@ -1,7 +1,13 @@
-"""``replaybook replay``: run an agent on a scenario and judge it from its trace."""
+"""``replaybook replay``: run an agent on a scenario and judge it from its trace.
+
+``replaybook replay SCENARIO`` replays one scenario (the ``run`` subcommand,
+implied); ``list`` and ``report`` serve a workflow that fans the suite out
+as a matrix and merges the results (see :mod:`bot.replay_suite`).
+"""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -9,6 +15,7 @@ import click
 
 from bot import bundled
 from bot import rule as rules_mod
+from bot import replay_suite
 from bot import scenario as sc
 from bot.cli.output import emit_json, table
 from bot.errors import BadInput, CheckFailed
@@ -41,7 +48,29 @@ def playbook_text(root: Path, playbook: Path | None, rule_file: Path | None) -> 
     return text
 
 
-@click.command("replay")
+class _RunByDefault(click.Group):
+    """A group whose first argument, when it names no subcommand, is a scenario for ``run``.
+
+    So ``replaybook replay ID`` keeps working beside ``replaybook replay list``.
+    """
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ctx.help_option_names:
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group("replay", cls=_RunByDefault)
+def command() -> None:
+    """Run an agent on SCENARIO (a path or an id) in a sandbox and judge it from its trace.
+
+    `replaybook replay SCENARIO [OPTIONS]` is short for `replaybook replay run
+    SCENARIO [OPTIONS]`. `list` and `report` fan a whole suite out (one job per
+    scenario in a workflow matrix) and merge the results back.
+    """
+
+
+@command.command("run")
 @click.argument("scenario")
 @click.option("--agent", type=click.Choice(AGENTS), default="builtin", show_default=True, help="The agent to run.")
 @click.option("--command", "command_template", help="For --agent command: its command line, with {task} and {playbook_file}.")
@@ -59,7 +88,7 @@ def playbook_text(root: Path, playbook: Path | None, rule_file: Path | None) -> 
               help="Where run folders (trace, raw output, diff) are kept (default: config paths.traces).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
-def command(ctx: click.Context, scenario: str, agent: str, command_template: str | None, model: str,
+def run(ctx: click.Context, scenario: str, agent: str, command_template: str | None, model: str,
             playbook: Path | None, rule_file: Path | None, trials: int, jobs: int, noise: float, seed: int,
             runs_dir: Path | None, as_json: bool) -> None:
     """Run an agent on SCENARIO (a path or an id) in a sandbox and judge it from its trace.
@@ -135,3 +164,78 @@ def evidence_line(item: dict) -> str:
 def _closing(results: list[engine.TrialResult]) -> str:
     s = engine.summary(results)
     return f"not every trial passed ({s['failed']} failed, {s['unscored']} unscored)"
+
+
+@command.command("list")
+@click.argument("scenarios", nargs=-1)
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of {id, path, task_type, task}.")
+@click.option("--ids", is_flag=True, help="Print only a JSON list of the ids, compact: a workflow matrix.")
+@click.pass_context
+def list_(ctx: click.Context, scenarios: tuple[str, ...], as_json: bool, ids: bool) -> None:
+    """List the scenarios a suite replays: every one under the scenarios folder, or the SCENARIOS named.
+
+    Each named scenario must load (a path, or an id here or among the bundled
+    ones), so a workflow fails before fanning out on a typo. `--ids` prints
+    the compact JSON a workflow matrix reads, e.g. `["lint-disable","retry-loop"]`.
+    """
+    settings = ctx.obj.settings
+    if scenarios:
+        found = [resolve_scenario(settings.root, settings.path("scenarios"), name) for name in scenarios]
+        found = list({s.scenario.id: s for s in found}.values())
+    else:
+        found = replay_suite.discover(settings.path("scenarios"))
+    items = replay_suite.listing(found, settings.root)
+    if ids:
+        click.echo(json.dumps([item["id"] for item in items], separators=(",", ":")))
+    elif as_json:
+        emit_json(items)
+    elif not items:
+        click.echo(f"No scenarios under {settings.path('scenarios')}/.")
+    else:
+        click.echo(table(["id", "task type", "path", "task"],
+                         [[i["id"], i["task_type"] or "", i["path"], i["task"]] for i in items]))
+
+
+@command.command("report")
+@click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--expect", "expected", help="JSON list of the scenario ids the suite ran (the matrix); "
+                                           "one without a result counts as missing.")
+@click.option("--summary", "summary_file", type=click.Path(dir_okay=False, path_type=Path),
+              envvar="GITHUB_STEP_SUMMARY", help="Append the report to this file (default: $GITHUB_STEP_SUMMARY).")
+@click.option("--json", "as_json", is_flag=True, help="Print the merged rows as JSON.")
+@click.pass_context
+def report(ctx: click.Context, results: tuple[Path, ...], expected: str | None, summary_file: Path | None,
+           as_json: bool) -> None:
+    """Merge per-scenario results (files or folders of `replaybook replay ID --json` output) into one report.
+
+    Prints one markdown table (and appends it to the step summary in a
+    workflow). Exit 0 when every scenario passed every trial, 1 when one
+    failed, was unscored or has no result, 2 on unreadable input.
+    """
+    wanted = _expected(expected)
+    merged = replay_suite.merge(list(results), wanted)
+    text = replay_suite.markdown(merged)
+    if summary_file is not None:
+        with open(summary_file, "a", encoding="utf-8") as f:
+            f.write(text)
+    if as_json:
+        emit_json({"ok": merged.ok, "rows": [vars(r) for r in merged.rows]})
+    else:
+        click.echo(text, nl=False)
+    if not merged.rows:
+        raise CheckFailed("no replay results to merge; did the suite run any scenario?")
+    if not merged.ok:
+        bad = [r.scenario for r in merged.rows if r.verdict != "passed"]
+        raise CheckFailed(f"{len(bad)} of {len(merged.rows)} scenario(s) did not pass: {', '.join(bad)}")
+
+
+def _expected(raw: str | None) -> list[str] | None:
+    if raw is None or not raw.strip():
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise BadInput(f"--expect {raw!r:.80} is not a JSON list of scenario ids, e.g. [\"lint-disable\"]")
+    return value

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Shared by the composite actions: install Replaybook into its own venv under
+# $RUNNER_TEMP, from the source of the action that runs this script.
+#
+# The runner has already fetched the action's whole repository at the ref the
+# workflow pinned (`uses: owner/replaybook/actions/x@<ref>`), and for a local
+# `uses: ./actions/x` that source is the checked-out workspace. Installing from
+# it pins Replaybook to the action's own ref, with no second download and no
+# way for the two to drift apart. $ACTION_REPO and $ACTION_REF (passed through
+# `env:`, since `github.action_ref` is empty inside a composite `run:`) are
+# only reported.
+set -euo pipefail
+
+source_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="${RUNNER_TEMP:?RUNNER_TEMP is not set; run this inside GitHub Actions}/replaybook-venv"
+python="${PYTHON:-python3}"
+
+if [ ! -f "$source_dir/pyproject.toml" ]; then
+  echo "::error::no pyproject.toml in $source_dir; reference the action as owner/replaybook/actions/NAME@REF or ./actions/NAME"
+  exit 2
+fi
+"$python" -m venv --clear "$venv"
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$source_dir"
+echo "Installed $("$venv/bin/replaybook" --version) from ${ACTION_REPO:-this repository}@${ACTION_REF:-the workspace}"

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The replay action's one step; every input arrives in the environment.
+set -euo pipefail
+
+venv="$RUNNER_TEMP/replaybook-venv"
+rb="$venv/bin/replaybook"
+
+case "$MODE" in
+  list)
+    read -r -a names <<< "$SCENARIO"
+    ids="$("$rb" replay list --ids "${names[@]}")"
+    echo "Scenarios: $ids"
+    echo "scenarios=$ids" >> "$GITHUB_OUTPUT"
+    ;;
+  run)
+    if [ -z "$SCENARIO" ]; then
+      echo "::error::the replay action needs a scenario in mode run"
+      exit 2
+    fi
+    args=(--agent "$AGENT" --model "$MODEL" --trials "$TRIALS" --jobs "$JOBS" --json)
+    if [ -n "$RULE" ]; then
+      args+=(--rule "$RULE")
+    fi
+    if [ "$AGENT" = claude-code ] && [ -z "${REPLAYBOOK_CLAUDE_CODE:-}" ]; then
+      REPLAYBOOK_CLAUDE_CODE="$("$venv/bin/python" -c \
+        'from bot.replay.agents.claude_code import install_cli; print(install_cli())')"
+      export REPLAYBOOK_CLAUDE_CODE
+    fi
+    mkdir -p "$(dirname "$RESULT_FILE")"
+    echo "result-file=$RESULT_FILE" >> "$GITHUB_OUTPUT"
+    status=0
+    "$rb" replay run "$SCENARIO" "${args[@]}" > "$RESULT_FILE" || status=$?
+    # The same table the suite's report shows, in this job's log only.
+    "$rb" replay report "$RESULT_FILE" --summary /dev/null || true
+    if [ "$status" -ne 0 ]; then
+      echo "::error title=Replaybook replay::scenario $SCENARIO did not pass every trial (exit $status)"
+    fi
+    exit "$status"
+    ;;
+  report)
+    [ -e "$RESULTS" ] || mkdir -p "$RESULTS"  # no job wrote a result: every expected scenario is reported missing
+    "$rb" replay report "$RESULTS" --expect "$EXPECTED" || {
+      status=$?
+      echo "::error title=Replaybook replay::not every scenario passed; the step summary has the table"
+      exit "$status"
+    }
+    ;;
+  *)
+    echo "::error::mode must be run, list or report, not '$MODE'"
+    exit 2
+    ;;
+esac

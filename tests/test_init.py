@@ -1,0 +1,158 @@
+"""`replaybook init`: it sets a repository up, updates what it wrote, and never clobbers what you changed."""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+
+from bot import config as config_mod
+from bot import init as init_mod
+from helpers import REPO, write
+
+CAPTURE = ".github/workflows/replaybook-capture.yml"
+ADMIT = ".github/workflows/replaybook-admit.yml"
+MANAGED = [*init_mod.WORKFLOWS.values(), init_mod.ISSUE_FORM]
+
+
+def _older(root, path: str, old_version: str = "0.0.9") -> str:
+    """Rewrite ``path`` as an earlier Replaybook's init would have written it (untouched since)."""
+    _, _, body = init_mod.split_header((root / path).read_text(encoding="utf-8"))
+    old_body = body.replace(f"@v{init_mod.version()}", f"@v{old_version}").replace("timeout-minutes: 60",
+                                                                                   "timeout-minutes: 45")
+    assert old_body != body
+    text = init_mod.header("yaml", old_body, old_version) + old_body
+    (root / path).write_text(text, encoding="utf-8")
+    return text
+
+
+def test_init_sets_up_an_empty_repository(cli, root):
+    result = cli("init")
+    assert result.code == 0, result.err
+    for path in [*MANAGED, ".replaybook.yml", "playbook/PLAYBOOK.md", "playbook/rules/.gitkeep",
+                 "playbook/archive/.gitkeep", "scenarios/README.md"]:
+        assert (root / path).is_file(), path
+        assert f"`{path}`" in result.out
+    settings = config_mod.load(root)  # loads, and every key is one Config accepts
+    assert settings.source == root / ".replaybook.yml" and settings.config == config_mod.Config()
+    assert cli("playbook", "check").code == 0
+    assert "No rules yet" in (root / "playbook" / "PLAYBOOK.md").read_text()
+    assert "scenario.yaml" in (root / "scenarios" / "README.md").read_text()
+
+
+def test_the_workflows_pin_the_actions_to_this_version(cli, root):
+    cli("init")
+    version = init_mod.version()
+    for name, path in init_mod.WORKFLOWS.items():
+        text = (root / path).read_text()
+        assert f"uses: {init_mod.ACTIONS_REPO}/actions/{name}@v{version}" in text
+        assert text.startswith(f"# Written by `replaybook init` {version} (sha256:")
+        assert yaml.safe_load(text)["name"] == f"replaybook-{name}"
+
+
+def test_check_lists_what_is_missing_and_passes_once_done(cli, root):
+    before = cli("init", "--check")
+    assert before.code == 1 and "missing" in before.out and "would write it" in before.out
+    assert not (root / CAPTURE).exists(), "--check wrote something"
+    assert cli("init").code == 0
+    after = cli("init", "--check")
+    assert after.code == 0, after.out + after.err
+    assert "missing" not in after.out and "| current |" in after.out
+
+
+def test_a_file_from_an_older_version_is_updated_silently(cli, root):
+    cli("init")
+    current = (root / ADMIT).read_text()
+    _older(root, ADMIT)
+    check = cli("init", "--check")
+    assert check.code == 1 and "| stale |" in check.out and ADMIT in check.err
+    result = cli("init")
+    assert result.code == 0, result.err
+    assert "updated from 0.0.9" in result.out
+    assert (root / ADMIT).read_text() == current
+
+
+def test_an_edited_file_that_init_would_change_is_refused_naming_it_and_force(cli, root):
+    cli("init")
+    edited = _older(root, ADMIT).replace("timeout-minutes: 45", "timeout-minutes: 90")
+    (root / ADMIT).write_text(edited)
+    (root / CAPTURE).unlink()  # init has other work too: none of it happens when one file is refused
+    result = cli("init")
+    assert result.code == 2
+    assert ADMIT in result.err and "--force" in result.err and "Nothing was written" in result.err
+    assert (root / ADMIT).read_text() == edited and not (root / CAPTURE).exists()
+    check = cli("init", "--check")
+    assert check.code == 1 and "| conflict |" in check.out
+    forced = cli("init", "--force")
+    assert forced.code == 0, forced.err
+    assert "timeout-minutes: 90" not in (root / ADMIT).read_text() and (root / CAPTURE).exists()
+
+
+def test_an_edit_is_kept_while_init_has_nothing_newer(cli, root):
+    cli("init")
+    text = (root / CAPTURE).read_text().replace("timeout-minutes: 15", "timeout-minutes: 20")
+    (root / CAPTURE).write_text(text)
+    result = cli("init")
+    assert result.code == 0 and (root / CAPTURE).read_text() == text
+    check = cli("init", "--check")
+    assert check.code == 0 and "| modified |" in check.out
+
+
+def test_a_workflow_of_the_same_name_that_init_never_wrote_is_refused(cli, root):
+    write(root / ADMIT, "name: my own admit\n")
+    result = cli("init")
+    assert result.code == 2 and ADMIT in result.err
+    assert (root / ADMIT).read_text() == "name: my own admit\n"
+
+
+def test_the_users_config_and_playbook_are_never_overwritten(cli, root):
+    write(root / ".replaybook.yml", """
+        cap: 12
+        paths: {playbook: book, scenarios: replays}
+        labels: {incident: agent-incident}
+        """)
+    write(root / "book" / "PLAYBOOK.md", "# mine\n")
+    result = cli("init", "--force")
+    assert result.code == 0, result.err
+    assert "cap: 12" in (root / ".replaybook.yml").read_text()
+    assert (root / "book" / "PLAYBOOK.md").read_text() == "# mine\n"
+    assert (root / "book" / "rules").is_dir() and (root / "replays" / "README.md").is_file()
+    assert not (root / "playbook").exists() and not (root / "scenarios").exists()
+    form = yaml.safe_load((root / init_mod.ISSUE_FORM).read_text())
+    assert form["labels"] == ["agent-incident"]
+
+
+def test_a_broken_config_is_bad_input(cli, root):
+    write(root / ".replaybook.yml", "cap: lots\n")
+    result = cli("init")
+    assert result.code == 2 and "cap" in result.err
+    assert not (root / CAPTURE).exists()
+
+
+def test_capture_watches_the_repositorys_own_workflows(cli, root):
+    write(root / ".github" / "workflows" / "build.yml", "name: Build\non: push\njobs: {}\n")
+    write(root / ".github" / "workflows" / "lint.yaml", "on: push\njobs: {}\n")
+    cli("init")
+    doc = yaml.safe_load((root / CAPTURE).read_text())
+    assert doc[True]["workflow_run"]["workflows"] == ["Build", "lint.yaml"]  # PyYAML reads `on` as True
+    cli("init", "--force", "--watch", "Tests")
+    assert yaml.safe_load((root / CAPTURE).read_text())[True]["workflow_run"]["workflows"] == ["Tests"]
+
+
+def test_path_argument_json_and_a_missing_folder(cli, root, tmp_path):
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    result = cli("init", str(target), "--json")
+    assert result.code == 0, result.err
+    data = json.loads(result.out)
+    assert data["version"] == init_mod.version() and {f["state"] for f in data["files"]} == {"missing"}
+    assert (target / CAPTURE).is_file() and not (root / CAPTURE).exists()
+    missing = cli("init", str(tmp_path / "nope"))
+    assert missing.code == 2 and "not a folder" in missing.err
+
+
+def test_this_repositorys_workflows_are_what_init_writes_with_local_actions():
+    plan = init_mod.plan(REPO, local_actions=True)
+    states = {f.path: f.state for f in plan.files}
+    assert all(states[path] == "current" for path in MANAGED), states
+    assert plan.needs_work == [], "run: replaybook init --local-actions"

@@ -1,0 +1,186 @@
+"""The workflows and composite actions we ship, and the ones `replaybook init` writes, pass zizmor and actionlint.
+
+Both linters come with the test extra. A missing linter fails these tests
+rather than skipping them: CI installs the extra, so a skip would hide a gap.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bot import init as init_mod
+from helpers import REPO
+
+WORKFLOWS = REPO / ".github" / "workflows"
+ACTIONS = REPO / "actions"
+SHA_PIN = re.compile(r"^[\w.-]+/[\w.-]+(/[\w./-]+)?@[0-9a-f]{40}$")
+
+
+def _tool(name: str) -> str:
+    beside = Path(sys.executable).parent / name
+    found = str(beside) if beside.exists() else shutil.which(name)
+    assert found, f"{name} is not installed; pip install '.[test]' (it is in the test extra)"
+    return found
+
+
+def zizmor(*paths: Path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("GH_TOKEN", "GITHUB_TOKEN", "ZIZMOR_CONFIG")}
+    return subprocess.run([_tool("zizmor"), "--offline", "--no-progress", *map(str, paths)],
+                          capture_output=True, text=True, env=env, timeout=120)
+
+
+def actionlint(*files: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([_tool("actionlint"), "-no-color", *map(str, files)], capture_output=True, text=True,
+                          timeout=120)
+
+
+def _clean(done: subprocess.CompletedProcess) -> None:
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_shipped_workflows_and_actions_pass_zizmor():
+    done = zizmor(WORKFLOWS, ACTIONS)
+    _clean(done)
+    assert "No findings to report" in done.stdout + done.stderr
+
+
+def test_shipped_workflows_pass_actionlint():
+    _clean(actionlint(*sorted(WORKFLOWS.glob("*.yml"))))
+
+
+@pytest.mark.parametrize("local_actions", [False, True])
+def test_what_init_writes_passes_both_linters(tmp_path, local_actions):
+    plan = init_mod.apply(init_mod.plan(tmp_path, local_actions=local_actions))
+    assert not plan.needs_work or all(f.state == "missing" for f in plan.needs_work)
+    files = sorted((tmp_path / ".github" / "workflows").glob("*.yml"))
+    assert [f.name for f in files] == sorted(Path(p).name for p in init_mod.WORKFLOWS.values())
+    if local_actions:  # `uses: ./actions/NAME` needs the actions beside the workflows
+        shutil.copytree(ACTIONS, tmp_path / "actions")
+    done = zizmor(tmp_path / ".github" / "workflows")
+    _clean(done)
+    _clean(actionlint(*files))
+
+
+def test_the_linters_are_not_vacuous(tmp_path):
+    """A known injection and a known type error are caught, so a clean run means something."""
+    workflow = ("name: bad\non: {issues: {types: [opened]}}\npermissions: {}\njobs:\n  x:\n"
+                "    runs-on: ubuntu-latest\n    permissions: {}\n    timeout-minutes: TIMEOUT\n    steps:\n"
+                "      - run: echo \"${{ github.event.issue.title }}\"\n")
+    injected = tmp_path / "injected.yml"
+    injected.write_text(workflow.replace("TIMEOUT", "5"), encoding="utf-8")
+    found = zizmor(injected)
+    assert found.returncode != 0 and "template-injection" in found.stdout + found.stderr
+    mistyped = tmp_path / "mistyped.yml"
+    mistyped.write_text(workflow.replace("TIMEOUT", "abc"), encoding="utf-8")
+    assert "timeout-minutes" in actionlint(mistyped).stdout
+
+
+# ------------------------------------------------------------------ the rules zizmor does not spell out
+
+
+def _load(path: Path) -> dict:
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    if True in data:  # PyYAML reads the key `on` as a boolean
+        data["on"] = data.pop(True)
+    return data
+
+
+def _steps(doc: dict) -> list[dict]:
+    if "runs" in doc:
+        return doc["runs"]["steps"]
+    return [s for job in doc["jobs"].values() for s in job.get("steps", [])]
+
+
+def _shipped() -> list[Path]:
+    return sorted(WORKFLOWS.glob("*.yml")) + sorted(ACTIONS.glob("*/action.yml"))
+
+
+@pytest.mark.parametrize("path", _shipped(), ids=lambda p: str(p.relative_to(REPO)))
+def test_every_action_is_pinned_and_no_expression_reaches_a_script(path):
+    doc = _load(path)
+    for step in _steps(doc):
+        uses = step.get("uses")
+        if uses and not uses.startswith("./"):
+            assert SHA_PIN.match(uses), f"{path.name}: {uses} is not pinned to a commit SHA"
+        if uses and uses.startswith("actions/checkout@"):
+            assert step.get("with", {}).get("persist-credentials") is False, f"{path.name}: checkout persists credentials"
+        assert "${{" not in step.get("run", ""), f"{path.name}: an expression inside run: (pass it through env:)"
+
+
+@pytest.mark.parametrize("path", sorted(WORKFLOWS.glob("*.yml")), ids=lambda p: p.name)
+def test_every_workflow_starts_from_no_permissions_and_grants_per_job(path):
+    doc = _load(path)
+    assert doc["permissions"] == {}, f"{path.name}: start from `permissions: {{}}`"
+    for name, job in doc["jobs"].items():
+        assert "permissions" in job, f"{path.name}: job {name} grants no explicit permissions"
+        assert "timeout-minutes" in job, f"{path.name}: job {name} has no timeout"
+    if path.name.startswith("replaybook"):
+        assert doc["name"].startswith("replaybook"), "the bot's own workflows are named replaybook* (never captured)"
+
+
+def test_capture_never_checks_out_pr_code_and_never_drops_an_event():
+    doc = _load(WORKFLOWS / "replaybook-capture.yml")
+    assert doc["on"]["pull_request_target"] == {"types": ["closed"]}
+    assert doc["on"]["workflow_run"]["types"] == ["completed"] and doc["on"]["workflow_run"]["workflows"]
+    assert doc["on"]["issues"]["types"] == ["opened", "edited", "labeled"]
+    assert doc["on"]["pull_request_review"]["types"] == ["submitted"]
+    checkout = next(s for s in _steps(doc) if s.get("uses", "").startswith("actions/checkout@"))
+    assert checkout["with"]["ref"] == "${{ github.event.repository.default_branch }}"
+    assert doc["concurrency"]["cancel-in-progress"] is False
+    group = doc["concurrency"]["group"]
+    for key in ("workflow_run.id", "workflow_run.run_attempt", "review.id", "pull_request.number", "issue.number"):
+        assert key in group, f"the capture group is not keyed by {key}"
+    perms = doc["jobs"]["capture"]["permissions"]
+    assert perms == {"actions": "write", "contents": "read", "issues": "write", "pull-requests": "read"}
+
+
+def test_admit_is_one_required_job_on_every_pr_and_merge_group():
+    doc = _load(WORKFLOWS / "replaybook-admit.yml")
+    on = doc["on"]
+    assert on["pull_request"] == {"types": ["opened", "synchronize", "reopened"]}  # no paths filter
+    assert "merge_group" in on and "paths" not in str(on)
+    assert on["workflow_dispatch"]["inputs"]["pr"]["required"] is True
+    assert list(doc["jobs"]) == ["admit"]
+    job = doc["jobs"]["admit"]
+    assert job["permissions"] == {"contents": "read", "pull-requests": "write", "statuses": "write"}
+    checkout = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/checkout@"))
+    assert checkout["with"]["fetch-depth"] == 0 and checkout["with"]["persist-credentials"] is False
+
+
+def test_distill_runs_weekly_as_an_app_and_replay_fans_out():
+    distill = _load(WORKFLOWS / "replaybook-distill.yml")
+    assert distill["on"]["schedule"] and "workflow_dispatch" in distill["on"]
+    # Capture dispatches it with `reason: threshold` (bot/github/handle.py): an unknown input would be a 422.
+    assert set(distill["on"]["workflow_dispatch"]["inputs"]) == {"reason"}
+    assert distill["on"]["push"]["paths"] == ["playbook/**"]
+    assert "push" in distill["concurrency"]["group"] and distill["concurrency"]["cancel-in-progress"] is False
+    steps = distill["jobs"]["distill"]["steps"]
+    app = next(s for s in steps if s.get("uses", "").startswith("actions/create-github-app-token@"))
+    assert app["with"]["app-id"] == "${{ vars.REPLAYBOOK_APP_ID }}"
+    assert app["with"]["private-key"] == "${{ secrets.REPLAYBOOK_APP_PRIVATE_KEY }}"
+    replay = _load(WORKFLOWS / "replaybook-replay.yml")
+    assert set(replay["on"]["workflow_dispatch"]["inputs"]) == {"scenario", "rule", "agent", "model", "trials"}
+    assert replay["jobs"]["replay"]["strategy"]["matrix"]["scenario"] == "${{ fromJSON(needs.list.outputs.scenarios) }}"
+    assert replay["jobs"]["report"]["needs"] == ["list", "replay"]
+
+
+@pytest.mark.parametrize("name", ["capture", "distill", "admit", "replay"])
+def test_each_composite_action_installs_from_its_own_source_and_runs_one_command(name):
+    doc = _load(ACTIONS / name / "action.yml")
+    assert doc["runs"]["using"] == "composite"
+    steps = doc["runs"]["steps"]
+    assert steps[0]["uses"].startswith("actions/setup-python@")
+    install = steps[1]
+    assert install["env"]["ACTION_REF"] == "${{ github.action_ref }}"
+    assert install["env"]["ACTION_REPO"] == "${{ github.action_repository }}"
+    assert "install.sh" in install["run"]
+    assert len(steps) == 3
+
