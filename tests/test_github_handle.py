@@ -456,3 +456,30 @@ def test_a_bad_github_section_is_bad_input(cli, gh, event):
     event("workflow_run", run_payload())
     result = cli("github", "handle", "--json")
     assert result.code == 2 and "distill_threshold" in result.err and "Traceback" not in result.err
+
+
+def test_the_command_fails_unless_the_gate_admits_so_its_job_can_be_the_required_check(cli, gh, event):
+    from helpers import rule_yaml, write
+
+    root = cli.root
+    write(root / ".replaybook.yml", "cap: 1\n")
+    git(root, "init", "-q", "-b", "main")
+    write(root / "playbook" / "rules" / "rule-0001.yaml", rule_yaml("rule-0001"))
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "base")
+    base = git(root, "rev-parse", "HEAD")
+    write(root / "playbook" / "rules" / "rule-0002.yaml", rule_yaml("rule-0002", text="When X, do Y."))
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "a second rule past the cap of one")
+    payload = rule_pr_payload(fork=False, number=3)
+    payload["pull_request"]["base"]["sha"] = base
+    gh.add_pull(3)
+    event("pull_request", payload)
+    out = handle(cli)
+    assert out["code"] == 1, out
+    (outcome,) = out["outcomes"]
+    assert (outcome["status"], outcome["verdict"]) == ("done", "failure")
+    assert [s["state"] for s in gh.statuses_for(HEAD)] == ["failure"]
+
+    event("pull_request", rule_pr_payload(fork=False, number=3) | {"action": "closed"})  # nothing to gate: exit 0
+    assert handle(cli)["code"] == 0

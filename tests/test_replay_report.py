@@ -1,10 +1,9 @@
-"""The replay suite: `replay list` feeds a workflow matrix, `replay report` merges its results, the admit job's verdict."""
+"""The replay suite: `replay list` feeds a workflow matrix, `replay report` merges its results."""
 
 from __future__ import annotations
 
 import json
 import os
-import runpy
 import subprocess
 import sys
 
@@ -13,7 +12,6 @@ import pytest
 from helpers import REPO, make_scenario, write
 
 RULE = str(REPO / "scenarios" / "lint-disable" / "rule.yaml")
-VERDICT = REPO / "actions" / "admit" / "verdict.py"
 
 
 @pytest.fixture(scope="module")
@@ -100,43 +98,3 @@ def test_report_rejects_what_is_not_a_result(cli, tmp_path):
     good = write(tmp_path / "ok" / "r.json", json.dumps({"scenario": "x", "summary": {
         "passed": 1, "failed": 0, "unscored": 0, "trials": 1}}))
     assert cli("replay", "report", str(good), "--expect", "lint-disable", "--summary", "/dev/null").code == 2
-
-
-# ------------------------------------------------------------------ the admit job's verdict
-
-
-@pytest.fixture(scope="module")
-def verdict():
-    return runpy.run_path(str(VERDICT))["verdict"]
-
-
-def _outcomes(*items: tuple[str, str, str]) -> str:
-    return json.dumps({"event": "pull_request", "api_calls": 3,
-                       "outcomes": [{"kind": k, "status": s, "summary": t, "url": None} for k, s, t in items]})
-
-
-def test_the_admit_job_passes_when_nothing_adds_a_rule(verdict):
-    code, lines = verdict(_outcomes(("ignore", "skipped", "PR #4 is not a rule PR")), 0)
-    assert code == 0 and "adds no rule" in lines[-1]
-
-
-def test_the_admit_job_passes_only_when_the_gate_admits(verdict):
-    assert verdict(_outcomes(("gate_rule_pr", "done", "PR #4: success: admit: rule-0005 admit")), 0)[0] == 0
-    assert verdict(_outcomes(("gate_rule_pr", "done", "merge group 0123abcd4567: success: no rule file changed")),
-                   0)[0] == 0
-    code, lines = verdict(_outcomes(("gate_rule_pr", "done", "PR #4: failure: reject: rule-0005 reject")), 0)
-    assert code == 1 and any(line.startswith("::error::") and "failure" in line for line in lines)
-
-
-def test_the_admit_job_fails_closed(verdict):
-    assert verdict(_outcomes(("gate_rule_pr", "failed", "PR #4: error: replay could not run")), 1)[0] == 1
-    assert verdict(_outcomes(("gate_rule_pr", "done", "something new")), 0)[0] == 1
-    assert verdict("", 2)[0] == 2
-    assert verdict("not json", 0)[0] == 1
-
-
-def test_the_verdict_script_runs_as_the_action_runs_it(tmp_path):
-    file = tmp_path / "outcomes.json"
-    file.write_text(_outcomes(("gate_rule_pr", "done", "PR #9: failure: reject: rule-0001 reject")))
-    done = subprocess.run([sys.executable, str(VERDICT), str(file), "0"], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 1 and "::error::" in done.stdout

@@ -68,7 +68,8 @@ def handle(ctx: click.Context, event_name: str | None, event_path: Path | None, 
     the undistilled incidents to `github.distill_threshold`, it dispatches the
     distill workflow. Reads GITHUB_TOKEN, GITHUB_API_URL, and the `github:`
     section of .replaybook.yml (the flags override it). Exit 1 when an action
-    failed or is not enabled.
+    failed or is not enabled, and when the gate did not admit: the job that
+    runs the gate can be the required check.
 
     Opening PRs is opt-in, with REPLAYBOOK_OPEN_PRS=1: a schedule or dispatch
     then records rule hits (one PR, one commit per batch) and runs distill over
@@ -117,8 +118,8 @@ def handle(ctx: click.Context, event_name: str | None, event_path: Path | None, 
         port.close()
     if as_json:
         emit_json({"event": event_name, "api_calls": port.calls,
-                   "outcomes": [{"kind": o.kind, "status": o.status, "summary": o.summary, "url": o.url}
-                                for o in outcomes]})
+                   "outcomes": [{"kind": o.kind, "status": o.status, "summary": o.summary, "url": o.url,
+                                 **({"verdict": o.verdict} if o.verdict else {})} for o in outcomes]})
     else:
         click.echo(table(["action", "status", "what happened"],
                          [[o.kind, o.status, o.summary + (f" ({o.url})" if o.url else "")] for o in outcomes]))
@@ -127,6 +128,9 @@ def handle(ctx: click.Context, event_name: str | None, event_path: Path | None, 
     if bad:
         raise CheckFailed(f"{len(bad)} of {len(outcomes)} action(s) did not complete: "
                           + "; ".join(f"{o.kind}: {o.status}" for o in bad))
+    rejected = [o for o in outcomes if o.verdict not in (None, "success")]
+    if rejected:  # the job is the required check: it passes only when the gate admits
+        raise CheckFailed("the admit gate did not admit: " + "; ".join(o.summary for o in rejected))
 
 
 def _analyst(settings, api_key: str | None):

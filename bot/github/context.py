@@ -29,6 +29,7 @@ class Outcome:
     status: Status
     summary: str
     url: str | None = None
+    verdict: str | None = None  # a gate's commit status: success | failure | error
 
 
 @dataclass(frozen=True)

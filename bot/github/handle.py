@@ -276,7 +276,7 @@ def _gate_rule_pr(action: GateRulePr, ctx: Context) -> list[Outcome]:
         with open(ctx.step_summary, "a", encoding="utf-8") as f:
             f.write(verdict.report[: SUMMARY_LIMIT // 2] + "\n")
     status: Status = "failed" if verdict.state == "error" else "done"
-    return [Outcome(action.kind, status, f"{where}: {verdict.state}: {description}", url)]
+    return [Outcome(action.kind, status, f"{where}: {verdict.state}: {description}", url, verdict=verdict.state)]
 
 
 _SHA = re.compile(r"^[0-9a-f]{7,40}$")
