@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import threading
 import time
 import uuid
@@ -198,7 +199,16 @@ def _run_dir(stack: ExitStack, opts: ReplayOptions, scenario_id: str, trial: int
         tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="replaybook-run-"))
         return RunDir(Path(tmp)).create()
     name = f"{time.strftime('%Y%m%dT%H%M%S')}-{scenario_id}-t{trial}-{uuid.uuid4().hex[:6]}"
-    return RunDir(Path(opts.runs_dir) / name).create()
+    run_dir = RunDir(Path(opts.runs_dir) / name).create()
+
+    def drop_on_bad_input(exc_type, exc, tb) -> bool:
+        # Bad input is not a run: leave no half-written folder that `rescore` would trip on.
+        if exc_type is not None and issubclass(exc_type, BadInput):
+            shutil.rmtree(run_dir.path, ignore_errors=True)
+        return False
+
+    stack.push(drop_on_bad_input)
+    return run_dir
 
 
 def run_trials(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions, trials: int = 1,

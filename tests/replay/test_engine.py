@@ -444,3 +444,11 @@ def _flips(loaded: sc.LoadedScenario, seed: int) -> list[bool]:
 def test_no_runs_dir_keeps_nothing(two_way, opts):
     result = run_trial(two_way, RULE_TEXT, opts(runs_dir=None), 0)
     assert result.verdict == "passed" and result.run_dir is None
+
+
+def test_bad_input_mid_trial_leaves_no_run_folder(make_scenario, opts, tmp_path):
+    loaded = make_scenario(pass_if=[PROOF])
+    (loaded.folder / "policy.yaml").unlink()  # the simulated model has nothing to play: bad input, found mid-trial
+    with pytest.raises(BadInput, match="policy.yaml"):
+        run_trial(loaded, RULE_TEXT, opts(), 0)
+    assert list((tmp_path / "runs").iterdir()) == []
