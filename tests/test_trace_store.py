@@ -13,7 +13,7 @@ import pytest
 from bot import chronicle
 from bot.errors import BadInput
 from bot.replay.trace import CommandEvent, RunDir, RunEndEvent, RunStartEvent, ToolCallEvent
-from bot.trace_store import REPR_MARKER, Recorder, TraceStore, import_trace
+from bot.trace_store import REPR_MARKER, Recorder, TraceStore, _dumps, import_trace, utc_text
 
 T0 = datetime(2026, 7, 14, 9, 32, tzinfo=timezone.utc)
 
@@ -266,3 +266,98 @@ def test_stored_sections_are_compact_json(db):
         rec.record("t", step("a"), at(0))
     row = sqlite3.connect(db).execute("SELECT decision, result FROM events").fetchone()
     assert json.loads(row[0]) == {"chosen_action": "a", "alternatives": ["b"]} and ", " not in row[0]
+
+
+# -- fast paths (issue 8: ingest rate); each must store exactly what the general path stores -------------------
+
+
+def test_a_canonical_time_string_is_stored_as_given_and_matches_the_other_forms(db):
+    canonical = "2026-07-14T09:32:02.123456Z"
+    forms = [canonical, "2026-07-14T11:32:02.123456+02:00", "2026-07-14T09:32:02.123456+00:00",
+             T0 + timedelta(seconds=2, microseconds=123456),
+             (T0 + timedelta(seconds=2, microseconds=123456)).astimezone(timezone(timedelta(hours=-5)))]
+    with Recorder(db) as rec:
+        for n, when in enumerate(forms):
+            rec.record("t", step(f"form-{n}"), when)
+    with TraceStore(db) as store:
+        assert {e.timestamp for e in store.events("t")} == {canonical}
+    assert utc_text(canonical) is canonical
+
+
+@pytest.mark.parametrize("when", ["2026-02-30T09:32:00.000000Z", "2026-07-14T24:00:00.000000Z",
+                                  "2026-07-14T09:60:00.000000Z", "0000-07-14T09:32:00.000000Z",
+                                  "2026-07-14T09:32:00.00000xZ", "２０２６-07-14T09:32:00.000000Z"])
+def test_a_string_of_the_canonical_shape_that_is_no_real_time_is_refused(db, when):
+    with Recorder(db) as rec, pytest.raises(BadInput, match="timestamp"):
+        rec.record("t", step("x"), when)
+
+
+def test_utc_datetimes_are_formatted_as_isoformat_would_across_minutes_days_and_whole_seconds():
+    starts = [datetime(2026, 12, 31, 23, 59, 59, 999_999, tzinfo=timezone.utc), T0,
+              datetime(2028, 2, 29, 0, 0, tzinfo=timezone.utc), datetime(1, 1, 1, tzinfo=timezone.utc)]
+    for start in starts:
+        for k in range(200):
+            when = start + timedelta(seconds=k * 7.5, microseconds=k % 3)
+            assert utc_text(when) == when.isoformat(timespec="microseconds")[:-6] + "Z"
+
+
+def test_the_json_encoder_matches_json_dumps_and_keeps_its_errors():
+    values = [{"é": "ünï\u2028", 2: 2.5, True: None, None: [1e16, -0.0, 3]}, [], {}, "text", 12, None,
+              {"nested": [{"a": [True, False, 1.0]}]}]
+    for value in values:
+        assert _dumps(value) == json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    with pytest.raises(ValueError):
+        _dumps({"x": math.inf})
+    assert _dumps({"s": {1}}) == '{"s":{"$repr":"{1}"}}'
+
+
+def test_rows_keep_their_order_and_content_across_insert_blocks(db):
+    events = []
+    for n in range(257):  # not a multiple of the insert block; one timestamp, so order is insertion order
+        event = step(f"n{n}")
+        if n % 3 == 0:
+            del event["agent_state"]
+        if n % 5 == 0:
+            event["decision"] = {}
+        events.append(event)
+    with Recorder(db, batch_size=1000) as rec:
+        for event in events:
+            rec.record("t", event, at(0))
+        rec.record("other", step("x"), at(0))
+    rows = sqlite3.connect(db).execute(
+        "SELECT agent_state, input, decision, result FROM events WHERE task_id = 't' ORDER BY seq").fetchall()
+    assert len(rows) == 257
+    for event, row in zip(events, rows):
+        expected = [event.get(name) for name in ("agent_state", "input", "decision", "result")]
+        assert row == tuple(None if v is None else json.dumps(v, separators=(",", ":")) for v in expected)
+
+
+def test_only_the_section_over_the_limit_is_cut(db):
+    event = step("a", output="z" * 900)
+    with Recorder(db) as rec:
+        rec.record("t", event, at(0))
+    with TraceStore(db) as store:
+        [stored] = store.events("t")
+        [summary] = store.tasks()
+    assert stored.result["output"] == "z" * 500 + "…[+400 chars]"
+    assert (stored.agent_state, stored.input, stored.decision) == (
+        event["agent_state"], event["input"], event["decision"])
+    assert summary.truncated == 1
+
+
+def test_without_the_c_json_accelerator_the_encoder_falls_back_to_the_same_output(monkeypatch):
+    from bot import trace_store
+
+    value = {"é": [1, 2.5, None, True], "s": {1}}
+    monkeypatch.setattr(json.encoder, "c_make_encoder", None)
+    chunks = trace_store._make_json_chunks()
+    assert "".join(chunks(value, 0)) == _dumps(value) == '{"é":[1,2.5,null,true],"s":{"$repr":"{1}"}}'
+
+
+def test_ties_keep_the_recording_order_when_long_and_short_events_mix(db):
+    # The previous store wrote a batch's long (cut) events before its short ones, so equal times came back reordered.
+    with Recorder(db) as rec:
+        for n in range(6):
+            rec.record("t", step(f"n{n}", output="o" * (900 if n % 2 == 0 else 10)), at(0))
+    with TraceStore(db) as store:
+        assert [e.decision["chosen_action"] for e in store.events("t")] == [f"n{n}" for n in range(6)]
