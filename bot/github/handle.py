@@ -2,7 +2,9 @@
 
 ``bot.github.events.plan`` decides what one delivery means; this module does
 it through a :class:`~bot.github.port.GitHubPort`, so it never imports
-PyGithub or click. Every write is idempotent: the bot finds its own issues
+PyGithub or click. Capture, the issue form, the gate and the distill
+threshold live here; the pull requests the bot opens (rule PRs, the hits PR,
+the maintenance PR) live in :mod:`bot.github.prs`. Every write is idempotent: the bot finds its own issues
 and comments again by hidden marker (:func:`~bot.github.port.marker`), so
 a redelivered event changes nothing and a retried run of a job comments once.
 

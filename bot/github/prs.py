@@ -293,7 +293,7 @@ def record_hits(action: RecordHits, ctx: Context) -> list[Outcome]:
     same window twice records nothing new, and a hit already in the open hits
     PR is not written again. The retirement order reads ``last_hit``.
     """
-    logins = [login for login in ctx.config.agent_logins] if ctx.config else []
+    logins = list(ctx.config.agent_logins) if ctx.config else []
     label = ctx.config.agent_label if ctx.config else None
     if not logins and not label:
         return [Outcome(action.kind, "skipped", "no agent account is configured (github.agent_logins in "
