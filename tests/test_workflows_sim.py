@@ -1,0 +1,509 @@
+"""Our own workflows, run locally: each event through the real workflow file, against the fake GitHub.
+
+tests/actsim.py runs each workflow's jobs and their ``run:`` steps in real
+shells, with a real webhook payload (``@octokit/webhooks-examples``, edited
+where the examples lack the case) in GITHUB_EVENT_PATH, in a workspace that is
+a small git repository holding our workflows and composite actions. The
+actions' ``install.sh`` makes a venv and pip-installs Replaybook; through
+``stub_python`` the venv runs the code under test and pip only logs. Every
+``replaybook github handle`` talks to ``FakeGitHub``; the models are
+SIMULATED (a ``Gateway`` answering from an ``AnswerBook`` or a scenario's
+policy, found through ANTHROPIC_BASE_URL as a proxy would be). No Docker, no
+network.
+
+Not covered here: that expressions never reach a ``run:`` script
+(tests/test_workflows_lint.py checks every shipped workflow and action).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from actsim import ActionContext, ActionFailed, WorkflowResult, run_workflow, stub_python
+from bot.github.issue_form import MARKER, read_block
+from bot.playbook import Playbook
+from bot.replay.answers import AnswerBook
+from bot.replay.gateway import Gateway
+from bot.replay.policy import load_policy
+from fakes.github import FakeGitHub
+from helpers import REPO, rule_yaml, write
+from test_github_events import example, examples  # noqa: F401  (examples is a session fixture)
+
+OWNER, NAME = "octo", "app"
+SCENARIO = REPO / "scenarios" / "monorepo-test-cwd"
+LOG = (REPO / "tests" / "data" / "logs" / "gha_pytest.log").read_text(encoding="utf-8")
+WEBHOOKS = REPO / "tests" / "data" / "webhooks"
+AGENT = "Codertocat"  # the author of the examples' pull requests
+RULE = ("Before running any test command, check for a package-local test config (pytest.ini, jest.config.*) "
+        "and run from that directory.")
+CAPTURED = {"task": "Add rate limiting to /v1/upload", "believed": "Tests are run from the repo root with `pytest`",
+            "actual": "Each package has its own pytest.ini; the tests must run from packages/api",
+            "failure_class": "wrong_assumption", "cost_minutes": 20}
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def git(cwd: Path, *args: str) -> str:
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@e",
+           "HOME": str(cwd), "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def commit_all(ws: Path, message: str) -> str:
+    git(ws, "add", "-A")
+    git(ws, "commit", "-q", "--allow-empty", "-m", message)
+    return git(ws, "rev-parse", "HEAD")
+
+
+def files_of(ws: Path) -> dict[str, str]:
+    return {p.relative_to(ws).as_posix(): p.read_text("utf-8") for p in sorted(ws.rglob("*"))
+            if p.is_file() and ".git" not in p.relative_to(ws).parts}
+
+
+def make_workspace(path: Path, *, scenario: bool = False, distill_threshold: int = 10) -> Path:
+    """A small repository for the runner to check out: our workflows and composite actions (with pyproject.toml
+    beside them: install.sh installs from there), .replaybook.yml, an empty rendered playbook and, with
+    ``scenario``, one scenario. One commit on ``main``."""
+    path.mkdir(parents=True)
+    shutil.copytree(REPO / ".github", path / ".github")
+    shutil.copytree(REPO / "actions", path / "actions")
+    shutil.copy(REPO / "pyproject.toml", path / "pyproject.toml")
+    (path / ".replaybook.yml").write_text(
+        f"github:\n  watched_workflows: [ci]\n  distill_threshold: {distill_threshold}\n", encoding="utf-8")
+    if scenario:
+        shutil.copytree(SCENARIO, path / "scenarios" / SCENARIO.name,
+                        ignore=shutil.ignore_patterns("incidents", "logs", "rule.yaml"))
+    Playbook(path / "playbook", root=path).render()
+    git(path, "init", "-q", "-b", "main")
+    commit_all(path, "start")
+    return path
+
+
+def retarget(payload: dict) -> dict:
+    """An example payload, moved to the fake's repository (octo/app, default branch main)."""
+    payload = copy.deepcopy(payload)
+    repo = payload["repository"]
+    repo.update(name=NAME, full_name=f"{OWNER}/{NAME}", default_branch="main")
+    if "owner" in repo:
+        repo["owner"]["login"] = OWNER
+    return payload
+
+
+def fresh_checkout(w: dict, ctx: ActionContext) -> dict:
+    """actions/checkout on a fresh runner (actsim's built-in only records its inputs): the workspace at ``ref``
+    (when given; else the commit the test arranged, standing for the event's), nothing an earlier job left behind,
+    and, unless ``fetch-depth: 0``, a shallow history of one commit, as the action's default fetch leaves it."""
+    ref, ws = str(w.get("ref") or ""), ctx.workspace
+    try:
+        if ref:
+            git(ws, "checkout", "-q", "--detach", ref)
+        git(ws, "clean", "-ffdxq")
+        head = git(ws, "rev-parse", "HEAD")
+    except subprocess.CalledProcessError as exc:
+        raise ActionFailed(f"checkout {ref!r}: {exc.stderr.strip()}") from None
+    shallow = ws / ".git" / "shallow"  # git's own record of a shallow clone's cut-off commits
+    if str(w.get("fetch-depth", 1)) == "0":
+        shallow.unlink(missing_ok=True)
+    elif str(w.get("fetch-depth", 1)) == "1":
+        shallow.write_text(head + "\n")
+    else:
+        raise NotImplementedError(f"checkout fetch-depth {w.get('fetch-depth')!r}")
+    return {"ref": ref or ctx.github["ref"], "commit": head}
+
+
+class Sim:
+    """Runs our workflows in one workspace against one fake GitHub, as GitHub would for each event."""
+
+    def __init__(self, ws: Path, gh: FakeGitHub, tmp: Path):
+        self.ws, self.gh = ws, gh
+        self.pip_log = tmp / "pip.log"
+        self.python = stub_python(tmp / "py", self.pip_log)
+        self.run_id = 100
+
+    def run(self, workflow: str, event: str, payload: dict, *, secrets: dict | None = None, vars: dict | None = None,
+            model: Gateway | None = None, **kw) -> WorkflowResult:
+        env = {"REPLAYBOOK_GITHUB_BACKOFF": "0", "REPLAYBOOK_GITHUB_THROTTLE": "0"}
+        if os.environ.get("REPLAYBOOK_CACHE_DIR"):  # conftest's shared shim cache
+            env["REPLAYBOOK_CACHE_DIR"] = os.environ["REPLAYBOOK_CACHE_DIR"]
+        secrets = dict(secrets or {})
+        if model is not None:  # the repository secret, and a proxy in front of the Messages API on the runner
+            secrets["ANTHROPIC_API_KEY"] = model.token
+            env["ANTHROPIC_BASE_URL"] = model.url
+        self.run_id += 1
+        return run_workflow(self.ws / ".github" / "workflows" / f"replaybook-{workflow}.yml", event, payload,
+                            workspace=self.ws, env=env, secrets=secrets, vars=vars, repository=f"{OWNER}/{NAME}",
+                            api_url=self.gh.url, run_id=self.run_id, timeout=120,
+                            uses={"actions/setup-python": lambda w, ctx: {"python-path": str(self.python)},
+                                  "actions/checkout": fresh_checkout}, **kw)
+
+    def seed_main(self) -> str:
+        """The fake's main branch holds the workspace's files at its head commit."""
+        for rel, text in files_of(self.ws).items():
+            self.gh.add_file(rel, text)
+        sha = git(self.ws, "rev-parse", "HEAD")
+        self.gh.state.refs["main"] = sha
+        return sha
+
+
+def only_job(result: WorkflowResult, job: str):
+    assert result.triggered, result.why
+    assert job in result.jobs, result.log()
+    return result.jobs[job]
+
+
+def checkout(job) -> dict:
+    """The evaluated `with:` of the job's actions/checkout step."""
+    (step,) = [s for s in job.steps if s.kind == "uses" and s.name.startswith("actions/checkout@")]
+    return step.inputs
+
+
+def failed_run(examples, run_id: int, conclusion: str = "failure") -> dict:
+    """GitHub's example of a completed run, as a run of our watched `ci` workflow that ended ``conclusion``."""
+    payload = retarget(example(examples, "workflow_run", "completed", workflow_run__conclusion="success"))
+    payload["workflow"]["name"] = payload["workflow_run"]["name"] = "ci"
+    payload["workflow"]["path"] = payload["workflow_run"]["path"] = ".github/workflows/ci.yml"
+    payload["workflow_run"].update(id=run_id, conclusion=conclusion, run_attempt=1, head_branch="main")
+    return payload
+
+
+@pytest.fixture
+def gh():
+    with FakeGitHub(OWNER, NAME) as fake:
+        yield fake
+
+
+@pytest.fixture
+def sim(tmp_path, gh) -> Sim:
+    return Sim(make_workspace(tmp_path / "ws"), gh, tmp_path)
+
+
+@pytest.fixture
+def sim_scenario(tmp_path, gh) -> Sim:
+    """A workspace with one scenario, whose failures dispatch distill at the second incident."""
+    return Sim(make_workspace(tmp_path / "ws", scenario=True, distill_threshold=2), gh, tmp_path)
+
+
+# ------------------------------------------------------------------ capture
+
+
+def test_capture_files_one_incident_issue_per_failed_run_however_often_it_is_delivered(sim, gh, examples):
+    gh.add_workflow_run(4242, jobs=[{"name": "test", "conclusion": "failure"}], logs={"test": LOG})
+    payload = failed_run(examples, 4242)
+    first = sim.run("capture", "workflow_run", payload)
+    job = only_job(first, "capture")
+    assert job.result == "success", first.log()
+    assert checkout(job)["ref"] == "main"
+    # install.sh installed Replaybook from the workspace (the action's own source), into its venv.
+    assert sim.pip_log.read_text() == f"pip install --quiet --disable-pip-version-check {sim.ws}\n"
+    (issue,) = gh.issues
+    assert "incident" in issue["labels"] and issue["title"] == "CI failure: ci / test"
+    assert "<!-- replaybook:run-4242-job-test-" in issue["body"] and MARKER in issue["body"]
+    assert "Needs triage" in issue["body"]  # no ANTHROPIC_API_KEY secret: capture cannot state the belief delta
+
+    again = sim.run("capture", "workflow_run", payload)  # a redelivery
+    assert again.jobs["capture"].result == "success", again.log()
+    assert [i["number"] for i in gh.issues] == [issue["number"]] and gh.comments_on(issue["number"]) == []
+    assert "already on #" in again.jobs["capture"].step("./actions/capture").stdout
+
+
+def test_capture_ignores_a_successful_run(sim, gh, examples):
+    gh.add_workflow_run(4243, jobs=[{"name": "test", "conclusion": "success"}])
+    result = sim.run("capture", "workflow_run", failed_run(examples, 4243, conclusion="success"))
+    job = only_job(result, "capture")  # the workflow cannot filter on the conclusion: the job runs, the bot ignores
+    assert job.result == "success", result.log()
+    assert "only failure and timed_out are captured" in job.step("./actions/capture").stdout
+    assert gh.issues == [] and gh.dispatches == []
+
+
+def test_capture_is_not_triggered_by_unwatched_workflows(sim, gh, examples):
+    payload = failed_run(examples, 4244)
+    payload["workflow_run"]["name"] = "docs"
+    result = sim.run("capture", "workflow_run", payload)
+    assert not result.triggered and "not in workflows ['ci']" in result.why
+    assert gh.calls == 0
+
+
+def test_capture_normalises_an_incident_issue_form(sim, gh):
+    payload = retarget(json.loads((WEBHOOKS / "issues-opened-incident-form.json").read_text("utf-8")))
+    issue = gh.add_issue(payload["issue"]["title"], payload["issue"]["body"], ["incident"])
+    payload["issue"]["number"] = issue["number"]
+    result = sim.run("capture", "issues", payload)
+    job = only_job(result, "capture")
+    assert job.result == "success", result.log()
+    body = gh.issues[0]["body"]
+    assert body.startswith(payload["issue"]["body"])  # the person's text is kept
+    block = read_block(body, where="issue")
+    assert block is not None, body
+    assert block["believed"] == "Tests are run from repo root with `pytest`" and block["cost_minutes"] == 22
+    assert gh.comments_on(issue["number"]) == []
+
+
+def test_capture_files_a_closed_agent_pr_without_checking_out_its_code(sim, gh, examples):
+    payload = retarget(example(examples, "pull_request", "closed"))
+    number = payload["pull_request"]["number"]
+    gh.add_pull(number, head_sha=payload["pull_request"]["head"]["sha"], state="closed", user=AGENT,
+                files=[{"filename": "README.md", "additions": 3, "deletions": 1}])
+    result = sim.run("capture", "pull_request_target", payload, vars={"REPLAYBOOK_AGENT_LOGINS": f"bot {AGENT}"})
+    job = only_job(result, "capture")
+    assert job.result == "success", result.log()
+    # The "pwn request" guard: the job reads the default branch, never the PR's head.
+    assert checkout(job)["ref"] == "main" != payload["pull_request"]["head"]["ref"]
+    assert checkout(job)["persist-credentials"] is False
+    (issue,) = gh.issues
+    assert issue["title"].startswith(f"Rejected agent PR #{number}:")
+    assert f"<!-- replaybook:pr-{number}-closed -->" in issue["body"]
+
+    # Without the variable no PR is the agent's: nothing is filed.
+    gh.delete_issue(issue["number"])
+    other = sim.run("capture", "pull_request_target", payload)
+    assert other.jobs["capture"].result == "success" and gh.issues == []
+    assert "agent_logins" in other.jobs["capture"].step("./actions/capture").stdout
+
+
+# ------------------------------------------------------------------ distill
+
+
+def test_capture_reaches_the_threshold_and_the_dispatched_distill_opens_a_rule_pr(sim_scenario, gh, examples):
+    sim = sim_scenario
+    sim.seed_main()
+    book = AnswerBook().add("gh-1", json.dumps({"kind": "rule", "rule": RULE, "cites": ["gh-1", "gh-2"],
+                                                "task_types": [], "scenario": {"existing": SCENARIO.name}}))
+    book.add("", json.dumps(CAPTURED))
+    with Gateway(book) as analyst:
+        for run_id in (7, 8):
+            gh.add_workflow_run(run_id, jobs=[{"name": "test", "conclusion": "failure"}], logs={"test": LOG})
+            result = sim.run("capture", "workflow_run", failed_run(examples, run_id), model=analyst)
+            assert only_job(result, "capture").result == "success", result.log()
+        assert [i["number"] for i in gh.issues] == [1, 2]
+        assert not any("Needs triage" in i["body"] for i in gh.issues)  # the analyst stated each belief delta
+        # The second incident reached github.distill_threshold (2): capture dispatched distill, once.
+        (dispatch,) = gh.dispatches
+        assert dispatch == {"workflow": "replaybook-distill.yml", "ref": "main", "inputs": {"reason": "threshold"}}
+        assert (sim.ws / ".github" / "workflows" / dispatch["workflow"]).is_file()
+
+        # GitHub runs the dispatched workflow, as the App.
+        result = sim.run("distill", "workflow_dispatch", {"inputs": dispatch["inputs"]}, model=analyst,
+                         vars={"REPLAYBOOK_APP_ID": "12345"}, secrets={"REPLAYBOOK_APP_PRIVATE_KEY": "-----BEGIN"})
+    job = only_job(result, "distill")
+    assert job.result == "success", result.log()
+    assert job.step("app").inputs["app-id"] == "12345"
+    distill = job.step("./actions/distill")
+    assert distill.inputs["github-token"] == "app-token"  # the App's token, not the workflow's
+    (pr,) = gh.pulls
+    assert pr["head_ref"] == "replaybook/rule-0001" and pr["state"] == "open", distill.stdout
+    assert "Closes #1" in pr["body"] and "Closes #2" in pr["body"]
+    files = gh.branch_files("replaybook/rule-0001")
+    assert "cites: [gh-1, gh-2]" in files["playbook/rules/rule-0001.yaml"]
+    assert f"replay: scenarios/{SCENARIO.name}" in files["playbook/rules/rule-0001.yaml"]
+    assert "rule-0001" in distill.stdout and job.errors == []
+
+
+def test_distill_without_an_app_uses_the_workflow_token(sim, gh):
+    sim.seed_main()
+    result = sim.run("distill", "workflow_dispatch", {"inputs": {"reason": "threshold"}},
+                     secrets={"GITHUB_TOKEN": "ghs_workflow"})
+    job = only_job(result, "distill")
+    assert job.step("app").kind == "skipped"
+    assert job.step("./actions/distill").inputs["github-token"] == "ghs_workflow"
+    # Without the ANTHROPIC_API_KEY secret the required input is empty: the job fails and says what is missing.
+    assert job.result == "failure", result.log()
+    assert "distill needs a model" in job.step("./actions/distill").stdout
+    assert any("replaybook github handle exited 1" in e for e in job.errors)
+    assert gh.pulls == []
+
+
+def test_a_push_that_leaves_the_playbook_stale_gets_the_maintenance_pr(tmp_path, gh, examples):
+    sim = Sim(make_workspace(tmp_path / "ws", scenario=True), gh, tmp_path)
+    write(sim.ws / "playbook" / "rules" / "rule-0001.yaml", rule_yaml("rule-0001", cites=("gh-1", "gh-2"), text=RULE))
+    after = commit_all(sim.ws, "Merge the rule PR")  # PLAYBOOK.md is not re-rendered: a rule PR never touches it
+    sim.seed_main()
+    payload = retarget(example(examples, "push", ref="refs/heads/master"))  # a branch push with one commit
+    (commit,) = payload["commits"]
+    commit.update(id=after, added=["playbook/rules/rule-0001.yaml"], modified=[], removed=[])
+    payload.update(ref="refs/heads/main", after=after, head_commit=commit)
+    app = {"vars": {"REPLAYBOOK_APP_ID": "12345"}, "secrets": {"REPLAYBOOK_APP_PRIVATE_KEY": "-----BEGIN"}}
+    result = sim.run("distill", "push", payload, **app)
+    assert "paths filters ignored" in result.why  # actsim does not check `paths: [playbook/**]`
+    job = only_job(result, "distill")
+    assert job.result == "success", result.log()
+    (pr,) = gh.pulls
+    assert pr["head_ref"] == "replaybook/maintenance"
+    assert "rule-0001" in gh.branch_files("replaybook/maintenance")["playbook/PLAYBOOK.md"]
+
+    # The bot's own branches never start it.
+    mine = sim.run("distill", "push", {**payload, "ref": "refs/heads/replaybook/rule-0002"}, **app)
+    assert not mine.triggered and "branches-ignore" in mine.why
+
+
+# ------------------------------------------------------------------ admit
+
+PR_NUMBER = 2  # the examples' pull request
+
+
+@pytest.fixture
+def rule_pr(tmp_path, gh) -> tuple[Sim, str, str]:
+    """A workspace on the rule PR's branch: main (one scenario, empty playbook) plus one commit adding the rule,
+    the whole history fetched (`fetch-depth: 0`). The fake holds main and the open PR. Returns (sim, base, head)."""
+    sim = Sim(make_workspace(tmp_path / "ws", scenario=True), gh, tmp_path)
+    base = sim.seed_main()
+    git(sim.ws, "checkout", "-q", "-b", "replaybook/rule-0001")
+    write(sim.ws / "playbook" / "rules" / "rule-0001.yaml",
+          rule_yaml("rule-0001", cites=("gh-1", "gh-2"), text=RULE, created="2026-11-30"))
+    head = commit_all(sim.ws, "Rule rule-0001")
+    gh.add_pull(PR_NUMBER, head_sha=head, head_ref="replaybook/rule-0001", title="rule-0001", body="Closes #1")
+    return sim, base, head
+
+
+def pr_event(examples, head: str, base: str, *, head_ref: str = "replaybook/rule-0001",
+             head_repo: str = f"{OWNER}/{NAME}") -> dict:
+    """GitHub's example of an opened PR, as the rule PR (``head_repo`` another repository for a fork)."""
+    payload = retarget(example(examples, "pull_request", "opened"))
+    pr = payload["pull_request"]
+    assert payload["number"] == pr["number"] == PR_NUMBER
+    pr["head"].update(ref=head_ref, sha=head)
+    pr["head"]["repo"]["full_name"] = head_repo
+    pr["base"].update(ref="main", sha=base)
+    pr["base"]["repo"]["full_name"] = f"{OWNER}/{NAME}"
+    return payload
+
+
+def test_admit_replays_the_rule_and_the_required_job_passes_when_it_is_admitted(rule_pr, gh, examples):
+    sim, base, head = rule_pr
+    with Gateway(load_policy(SCENARIO / "policy.yaml")) as model:  # the SIMULATED "real" model upstream
+        result = sim.run("admit", "pull_request", pr_event(examples, head, base), model=model)
+    job = only_job(result, "admit")
+    assert job.result == "success", result.log()
+    assert checkout(job)["fetch-depth"] == 0 and not checkout(job)["ref"]  # the event's own commit
+    assert job.step("dispatched").kind == "skipped"
+    (status,) = gh.statuses_for(head)
+    assert (status["state"], status["context"]) == ("success", "replaybook/admit"), result.log()
+    assert status["description"].startswith("admit: rule-0001 admit")
+    (comment,) = gh.comments_on(PR_NUMBER)
+    assert "Replaybook gate: admit `rule-0001`" in comment["body"]
+    assert "Replaybook gate: admit `rule-0001`" in job.summary  # the report, in the job summary too
+
+
+def test_admit_never_passes_a_fork_pr_and_passes_a_pr_that_adds_no_rule(rule_pr, gh, examples):
+    sim, base, head = rule_pr
+    # A fork PR gets no secrets on GitHub: no model. The gate says so and the required job fails.
+    fork = sim.run("admit", "pull_request", pr_event(examples, head, base, head_repo="mallory/app"))
+    job = only_job(fork, "admit")
+    assert job.result == "failure", fork.log()
+    (status,) = gh.statuses_for(head)
+    assert (status["state"], status["context"]) == ("error", "replaybook/admit")
+    assert "replay could not run" in status["description"]
+    assert any("the gate did not admit" in e for e in job.errors)
+    # On GitHub a fork PR's token is also read-only (unless the repository sends write tokens to forks): the
+    # status cannot even be set. The required job still fails, never passes.
+    gh.fail_next(f"{gh.repo_path}/statuses", 403, method="POST", message="Resource not accessible by integration")
+    read_only = sim.run("admit", "pull_request", pr_event(examples, head, base, head_repo="mallory/app"))
+    assert only_job(read_only, "admit").result == "failure", read_only.log()
+    assert len(gh.statuses_for(head)) == 1
+
+    # A PR that is not a rule PR: the required job passes at once, and no status is set.
+    other = sim.run("admit", "pull_request", pr_event(examples, "d" * 40, base, head_ref="changes"))
+    assert only_job(other, "admit").result == "success", other.log()
+    assert gh.statuses_for("d" * 40) == [] and "is not a rule PR" in other.jobs["admit"].step("./actions/admit").stdout
+
+
+def test_admit_gates_a_merge_group(rule_pr, gh, examples):
+    sim, base, head = rule_pr  # the merge queue's commit: the rule on top of main
+    payload = retarget(example(examples, "merge_group", "checks_requested"))
+    payload["merge_group"].update(head_sha=head, base_sha=base, base_ref="refs/heads/main",
+                                  head_ref=f"refs/heads/gh-readonly-queue/main/pr-{PR_NUMBER}-{base}")
+    with Gateway(load_policy(SCENARIO / "policy.yaml")) as model:
+        result = sim.run("admit", "merge_group", payload, model=model)
+    job = only_job(result, "admit")
+    assert job.result == "success", result.log()
+    (status,) = gh.statuses_for(head)
+    assert (status["state"], status["context"]) == ("success", "replaybook/admit")
+    assert status["description"].startswith("admit: rule-0001 admit")  # replayed, not "no rule file changed"
+    assert gh.comments_on(PR_NUMBER) != []  # the queued PR, found from the merge group's branch name
+
+
+def gh_shim(*, fork: bool = False) -> str:
+    """The runner's `gh api PATH`, against the fake GitHub (gh itself is not installed here). The fake serves no
+    GET /pulls/N, so the pull request is picked from the list, which has every field the workflow reads;
+    ``fork`` makes it come from another repository."""
+    edit = ' | jq \'.head.repo.full_name = "mallory/app"\'' if fork else ""
+    return r"""
+[ "$1" = api ] || { echo "gh shim: only 'gh api PATH' is simulated, not: $*" >&2; exit 2; }
+get() { curl -sSf -H "Authorization: token $GH_TOKEN" "$GITHUB_API_URL/$1"; }
+case "$2" in
+  repos/*/pulls/[0-9]*)
+    get "${2%/*}?state=all&per_page=100" | jq -e --argjson n "${2##*/}" '.[] | select(.number == $n)'""" + edit + """ ;;
+  *) get "$2" ;;
+esac
+"""
+
+
+def test_admit_dispatched_by_hand_gates_the_pr_head(rule_pr, gh, examples):
+    sim, base, head = rule_pr
+    git(sim.ws, "checkout", "-q", "main")  # a dispatch runs on the default branch; checkout moves to the PR head
+    payload = retarget(example(examples, "workflow_dispatch"))
+    with Gateway(load_policy(SCENARIO / "policy.yaml")) as model:
+        result = sim.run("admit", "workflow_dispatch", payload, inputs={"pr": PR_NUMBER}, model=model,
+                         shims={"gh": gh_shim()})
+    job = only_job(result, "admit")
+    assert job.result == "success", result.log()
+    assert job.step("dispatched").outputs["head-sha"] == head
+    assert checkout(job)["ref"] == head and git(sim.ws, "rev-parse", "HEAD") == head
+    (status,) = gh.statuses_for(head)
+    assert (status["state"], status["context"]) == ("success", "replaybook/admit"), result.log()
+    assert status["description"].startswith("admit: rule-0001 admit")  # replayed, not "no rule file changed"
+
+
+# ------------------------------------------------------------------ replay
+
+
+@pytest.mark.parametrize("rule, passed", [("playbook/proposed/rule-0001.yaml", True), ("", False)],
+                         ids=["with-the-rule", "empty-playbook"])
+def test_replay_fans_out_one_leg_per_scenario_and_reports_once(tmp_path, gh, examples, rule, passed):
+    ws = make_workspace(tmp_path / "ws", scenario=True)
+    write(ws / "playbook" / "proposed" / "rule-0001.yaml", rule_yaml("rule-0001", text=RULE))
+    commit_all(ws, "a candidate rule")
+    sim = Sim(ws, gh, tmp_path)
+    payload = retarget(example(examples, "workflow_dispatch"))
+    inputs = {"scenario": "", "rule": rule, "model": "scripted", "trials": 1}  # scenario "": every scenario
+    result = sim.run("replay", "workflow_dispatch", payload, inputs=inputs)
+    verdict = "success" if passed else "failure"
+    # The report runs whether or not a leg failed, and its step (the suite's check) fails with it.
+    assert {k: j.result for k, j in result.jobs.items()} == {
+        "list": "success", f"replay ({SCENARIO.name})": verdict, "report": verdict}, result.log()
+    assert result.jobs["list"].outputs == {"scenarios": f'["{SCENARIO.name}"]'}
+    (leg,) = result.legs("replay")
+    assert leg.name == f"replay {SCENARIO.name}" and leg.matrix == {"scenario": SCENARIO.name}
+    (artifact,) = result.artifacts.values()  # uploaded even by a failed leg (if: always())
+    assert list(artifact) == [f"{SCENARIO.name}.json"]
+    summary = result.jobs["report"].summary
+    assert sum(line.startswith("|---") for line in summary.splitlines()) == 1, summary  # one table
+    (row,) = [line for line in summary.splitlines() if line.startswith(f"| {SCENARIO.name} |")]
+    assert row.startswith(f"| {SCENARIO.name} | {'passed' if passed else 'failed'} | {1 if passed else 0}/1 |"), row
+    assert gh.calls == 0  # a replay never talks to GitHub
+
+
+def test_replay_of_an_unknown_scenario_fails_before_fanning_out(sim, gh, examples):
+    result = sim.run("replay", "workflow_dispatch", retarget(example(examples, "workflow_dispatch")),
+                     inputs={"scenario": "no-such-scenario"})
+    assert {k: j.result for k, j in result.jobs.items()} == {"list": "failure", "replay": "skipped",
+                                                             "report": "skipped"}, result.log()
+
+
+def test_admit_dispatched_for_a_fork_pr_refuses_before_checking_anything_out(rule_pr, gh, examples):
+    sim, _, head = rule_pr
+    result = sim.run("admit", "workflow_dispatch", retarget(example(examples, "workflow_dispatch")),
+                     inputs={"pr": PR_NUMBER}, secrets={"ANTHROPIC_API_KEY": "sk-never-used"},
+                     shims={"gh": gh_shim(fork=True)})
+    job = only_job(result, "admit")
+    assert job.result == "failure", result.log()
+    assert [s.kind for s in job.steps] == ["run", "skipped", "skipped"]  # no checkout, no replay with secrets
+    assert any(f"PR #{PR_NUMBER} comes from a fork" in e for e in job.errors)
+    assert gh.statuses_for(head) == []
