@@ -23,17 +23,20 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bot import bundled, capture, config, distill, gate, records
 from bot import rule as rules_mod
 from bot import scenario as scenario_mod
 from bot.incident import Incident, IncidentStore
-from bot.llm import LLM
 from bot.markdown import table
 from bot.playbook import Playbook
 from bot.replay.answers import AnswerBook
 from bot.replay.engine import SCRIPTED, ReplayOptions
 from bot.replay.gateway import Gateway
+
+if TYPE_CHECKING:
+    from bot.llm import LLM
 
 Say = Callable[[str], None]
 DEMO_CAP = 3  # below the four seed rules, so the demo shows a retirement
@@ -77,6 +80,8 @@ def run(workspace: Path, say: Say, today: date, api_key: str | None = None,
 
 
 def _models(stack: ExitStack, workspace: Path, settings, logs: list[Path], api_key: str | None) -> Models:
+    from bot.llm import LLM  # the anthropic SDK takes over a second to import: only when the demo runs
+
     runs = workspace / ".replaybook" / "traces"
     if api_key:
         cfg = settings.config.models
