@@ -405,8 +405,10 @@ def test_admit_never_passes_a_fork_pr_and_passes_a_pr_that_adds_no_rule(rule_pr,
     # status cannot even be set. The required job still fails, never passes.
     gh.fail_next(f"{gh.repo_path}/statuses", 403, method="POST", message="Resource not accessible by integration")
     read_only = sim.run("admit", "pull_request", pr_event(examples, head, base, head_repo="mallory/app"))
-    assert only_job(read_only, "admit").result == "failure", read_only.log()
+    job = only_job(read_only, "admit")
+    assert job.result == "failure", read_only.log()
     assert len(gh.statuses_for(head)) == 1
+    assert "could not run" in job.summary  # the report still reaches the job summary, written first
 
     # A PR that is not a rule PR: the required job passes at once, and no status is set.
     other = sim.run("admit", "pull_request", pr_event(examples, "d" * 40, base, head_ref="changes"))

@@ -269,14 +269,14 @@ def _gate_rule_pr(action: GateRulePr, ctx: Context) -> list[Outcome]:
             verdict = GateVerdict("error", f"the gate could not decide: {exc.message}",
                                   f"## Replaybook gate: could not decide\n\n{fenced(exc.render())}\n")
     description = capture_mod.one_liner(verdict.description, 140)
+    if ctx.step_summary is not None:  # first: a fork PR's read-only token fails the writes below
+        with open(ctx.step_summary, "a", encoding="utf-8") as f:
+            f.write(verdict.report[: SUMMARY_LIMIT // 2] + "\n")
     ctx.port.set_status(action.head_sha, verdict.state, GATE_CONTEXT, description, ctx.run_url)
     url = None
     if action.number is not None:
         url = ctx.port.upsert_comment(action.number, GATE_MARKER, fit_body({"report": verdict.report},
                                                                            trim_first=("report",))).url
-    if ctx.step_summary is not None:
-        with open(ctx.step_summary, "a", encoding="utf-8") as f:
-            f.write(verdict.report[: SUMMARY_LIMIT // 2] + "\n")
     status: Status = "failed" if verdict.state == "error" else "done"
     return [Outcome(action.kind, status, f"{where}: {verdict.state}: {description}", url, verdict=verdict.state)]
 
