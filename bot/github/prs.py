@@ -22,7 +22,7 @@ from typing import Any
 
 from bot import capture as capture_mod
 from bot import rule as rules_mod
-from bot import yamlfile
+from bot import markdown, yamlfile
 from bot.errors import BadInput
 from bot.github import issue_form
 from bot.github.context import Context, Outcome, code, fenced
@@ -307,10 +307,11 @@ def record_hits(action: RecordHits, ctx: Context) -> list[Outcome]:
             if rule_id not in seen or seen[rule_id][0] < day:
                 seen[rule_id] = (day, where)
 
+    agents = {login.lower() for login in logins}
     prs = ctx.port.list_prs("all")
     for pr in prs:
         if pr.merged_at and pr.merged_at[:10] >= since.isoformat() and (
-                pr.author.lower() in {x.lower() for x in logins} or (label and label in pr.labels)):
+                pr.author.lower() in agents or (label and label in pr.labels)):
             note(f"{pr.title}\n{pr.body}", date.fromisoformat(pr.merged_at[:10]), f"PR #{pr.number}")
     for login in logins:
         for commit in ctx.port.commits_since(f"{since.isoformat()}T00:00:00Z", login):
@@ -321,12 +322,11 @@ def record_hits(action: RecordHits, ctx: Context) -> list[Outcome]:
         what = f"{len(seen)} rule(s) cited, none more recently than recorded" if seen else "no rule was cited"
         extra = f"; not in the playbook: {', '.join(unknown)}" if unknown else ""
         return [Outcome(action.kind, "unchanged", f"hits since {since}: {what}{extra}")]
-    table = "\n".join(["| rule | last hit before | last hit now | where |", "|---|---|---|---|", *rows])
     summary = "\n".join([
         f"## Replaybook: rule hits ({len(rows)} rule(s))", "",
         f"The agent cited these rules as `[rule-NNNN]` in merged PRs or commits since {since}. "
         "Merging records the hits; the coldest rule (oldest last hit) is the first to retire past the cap.", "",
-        table,
+        markdown.table(["rule", "last hit before", "last hit now", "where"], rows),
         *(["", "Cited but not in the playbook (retired or unknown): " + ", ".join(unknown)] if unknown else []),
     ])
     body = fit_body({"marker": marker(HITS_KEY), "summary": summary}, trim_first=("summary",))
@@ -341,11 +341,12 @@ def record_hits(action: RecordHits, ctx: Context) -> list[Outcome]:
     return [Outcome(action.kind, "done", f"{len(rows)} rule hit(s): opened PR #{pr.number}", _pr_url(pr))]
 
 
-def _hit_files(ctx: Context, seen: dict[str, tuple[date, str]]) -> tuple[dict[str, str | None], list[str], list[str]]:
+def _hit_files(ctx: Context, seen: dict[str, tuple[date, str]]
+               ) -> tuple[dict[str, str | None], list[list[str]], list[str]]:
     folder = ctx.settings.config.paths.playbook.strip("/")
     rules_dir = ctx.root / folder / "rules"
     files: dict[str, str | None] = {}
-    rows: list[str] = []
+    rows: list[list[str]] = []
     unknown: list[str] = []
     for rule_id, (day, where) in sorted(seen.items()):
         path = rules_dir / f"{rule_id}.yaml"
@@ -360,7 +361,7 @@ def _hit_files(ctx: Context, seen: dict[str, tuple[date, str]]) -> tuple[dict[st
             continue
         text = path.read_text(encoding="utf-8")
         files[f"{folder}/rules/{rule_id}.yaml"] = yamlfile.set_top_level(text, "last_hit", day.isoformat())
-        rows.append(f"| {rule_id} | {rule.last_hit or 'never'} | {day} | {code(where, 60)} |")
+        rows.append([rule_id, str(rule.last_hit or "never"), str(day), where])
     return files, rows, unknown
 
 
