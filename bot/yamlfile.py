@@ -131,7 +131,11 @@ def parse(path: Path, text: str, *, what: str = "file") -> Document:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f":{mark.line + 1}" if mark else ""
-        raise BadInput(f"{path}{where}: not valid YAML: {exc.problem or exc.context}") from None
+        hint = ""
+        if mark and mark.line < len(text.splitlines()) and re.search(r"[\w-]\[", text.splitlines()[mark.line]):
+            hint = ('; a value holding [ ] (e.g. copilot-swe-agent[bot]) must be quoted: '
+                    '["copilot-swe-agent[bot]"]')
+        raise BadInput(f"{path}{where}: not valid YAML: {exc.problem or exc.context}{hint}") from None
     except yaml.YAMLError as exc:
         raise BadInput(f"{path}: not valid YAML: {exc}") from None
     if not isinstance(data, dict):

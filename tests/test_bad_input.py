@@ -174,3 +174,10 @@ def test_validating_a_folder_with_no_incidents_is_not_a_pass(cli, root):
     (root / "empty").mkdir()
     result = cli("incident", "validate", str(root / "empty"))
     assert result.code == 2 and "no incident files" in result.err
+
+
+def test_an_unquoted_bot_login_gets_the_fix_in_the_message(cli):
+    (cli.root / ".replaybook.yml").write_text("github:\n  agent_logins: [copilot-swe-agent[bot]]\n", encoding="utf-8")
+    result = cli("playbook", "list")
+    assert result.code == 2
+    assert ".replaybook.yml:2: not valid YAML" in result.err and '["copilot-swe-agent[bot]"]' in result.err
