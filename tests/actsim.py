@@ -690,13 +690,21 @@ class _Run:
         owner = repository.split("/")[0]
         pr = payload.get("pull_request") or {}
         default_branch = (payload.get("repository") or {}).get("default_branch") or "main"
+        group = payload.get("merge_group") or {}
         if ref is None:
             ref = (payload.get("ref") or f"refs/heads/{default_branch}" if event_name == "push" else
                    f"refs/pull/{pr.get('number')}/merge" if event_name == "pull_request" else
                    f"refs/heads/{pr['base']['ref']}" if event_name == "pull_request_target" else
+                   group.get("head_ref") or f"refs/heads/{default_branch}" if event_name == "merge_group" else
                    f"refs/heads/{default_branch}")
-        if sha is None:  # "c" * 40 is FakeGitHub's MAIN_SHA
-            sha = (payload.get("after") if event_name == "push" else (pr.get("head") or {}).get("sha")) or "c" * 40
+        if sha is None:
+            # As GitHub sets GITHUB_SHA: the pushed commit; for pull_request the merge commit (the head stands in:
+            # the fake has no merge commits); for pull_request_target the base branch's head, never the PR's code;
+            # for merge_group the queue's commit. "c" * 40 is FakeGitHub's MAIN_SHA.
+            sha = (payload.get("after") if event_name == "push" else
+                   (pr.get("head") or {}).get("sha") if event_name == "pull_request" else
+                   (pr.get("base") or {}).get("sha") if event_name == "pull_request_target" else
+                   group.get("head_sha") if event_name == "merge_group" else None) or "c" * 40
         self.github = _Strict("github", {
             "event_name": event_name, "event": payload, "event_path": str(event_path), "repository": repository,
             "repository_owner": owner, "ref": ref, "ref_name": re.sub(r"^refs/(heads|tags)/", "", ref),
