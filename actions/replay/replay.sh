@@ -41,7 +41,7 @@ case "$MODE" in
     [ -e "$RESULTS" ] || mkdir -p "$RESULTS"  # no job wrote a result: every expected scenario is reported missing
     "$rb" replay report "$RESULTS" --expect "$EXPECTED" || {
       status=$?
-      echo "::error title=Replaybook replay::not every scenario passed; the step summary has the table"
+      echo "::error title=Replaybook replay::the suite did not pass (exit $status): a scenario failed or is missing, or none ran; the message above and the step summary say which"
       exit "$status"
     }
     ;;
