@@ -349,22 +349,32 @@ def test_a_spent_budget_is_unscored(make_scenario, opts):
     assert "budget" in result.reason and result.checks == []
 
 
-def test_a_builtin_agent_crash_is_unscored_never_failed(make_scenario, opts):
-    # A NUL byte in a path makes pathlib raise ValueError inside the agent's write tool.
-    loaded = make_scenario(pass_if=[{"succeeds": {"run": "false"}}],
-                           with_rule=[{"write": {"path": "bad\0name", "content": "x"}}])
-    result = run_trial(loaded, RULE_TEXT, opts(), 0)
+class ExplodingAgent:
+    """An in-process agent with a bug: it raises instead of answering (the Agent interface, nothing patched)."""
+
+    name, version = "exploding", "1"
+
+    def run(self, job):
+        raise ValueError("a bug inside the agent")
+
+
+def test_an_in_process_agent_crash_is_unscored_never_failed(make_scenario, opts):
+    loaded = make_scenario(pass_if=[{"succeeds": {"run": "false"}}])
+    result = run_trial(loaded, RULE_TEXT, opts(), 0, agent=ExplodingAgent())
     assert (result.verdict, result.agent_status) == ("unscored", "crashed")
-    assert "ValueError" in result.reason and result.checks == []
+    assert "ValueError: a bug inside the agent" in result.reason and result.checks == []
 
 
 def test_a_tool_error_goes_back_to_the_model_and_the_trial_is_scored(make_scenario, opts):
     loaded = make_scenario(pass_if=[PROOF],
                            with_rule=[{"write": {"path": "README.md/child.txt", "content": "x"}},
-                                      {"write": {"path": "../outside.txt", "content": "x"}}, {"say": "gave up"}])
+                                      {"write": {"path": "../outside.txt", "content": "x"}},
+                                      {"write": {"path": "bad\0name", "content": "x"}}, {"say": "gave up"}])
     result = run_trial(loaded, RULE_TEXT, opts(), 0)
     assert (result.verdict, result.agent_status) == ("passed", "finished"), result.reason
-    assert [e.is_error for e in trace_of(result) if e.kind == "tool_call"] == [True, True]
+    calls = [e for e in trace_of(result) if e.kind == "tool_call"]
+    assert [e.is_error for e in calls] == [True, True, True]
+    assert "NUL byte" in calls[-1].output_excerpt
 
 
 # -- bad fixtures -------------------------------------------------------------------------------

@@ -107,6 +107,8 @@ def _path(job: AgentRun, args: dict[str, Any]) -> Path:
     raw = args.get("path")
     if not isinstance(raw, str) or not raw:
         raise ToolError("`path` is required")
+    if "\0" in raw:
+        raise ToolError("`path` holds a NUL byte; no file can be named so")
     root = job.sandbox.root.resolve()
     target = (root / raw).resolve()
     if not target.is_relative_to(root):
