@@ -14,12 +14,11 @@ Method (two measurements per iteration, side by side):
      as harness cost (the shim's own start-up is inside ``duration_ms`` only
      after its first line runs), and the ``succeeds`` process start-up as
      scenario time.
-2. The same trial rebuilt from the engine's lower-level pieces (Sandbox,
-   Gateway, services, checks, trace), with ``perf_counter`` laps between phases.
-   Its total is printed next to ``run_trial``'s so any drift from the real
-   engine shows. The agent phase is split into the tool processes (``bash -c``
-   wall, of which the recorded commands are scenario time) and the rest (model
-   calls through the SDK and the gateway, file tools, bookkeeping).
+2. ``run_trial`` again with ``on_phase`` laps (``engine.PHASES``), timed with
+   ``perf_counter``; its total is printed next to the plain run's. The agent
+   phase is split into the tool processes (``bash -c`` wall, of which the
+   recorded commands are scenario time) and the rest (model calls through the
+   SDK and the gateway, file tools, bookkeeping).
 
 Each scenario gets one warm-up of each, then ``--runs`` iterations; medians.
 The playbook holds the scenario's rule, so the simulated model takes the
@@ -29,9 +28,7 @@ The playbook holds the scenario's rule, so the simulated model takes the
 from __future__ import annotations
 
 import argparse
-import hashlib
 import tempfile
-import threading
 import time
 from collections import defaultdict
 from contextlib import contextmanager
@@ -45,24 +42,14 @@ from anthropic.resources.messages import Messages
 
 from bot import scenario as sc
 from bot.replay import agents as agents_mod
-from bot.replay import checks as checks_mod
 from bot.replay import engine
 from bot.replay import gateway as gateway_mod
-from bot.replay.policy import SIMULATED_MODEL
 from bot.replay.sandbox import Sandbox
-from bot.replay.services import service_env, start_services
-from bot.replay.trace import (
-    AgentOutputEvent, ModelCallEvent, RunDir, RunEndEvent, RunStartEvent, ToolCallEvent, TraceWriter, excerpt,
-    file_change_events, read_trace,
-)
+from bot.replay.trace import RunDir, read_trace
 
 TARGET_S = 0.150
-PHASES = (
-    "run folder + trace", "services start", "sandbox setup", "gateway start", "SDK client setup",
-    "model calls (client side)", "file tools + agent loop", "tool process start (bash -c, shims)",
-    "command log -> trace", "diff", "end state (no succeeds)", "evaluate", "gateway stop", "sandbox remove",
-    "services stop",
-)
+PHASES = (*engine.PHASES[:4], "SDK client setup", "model calls (client side)", "file tools + agent loop",
+          "tool process start (bash -c, shims)", *engine.PHASES[5:])
 
 
 class Laps:
@@ -78,87 +65,28 @@ class Laps:
 
 
 def phased_trial(loaded: sc.LoadedScenario, text: str, opts: engine.ReplayOptions, trial: int, agent) -> dict:
-    """``engine.run_trial`` step by step, timing each phase (keep in step with the engine)."""
-    scenario = loaded.scenario
+    """``engine.run_trial`` with a lap at each phase it reports (``on_phase``), the agent phase split further."""
     with (timed_method(Sandbox, "run") as calls, timed_method(Messages, "create") as creates,
           timed_method(anthropic.Anthropic, "__init__") as inits):
         laps = Laps()
         start = laps.last
-        run_dir = RunDir(Path(tempfile.mkdtemp(dir=opts.runs_dir, prefix="phased-"))).create()
-        writer, lock = TraceWriter(run_dir.trace, run_start=time.time()), threading.Lock()
-
-        def append(event):
-            with lock:
-                writer.append(event)
-
-        def on_call(call):
-            append(ModelCallEvent(model=call.model, input_tokens=call.input_tokens, output_tokens=call.output_tokens,
-                                  cost_usd=call.cost_usd, simulated=call.simulated))
-
-        def on_tool_call(*, name, input, id, is_error, output):
-            append(ToolCallEvent(name=name, input=input, id=id, is_error=is_error, output_excerpt=excerpt(output, 500)))
-
-        append(RunStartEvent(scenario=scenario.id, agent=agent.name, meta={
-            "trial": trial, "model": opts.model, "simulated": True, "agent_version": agent.version,
-            "playbook_sha256": hashlib.sha256(text.encode()).hexdigest()}))
-        laps.lap("run folder + trace")
-        services_cm = start_services([s.model_dump() for s in scenario.services])
-        services = services_cm.__enter__()
-        laps.lap("services start")
-        sandbox = Sandbox(loaded.fixture, env_allow=scenario.env_allow, extra_env=service_env(services)).__enter__()
-        laps.lap("sandbox setup")
-        gateway = engine._gateway(loaded, opts, trial, on_call, scenario.budget.max_cost_usd, text)
-        laps.lap("gateway start")
-        try:
-            job = agents_mod.AgentRun(task=scenario.task, system_prompt=text, sandbox=sandbox, gateway=gateway,
-                                      model=SIMULATED_MODEL, max_turns=scenario.budget.max_turns,
-                                      timeout_s=scenario.budget.timeout_s, on_tool_call=on_tool_call)
-            calls.clear()
-            result = engine._run_agent(agent, job)
-            agent_s = laps.lap("file tools + agent loop")
-            tools_s, create_s, init_s = calls.seconds(record=True), creates.seconds(record=True), inits.seconds(record=True)
-            http_counts = {env: svc.request_count for env, svc in services.items()}
-            commands = sandbox.commands()
-            with lock:
-                writer.extend(commands)
-            laps.lap("command log -> trace")
-            diff = sandbox.diff()
-            run_dir.write_diff(diff.patch)
-            run_dir.write_agent_raw(result.raw)
-            with lock:
-                writer.extend(file_change_events(diff.files))
-                if result.final_text:
-                    writer.append(AgentOutputEvent(text=excerpt(result.final_text)))
-            laps.lap("diff")
-            calls.clear()
-            state = checks_mod.collect_end_state(scenario, sandbox, http_counts)
-            (run_dir.path / "end_state.json").write_text(state.model_dump_json(indent=1), encoding="utf-8")
-            laps.lap("end state (no succeeds)")
-            succeeds_s = calls.seconds(record=False)
-            results = checks_mod.evaluate(scenario, read_trace(run_dir.trace), state)
-            verdict = "failed" if any(not c.passed for c in results) else "passed"
-            with lock:
-                writer.append(RunEndEvent(status=verdict, reason=verdict))
-            writer.close()
-            laps.lap("evaluate")
-        finally:
-            gateway.close()
-            laps.lap("gateway stop")
-            sandbox.close()
-            laps.lap("sandbox remove")
-            services_cm.__exit__(None, None, None)
-            laps.lap("services stop")
-    total = laps.last - start
-    recorded = command_seconds(read_trace(run_dir.trace))
+        result = engine.run_trial(loaded, text, opts, trial, agent, on_phase=laps.lap)
+        total = laps.last - start
+        agent_calls = [seconds for record, seconds in calls.items if record]
+        succeeds_s = calls.seconds(record=False)
+        create_s, init_s = creates.seconds(record=True), inits.seconds(record=True)
+    recorded = command_seconds(read_trace(RunDir(Path(result.run_dir)).trace))
     phases = dict(laps.phases)
-    # The agent lap holds the tool processes; split them out, and the succeeds out of the end state.
+    agent_s = phases.pop("agent", 0.0)
+    tools_s = sum(agent_calls)
+    # The agent lap holds the tool processes and the SDK; the end state holds the succeeds commands.
     phases["SDK client setup"] = init_s  # the first Anthropic() of a run builds an SSL context
     phases["model calls (client side)"] = create_s
     phases["file tools + agent loop"] = agent_s - tools_s - create_s - init_s
     phases["tool process start (bash -c, shims)"] = tools_s - recorded
-    phases["end state (no succeeds)"] -= succeeds_s
+    phases["end state"] = phases.get("end state", 0.0) - succeeds_s
     return {"total": total, "overhead": total - recorded - succeeds_s, "phases": phases,
-            "model_calls": len(gateway.calls)}
+            "model_calls": result.model_calls}
 
 
 @contextmanager

@@ -115,11 +115,16 @@ def _gateway(loaded: sc.LoadedScenario, opts: ReplayOptions, trial: int, on_call
 
 
 def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions, trial: int,
-              agent=None) -> TrialResult:
-    """One trial, start to end; cleanup always happens."""
+              agent=None, on_phase: Callable[[str], None] | None = None) -> TrialResult:
+    """One trial, start to end; cleanup always happens.
+
+    ``on_phase(name)`` is called as each phase ends (``PHASES``, in order), so
+    a benchmark can time them without a copy of this function.
+    """
     agent = agent or agents_mod.make(opts.agent, command=opts.command)
     scenario = loaded.scenario
     started = time.monotonic()
+    phase = on_phase or _no_phase
     with ExitStack() as stack:
         run_dir = _run_dir(stack, opts, scenario.id, trial)
         lock = threading.Lock()
@@ -139,20 +144,30 @@ def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
         append(RunStartEvent(scenario=scenario.id, agent=agent.name, meta={
             "trial": trial, "model": opts.model, "simulated": opts.simulated, "agent_version": agent.version,
             "playbook_sha256": hashlib.sha256(playbook_text.encode()).hexdigest()}))
+        phase("run folder + trace")
+        # Each stop phase is registered just before its context, so it ends as that context's exit does.
+        stack.callback(phase, "services stop")
         services = stack.enter_context(start_services([s.model_dump() for s in scenario.services]))
+        phase("services start")
+        stack.callback(phase, "sandbox remove")
         sandbox = stack.enter_context(Sandbox(loaded.fixture, env_allow=(*scenario.env_allow, *opts.env_allow),
                                               extra_env={**scenario.env, **service_env(services)}))
+        phase("sandbox setup")
+        stack.callback(phase, "gateway stop")
         gateway = stack.enter_context(_gateway(loaded, opts, trial, on_call, scenario.budget.max_cost_usd,
                                                       playbook_text))
+        phase("gateway start")
         job = agents_mod.AgentRun(task=scenario.task, system_prompt=playbook_text, sandbox=sandbox, gateway=gateway,
                                   model=SIMULATED_MODEL if opts.simulated else opts.model,
                                   max_turns=scenario.budget.max_turns, timeout_s=scenario.budget.timeout_s,
                                   on_tool_call=on_tool_call)
         result = _run_agent(agent, job)
+        phase("agent")
         http_counts = {env: svc.request_count for env, svc in services.items()}
         commands = sandbox.commands()
         with lock:
             writer.extend(commands)
+        phase("command log -> trace")
         diff = sandbox.diff()
         run_dir.write_diff(diff.patch)
         run_dir.write_agent_raw(result.raw)
@@ -160,12 +175,14 @@ def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
             writer.extend(file_change_events(diff.files))
             if result.final_text:
                 writer.append(AgentOutputEvent(text=excerpt(result.final_text)))
+        phase("diff")
         if gateway.budget_spent:
             result.status, result.reason = "budget", f"spent the budget of ${scenario.budget.max_cost_usd:.2f}"
         verdict, reason, results = "unscored", result.reason or result.status, []
         if result.scored:
             state = checks_mod.collect_end_state(scenario, sandbox, http_counts)
             (run_dir.path / "end_state.json").write_text(state.model_dump_json(indent=1), encoding="utf-8")
+            phase("end state")
             results = checks_mod.evaluate(scenario, read_trace(run_dir.trace), state)
             failed = [c.check for c in results if not c.passed]
             verdict = "failed" if failed else "passed"
@@ -173,6 +190,7 @@ def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
         with lock:
             writer.append(RunEndEvent(status=verdict, reason=reason))
         writer.close()
+        phase("evaluate")
         return TrialResult(
             scenario=scenario.id, trial=trial, verdict=verdict, reason=reason, checks=results,
             agent_status=result.status, input_tokens=sum(c.input_tokens for c in gateway.calls),
@@ -180,6 +198,15 @@ def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
             model_calls=len(gateway.calls), duration_s=round(time.monotonic() - started, 3),
             simulated=opts.simulated, run_dir=str(run_dir.path) if opts.runs_dir else None,
         )
+
+
+PHASES = ("run folder + trace", "services start", "sandbox setup", "gateway start", "agent", "command log -> trace",
+          "diff", "end state", "evaluate", "gateway stop", "sandbox remove", "services stop")
+"""The phases ``run_trial`` reports to ``on_phase``, in order (an unscored trial skips "end state")."""
+
+
+def _no_phase(name: str) -> None:
+    pass
 
 
 def _run_agent(agent, job: agents_mod.AgentRun) -> agents_mod.AgentResult:
