@@ -462,3 +462,12 @@ def test_bad_input_mid_trial_leaves_no_run_folder(make_scenario, opts, tmp_path)
     with pytest.raises(BadInput, match="policy.yaml"):
         run_trial(loaded, RULE_TEXT, opts(), 0)
     assert list((tmp_path / "runs").iterdir()) == []
+
+
+def test_run_trial_reports_its_phases_in_order(make_scenario, opts):
+    from bot.replay.engine import PHASES
+
+    seen: list[str] = []
+    result = run_trial(make_scenario(pass_if=[PROOF]), RULE_TEXT, opts(), 0, on_phase=seen.append)
+    assert result.verdict in ("passed", "failed")
+    assert seen == list(PHASES)  # the stop phases too, as each context closes
