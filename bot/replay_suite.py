@@ -121,9 +121,12 @@ def _row(file: Path) -> Row:
         verdict = "failed"
     else:
         verdict = "unscored"
-    tokens = summary.get("input_tokens", 0) + summary.get("output_tokens", 0)
-    return Row(scenario=data["scenario"], verdict=verdict, tokens=int(tokens or 0),
-               cost_usd=float(summary.get("cost_usd") or 0.0), simulated=bool(data.get("simulated")),
+    tokens = sum(v for v in (summary.get("input_tokens"), summary.get("output_tokens"))
+                 if isinstance(v, int) and not isinstance(v, bool))
+    cost = summary.get("cost_usd")
+    return Row(scenario=data["scenario"], verdict=verdict, tokens=tokens,
+               cost_usd=float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else 0.0,
+               simulated=bool(data.get("simulated")),
                agent=str(data.get("agent") or ""), model=str(data.get("model") or ""), **counts)
 
 

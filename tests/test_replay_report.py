@@ -98,3 +98,12 @@ def test_report_rejects_what_is_not_a_result(cli, tmp_path):
     good = write(tmp_path / "ok" / "r.json", json.dumps({"scenario": "x", "summary": {
         "passed": 1, "failed": 0, "unscored": 0, "trials": 1}}))
     assert cli("replay", "report", str(good), "--expect", "lint-disable", "--summary", "/dev/null").code == 2
+
+
+def test_odd_token_and_cost_fields_are_left_out_not_a_crash(cli, tmp_path):
+    odd = write(tmp_path / "odd.json", json.dumps({"scenario": "x", "summary": {
+        "passed": 1, "failed": 0, "unscored": 0, "trials": 1, "input_tokens": "many", "output_tokens": 7,
+        "cost_usd": None}}))
+    result = cli("replay", "report", str(odd), "--summary", "/dev/null")
+    assert result.code == 0, result.err
+    assert "| x | passed | 1/1 |" in result.out and "| 7 | $0.0000 |" in result.out
