@@ -306,14 +306,21 @@ def git(cwd: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout.strip()
 
 
-def test_git_gate_finds_changed_rules_and_reads_the_base_playbook(root, tmp_path):
+def base_repo(root: Path) -> str:
+    """A git repository at ``root`` whose one commit on main admits rule-0001; that commit's id."""
     from helpers import rule_yaml, write
 
     git(root, "init", "-q", "-b", "main")
     write(root / "playbook" / "rules" / "rule-0001.yaml", rule_yaml("rule-0001"))
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "base")
-    base = git(root, "rev-parse", "HEAD")
+    return git(root, "rev-parse", "HEAD")
+
+
+def test_git_gate_finds_changed_rules_and_reads_the_base_playbook(root, tmp_path):
+    from helpers import rule_yaml, write
+
+    base = base_repo(root)
     write(root / "playbook" / "rules" / "rule-0002.yaml", rule_yaml("rule-0002", text="A rule -- named oddly."))
     write(root / "playbook" / "rules" / "--output=x.yaml", "id: x\n")  # a name that looks like an option: data
     write(root / "playbook" / "rules" / "rule-0001.yaml", rule_yaml("rule-0001", text="Changed on the branch."))
@@ -338,11 +345,7 @@ def test_a_hits_only_change_needs_no_replay_and_the_cap_is_checked_on_the_result
     from helpers import make_scenario, rule_yaml, write
 
     write(root / ".replaybook.yml", "cap: 2\n")
-    git(root, "init", "-q", "-b", "main")
-    write(root / "playbook" / "rules" / "rule-0001.yaml", rule_yaml("rule-0001"))
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "base")
-    base = git(root, "rev-parse", "HEAD")
+    base = base_repo(root)
     write(root / "playbook" / "rules" / "rule-0001.yaml", rule_yaml("rule-0001", last_hit="2026-11-20"))
     git(root, "commit", "-qam", "record a hit")
     gate = GitGate(root, settings_for(root))  # no API key: any replay would be an error
@@ -463,11 +466,7 @@ def test_the_command_fails_unless_the_gate_admits_so_its_job_can_be_the_required
 
     root = cli.root
     write(root / ".replaybook.yml", "cap: 1\n")
-    git(root, "init", "-q", "-b", "main")
-    write(root / "playbook" / "rules" / "rule-0001.yaml", rule_yaml("rule-0001"))
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "base")
-    base = git(root, "rev-parse", "HEAD")
+    base = base_repo(root)
     write(root / "playbook" / "rules" / "rule-0002.yaml", rule_yaml("rule-0002", text="When X, do Y."))
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "a second rule past the cap of one")
