@@ -55,12 +55,15 @@ def test_branches_files_and_pull_requests_through_the_adapter(gh, adapter):
     with pytest.raises(GitHubError) as taken:
         adapter.create_branch("replaybook/rule-0001", MAIN_SHA)
     assert taken.value.status == 422
-    assert adapter.put_file("replaybook/rule-0001", "playbook/rules/rule-0001.yaml", "a\n", "add") is True
-    assert adapter.put_file("replaybook/rule-0001", "playbook/rules/rule-0001.yaml", "a\n", "same") is False
-    assert adapter.put_file("replaybook/rule-0001", "playbook/rules/rule-0001.yaml", "b\n", "edit") is True
+    rule, branch = "playbook/rules/rule-0001.yaml", "replaybook/rule-0001"
+    assert adapter.commit_files(branch, {rule: "a\n", "notes.md": "n\n"}, "add") is True
+    assert adapter.commit_files(branch, {rule: "a\n"}, "same") is False  # nothing changes: no commit
+    assert adapter.commit_files(branch, {rule: "b\n"}, "edit") is True
+    assert gh.branch_files(branch) == {rule: "b\n", "notes.md": "n\n"}
+    assert adapter.commit_files(branch, {"notes.md": None, "never-there.md": None}, "rm") is True
     assert gh.branch_files("replaybook/rule-0001") == {"playbook/rules/rule-0001.yaml": "b\n"}
-    assert adapter.delete_file("replaybook/rule-0001", "playbook/rules/rule-0001.yaml", "rm") is True
-    assert adapter.delete_file("replaybook/rule-0001", "playbook/rules/rule-0001.yaml", "rm") is False
+    assert adapter.commit_files(branch, {"notes.md": None}, "rm") is False  # already gone
+    assert sum(r.path.endswith("/git/commits") and r.method == "POST" for r in gh.requests) == 3
     pr = adapter.create_pr("Rule", f"{marker('rule-0001')}\nbody", "replaybook/rule-0001", "main")
     assert (pr.state, pr.merged, pr.head_ref) == ("open", False, "replaybook/rule-0001")
     assert adapter.find_pr_by_marker(marker("rule-0001")) == pr
@@ -76,8 +79,8 @@ def test_a_write_waits_out_a_secondary_rate_limit(gh):
     waits: list[float] = []
     a = PyGithubAdapter("octo/app", "t", gh.url, sleep=waits.append, seconds_between_requests=0,
                         seconds_between_writes=0)
-    gh.fail_next(gh.repo_path + "/contents/", 403, headers={"retry-after": "7"}, method="PUT")
-    assert a.put_file("main", "x.txt", "x", "add") is True
+    gh.fail_next(gh.repo_path + "/git/commits", 403, headers={"retry-after": "7"}, method="POST")
+    assert a.commit_files("main", {"x.txt": "x"}, "add") is True
     a.close()
     assert waits == [7.0] and gh.branch_files("main") == {"x.txt": "x"}
 

@@ -245,24 +245,6 @@ class PyGithubAdapter:
         """A new branch at ``from_sha``; GitHubError 422 when it exists already."""
         self._guard(lambda: self._repo.create_git_ref(f"refs/heads/{name}", from_sha))
 
-    def put_file(self, branch: str, path: str, content: str, message: str) -> bool:
-        """Write ``path`` on ``branch`` as one commit; False (and no write) when it already holds ``content``."""
-        try:
-            current = self._guard(lambda: self._repo.get_contents(path, ref=branch))
-        except GitHubError as exc:
-            if exc.status != 404:
-                raise
-            current = None
-        if current is None:
-            self._guard(lambda: self._repo.create_file(path, message, content, branch=branch))
-            return True
-        if isinstance(current, list):
-            raise GitHubError(f"{path} is a folder on {branch}, not a file", status=422, path=path)
-        if current.decoded_content == content.encode("utf-8"):
-            return False
-        self._guard(lambda: self._repo.update_file(path, message, content, current.sha, branch=branch))
-        return True
-
     def commit_files(self, branch: str, files: Mapping[str, str | None], message: str) -> bool:
         """Write (or, for None, delete) every file in ``files`` on ``branch`` as ONE commit; False when none changes.
 
@@ -288,19 +270,6 @@ class PyGithubAdapter:
         new_tree = self._guard(lambda: self._repo.create_git_tree(elements, base_tree=head.tree))
         commit = self._guard(lambda: self._repo.create_git_commit(message, new_tree, [head]))
         self._guard(lambda: ref.edit(commit.sha))
-        return True
-
-    def delete_file(self, branch: str, path: str, message: str) -> bool:
-        """Remove ``path`` from ``branch`` as one commit; False when it is not there."""
-        try:
-            current = self._guard(lambda: self._repo.get_contents(path, ref=branch))
-        except GitHubError as exc:
-            if exc.status != 404:
-                raise
-            return False
-        if isinstance(current, list):
-            raise GitHubError(f"{path} is a folder on {branch}, not a file", status=422, path=path)
-        self._guard(lambda: self._repo.delete_file(path, message, current.sha, branch=branch))
         return True
 
     def create_pr(self, title: str, body: str, head: str, base: str) -> PullRef:
