@@ -8,6 +8,7 @@ that every path is relative to.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -72,6 +73,17 @@ class GitHub(_Section):
     )
 
 
+class Replay(_Section):
+    """How replays run (``replay``, ``gate``, ``demo``); ``--sandbox`` overrides ``sandbox``."""
+
+    sandbox: Literal["bwrap", "docker", "none"] = Field(
+        default="bwrap", description="Isolation of the agent: bwrap (Linux), docker, or none (unisolated; "
+        "the GitHub gate refuses it).",
+    )
+    keep_runs: int = Field(default=200, ge=1, le=100_000, description="Run folders kept under paths.traces.")
+    keep_runs_days: int = Field(default=30, ge=1, le=3650, description="Run folders older than this are removed.")
+
+
 class Config(_Section):
     cap: int = Field(default=60, ge=1, le=1000, description="Most admitted rules; past it the coldest retires.")
     sections: list[str] = Field(
@@ -82,6 +94,7 @@ class Config(_Section):
     paths: Paths = Field(default_factory=Paths)
     labels: Labels = Field(default_factory=Labels)
     github: GitHub = Field(default_factory=GitHub)
+    replay: Replay = Field(default_factory=Replay)
 
 
 class Settings:

@@ -13,9 +13,12 @@ from typing import Annotated, Any, ClassVar, Literal, Union
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
 from bot import records
+from bot.credentials import credential_error, is_credential_name
 from bot.errors import BadInput
 
 ENV_NAME = r"^[A-Z_][A-Z0-9_]*$"
+# A package name, extras and version specifiers: no URL, path, option or marker (see bot.replay.toolchain).
+REQUIREMENT = r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,-]+\])?\s*((===?|~=|!=|<=|>=|<|>)\s*[A-Za-z0-9.*+!_-]+\s*,?\s*)*$"
 
 
 class _Strict(BaseModel):
@@ -120,6 +123,9 @@ class Budget(_Strict):
     max_turns: int = Field(default=30, ge=1, le=500)
     timeout_s: float = Field(default=600, gt=0, le=7200)
     max_cost_usd: float = Field(default=0.50, ge=0)
+    max_processes: int = Field(default=256, ge=8, le=4096, description="Processes alive at once in the sandbox.")
+    max_disk_mb: int = Field(default=1024, ge=1, le=16384, description="What the sandbox's folders may hold.")
+    max_output_mb: int = Field(default=64, ge=1, le=1024, description="Output of one process the harness reads.")
 
 
 class Service(_Strict):
@@ -151,6 +157,27 @@ class Scenario(records.Record):
     env: dict[Annotated[str, Field(pattern=ENV_NAME)], str] = Field(
         default_factory=dict, description="Fixed env vars the agent's commands get (never secrets)."
     )
+    requirements: list[Annotated[str, Field(pattern=REQUIREMENT)]] = Field(
+        default_factory=list,
+        description="Python packages (wheels) the commands and checks need, e.g. pytest==8.3.4: installed once "
+                    "into a cached environment that leads the PATH of the agent and of the checks.",
+    )
+    requirements_file: str | None = Field(
+        default=None, description="A requirements file in the fixture, relative to its root, instead of `requirements`."
+    )
+    setup: list[str] = Field(
+        default_factory=list,
+        description="Command lines (no shell) run in the sandbox, in the fixture's root, before the baseline "
+                    "commit: git history, a bare remote, a built artefact.",
+    )
+
+    @field_validator("env_allow")
+    @classmethod
+    def _no_credentials(cls, names: list[str]) -> list[str]:
+        for name in names:
+            if is_credential_name(name):
+                raise ValueError(credential_error(name, "env_allow"))
+        return names
 
     @field_validator("pass_if", mode="before")
     @classmethod
@@ -170,6 +197,8 @@ class Scenario(records.Record):
                 "pass_if has no `succeeds` check, so it could pass with an agent that does nothing; "
                 "add `- succeeds: {run: <command that proves the task is done>}`"
             )
+        if self.requirements and self.requirements_file:
+            raise ValueError("give either `requirements` or `requirements_file`, not both")
         envs = [s.env for s in self.services]
         if len(set(envs)) != len(envs):
             raise ValueError("two services share one `env` name; give each its own")

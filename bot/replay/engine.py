@@ -22,13 +22,16 @@ from pathlib import Path
 from typing import Callable, Literal
 
 from bot import scenario as sc
+from bot.credentials import Redactor, credential_error, is_credential_name, known_secrets
 from bot.errors import BadInput
 from bot.replay import agents as agents_mod
 from bot.replay import checks as checks_mod
+from bot.replay import isolation, toolchain
 from bot.replay.gateway import Gateway, ModelCall, Upstream
 from bot.replay.policy import SIMULATED_MODEL, load_policy
 from bot.replay.sandbox import Sandbox
 from bot.replay.services import service_env, start_services
+from bot.replay.shims import default_cache_dir
 from bot.replay.trace import (
     AgentOutputEvent, ModelCallEvent, RunDir, RunEndEvent, RunStartEvent, ToolCallEvent, TraceWriter,
     excerpt, file_change_events, read_trace,
@@ -53,6 +56,9 @@ class ReplayOptions:
     runs_dir: Path | None = None  # None: a temporary folder, removed afterwards
     latency_s: float = 0.0  # simulated model only (benchmarks)
     env_allow: tuple[str, ...] = ()
+    sandbox: str | None = None  # isolation backend: bwrap, docker or none (default: $REPLAYBOOK_SANDBOX, else bwrap)
+    keep_runs: int = 200  # run folders kept in runs_dir
+    keep_runs_days: int = 30
 
     @property
     def simulated(self) -> bool:
@@ -74,6 +80,8 @@ class TrialResult:
     duration_s: float = 0.0
     simulated: bool = False
     run_dir: str | None = None
+    sandbox: str = ""
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def failed_checks(self) -> list[checks_mod.CheckResult]:
@@ -125,10 +133,14 @@ def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
     scenario = loaded.scenario
     started = time.monotonic()
     phase = on_phase or _no_phase
+    backend = isolation.backend(opts.sandbox)
+    tools = scenario_toolchain(loaded)
+    warnings = trial_warnings(loaded, backend, tools)
+    redact = redactor(opts, scenario)
     with ExitStack() as stack:
-        run_dir = _run_dir(stack, opts, scenario.id, trial)
+        run_dir = _run_dir(stack, opts, scenario.id, trial, redact)
         lock = threading.Lock()
-        writer = stack.enter_context(TraceWriter(run_dir.trace, run_start=time.time()))  # closed on errors too
+        writer = stack.enter_context(TraceWriter(run_dir.trace, run_start=time.time(), redact=redact.text))
 
         def append(event):
             with lock:
@@ -143,15 +155,19 @@ def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
 
         append(RunStartEvent(scenario=scenario.id, agent=agent.name, meta={
             "trial": trial, "model": opts.model, "simulated": opts.simulated, "agent_version": agent.version,
-            "playbook_sha256": hashlib.sha256(playbook_text.encode()).hexdigest()}))
+            "playbook_sha256": hashlib.sha256(playbook_text.encode()).hexdigest(), "sandbox": backend.name,
+            "toolchain": tools.key, "warnings": warnings}))
         phase("run folder + trace")
         # Each stop phase is registered just before its context, so it ends as that context's exit does.
         stack.callback(phase, "services stop")
         services = stack.enter_context(start_services([s.model_dump() for s in scenario.services]))
         phase("services start")
         stack.callback(phase, "sandbox remove")
-        sandbox = stack.enter_context(Sandbox(loaded.fixture, env_allow=(*scenario.env_allow, *opts.env_allow),
-                                              extra_env={**scenario.env, **service_env(services)}))
+        sandbox = stack.enter_context(Sandbox(
+            loaded.fixture, env_allow=(*scenario.env_allow, *opts.env_allow),
+            extra_env={**scenario.env, **service_env(services)}, backend=backend, toolchain=tools,
+            setup=scenario.setup, limits=limits_of(scenario.budget),
+            service_ports=[svc.port for svc in services.values()], reads=getattr(agent, "reads", lambda: ())()))
         phase("sandbox setup")
         stack.callback(phase, "gateway stop")
         gateway = stack.enter_context(_gateway(loaded, opts, trial, on_call, scenario.budget.max_cost_usd,
@@ -168,36 +184,89 @@ def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
         with lock:
             writer.extend(commands)
         phase("command log -> trace")
-        diff = sandbox.diff()
-        run_dir.write_diff(diff.patch)
+        if sandbox.limit_hit is None:  # past a bound the tree is not worth reading, and may be huge
+            diff = sandbox.diff()
+            run_dir.write_diff(diff.patch)
+            with lock:
+                writer.extend(file_change_events(diff.files))
         run_dir.write_agent_raw(result.raw)
         with lock:
-            writer.extend(file_change_events(diff.files))
             if result.final_text:
                 writer.append(AgentOutputEvent(text=excerpt(result.final_text)))
         phase("diff")
         if gateway.budget_spent:
             result.status, result.reason = "budget", f"spent the budget of ${scenario.budget.max_cost_usd:.2f}"
+        if sandbox.limit_hit:
+            result.status, result.reason = "limit", sandbox.limit_hit
         verdict, reason, results = "unscored", result.reason or result.status, []
         if result.scored:
             state = checks_mod.collect_end_state(scenario, sandbox, http_counts)
-            (run_dir.path / "end_state.json").write_text(state.model_dump_json(indent=1), encoding="utf-8")
-            phase("end state")
-            results = checks_mod.evaluate(scenario, read_trace(run_dir.trace), state)
-            failed = [c.check for c in results if not c.passed]
-            verdict = "failed" if failed else "passed"
-            reason = ("failed: " + "; ".join(failed)) if failed else "every check holds"
+            if sandbox.limit_hit:  # a check broke a bound (e.g. a left-behind conftest.py)
+                result.status, result.reason = "limit", sandbox.limit_hit
+                verdict, reason = "unscored", sandbox.limit_hit
+            else:
+                (run_dir.path / "end_state.json").write_text(redact.text(state.model_dump_json(indent=1)),
+                                                             encoding="utf-8")
+                phase("end state")
+                results = checks_mod.evaluate(scenario, read_trace(run_dir.trace), state)
+                failed = [c.check for c in results if not c.passed]
+                verdict = "failed" if failed else "passed"
+                reason = ("failed: " + "; ".join(failed)) if failed else "every check holds"
+        reason = redact.text(reason)
         with lock:
             writer.append(RunEndEvent(status=verdict, reason=reason))
         writer.close()
         phase("evaluate")
         return TrialResult(
-            scenario=scenario.id, trial=trial, verdict=verdict, reason=reason, checks=results,
+            scenario=scenario.id, trial=trial, verdict=verdict, reason=reason, checks=_redacted(results, redact),
             agent_status=result.status, input_tokens=sum(c.input_tokens for c in gateway.calls),
             output_tokens=sum(c.output_tokens for c in gateway.calls), cost_usd=gateway.total_cost_usd,
             model_calls=len(gateway.calls), duration_s=round(time.monotonic() - started, 3),
             simulated=opts.simulated, run_dir=str(run_dir.path) if opts.runs_dir else None,
+            sandbox=backend.name, warnings=warnings,
         )
+
+
+def scenario_toolchain(loaded: sc.LoadedScenario) -> toolchain.Toolchain:
+    """The scenario's declared environment, built once into the cache (the host's when it declares none)."""
+    scenario = loaded.scenario
+    reqs = list(scenario.requirements)
+    where = str(loaded.folder / "scenario.yaml")
+    if scenario.requirements_file:
+        reqs = toolchain.read_requirements_file(loaded.fixture / scenario.requirements_file, where)
+    return toolchain.prepare(reqs, cache_dir=default_cache_dir(), where=where)
+
+
+def trial_warnings(loaded: sc.LoadedScenario, backend, tools: toolchain.Toolchain) -> list[str]:
+    out = []
+    if not backend.isolated:
+        out.append(isolation.NONE_WARNING)
+    if not tools.hermetic:
+        out.append(f"scenario `{loaded.scenario.id}` {toolchain.HOST_WARNING}")
+    return out
+
+
+def limits_of(budget: sc.Budget) -> isolation.Limits:
+    disk = budget.max_disk_mb << 20
+    return isolation.Limits(max_procs=budget.max_processes, max_file_bytes=disk, max_disk_bytes=disk,
+                            max_output_bytes=budget.max_output_mb << 20)
+
+
+def redactor(opts: ReplayOptions, scenario: sc.Scenario) -> Redactor:
+    """Every value the harness knows to be secret: credential-named variables, the key, ``env_allow``."""
+    import os
+
+    names = (*scenario.env_allow, *opts.env_allow)
+    return Redactor([*known_secrets(os.environ, names), *([opts.api_key] if opts.api_key else [])])
+
+
+def _redacted(results: list[checks_mod.CheckResult], redact: Redactor) -> list[checks_mod.CheckResult]:
+    if not redact:
+        return results
+    for r in results:
+        r.detail = redact.text(r.detail)
+        r.evidence = json.loads(redact.text(json.dumps(r.evidence)))
+    return results
 
 
 PHASES = ("run folder + trace", "services start", "sandbox setup", "gateway start", "agent", "command log -> trace",
@@ -219,14 +288,14 @@ def _run_agent(agent, job: agents_mod.AgentRun) -> agents_mod.AgentResult:
         return agents_mod.AgentResult(status="crashed", reason=f"agent crashed: {type(exc).__name__}: {exc}"[:300])
 
 
-def _run_dir(stack: ExitStack, opts: ReplayOptions, scenario_id: str, trial: int) -> RunDir:
+def _run_dir(stack: ExitStack, opts: ReplayOptions, scenario_id: str, trial: int, redact: Redactor) -> RunDir:
     if opts.runs_dir is None:
         import tempfile
 
         tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="replaybook-run-"))
-        return RunDir(Path(tmp)).create()
+        return RunDir(Path(tmp), redact=redact.data).create()
     name = f"{time.strftime('%Y%m%dT%H%M%S')}-{scenario_id}-t{trial}-{uuid.uuid4().hex[:6]}"
-    run_dir = RunDir(Path(opts.runs_dir) / name).create()
+    run_dir = RunDir(Path(opts.runs_dir) / name, redact=redact.data).create()
 
     def drop_on_bad_input(exc_type, exc, tb) -> bool:
         # Bad input is not a run: leave no half-written folder that `rescore` would trip on.
@@ -242,6 +311,12 @@ def run_trials(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOption
                jobs: int = 1, progress: Callable[[TrialResult], None] | None = None) -> list[TrialResult]:
     """``trials`` independent trials, ``jobs`` at a time, in trial order."""
     agent = agents_mod.make(opts.agent, command=opts.command)  # bad input fails before any trial
+    isolation.backend(opts.sandbox)  # so does a sandbox that cannot run here
+    for name in opts.env_allow:
+        if is_credential_name(name):
+            raise BadInput(credential_error(name, "--env-allow"))
+    if opts.runs_dir is not None:
+        prune_runs(Path(opts.runs_dir), keep=opts.keep_runs, max_age_days=opts.keep_runs_days)
     if jobs <= 1 or trials <= 1:
         results = []
         for i in range(trials):
@@ -258,6 +333,26 @@ def run_trials(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOption
             if progress:
                 progress(result)
     return [out[i] for i in range(trials)]
+
+
+_PRUNE_GRACE_S = 600  # never remove a folder a running replay may still write
+
+
+def prune_runs(runs_dir: Path, *, keep: int, max_age_days: int) -> list[Path]:
+    """Remove run folders past the newest ``keep``, or older than ``max_age_days``; returns what went."""
+    try:
+        folders = [p for p in runs_dir.iterdir() if p.is_dir() and not p.is_symlink() and (p / "trace.jsonl").exists()]
+    except OSError:
+        return []
+    now = time.time()
+    folders.sort(key=lambda p: p.stat().st_mtime, reverse=True)
+    gone = []
+    for i, folder in enumerate(folders):
+        age = now - folder.stat().st_mtime
+        if age > _PRUNE_GRACE_S and (i >= keep or age > max_age_days * 86400):
+            shutil.rmtree(folder, ignore_errors=True)
+            gone.append(folder)
+    return gone
 
 
 def rescore(run_path: Path, loaded: sc.LoadedScenario) -> list[checks_mod.CheckResult]:

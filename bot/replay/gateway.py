@@ -201,6 +201,10 @@ class Gateway:
             self._thread.join()
         self._server.close_all(timeout_s=5.0 + self.latency_s)
 
+    @property
+    def port(self) -> int:
+        return self._server.server_address[1]
+
     def agent_env(self) -> dict[str, str]:
         """Environment that points an agent (anthropic SDK, Claude Code) at this gateway."""
         return {"ANTHROPIC_BASE_URL": self.url, "ANTHROPIC_API_KEY": self.token}

@@ -7,30 +7,40 @@ Layout of one sandbox (all under one temp dir, removed on exit)::
     <base>/baseline.git   baseline commit, kept OUTSIDE root so `diff` survives
                           `rm -rf .git` or even `rm -rf root`
     <base>/home, /tmp     private HOME and TMPDIR
-    <base>/commands.log   the PATH shims' log (see bot.replay.shims)
+    <base>/commands.fifo  where the PATH shims write (see bot.replay.shims);
+                          the harness drains it into <base>/commands.log
+    <base>/ep-PORT.sock   the bridges to the gateway and services
+
+Every process runs through an isolation backend (``bot.replay.isolation``):
+inside, only root, home and tmp are writable and visible of all this; the
+pristine copy, the baseline and the log belong to the harness alone.
 """
 
 from __future__ import annotations
 
 import functools
 import os
-import selectors
+import select
 import shlex
 import shutil
-import signal
 import stat
 import subprocess
 import tempfile
-import time
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
 from bot.errors import BadInput
-from bot.replay import shims
+from bot.replay import isolation, shims
+from bot.replay.bridge import UnixBridge
+from bot.replay.process import Completed, Watch, run_process, tree_bytes
+from bot.replay.toolchain import HOST, Toolchain
 from bot.replay.trace import CommandEvent
 
 __all__ = ["Completed", "FileChange", "Sandbox", "SandboxDiff"]
+PATCH_CAP = 8 << 20  # diff.patch keeps at most this much; the rest is counted
+SETUP_TIMEOUT_S = 300
 
 TMP_ENV = "REPLAYBOOK_TMPDIR"
 _GIT_ID = {
@@ -75,138 +85,6 @@ class SandboxDiff:
         return out
 
 
-# -- processes ----------------------------------------------------------------
-_TERM_GRACE_S = 0.5  # between SIGTERM and SIGKILL on timeout
-_DRAIN_S = 0.5  # how long to keep reading after the group is gone (a setsid child may hold a pipe)
-
-
-@dataclass(frozen=True)
-class Completed:
-    rc: int  # negative: killed by that signal (as subprocess reports it)
-    stdout: str
-    stderr: str
-    timed_out: bool
-    duration_s: float
-    stdout_truncated: bool = False
-    stderr_truncated: bool = False
-
-
-class _Capture:
-    """Keeps the first ``cap`` bytes of a stream and counts the rest."""
-
-    def __init__(self, cap: int):
-        self.cap, self.chunks, self.kept, self.size = cap, [], 0, 0
-
-    def add(self, data: bytes) -> None:
-        room = self.cap - self.kept
-        if room > 0:
-            self.chunks.append(data[:room])
-            self.kept += len(self.chunks[-1])
-        self.size += len(data)
-
-    @property
-    def truncated(self) -> bool:
-        return self.size > self.cap
-
-    def text(self) -> str:
-        out = b"".join(self.chunks).decode("utf-8", errors="replace")
-        if self.truncated:
-            out += f"\n[replaybook: output truncated at {self.cap} of {self.size} bytes]\n"
-        return out
-
-
-def run_process(
-    argv: list[str],
-    *,
-    cwd: Path,
-    env: Mapping[str, str],
-    timeout_s: float,
-    stdin: str | bytes | None = None,
-    output_cap: int = 1 << 20,
-) -> Completed:
-    """Run in a new session; on timeout and after exit, kill the whole process group."""
-    start = time.monotonic()
-    stdin_file = _stdin_file(stdin)
-    try:
-        proc = subprocess.Popen(
-            argv, cwd=cwd, env=dict(env), stdin=stdin_file or subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-        )
-    except OSError as err:  # missing program, or the agent deleted the sandbox root
-        return Completed(127, "", f"replaybook: cannot start {argv[0]!r}: {err}\n", False, 0.0)
-    finally:
-        if stdin_file:
-            stdin_file.close()
-    out, err = _Capture(output_cap), _Capture(output_cap)
-    timed_out = _pump(proc, {proc.stdout: out, proc.stderr: err}, start + timeout_s)
-    return Completed(
-        proc.returncode, out.text(), err.text(), timed_out, round(time.monotonic() - start, 4),
-        out.truncated, err.truncated,
-    )
-
-
-def _stdin_file(stdin: str | bytes | None):
-    # A temp file, not a pipe: a child that never reads stdin cannot block us.
-    if stdin is None:
-        return None
-    f = tempfile.TemporaryFile()
-    f.write(stdin.encode() if isinstance(stdin, str) else stdin)
-    f.seek(0)
-    return f
-
-
-def _pump(proc: subprocess.Popen, captures: dict, deadline: float) -> bool:
-    """Read output until the pipes close; returns True when the deadline killed the process."""
-    sel = selectors.DefaultSelector()
-    for pipe in captures:
-        sel.register(pipe, selectors.EVENT_READ)
-    timed_out, ended_at = False, None
-    while sel.get_map():
-        now = time.monotonic()
-        if ended_at is None and proc.poll() is not None:
-            _kill_group(proc.pid)  # stray background children would hold the pipes open
-            ended_at = now
-        elif ended_at is None and now >= deadline:
-            timed_out, ended_at = True, now
-            _terminate(proc)
-        if ended_at is not None and now - ended_at > _DRAIN_S:
-            break
-        for key, _ in sel.select(timeout=0.02):
-            data = os.read(key.fd, 65536)
-            if data:
-                captures[key.fileobj].add(data)
-            else:
-                sel.unregister(key.fileobj)
-    sel.close()
-    for pipe in captures:
-        pipe.close()
-    if proc.poll() is None:  # it closed its pipes but kept running
-        try:
-            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _terminate(proc)
-    _kill_group(proc.pid)
-    return timed_out
-
-
-def _terminate(proc: subprocess.Popen) -> None:
-    _kill_group(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=_TERM_GRACE_S)
-    except subprocess.TimeoutExpired:
-        pass
-    _kill_group(proc.pid)
-    proc.wait()
-
-
-def _kill_group(pgid: int, sig: int = signal.SIGKILL) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 class Sandbox:
     """Context manager; see the module docstring for what it holds."""
 
@@ -219,6 +97,12 @@ class Sandbox:
         scrub: Sequence[str] = shims.DEFAULT_SCRUB,
         shim_cache: Path | None = None,
         tmp_root: Path | None = None,
+        backend: str | isolation.Backend | None = None,
+        toolchain: Toolchain = HOST,
+        setup: Sequence[str] = (),
+        limits: isolation.Limits | None = None,
+        service_ports: Sequence[int] = (),
+        reads: Sequence[str] = (),
     ):
         self.fixture = Path(fixture)
         self.env_allow = tuple(env_allow)
@@ -227,14 +111,26 @@ class Sandbox:
         self.shim_cache = shim_cache
         # Where the sandbox's temp dir goes; a tmpfs here makes setup and cleanup far cheaper.
         self.tmp_root = tmp_root or os.environ.get(TMP_ENV) or None
+        self.backend = backend if backend is not None and not isinstance(backend, str) else isolation.backend(backend)
+        self.toolchain = toolchain
+        self.setup_commands = tuple(setup)
+        self.limits = limits or isolation.Limits()
+        self.service_ports = tuple(service_ports)
+        self.reads = tuple(reads)  # host folders the agent program needs (e.g. the Claude Code CLI)
+        self.limit_hit: str | None = None  # the first bound a process broke: the trial is unscored
         self.base: Path | None = None
+        self._bridges: dict[int, UnixBridge] = {}
+        self._log: _CommandLog | None = None
 
     # -- lifecycle ---------------------------------------------------------
     def __enter__(self) -> "Sandbox":
         if not self.fixture.is_dir():
             raise BadInput(f"{self.fixture}: fixture folder not found; check the scenario's `repo` path")
         _check_fixture(self.fixture)
-        self.shims = shims.build_shims(os.environ.get("PATH", ""), self.scrub, cache_dir=self.shim_cache)
+        path = os.environ.get("PATH", "")
+        if self.toolchain.bin_dir:
+            path = self.toolchain.bin_dir + os.pathsep + path
+        self.shims = shims.build_shims(path, self.scrub, cache_dir=self.shim_cache)
         self.base = Path(tempfile.mkdtemp(prefix="replaybook-", dir=self.tmp_root))
         try:
             self._setup()
@@ -247,12 +143,18 @@ class Sandbox:
         self.close()
 
     def close(self) -> None:
+        for bridge in self._bridges.values():
+            bridge.close()
+        self._bridges.clear()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
         if self.base is not None and os.path.lexists(self.base):
             _rmtree(self.base)
 
     def _setup(self) -> None:
-        _copy_fixture(self.fixture, self.pristine)
-        _copy_fixture(self.pristine, self.root)
+        os.chmod(self._base, 0o700)
+        _copy_fixture(self.fixture, self.root)
         for d in (self.home, self.tmpdir):
             d.mkdir()
         (self.home / ".gitconfig").write_text(_AGENT_GITCONFIG)
@@ -260,7 +162,20 @@ class Sandbox:
         for name in (".bash_profile", ".bashrc"):
             (self.home / name).write_text(profile)
         self._git_env = self._make_git_env()
+        self._ro = self._read_only_paths()
+        self._log = _CommandLog(self._base / "commands.fifo", self.shim_log)
+        self._run_setup()
+        _copy_fixture(self.root, self.pristine)  # after setup: `unchanged` compares with what the agent got
         self.baseline = self._commit_baseline()
+        self._ro = (*self._ro, str(self._base / "baseline.git" / "objects"))  # the agent's .git borrows them
+
+    def _run_setup(self) -> None:
+        for line in self.setup_commands:
+            done = self.run(shlex.split(line), timeout_s=SETUP_TIMEOUT_S, record=False)
+            if done.rc != 0 or done.timed_out or done.limit:
+                why = done.limit or ("timed out" if done.timed_out else f"exit code {done.rc}")
+                raise BadInput(f"{self.fixture}: setup command `{line}` failed ({why}): "
+                               f"{(done.stderr or done.stdout).strip()[-300:]}; fix the scenario's `setup`")
 
     # -- paths -------------------------------------------------------------
     @property
@@ -289,15 +204,29 @@ class Sandbox:
             raise RuntimeError("use the Sandbox inside a `with` block")
         return self.base
 
+    @property
+    def isolated(self) -> bool:
+        return self.backend.isolated
+
+    def _read_only_paths(self) -> tuple[str, ...]:
+        """Host folders bound read-only: the shims, the toolchain, what PATH and the agent need."""
+        wanted = [str(self.shims.bin_dir.parent), *self.toolchain.reads, *self.reads]
+        wanted += [isolation.exposure(d) for d in self.shims.base_path.split(os.pathsep)
+                   if d and isolation.needs_bind(d)]
+        out: list[str] = []
+        for path in wanted:
+            real = os.path.realpath(path)
+            if os.path.exists(real) and real not in out:
+                out.append(real)
+        return tuple(out)
+
     # -- environment and processes ----------------------------------------
     def env(self, *, record: bool = True, path_shims: bool = True) -> dict[str, str]:
         """The agent's environment, built from scratch.
 
         ``record=False`` for checks, so they stay out of the agent's command log.
-        ``path_shims=False`` for an agent that needs a secret and is found through
-        PATH or an ``#!/usr/bin/env node`` line: the shims would scrub the secret
-        from the agent itself. Its ``$SHELL`` still puts the shims first, so every
-        command it runs through its shell is recorded and scrubbed.
+        ``path_shims=False`` leaves the shims off PATH (its ``$SHELL`` still puts
+        them first, so every command run through a shell is recorded).
         """
         env = {
             "PATH": self.shims.path_value if path_shims else self.shims.base_path,
@@ -308,8 +237,10 @@ class Sandbox:
             "TERM": "dumb",
             "SHELL": str(self.shims.shell),
         }
-        if record:
-            env[shims.LOG_ENV] = str(self.shim_log)
+        if record and not self.isolated:
+            env[shims.LOG_ENV] = str(self._log.fifo) if self._log else str(self.shim_log)
+        if self.toolchain.bin_dir:
+            env["VIRTUAL_ENV"] = os.path.dirname(self.toolchain.bin_dir)
         env.update({k: os.environ[k] for k in self.env_allow if k in os.environ})
         env.update(self.extra_env)
         return env
@@ -325,23 +256,49 @@ class Sandbox:
         record: bool = True,
         path_shims: bool = True,
         output_cap: int = 1 << 20,
+        endpoints: Sequence[int] = (),
     ) -> Completed:
-        """Run ``argv`` in the sandbox (``cwd`` relative to root), killing its whole group at the end."""
+        """Run ``argv`` in the sandbox (``cwd`` relative to root); nothing it starts outlives it.
+
+        ``endpoints`` are host 127.0.0.1 ports it may reach besides the
+        scenario's services (the gateway, for an agent program).
+        """
         workdir = self.root / _relative(cwd) if cwd else self.root
-        return run_process(
-            list(argv),
-            cwd=workdir,
-            env=dict(env) if env is not None else self.env(record=record, path_shims=path_shims),
-            stdin=stdin,
-            timeout_s=timeout_s,
-            output_cap=output_cap,
+        env = dict(env) if env is not None else self.env(record=record, path_shims=path_shims)
+        plan = isolation.Plan(
+            rw=(str(self.root), str(self.home), str(self.tmpdir)), ro=self._ro,
+            command_log=str(self._log.fifo) if record and self._log else None,
+            endpoints=tuple((port, str(self._bridge(port).path)) for port in (*self.service_ports, *endpoints)),
+            limits=self.limits,
         )
+        if not workdir.is_dir():  # the agent removed it: as a missing program would, without a traceback
+            return Completed(127, "", f"replaybook: {workdir} no longer exists\n", False, 0.0)
+        host_argv, host_env = self.backend.command(argv, cwd=str(workdir), env=env, plan=plan)
+        lim = self.limits
+        watch = Watch(max_procs=lim.max_procs, max_output_bytes=lim.max_output_bytes,
+                      max_disk_bytes=lim.max_disk_bytes, disk=self.disk_bytes)
+        done = run_process(host_argv, cwd=workdir, env=host_env, stdin=stdin, timeout_s=timeout_s,
+                           output_cap=output_cap, watch=watch)
+        if done.limit and self.limit_hit is None:
+            self.limit_hit = done.limit
+        return done
+
+    def disk_bytes(self, stop_at: int) -> int:
+        """What the agent's writable folders hold, counted up to ``stop_at``."""
+        return tree_bytes([str(self.root), str(self.home), str(self.tmpdir)], stop_at)
+
+    def _bridge(self, port: int) -> UnixBridge:
+        if port not in self._bridges:
+            self._bridges[port] = UnixBridge(self._base / f"ep-{port}.sock", port).__enter__()
+        return self._bridges[port]
 
     def which(self, name: str) -> str | None:
         """The real program ``name`` on the original PATH, never a shim."""
         return shutil.which(name, path=self.shims.base_path)
 
     def commands(self) -> list[CommandEvent]:
+        if self._log is not None:
+            self._log.drain()
         return shims.read_shim_log(self.shim_log, self.root)
 
     # -- end state -----------------------------------------------------------
@@ -364,8 +321,11 @@ class Sandbox:
         self._git(["add", "-A", "--ignore-errors", "--", "."], env, cwd=work, ok_codes=(0, 1))
         common = ["diff", "--cached", "--no-renames", "--no-color", "--no-ext-diff", "--no-textconv"]
         names = self._git([*common, "--name-status", "-z", self.baseline], env, cwd=work)
-        patch = self._git([*common, "--src-prefix=a/", "--dst-prefix=b/", self.baseline], env, cwd=work)
-        return SandboxDiff(patch=patch, files=_file_changes(names, patch))
+        # Streamed and capped: a huge file the agent wrote costs at most PATCH_CAP of memory.
+        done = run_process([self._git_bin, "-c", "core.bigFileThreshold=1m", *common, "--src-prefix=a/",
+                            "--dst-prefix=b/", self.baseline], cwd=work, env=env, timeout_s=300,
+                           output_cap=PATCH_CAP)
+        return SandboxDiff(patch=done.stdout, files=_file_changes(names, done.stdout))
 
     # -- git plumbing ------------------------------------------------------
     def _make_git_env(self) -> dict[str, str]:
@@ -407,12 +367,35 @@ class Sandbox:
         # An empty --template means no sample hooks and nothing from the user's templates.
         init_env = {k: v for k, v in env.items() if k not in ("GIT_DIR", "GIT_WORK_TREE")}
         self._git(["init", "-q", "--bare", "--template=", "--initial-branch=main", str(gitdir)], init_env)
+        if os.path.lexists(self.root / ".git"):  # setup made history: the agent keeps it
+            return self._adopt_setup_history(gitdir)
         # -f: a file the fixture's .gitignore hides is still part of the fixture.
         self._git(["add", "-A", "-f", "--", "."], env, cwd=self.root)
         self._git(["commit", "-q", "--no-verify", "--no-gpg-sign", "--allow-empty", "-m", "replaybook baseline"], env, cwd=self.root)
         sha = (gitdir / "refs" / "heads" / "main").read_text().strip()  # saves a git process
         self._give_agent_git(gitdir)
         return sha
+
+    def _adopt_setup_history(self, gitdir: Path) -> str:
+        """Commit the baseline on top of the history setup made, and take a copy of it.
+
+        The harness never runs git on a repository the scenario made (its
+        config could name commands): git runs in the sandbox, and the harness
+        reads only the bundle it writes.
+        """
+        bundle = self.tmpdir / ".replaybook-baseline.bundle"
+        script = ('git add -A -f && git -c core.hooksPath=/dev/null commit -q --no-verify --no-gpg-sign --allow-empty '
+                  '-m "replaybook baseline" && git bundle create -q "$1" HEAD')
+        env = {**self.env(record=False), **_GIT_ID}
+        done = self.run(["bash", "-c", script, "baseline", str(bundle)], timeout_s=SETUP_TIMEOUT_S, env=env)
+        if done.rc != 0:
+            raise BadInput(f"{self.fixture}: the repository that `setup` made cannot take the baseline commit: "
+                           f"{done.stderr.strip()[-300:]}; fix the scenario's `setup`")
+        bare = {k: v for k, v in self._git_env.items() if k != "GIT_WORK_TREE"}
+        self._git(["fetch", "-q", str(bundle), "HEAD:refs/heads/main"], bare)
+        bundle.unlink()
+        self._git(["read-tree", "main"], self._git_env, cwd=self.root)
+        return self._git(["rev-parse", "main"], bare).strip()
 
     def _give_agent_git(self, gitdir: Path) -> None:
         """Give root its own .git: an ordinary, clean checkout of the baseline commit.
@@ -434,6 +417,56 @@ class Sandbox:
         empty = self._base / "empty"
         empty.mkdir(exist_ok=True)
         return empty
+
+
+class _CommandLog:
+    """The shims' log: a FIFO only the harness reads, drained into a file only the harness writes.
+
+    Inside the sandbox the FIFO is bound read-only and is write-only by mode,
+    so the agent can add records but can neither read, truncate nor remove
+    what was written. The harness holds it open for reading and writing, so a
+    shim never blocks on open and never meets a closed pipe.
+    """
+
+    def __init__(self, fifo: Path, out: Path):
+        self.fifo, self.out = fifo, out
+        os.mkfifo(fifo, 0o600)
+        self._fd = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
+        os.chmod(fifo, 0o222)
+        self._file = open(out, "ab")
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="command-log", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            ready, _, _ = select.select([self._fd], [], [], 0.05)
+            if ready:
+                self.drain()
+
+    def drain(self) -> None:
+        with self._lock:
+            if self._fd < 0:
+                return
+            while True:
+                try:
+                    data = os.read(self._fd, 1 << 16)
+                except BlockingIOError:
+                    break
+                if not data:
+                    break
+                self._file.write(data)
+            self._file.flush()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=1)
+        self.drain()
+        with self._lock:
+            os.close(self._fd)
+            self._fd = -1
+            self._file.close()
 
 
 def _relative(path: str) -> str:

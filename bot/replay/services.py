@@ -71,6 +71,10 @@ class HttpService:
             return self._count
 
     @property
+    def port(self) -> int:
+        return self._server.server_address[1]
+
+    @property
     def url(self) -> str:
         if self._server is None:
             raise RuntimeError("start the service first (use it as a context manager)")

@@ -40,18 +40,19 @@ from bot.errors import BadInput
 from bot.replay.trace import CommandEvent
 
 LOG_ENV = "REPLAYBOOK_SHIM_LOG"
+# Inside an isolated sandbox the log is a write-only FIFO the harness reads, bound
+# read-only here: the agent can neither truncate it nor unset a variable to silence it.
+FIXED_LOG = "/run/replaybook/commands"
 DEPTH_ENV = "REPLAYBOOK_SHIM_DEPTH"
 CACHE_ENV = "REPLAYBOOK_CACHE_DIR"
 DEFAULT_SCRUB: tuple[str, ...] = (
-    "ANTHROPIC_API_KEY",
     "ANTHROPIC_AUTH_TOKEN",
-    "ANTHROPIC_BASE_URL",
     "CLAUDE_CODE_OAUTH_TOKEN",
     "GITHUB_TOKEN",
     "GH_TOKEN",
     "OPENAI_API_KEY",
 )
-_VERSION = "rb-shims-2"  # bump when the script templates change: it is part of the cache key
+_VERSION = "rb-shims-3"  # bump when the script templates change: it is part of the cache key
 _MARKER = ".replaybook-shims"
 _KEEP_CACHED = 8
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -67,8 +68,10 @@ export {depth}=$((__rb_d + 1))
 {unset}
 {real} "$@"
 __rb_rc=$?
-if [[ -n ${{{log}-}} ]]; then
-  printf '%s\\0' RB1 "$__rb_t0" "$EPOCHREALTIME" "$__rb_rc" "$__rb_d" "$PWD" "$(($# + 1))" {name} "$@" >>"${log}" 2>/dev/null
+__rb_log={fixed_log}
+[[ -p $__rb_log ]] || __rb_log=${{{log}-}}
+if [[ -n $__rb_log ]]; then
+  printf '%s\\0' RB1 "$__rb_t0" "$EPOCHREALTIME" "$__rb_rc" "$__rb_d" "$PWD" "$(($# + 1))" {name} "$@" >>"$__rb_log" 2>/dev/null
 fi
 exit $__rb_rc
 """
@@ -180,7 +183,7 @@ def _build(final: Path, dirs: list[str], scrub: tuple[str, ...], bash: str) -> N
         (tmp / "shell").mkdir()
         for name, real in _executables(dirs).items():
             _write_exec(tmp / "bin" / name, _SHIM.format(
-                bash=bash, depth=DEPTH_ENV, log=LOG_ENV, unset=unset,
+                bash=bash, depth=DEPTH_ENV, log=LOG_ENV, unset=unset, fixed_log=shlex.quote(FIXED_LOG),
                 real=shlex.quote(real), name=shlex.quote(name),
             ))
         shell = _SHELL.format(bash=bash, unset=unset, bin=shlex.quote(str(final / "bin")))

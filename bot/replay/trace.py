@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Annotated, Any, Iterable, Literal, Union
+from typing import Annotated, Any, Callable, Iterable, Literal, Union
 
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
@@ -138,8 +138,9 @@ class TraceWriter:
     can append a new ``run_end`` without rewriting history.
     """
 
-    def __init__(self, path: Path, *, run_start: float | None = None):
+    def __init__(self, path: Path, *, run_start: float | None = None, redact: Callable[[str], str] | None = None):
         self.path = Path(path)
+        self.redact = redact  # applied to each line before it is written (known secret values -> ***)
         self.run_start = time.time() if run_start is None else run_start
         self._seq = _count_lines(self.path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -151,7 +152,8 @@ class TraceWriter:
         if event.t is None:
             update["t"] = round(event.offset(self.run_start, time.time()), 6)
         stamped = event.model_copy(update=update)
-        self._file.write(stamped.model_dump_json() + "\n")
+        line = stamped.model_dump_json()
+        self._file.write((self.redact(line) if self.redact else line) + "\n")
         self._file.flush()
         self._seq += 1
         return stamped
@@ -211,6 +213,7 @@ class RunDir:
     """Where one run's artefacts live, so scoring and re-scoring agree on names."""
 
     path: Path
+    redact: Callable[[bytes], bytes] | None = None  # applied to every artefact before it is written
 
     @property
     def trace(self) -> Path:
@@ -232,10 +235,10 @@ class RunDir:
         return TraceWriter(self.trace, run_start=run_start)
 
     def write_agent_raw(self, data: str | bytes) -> None:
-        _write(self.agent_raw, data)
+        _write(self.agent_raw, data, self.redact)
 
     def write_diff(self, patch: str) -> None:
-        _write(self.diff_patch, patch)
+        _write(self.diff_patch, patch, self.redact)
 
     def read_agent_raw(self) -> str:
         return self.agent_raw.read_text(encoding="utf-8", errors="replace")
@@ -244,9 +247,11 @@ class RunDir:
         return read_trace(self.trace)
 
 
-def _write(path: Path, data: str | bytes) -> None:
+def _write(path: Path, data: str | bytes, redact: Callable[[bytes], bytes] | None = None) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     if isinstance(data, str):
         data = data.encode("utf-8", errors="surrogateescape")
+    if redact:
+        data = redact(data)
     path.write_bytes(data)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import shlex
 import sys
 import time
@@ -39,6 +40,24 @@ def opts(tmp_path):
         return ReplayOptions(**kw)
 
     return make
+
+
+def processes_with(text: str, within: float = 2.0) -> list[int]:
+    """Live host pids whose command line holds ``text``, after giving the killed a moment to go."""
+    end = time.monotonic() + within
+    while True:
+        pids = []
+        for entry in os.listdir("/proc"):
+            try:
+                cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                continue
+            if text in cmd and state != "Z":
+                pids.append(int(entry))
+        if not pids or time.monotonic() > end:
+            return pids
+        time.sleep(0.05)
 
 
 def trace_of(result: TrialResult) -> list:
@@ -142,7 +161,8 @@ def test_rescore_decides_the_same_checks_without_running_anything(make_scenario,
         pass_if=[{"ran": {"command": "ls"}}, {"not_ran": {"command": "rm"}}, {"diff_excludes": ["TODO"]},
                  {"succeeds": {"run": f"bash -c 'echo ran >> {counter}'"}}, {"succeeds": {"run": "test -f gone"}}],
         with_rule=[{"bash": "ls"}, {"write": {"path": "a.py", "content": "x = 1  # TODO\n"}}, {"say": "ok"}])
-    result = run_trial(loaded, RULE_TEXT, opts(runs_dir=tmp_path), 0)
+    # Unisolated, so the counter outside the sandbox can show whether a check ran again.
+    result = run_trial(loaded, RULE_TEXT, opts(runs_dir=tmp_path, sandbox="none"), 0)
     assert result.verdict == "failed"
     assert failed_checks(result) == ["diff_excludes TODO", "succeeds test -f gone"]
     assert counter.read_text() == "ran\n"
@@ -258,17 +278,17 @@ def test_no_secret_reaches_the_agents_commands(agent, make_scenario, opts, tmp_p
         request.getfixturevalue("claude_code_agent")
     for name, value in SECRETS.items():
         monkeypatch.setenv(name, value)
-    copy = tmp_path / "env-copy.txt"
     loaded = make_scenario(
         pass_if=[{"succeeds": {"run": "test -s env.txt"}}],
-        with_rule=[{"bash": "env > env.txt"}, {"bash": f'echo "KEY=$ANTHROPIC_API_KEY" >> env.txt; cp env.txt {copy}'},
-                   {"say": "done"}])
+        with_rule=[{"bash": "env > env.txt"}, {"bash": 'echo "KEY=$GITHUB_TOKEN" >> env.txt'}, {"say": "done"}])
     result = run_trial(loaded, RULE_TEXT, opts(agent=agent), 0)
     assert result.verdict == "passed", result.reason
-    seen = copy.read_text()
-    assert "HOME=" in seen and "KEY=\n" in seen  # the dump happened; the key was empty
-    for leak in [*SECRETS.values(), "rb-gw-", *SECRETS]:
-        assert leak not in seen.replace("KEY=\n", ""), f"{leak} reached the agent's commands"
+    patch = (Path(result.run_dir) / "diff.patch").read_text()
+    assert "+HOME=" in patch and "+KEY=\n" in patch  # the dump happened; the token was empty
+    assert "***" not in patch  # nothing the redactor knows reached the dump
+    for line in patch.splitlines():  # at most the gateway's per-run token, never the real key
+        name, _, value = line[1:].partition("=")
+        assert name not in SECRETS or (name == "ANTHROPIC_API_KEY" and value.startswith("rb-gw-")), line
     for path in Path(result.run_dir).iterdir():  # nor the run folder
         text = path.read_text(errors="replace")
         assert not [v for v in SECRETS.values() if v in text], path.name
@@ -279,18 +299,17 @@ def test_no_secret_reaches_the_agents_commands(agent, make_scenario, opts, tmp_p
 
 @pytest.mark.parametrize("agent", ["builtin", "command"])
 def test_a_hang_times_out_unscored_and_leaves_no_process(agent, make_scenario, opts, tmp_path, sandbox_tmp):
-    pidfile = tmp_path / "sleep.pid"
-    hang = f"bash -c 'echo $$ > {pidfile}; exec sleep 60'"
+    marker = f"{time.time_ns() % 10**6 + 60}.5"  # a sleep length no other process has: how we find it on the host
+    hang = f"bash -c 'exec sleep {marker}'"
     loaded = make_scenario(pass_if=[PROOF], with_rule=[{"bash": hang}, {"say": "done"}], budget={"timeout_s": 2})
     script = tmp_path / "hang.sh"
-    script.write_text(hang + "\n")
+    script.write_text(f"(sleep {marker} &) ; {hang}\n")
     started = time.monotonic()
     result = run_trial(loaded, RULE_TEXT, opts(agent=agent, command=f"bash {script} {{task}}"), 0)
     assert time.monotonic() - started < 8
     assert (result.verdict, result.agent_status) == ("unscored", "timeout")
     assert result.checks == []
-    pid = int(pidfile.read_text())
-    assert gone_within(pid), f"sleep (pid {pid}) outlived the trial"
+    assert not processes_with(f"sleep {marker}"), "a sleep outlived the trial"
     assert list(sandbox_tmp.iterdir()) == []
 
 
@@ -334,7 +353,8 @@ def test_an_agent_that_deletes_its_whole_repo_still_gets_a_verdict(make_scenario
     events = trace_of(result)
     assert sorted((e.path, e.status) for e in events if e.kind == "file_change") == [
         ("README.md", "D"), ("src/a.py", "D")]
-    assert [e.is_error for e in events if e.kind == "tool_call"] == [False, True]
+    # Isolated, the root is a mount point: it survives `rm -rf` as an empty folder, so `ls` works.
+    assert [e.is_error for e in events if e.kind == "tool_call"] == [False, False]
     assert list(sandbox_tmp.iterdir()) == []
 
 

@@ -83,38 +83,24 @@ def test_env_is_built_from_scratch(fixture_repo, monkeypatch):
     assert env["LC_ALL"] == "C.UTF-8" and env["TERM"] == "dumb"
 
 
-def test_agent_key_never_reaches_its_commands(fixture_repo):
-    # The agent needs its key; the commands it runs (via PATH or $SHELL) must not see it.
-    agent = (
-        "import os, subprocess\n"
-        "print('agent', os.environ['ANTHROPIC_API_KEY'])\n"
-        "subprocess.run(['env'])\n"
-        "subprocess.run([os.environ['SHELL'], '-c', 'echo shell=$ANTHROPIC_API_KEY'])\n"
-    )
-    with Sandbox(fixture_repo, extra_env={"ANTHROPIC_API_KEY": "sk-agent"}) as sb:
-        r = sb.run([sys.executable, "-c", agent], timeout_s=10)
-    assert r.rc == 0, r.stderr
-    assert r.stdout.count("sk-agent") == 1 and "agent sk-agent" in r.stdout
-    assert "shell=\n" in r.stdout
-
-
-def test_agent_found_through_env_shebang_keeps_its_key(fixture_repo):
-    # Like Claude Code (`#!/usr/bin/env node`): the agent runs without shims on PATH,
-    # so its interpreter lookup does not scrub its key; its $SHELL adds the shims back.
-    agent = fixture_repo.parent / "agent"
-    agent.write_text(
-        "#!/usr/bin/env python3\n"
-        "import os, subprocess\n"
-        "print('agent', os.environ.get('ANTHROPIC_API_KEY'), flush=True)\n"
-        "subprocess.run([os.environ['SHELL'], '-c', 'ls >/dev/null; echo k=$ANTHROPIC_API_KEY'])\n"
-    )
-    agent.chmod(0o755)
-    with Sandbox(fixture_repo, extra_env={"ANTHROPIC_API_KEY": "sk-agent"}) as sb:
-        r = sb.run([str(agent)], timeout_s=10, path_shims=False)
+def test_gateway_variables_survive_shims_and_shebang_chains(fixture_repo, tmp_path):
+    # The gateway's per-run token is no secret (it dies with the run and the gateway alone
+    # honours it), so it survives whatever sits between the agent and its interpreter:
+    # here a pyenv-like `#!/usr/bin/env bash` shim in front of python.
+    bin_dir = tmp_path / "fake-pyenv" / "shims"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "agentpython").write_text(f'#!/usr/bin/env bash\nexec {sys.executable} "$@"\n')
+    (bin_dir / "agentpython").chmod(0o755)
+    agent = tmp_path / "agent.py"
+    agent.write_text("import os, subprocess\n"
+                     "print('agent', os.environ.get('ANTHROPIC_API_KEY'), flush=True)\n"
+                     "subprocess.run([os.environ['SHELL'], '-c', 'ls >/dev/null; echo k=$ANTHROPIC_BASE_URL'])\n")
+    env_vars = {"ANTHROPIC_API_KEY": "rb-gw-token", "ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}
+    with Sandbox(fixture_repo, extra_env=env_vars, reads=[str(agent), str(bin_dir.parent)]) as sb:
+        r = sb.run([str(bin_dir / "agentpython"), str(agent)], timeout_s=10)
         names = [c.argv[0] for c in sb.commands()]
-        assert sb.which("bash") and str(sb.shims.bin_dir) not in sb.which("bash")
-    assert r.stdout == "agent sk-agent\nk=\n", r.stderr
-    assert names == ["ls"]
+    assert r.stdout == "agent rb-gw-token\nk=http://127.0.0.1:9\n", r.stderr
+    assert "ls" in names
 
 
 def test_checks_stay_out_of_the_command_log(fixture_repo):
@@ -318,7 +304,7 @@ def test_diff_survives_deleting_the_root_itself(fixture_repo):
         after = sb.run(["true"], timeout_s=5)
         assert not sb.exists("a.txt") and not sb.unchanged("a.txt")
     assert {f.status for f in d.files} == {"D"} and len(d.files) == 3
-    assert after.rc == 127  # the check fails cleanly instead of crashing the runner
+    assert after.rc == 0  # isolated, the root is a mount point: it survives as an empty folder
 
 
 def test_paths_in_checks_stay_inside(fixture_repo):

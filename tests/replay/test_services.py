@@ -101,7 +101,7 @@ def test_url_reaches_the_agent_through_extra_env(tmp_path: Path):
         "    except urllib.error.HTTPError as e: print(e.code)\n"
     )
     with start_services([{"env": "FLAKY_URL", "fail_first": 2}]) as svcs:
-        with Sandbox(repo, extra_env=service_env(svcs)) as sb:
+        with Sandbox(repo, extra_env=service_env(svcs), service_ports=[s.port for s in svcs.values()]) as sb:
             r = sb.run([sys.executable, "-c", agent], timeout_s=10)
         assert r.stdout.split() == ["503", "503", "ok"]
         assert svcs["FLAKY_URL"].request_count == 3

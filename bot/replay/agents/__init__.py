@@ -16,8 +16,8 @@ from bot.errors import BadInput
 
 # finished: the agent ended on its own; max_turns: it used every turn (scored:
 # looping is behaviour). The rest are infrastructure failures and never scored.
-Status = Literal["finished", "max_turns", "crashed", "api_error", "timeout", "budget"]
-UNSCORED = frozenset({"crashed", "api_error", "timeout", "budget"})
+Status = Literal["finished", "max_turns", "crashed", "api_error", "timeout", "budget", "limit"]
+UNSCORED = frozenset({"crashed", "api_error", "timeout", "budget", "limit"})  # limit: a sandbox bound was hit
 
 
 @dataclass

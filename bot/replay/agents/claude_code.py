@@ -62,6 +62,14 @@ class ClaudeCodeAgent:
         self.binary = binary or find_cli()
         self.version = PINNED_VERSION
 
+    def reads(self) -> tuple[str, ...]:
+        """What the sandbox must let the CLI read: its installed package."""
+        if not self.binary:
+            return ()
+        real = os.path.realpath(self.binary)
+        marker = f"{os.sep}node_modules{os.sep}"
+        return (real.split(marker)[0],) if marker in real else (os.path.dirname(real),)
+
     def run(self, job: AgentRun) -> AgentResult:
         if not self.binary:
             raise BadInput(
@@ -79,7 +87,8 @@ class ClaudeCodeAgent:
         env = job.sandbox.env()
         env.update(job.gateway.agent_env())
         env.update({"IS_SANDBOX": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1"})
-        done = job.sandbox.run(argv, env=env, timeout_s=max(0.1, job.remaining_s), stdin="")
+        done = job.sandbox.run(argv, env=env, timeout_s=max(0.1, job.remaining_s), stdin="",
+                               endpoints=(job.gateway.port,))
         return self.parse(done.stdout, rc=done.rc, timed_out=done.timed_out, stderr=done.stderr, job=job)
 
     def parse(self, raw: str, *, rc: int, timed_out: bool, stderr: str = "", job: AgentRun | None = None) -> AgentResult:

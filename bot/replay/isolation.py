@@ -1,0 +1,256 @@
+"""Isolation backends: how a process is started so it cannot reach the harness.
+
+Every process of a replay (the agent, each command it runs, the ``succeeds``
+checks) is started through one backend:
+
+- ``bwrap`` (default on Linux): bubblewrap namespaces. Its own PID namespace
+  (no harness process is visible, and nothing outlives the process: PID 1 is
+  bwrap, and its death takes the namespace with it), its own network
+  namespace (only loopback), the host read-only, with the home folders,
+  ``/tmp`` and ``/run`` masked, and only the sandbox's root, HOME and TMP
+  writable.
+- ``docker``: the same plan as a ``docker run`` for runners with a Docker
+  engine.
+- ``none``: no isolation at all, only when asked; the trial says so loudly.
+
+bwrap is started from an **empty environment**: PID 1 inside is bwrap itself,
+so whatever environment it inherited would be readable as ``/proc/1/environ``.
+
+Network: the host's 127.0.0.1 is not reachable from inside, so each endpoint
+the sandbox may use (the model gateway, the scenario's services) is bridged:
+the harness serves it on a Unix socket (``bot.replay.bridge``) that is bound
+into the sandbox, and ``socat`` inside listens on the same 127.0.0.1 port and
+forwards to it, as Anthropic's sandbox-runtime does.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Protocol, Sequence
+
+from bot.errors import BadInput
+from bot.replay.shims import FIXED_LOG
+
+BACKENDS = ("bwrap", "docker", "none")
+DEFAULT_BACKEND = "bwrap"
+SANDBOX_ENV = "REPLAYBOOK_SANDBOX"
+RUN_DIR = os.path.dirname(FIXED_LOG)  # inside the sandbox: the command log and the endpoint sockets
+COMMAND_LOG = FIXED_LOG
+DOCKER_IMAGE_ENV = "REPLAYBOOK_DOCKER_IMAGE"
+DEFAULT_DOCKER_IMAGE = "debian:bookworm-slim"
+NONE_WARNING = (
+    "WARNING: --sandbox none: the agent and every command it runs share this machine, its processes "
+    "and its files; nothing isolates them. Use it only to debug, never for a verdict you trust."
+)
+
+# Host folders that hold other people's secrets: users' homes, temp and runtime folders
+# (a Docker socket, a runner's credential files). They are masked by empty, read-only
+# tmpfs mounts; what the sandbox needs from them is bound back in, read-only.
+_MASKED = ("/home", "/root", "/tmp", "/var/tmp", "/run", "/var/run", "/dev/shm", "/mnt", "/media", "/srv")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds on one sandboxed process tree; hitting one ends the trial unscored."""
+
+    max_procs: int = 256
+    max_file_bytes: int = 1 << 30  # any single file (RLIMIT_FSIZE)
+    max_disk_bytes: int = 2 << 30  # root + home + tmp together
+    max_output_bytes: int = 64 << 20  # stdout + stderr of one process, read by the harness
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one process may see: the mounts, the endpoints and the command log."""
+
+    rw: tuple[str, ...] = ()  # writable binds, same path inside
+    ro: tuple[str, ...] = ()  # read-only binds, same path inside
+    command_log: str | None = None  # host FIFO bound read-only at COMMAND_LOG
+    endpoints: tuple[tuple[int, str], ...] = ()  # (127.0.0.1 port inside, host Unix socket)
+    limits: Limits = field(default_factory=Limits)
+
+
+class Backend(Protocol):
+    name: str
+    isolated: bool
+
+    def command(self, argv: Sequence[str], *, cwd: str, env: Mapping[str, str], plan: Plan) -> tuple[list[str], dict[str, str]]:
+        """The host argv and host environment that start ``argv`` under ``plan``."""
+        ...
+
+    def command_log_path(self, host_fifo: str) -> str:
+        """Where a shim inside writes the command log."""
+        ...
+
+
+def socket_path(port: int) -> str:
+    return f"{RUN_DIR}/ep-{port}.sock"
+
+
+def launcher(argv: Sequence[str], plan: Plan, *, bash: str, socat: str | None) -> list[str]:
+    """``bash -c`` that sets the file-size limit, starts the endpoint bridges, then becomes ``argv``."""
+    lines = [f"ulimit -S -H -f {max(1, plan.limits.max_file_bytes // 1024)} 2>/dev/null"]
+    if plan.endpoints:
+        if socat is None:
+            raise BadInput("the sandbox needs socat to reach the model gateway and services from inside "
+                           "(apt-get install socat), or replay with --sandbox none")
+        for port, _ in plan.endpoints:
+            lines.append(f"{shlex.quote(socat)} TCP-LISTEN:{port},bind=127.0.0.1,fork,reuseaddr "
+                         f"UNIX-CONNECT:{shlex.quote(socket_path(port))} </dev/null >/dev/null 2>&1 &")
+        # Wait (bash builtins only) until every bridge listens, at most ~2 s.
+        hexes = " ".join(f"0100007F:{port:04X}" for port, _ in plan.endpoints)
+        lines.append(
+            f"__rb_want=({hexes}); for __rb_i in {{1..4000}}; do __rb_n=0; "
+            "while read -r _ __rb_l _ __rb_s _; do [[ $__rb_s == 0A && \" ${__rb_want[*]} \" == *\" $__rb_l \"* ]] "
+            "&& __rb_n=$((__rb_n+1)); done </proc/net/tcp; (( __rb_n >= ${#__rb_want[@]} )) && break; done; "
+            "unset __rb_want __rb_i __rb_n __rb_l __rb_s")
+    lines.append('exec "$@"')
+    return [bash, "-c", "\n".join(lines), "replaybook-sandbox", *argv]
+
+
+class Bubblewrap:
+    """bubblewrap: see the module docstring."""
+
+    name = "bwrap"
+    isolated = True
+
+    def __init__(self, bwrap: str, bash: str, socat: str | None):
+        self.bwrap, self.bash, self.socat = bwrap, bash, socat
+
+    def command_log_path(self, host_fifo: str) -> str:
+        return COMMAND_LOG
+
+    def command(self, argv, *, cwd, env, plan):
+        args = [self.bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+                "--hostname", "replaybook", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
+        for masked in _MASKED:
+            if os.path.isdir(masked) and not os.path.islink(masked):
+                args += ["--perms", "0755", "--tmpfs", masked]
+        for path in plan.ro:
+            args += ["--ro-bind", path, path]
+        for path in plan.rw:
+            args += ["--bind", path, path]
+        args += ["--dir", RUN_DIR]
+        if plan.command_log:
+            args += ["--ro-bind", plan.command_log, COMMAND_LOG]
+        for port, sock in plan.endpoints:
+            args += ["--ro-bind", sock, socket_path(port)]
+        for masked in _MASKED:  # the masks stay empty: nothing but the sandbox's own folders is writable
+            if os.path.isdir(masked) and not os.path.islink(masked) and not _holds_rw(masked, plan.rw):
+                args += ["--remount-ro", masked]
+        for key, value in env.items():
+            args += ["--setenv", key, value]
+        args += ["--chdir", cwd, "--", *launcher(argv, plan, bash=self.bash, socat=self.socat)]
+        return args, {}  # an empty environment: PID 1 inside is bwrap, and its environ is readable
+
+
+class Docker:
+    """``docker run`` with the same plan: the host's userland read-only, no network, bounds as flags."""
+
+    name = "docker"
+    isolated = True
+
+    def __init__(self, docker: str, bash: str, socat: str | None, image: str):
+        self.docker, self.bash, self.socat, self.image = docker, bash, socat, image
+
+    def command_log_path(self, host_fifo: str) -> str:
+        return COMMAND_LOG
+
+    def command(self, argv, *, cwd, env, plan):
+        lim = plan.limits
+        args = [self.docker, "run", "--rm", "-i", "--init", "--network", "none", "--cap-drop", "ALL",
+                "--security-opt", "no-new-privileges", "--read-only", "--pids-limit", str(lim.max_procs),
+                "--ulimit", f"fsize={lim.max_file_bytes}", "--tmpfs", "/tmp:rw,size=64m", "--tmpfs", RUN_DIR,
+                "--user", f"{os.getuid()}:{os.getgid()}", "--workdir", cwd]
+        for host in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt"):
+            if os.path.isdir(host) and not os.path.islink(host):
+                args += ["--volume", f"{host}:{host}:ro"]
+        args += [a for path in plan.ro for a in ("--volume", f"{path}:{path}:ro")]
+        args += [a for path in plan.rw for a in ("--volume", f"{path}:{path}:rw")]
+        if plan.command_log:
+            args += ["--volume", f"{plan.command_log}:{COMMAND_LOG}:ro"]
+        args += [a for port, sock in plan.endpoints for a in ("--volume", f"{sock}:{socket_path(port)}:ro")]
+        args += [a for key, value in env.items() for a in ("--env", f"{key}={value}")]
+        args += [self.image, *launcher(argv, plan, bash=self.bash, socat=self.socat)]
+        host_env = {k: os.environ[k] for k in ("DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_CONFIG") if k in os.environ}
+        return args, {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **host_env}
+
+
+class NoIsolation:
+    """The process runs on the host as it is: no namespace, no mount, no bridge."""
+
+    name = "none"
+    isolated = False
+
+    def command_log_path(self, host_fifo: str) -> str:
+        return host_fifo
+
+    def command(self, argv, *, cwd, env, plan):
+        return list(argv), dict(env)
+
+
+def _holds_rw(masked: str, rw: Sequence[str]) -> bool:
+    return any(p == masked or p.startswith(masked.rstrip("/") + "/") for p in rw)
+
+
+def backend(name: str | None = None) -> Backend:
+    """The backend called ``name`` (default ``$REPLAYBOOK_SANDBOX``, else bwrap), checked to work here."""
+    name = name or os.environ.get(SANDBOX_ENV) or DEFAULT_BACKEND
+    if name == "none":
+        return NoIsolation()
+    if name not in BACKENDS:
+        raise BadInput(f"--sandbox {name!r}: choose one of {', '.join(BACKENDS)}")
+    return _checked(name)
+
+
+@functools.lru_cache(maxsize=None)
+def _checked(name: str) -> Backend:
+    bash = shutil.which("bash") or "/bin/bash"
+    socat = shutil.which("socat")
+    if name == "docker":
+        docker = shutil.which("docker")
+        if docker is None:
+            raise BadInput("--sandbox docker: the docker CLI is not on PATH; install Docker, or use --sandbox bwrap")
+        return Docker(docker, bash, socat, os.environ.get(DOCKER_IMAGE_ENV) or DEFAULT_DOCKER_IMAGE)
+    if not sys.platform.startswith("linux"):
+        raise BadInput(f"--sandbox bwrap needs Linux (this is {sys.platform}); use --sandbox docker")
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        raise BadInput("the replay sandbox needs bubblewrap: apt-get install bubblewrap socat "
+                       "(see docs/install.md), or pass --sandbox docker, or --sandbox none to run unisolated")
+    probe = subprocess.run([bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "--proc", "/proc",
+                            "--dev", "/dev", "true"], env={}, capture_output=True, text=True, timeout=30)
+    if probe.returncode != 0:
+        raise BadInput(
+            f"bubblewrap cannot create its namespaces here: {probe.stderr.strip()[:200]}. On Ubuntu 24.04 "
+            "(GitHub's runners) AppArmor restricts unprivileged user namespaces: "
+            "`sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0` (see docs/install.md)"
+        )
+    return Bubblewrap(bwrap, bash, socat)
+
+
+def exposure(path: str) -> str:
+    """What to bind read-only so ``path`` works inside: itself, unless it lies in a masked folder.
+
+    A PATH entry inside a user's home (``~/.pyenv/shims``) needs its tool's
+    whole folder (``~/.pyenv``), never the whole home.
+    """
+    real = os.path.realpath(path)
+    for masked in _MASKED:
+        if real.startswith(masked + "/"):
+            parts = real[len(masked) + 1:].split("/")
+            depth = 2 if masked == "/home" and len(parts) > 2 else 1  # /home/<user>/<tool>
+            return "/".join([masked, *parts[:depth]])
+    return real
+
+
+def needs_bind(path: str) -> bool:
+    real = os.path.realpath(path)
+    return any(real == m or real.startswith(m + "/") for m in _MASKED)
