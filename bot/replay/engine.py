@@ -130,6 +130,9 @@ def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
     a benchmark can time them without a copy of this function.
     """
     agent = agent or agents_mod.make(opts.agent, command=opts.command)
+    for name in opts.env_allow:
+        if is_credential_name(name):
+            raise BadInput(credential_error(name, "--env-allow"))
     scenario = loaded.scenario
     started = time.monotonic()
     phase = on_phase or _no_phase
@@ -312,9 +315,6 @@ def run_trials(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOption
     """``trials`` independent trials, ``jobs`` at a time, in trial order."""
     agent = agents_mod.make(opts.agent, command=opts.command)  # bad input fails before any trial
     isolation.backend(opts.sandbox)  # so does a sandbox that cannot run here
-    for name in opts.env_allow:
-        if is_credential_name(name):
-            raise BadInput(credential_error(name, "--env-allow"))
     if opts.runs_dir is not None:
         prune_runs(Path(opts.runs_dir), keep=opts.keep_runs, max_age_days=opts.keep_runs_days)
     if jobs <= 1 or trials <= 1:

@@ -143,7 +143,7 @@ class Bubblewrap:
         for port, sock in plan.endpoints:
             args += ["--ro-bind", sock, socket_path(port)]
         for masked in _MASKED:  # the masks stay empty: nothing but the sandbox's own folders is writable
-            if os.path.isdir(masked) and not os.path.islink(masked) and not _holds_rw(masked, plan.rw):
+            if os.path.isdir(masked) and not os.path.islink(masked):
                 args += ["--remount-ro", masked]
         for key, value in env.items():
             args += ["--setenv", key, value]
@@ -194,10 +194,6 @@ class NoIsolation:
 
     def command(self, argv, *, cwd, env, plan):
         return list(argv), dict(env)
-
-
-def _holds_rw(masked: str, rw: Sequence[str]) -> bool:
-    return any(p == masked or p.startswith(masked.rstrip("/") + "/") for p in rw)
 
 
 def backend(name: str | None = None) -> Backend:
