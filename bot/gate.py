@@ -104,6 +104,7 @@ class GateResult:
     traces: str | None = None
     simulated: bool = False
     admitted: dict | None = None
+    warnings: list[str] = field(default_factory=list)  # e.g. replayed without a sandbox
 
     @property
     def regressions(self) -> list[SuiteEntry]:
@@ -119,6 +120,7 @@ class Runner:
         self.cost = 0.0
         self.model_calls = 0
         self.replays = 0
+        self.warnings: dict[str, None] = {}  # each trial's warnings, once each, in order
         self._lock = threading.Lock()
         self._agents: dict[str, object] = {}
 
@@ -133,6 +135,7 @@ class Runner:
         key = trial_key(loaded, text, replay, index, agent.version) if self.cache else None
         cached = self.cache.get(key) if self.cache else None
         if cached is not None:
+            self.warnings.update(dict.fromkeys(cached.warnings))
             return cached
         with self._lock:
             if self.opts.max_cost_usd is not None and self.cost >= self.opts.max_cost_usd:
@@ -142,6 +145,7 @@ class Runner:
             self.cost += result.cost_usd
             self.model_calls += result.model_calls
             self.replays += 1
+            self.warnings.update(dict.fromkeys(result.warnings))
         if self.cache:
             self.cache.put(key, result)
         return result
@@ -241,6 +245,7 @@ def run_gate(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions
     result.cost_usd = round(runner.cost, 6)
     result.model_calls, result.replays = runner.model_calls, runner.replays
     result.cache_hits = runner.cache.hits if runner.cache else 0
+    result.warnings = list(runner.warnings)
     return result
 
 

@@ -46,6 +46,7 @@ def as_json(result: GateResult) -> dict[str, Any]:
         "regressions": [e.scenario for e in result.regressions],
         "cost_usd": result.cost_usd, "model_calls": result.model_calls, "replays": result.replays,
         "cache_hits": result.cache_hits, "traces": result.traces, "admitted": result.admitted,
+        "warnings": result.warnings,
     }
 
 

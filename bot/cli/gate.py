@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from bot.replay.isolation import BACKENDS
 from bot import gate as gate_mod
 from bot import gate_report
 from bot.cli.output import emit_json
@@ -25,6 +26,9 @@ from bot.replay.engine import SCRIPTED, ReplayOptions
 @click.option("--suite", "suite_dir", type=click.Path(file_okay=False, path_type=Path),
               help="The replay suite: a folder of scenarios (default: config paths.scenarios).")
 @click.option("--agent", type=click.Choice(AGENTS), default="builtin", show_default=True, help="The agent to replay.")
+@click.option("--sandbox", type=click.Choice(BACKENDS), default=None,
+              help="Isolation of the agent: bwrap (default on Linux), docker, or none (unisolated, loudly warned; "
+                   "the GitHub gate refuses it). Default: config replay.sandbox.")
 @click.option("--command", "command_template", help="For --agent command: its command line.")
 @click.option("--model", default=SCRIPTED, show_default=True,
               help="A model id (needs ANTHROPIC_API_KEY), or `scripted` for the offline simulated model.")
@@ -49,7 +53,8 @@ from bot.replay.engine import SCRIPTED, ReplayOptions
 def command(ctx: click.Context, rule_file: Path, playbook_dir: Path | None, suite_dir: Path | None, agent: str,
             command_template: str | None, model: str, screen_model: str | None, trials: int, jobs: int,
             max_cost_usd: float | None, cache_dir: Path | None, no_cache: bool, runs_dir: Path | None,
-            noise: float, seed: int, report_file: Path | None, do_admit: bool, as_json: bool) -> None:
+            noise: float, seed: int, report_file: Path | None, do_admit: bool, as_json: bool,
+            sandbox: str | None) -> None:
     """Decide admit or reject for RULE_FILE by replay.
 
     Cheap checks first (form, citations, scenario, no twin), then the rule's
@@ -66,6 +71,8 @@ def command(ctx: click.Context, rule_file: Path, playbook_dir: Path | None, suit
     key = os.environ.get("ANTHROPIC_API_KEY")
     replay = ReplayOptions(agent=agent, command=command_template, model=model, noise=noise, seed=seed,
                            api_key=key, runs_dir=runs_dir or settings.path("traces"),
+                           sandbox=sandbox or settings.config.replay.sandbox, keep_runs=settings.config.replay.keep_runs,
+                           keep_runs_days=settings.config.replay.keep_runs_days,
                            upstream_url=os.environ.get("REPLAYBOOK_UPSTREAM_URL", "https://api.anthropic.com"))
     if (model != SCRIPTED or (screen_model and screen_model != SCRIPTED)) and not key:
         raise BadInput("a real --model or --screen-model needs ANTHROPIC_API_KEY; use `scripted` for the simulated model")

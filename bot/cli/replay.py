@@ -13,6 +13,7 @@ from pathlib import Path
 
 import click
 
+from bot.replay.isolation import BACKENDS
 from bot import bundled
 from bot import rule as rules_mod
 from bot import replay_suite
@@ -73,6 +74,9 @@ def command() -> None:
 @command.command("run")
 @click.argument("scenario")
 @click.option("--agent", type=click.Choice(AGENTS), default="builtin", show_default=True, help="The agent to run.")
+@click.option("--sandbox", type=click.Choice(BACKENDS), default=None,
+              help="Isolation of the agent: bwrap (default on Linux), docker, or none (unisolated, loudly warned; "
+                   "the GitHub gate refuses it). Default: config replay.sandbox.")
 @click.option("--command", "command_template", help="For --agent command: its command line, with {task} and {playbook_file}.")
 @click.option("--model", default="scripted", show_default=True,
               help="A model id (needs ANTHROPIC_API_KEY), or `scripted` for the offline simulated model.")
@@ -90,7 +94,7 @@ def command() -> None:
 @click.pass_context
 def run(ctx: click.Context, scenario: str, agent: str, command_template: str | None, model: str,
             playbook: Path | None, rule_file: Path | None, trials: int, jobs: int, noise: float, seed: int,
-            runs_dir: Path | None, as_json: bool) -> None:
+            runs_dir: Path | None, as_json: bool, sandbox: str | None) -> None:
     """Run an agent on SCENARIO (a path or an id) in a sandbox and judge it from its trace.
 
     Prints each trial's verdict (pass, fail or unscored), the check that failed
@@ -104,7 +108,8 @@ def run(ctx: click.Context, scenario: str, agent: str, command_template: str | N
         agent=agent, command=command_template, model=model, noise=noise, seed=seed,
         api_key=os.environ.get("ANTHROPIC_API_KEY") if model != engine.SCRIPTED else None,
         upstream_url=os.environ.get("REPLAYBOOK_UPSTREAM_URL", "https://api.anthropic.com"),
-        runs_dir=runs_dir or settings.path("traces"),
+        runs_dir=runs_dir or settings.path("traces"), sandbox=sandbox or settings.config.replay.sandbox,
+        keep_runs=settings.config.replay.keep_runs, keep_runs_days=settings.config.replay.keep_runs_days,
     )
     if not as_json:
         click.echo(f"# Replay `{loaded.scenario.id}`: {agent} agent, model `{model}`"
@@ -137,6 +142,8 @@ def _report(results: list[engine.TrialResult]) -> None:
         for check in r.failed_checks:
             for item in check.evidence[:3]:
                 click.echo(f"- trial {r.trial}, `{check.check}`: {evidence_line(item)}")
+    for warning in dict.fromkeys(w for r in results for w in r.warnings):
+        click.echo(f"\n> **{warning}**")
     s = engine.summary(results)
     kind = " (simulated estimate)" if s["simulated"] else ""
     click.echo(f"\n{s['passed']} passed, {s['failed']} failed, {s['unscored']} unscored; "

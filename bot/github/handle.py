@@ -357,6 +357,7 @@ class GitGate:
     def __call__(self, action: GateRulePr) -> GateVerdict:
         from bot import gate as gate_mod
         from bot import gate_report
+        from bot.replay import isolation
         from bot.replay.engine import ReplayOptions
 
         base = action.base_sha or ""
@@ -378,7 +379,15 @@ class GitGate:
             if not self.api_key:
                 raise BadInput("ANTHROPIC_API_KEY is not set, so the replay cannot run")
             replay = ReplayOptions(model=self.settings.config.models.agent, api_key=self.api_key,
+                                   sandbox=self.settings.config.replay.sandbox,
                                    **({"upstream_url": self.base_url} if self.base_url else {}))
+        if isolation.backend(replay.sandbox).name == "none":
+            return GateVerdict("failure", "the gate refuses to replay without a sandbox",
+                               "## Replaybook gate: no sandbox\n\nThe replay was asked to run with `--sandbox none` "
+                               "(`REPLAYBOOK_SANDBOX` or `replay.sandbox` in `.replaybook.yml`). A rule PR's fixture is "
+                               "code anyone who can push a branch controls, and it would run beside the API key, so "
+                               "the gate never admits from an unisolated replay. Use `bwrap` (see docs/install.md) "
+                               "or `docker`.\n")
         opts = gate_mod.GateOptions(replay=replay)
         results = []
         with tempfile.TemporaryDirectory(prefix="replaybook-base-") as tmp:

@@ -21,11 +21,12 @@ import tempfile
 from functools import lru_cache
 from pathlib import Path
 
+from bot.replay import isolation
 from bot import scenario as sc
 from bot.replay import checks as checks_mod
 from bot.replay.engine import ReplayOptions, TrialResult
 
-FORMAT = 1  # bump when TrialResult or the key changes shape
+FORMAT = 2  # bump when TrialResult or the key changes shape
 
 
 @lru_cache(maxsize=256)
@@ -63,6 +64,8 @@ def trial_key(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
         "seed": opts.seed if opts.simulated else None,
         "env": {name: os.environ.get(name) for name in sorted(opts.env_allow)},
         "trial": trial,
+        # A verdict from an unisolated replay never stands in for an isolated one.
+        "sandbox": isolation.backend(opts.sandbox).name,
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
