@@ -1,0 +1,84 @@
+"""Choosing an isolation backend, what each one asks of the host, and how `none` is flagged."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+from click.testing import CliRunner
+
+from bot.cli.main import cli
+from bot.errors import BadInput
+from bot.replay import isolation
+
+
+@pytest.fixture
+def fresh_backends():
+    isolation._checked.cache_clear()
+    yield
+    isolation._checked.cache_clear()
+
+
+def test_without_bubblewrap_the_error_says_how_to_get_it(fresh_backends, monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap here
+    with pytest.raises(BadInput, match="apt-get install bubblewrap socat.*--sandbox docker.*--sandbox none"):
+        isolation.backend("bwrap")
+
+
+def test_an_unknown_backend_is_bad_input():
+    with pytest.raises(BadInput, match="choose one of bwrap, docker, none"):
+        isolation.backend("chroot")
+
+
+def test_the_environment_variable_picks_the_backend(monkeypatch):
+    monkeypatch.setenv(isolation.SANDBOX_ENV, "none")
+    assert isolation.backend().name == "none"
+
+
+def test_bwrap_starts_from_an_empty_environment_and_masks_the_homes():
+    backend = isolation.Bubblewrap("/usr/bin/bwrap", "/bin/bash", "/usr/bin/socat")
+    plan = isolation.Plan(rw=("/tmp/sb/root",), ro=("/opt/tool",), command_log="/tmp/sb/commands.fifo",
+                          endpoints=((4321, "/tmp/sb/ep-4321.sock"),))
+    argv, env = backend.command(["agent", "--flag"], cwd="/tmp/sb/root", env={"HOME": "/tmp/sb/home"}, plan=plan)
+    assert env == {}
+    joined = " ".join(argv)
+    assert "--unshare-all" in argv and "--die-with-parent" in argv and "--cap-drop ALL" in joined
+    assert "--tmpfs /home" in joined and "--tmpfs /tmp" in joined and "--remount-ro /tmp" in joined
+    assert "--bind /tmp/sb/root /tmp/sb/root" in joined and "--ro-bind /opt/tool /opt/tool" in joined
+    assert f"--ro-bind /tmp/sb/commands.fifo {isolation.COMMAND_LOG}" in joined
+    assert "--setenv HOME /tmp/sb/home" in joined
+    assert "TCP-LISTEN:4321,bind=127.0.0.1" in joined and argv[-2:] == ["agent", "--flag"]
+
+
+def test_docker_gets_the_same_plan_as_flags():
+    backend = isolation.Docker("/usr/bin/docker", "/bin/bash", "/usr/bin/socat", "debian:bookworm-slim")
+    limits = isolation.Limits(max_procs=64, max_file_bytes=1 << 20)
+    plan = isolation.Plan(rw=("/tmp/sb/root",), ro=("/opt/tool",), endpoints=((4321, "/tmp/sb/ep.sock"),),
+                          limits=limits)
+    argv, env = backend.command(["agent"], cwd="/tmp/sb/root", env={"K": "v"}, plan=plan)
+    joined = " ".join(argv)
+    for flag in ("--network none", "--cap-drop ALL", "--read-only", "--pids-limit 64", f"fsize={1 << 20}",
+                 "--volume /tmp/sb/root:/tmp/sb/root:rw", "--volume /opt/tool:/opt/tool:ro", "--env K=v",
+                 "--volume /tmp/sb/ep.sock:/run/replaybook/ep-4321.sock:ro", "debian:bookworm-slim"):
+        assert flag in joined
+    assert "ANTHROPIC_API_KEY" not in env and "GITHUB_TOKEN" not in env
+
+
+@pytest.mark.skipif(shutil.which("docker") is None
+                    or subprocess.run(["docker", "info"], capture_output=True).returncode != 0,
+                    reason="needs a running Docker engine")
+def test_docker_runs_a_command_in_its_container(tmp_path, fresh_backends):
+    from bot.replay.sandbox import Sandbox
+
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "repo" / "a.txt").write_text("a\n")
+    with Sandbox(tmp_path / "repo", backend="docker") as sb:
+        done = sb.run(["bash", "-c", "cat a.txt; ls /proc | grep -c '^[0-9]'"], timeout_s=120)
+    assert done.rc == 0 and done.stdout.startswith("a\n")
+
+
+def test_replay_without_a_sandbox_says_so_loudly(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    done = CliRunner().invoke(cli, ["replay", "run", "lint-disable", "--sandbox", "none"])
+    assert "WARNING: --sandbox none" in done.output
