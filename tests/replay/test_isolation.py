@@ -329,3 +329,12 @@ def test_requirements_that_could_run_code_on_the_host_are_refused(make_scenario)
         with pytest.raises(BadInput) as caught:
             make_scenario(pass_if=[{"succeeds": {"run": "true"}}], requirements=[bad])
         assert "requirements" in caught.value.render()
+
+
+def test_a_command_agent_that_dies_before_its_first_model_call_is_unscored(make_scenario, opts, tmp_path):
+    script = tmp_path / "broken-agent.sh"
+    script.write_text("echo 'ImportError: no module named agent' >&2\nexit 1\n")
+    loaded = make_scenario(pass_if=[{"succeeds": {"run": "true"}}])  # it would pass: the verdict must not stand
+    result = run_trial(loaded, "", opts(agent="command", command=f"bash {script} {{task}}"), 0)
+    assert (result.verdict, result.agent_status) == ("unscored", "crashed")
+    assert "before its first model call" in result.reason and "ImportError" in result.reason
