@@ -338,3 +338,22 @@ def test_a_command_agent_that_dies_before_its_first_model_call_is_unscored(make_
     result = run_trial(loaded, "", opts(agent="command", command=f"bash {script} {{task}}"), 0)
     assert (result.verdict, result.agent_status) == ("unscored", "crashed")
     assert "before its first model call" in result.reason and "ImportError" in result.reason
+
+
+def test_old_run_folders_are_pruned_by_count_and_age(tmp_path):
+    from bot.replay.engine import prune_runs
+
+    runs = tmp_path / "runs"
+    now = time.time()
+    for i in range(6):
+        folder = runs / f"run-{i}"
+        folder.mkdir(parents=True)
+        (folder / "trace.jsonl").write_text("{}\n")
+        age = 3600 * (i + 1) if i < 5 else 86400 * 40  # the last one is 40 days old
+        os.utime(folder, (now - age, now - age))
+    (runs / "fresh").mkdir()
+    (runs / "fresh" / "trace.jsonl").write_text("{}\n")  # a run still being written: never pruned
+    (runs / "not-a-run").mkdir()
+    gone = prune_runs(runs, keep=3, max_age_days=30)
+    assert sorted(p.name for p in gone) == ["run-2", "run-3", "run-4", "run-5"]
+    assert sorted(p.name for p in runs.iterdir()) == ["fresh", "not-a-run", "run-0", "run-1"]
