@@ -410,10 +410,17 @@ def test_admit_never_passes_a_fork_pr_and_passes_a_pr_that_adds_no_rule(rule_pr,
     assert len(gh.statuses_for(head)) == 1
     assert "could not run" in job.summary  # the report still reaches the job summary, written first
 
-    # A PR that is not a rule PR: the required job passes at once, and no status is set.
+    # A PR from any other branch that adds the same rule is gated all the same: no model, so never success.
     other = sim.run("admit", "pull_request", pr_event(examples, "d" * 40, base, head_ref="changes"))
-    assert only_job(other, "admit").result == "success", other.log()
-    assert gh.statuses_for("d" * 40) == [] and "is not a rule PR" in other.jobs["admit"].step("./actions/admit").stdout
+    assert only_job(other, "admit").result == "failure", other.log()
+    assert [s["state"] for s in gh.statuses_for("d" * 40)] == ["error"]
+
+    # A PR that changes nothing an agent is told: the required job passes at once.
+    git(sim.ws, "checkout", "-q", "main")
+    plain = sim.run("admit", "pull_request", pr_event(examples, "e" * 40, base, head_ref="changes"))
+    assert only_job(plain, "admit").result == "success", plain.log()
+    (status,) = gh.statuses_for("e" * 40)
+    assert (status["state"], status["description"]) == ("success", "no rule changed")
 
 
 def test_admit_gates_a_merge_group(rule_pr, gh, examples):
