@@ -437,7 +437,6 @@ def test_a_capture_is_followed_by_the_threshold_check_when_one_is_set(examples):
         ("workflow_run", failed_run, "workflow_run", []),
         ("pull_request", lambda e: example(e, "pull_request", "closed"), "pull_request.merged", "no"),
         ("pull_request", lambda e: example(e, "pull_request", "closed"), "pull_request.user", _DELETE),
-        ("pull_request", lambda e: example(e, "pull_request", "synchronize"), "pull_request.labels.0.name", 7),
         ("pull_request", rule_pr, "pull_request.head.sha", _DELETE),
         ("pull_request", rule_pr, "pull_request.base.repo", _DELETE),
         ("pull_request_review", changes_requested, "review.state", _DELETE),

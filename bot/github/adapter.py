@@ -28,6 +28,7 @@ from github.WorkflowJob import WorkflowJob
 
 from bot.github.port import (
     BOT_LABEL,
+    BOT_LOGINS,
     FAILED_CONCLUSIONS,
     CommentRef,
     CommitRef,
@@ -39,6 +40,7 @@ from bot.github.port import (
     ReviewComment,
     Step,
     with_marker,
+    written_by,
 )
 
 T = TypeVar("T")
@@ -64,9 +66,11 @@ class PyGithubAdapter:
         seconds_between_writes: float | None = 1.0,
         timeout: int = 15,
         per_page: int = 100,
+        bot_logins: Sequence[str] = BOT_LOGINS,
     ):
         self.calls = 0
         self.label = label
+        self.bot_logins = tuple(bot_logins)  # only text by these speaks as the bot: markers are read from it alone
         self._retries = retries
         self._backoff = backoff
         self._sleep = sleep
@@ -93,14 +97,15 @@ class PyGithubAdapter:
     # Issues
 
     def find_issue_by_marker(self, marker: str) -> IssueRef | None:
-        """The oldest issue carrying ``marker``, open or closed, among those labelled ``self.label``.
+        """The oldest issue the bot opened carrying ``marker``, open or closed, among those labelled ``self.label``.
 
         Listing is used, not search: the search index lags, and twenty
-        deliveries in a row must see the first one's issue.
+        deliveries in a row must see the first one's issue. An issue someone
+        else opened never counts, whatever markers its body holds.
         """
         issues = self._repo.get_issues(state="all", labels=[self.label], sort="created", direction="asc")
         # Pull requests are issues too; their html_url says so without another request.
-        mine = (i for i in issues if marker in (i.body or "") and "/pull/" not in i.html_url)
+        mine = (i for i in issues if marker in (i.body or "") and "/pull/" not in i.html_url and self._mine(i))
         return self._guard(lambda: next((_issue_ref(i) for i in mine), None))
 
     def get_issue(self, number: int) -> IssueRef:
@@ -144,15 +149,17 @@ class PyGithubAdapter:
         return _comment_ref(comment, number)
 
     def find_comment_by_marker(self, number: int, marker: str) -> CommentRef | None:
+        """The bot's own comment on ``number`` carrying ``marker``; anyone else's is never it."""
         comments = self._repo.get_issue(number).get_comments()
-        return self._guard(lambda: next((_comment_ref(c, number) for c in comments if marker in (c.body or "")), None))
+        return self._guard(lambda: next((_comment_ref(c, number) for c in comments
+                                         if marker in (c.body or "") and self._mine(c)), None))
 
     def upsert_comment(self, number: int, marker: str, body: str) -> CommentRef:
         """The one comment on ``number`` carrying ``marker``, edited in place or made."""
         body = with_marker(body, marker)
         issue = self._repo.get_issue(number)
         comments = issue.get_comments()
-        mine = self._guard(lambda: next((c for c in comments if marker in (c.body or "")), None))
+        mine = self._guard(lambda: next((c for c in comments if marker in (c.body or "") and self._mine(c)), None))
         if mine is None:
             return _comment_ref(self._guard(lambda: issue.create_comment(body)), number)
         if mine.body != body:
@@ -218,9 +225,10 @@ class PyGithubAdapter:
         return self._guard(lambda: [_pull_ref(p) for p in pulls])
 
     def find_pr_by_marker(self, marker: str, state: str = "all") -> PullRef | None:
-        """The oldest pull request in ``state`` whose body carries ``marker`` (listing, as for issues)."""
+        """The oldest pull request the bot opened in ``state`` whose body carries ``marker`` (listing, as for issues)."""
         pulls = self._repo.get_pulls(state=state, sort="created", direction="asc")
-        return self._guard(lambda: next((_pull_ref(p) for p in pulls if marker in (p.body or "")), None))
+        return self._guard(lambda: next((_pull_ref(p) for p in pulls if marker in (p.body or "") and self._mine(p)),
+                                        None))
 
     def commits_since(self, since: str, author: str) -> list[CommitRef]:
         """Commits on the default branch by ``author`` since ``since`` (ISO 8601), newest first."""
@@ -282,6 +290,9 @@ class PyGithubAdapter:
         return _pull_ref(pull)
 
     # Plumbing
+
+    def _mine(self, item: Any) -> bool:
+        return written_by(item.user.login if item.user else "", self.bot_logins)
 
     def _download(self, url: str) -> str:
         # The Location is a signed URL on another host: no token goes with it.
@@ -375,6 +386,7 @@ def _issue_ref(issue: Any) -> IssueRef:
         labels=tuple(label.name for label in issue.labels),
         url=issue.html_url,
         created=_iso(issue.created_at),
+        author=issue.user.login if issue.user else "",
     )
 
 
@@ -403,11 +415,19 @@ def _pull_ref(pull: Any) -> PullRef:
     return PullRef(number=pull.number, state=pull.state, merged=pull.merged_at is not None,
                    head_ref=pull.head.ref, body=pull.body or "", title=pull.title, url=pull.html_url,
                    author=pull.user.login if pull.user else "",
-                   merged_at=_iso(pull.merged_at) or None, labels=tuple(label.name for label in pull.labels))
+                   merged_at=_iso(pull.merged_at) or None, labels=tuple(label.name for label in pull.labels),
+                   same_repo=_same_repo(pull))
+
+
+def _same_repo(pull: Any) -> bool:
+    """Whether the PR's head branch is in the base repository; a deleted fork (head.repo null) is not."""
+    head_repo, base_repo = pull.head.repo, pull.base.repo  # set from the listing: no request
+    return head_repo is not None and base_repo is not None and head_repo.full_name == base_repo.full_name
 
 
 def _comment_ref(comment: Any, number: int) -> CommentRef:
-    return CommentRef(id=comment.id, issue_number=number, body=comment.body or "", url=comment.html_url)
+    return CommentRef(id=comment.id, issue_number=number, body=comment.body or "", url=comment.html_url,
+                      author=comment.user.login if comment.user else "")
 
 
 def _job(job: WorkflowJob) -> Job:

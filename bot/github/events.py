@@ -44,6 +44,10 @@ class GitHubConfig(BaseModel):
         description="Accounts the coding agent opens PRs as (e.g. `copilot-swe-agent[bot]`).",
     )
     agent_label: str | None = Field(default=None, description="A PR with this label counts as the agent's.")
+    bot_logins: list[str] = Field(
+        default_factory=lambda: ["github-actions[bot]"],
+        description="The accounts the bot writes as; only their text is read as the bot's own.",
+    )
     incident_label: str = Field(default="incident", description="Issues with this label are incidents.")
     rule_branch_prefix: str | None = Field(
         default="replaybook/rule-", description="PRs from branches starting with this propose rules."

@@ -54,6 +54,7 @@ from bot.github.events import (
 )
 from bot.github.port import GitHubError, GitHubPort, Job, fit_body, marker
 from bot.incident import Incident
+from bot.neutralise import neutralise
 
 GATE_CONTEXT = "replaybook/admit"
 GATE_MARKER = marker("gate")
@@ -131,18 +132,28 @@ def _capture_job(action: CaptureRun, job: Job, ctx: Context) -> Outcome:
         return Outcome(action.kind, "unchanged", f"{what}: already on #{found.number}", found.url)
     evidence = _job_evidence(ctx.port, job)
     incident, reason = capture_mod.draft(evidence, ctx.llm, source_url=action.html_url, key=issue_key)
+    incident = _neutral(incident)
     summary = _run_summary(action, job, incident, reason)
     excerpt = f"**Evidence** (from the job log)\n\n{fenced(evidence.excerpt)}"
     if found is None:
         body = fit_body({"marker": f"{issue_mark}\n{attempt_mark}", "summary": summary, "evidence": excerpt,
                          "block": issue_form.normalised_block(incident)})
-        title = capture_mod.one_liner(f"CI failure: {action.workflow} / {job.name}", 200)
+        title = neutralise(capture_mod.one_liner(f"CI failure: {action.workflow} / {job.name}", 200))
         issue = ctx.port.create_issue(title, body, [ctx.labels.incident])
         ctx.new_incidents += 1
         return Outcome(action.kind, "done", f"{what}: filed #{issue.number}", issue.url)
     body = fit_body({"marker": attempt_mark, "summary": f"Failed again.\n\n{summary}", "evidence": excerpt})
     comment = ctx.port.add_comment(found.number, body)
     return Outcome(action.kind, "done", f"{what}: commented on #{found.number} (a repeat)", comment.url)
+
+
+_FREE_TEXT = ("task", "trigger", "believed", "actual", "evidence")
+
+
+def _neutral(incident: Incident) -> Incident:
+    """``incident`` with every free-text field neutralised: its block lands in a body the bot speaks in."""
+    update = {name: neutralise(value) for name in _FREE_TEXT if isinstance(value := getattr(incident, name), str)}
+    return incident.model_copy(update=update)
 
 
 def _job_evidence(port: GitHubPort, job: Job) -> capture_mod.Evidence:
@@ -198,6 +209,7 @@ def _capture_rejected_pr(action: CaptureRejectedPr, ctx: Context) -> list[Outcom
                      for f in ctx.port.pull_files(action.number)[:40])
     evidence = capture_mod.evidence_from_pr(title, str(pr.get("body") or ""), review_text.strip() or None, stat)
     incident, reason = capture_mod.draft(evidence, ctx.llm, source_url=action.html_url, key=action.key)
+    incident = _neutral(incident)
     summary = "\n".join([
         f"**Pull request:** #{action.number} · **why:** {action.reason.replace('_', ' ')}"
         + (f" · {action.html_url}" if action.html_url else ""),
@@ -208,7 +220,8 @@ def _capture_rejected_pr(action: CaptureRejectedPr, ctx: Context) -> list[Outcom
     body = fit_body({"marker": mark, "summary": summary,
                      "evidence": f"**Evidence** (title, review, body, diff stat)\n\n{fenced(evidence.excerpt)}",
                      "block": issue_form.normalised_block(incident)})
-    issue = ctx.port.create_issue(capture_mod.one_liner(f"Rejected agent PR #{action.number}: {title}", 200), body,
+    issue = ctx.port.create_issue(f"Rejected agent PR #{action.number}: "
+                                  + neutralise(capture_mod.one_liner(title, 160)), body,
                                   [ctx.labels.incident])
     ctx.new_incidents += 1
     return [Outcome(action.kind, "done", f"{what}: filed #{issue.number}", issue.url)]
@@ -413,7 +426,8 @@ def _distill_if_due(action: DistillIfDue, ctx: Context) -> list[Outcome]:
         return [Outcome(action.kind, "skipped", "no new incident in this delivery")]
     waiting = [i.number for i in ctx.port.list_issues(ctx.labels.incident, "open") if ctx.labels.invalid not in i.labels]
     if len(waiting) >= action.threshold:  # only then is it worth a request to learn which ones PRs cite
-        cited = {c for pr in ctx.port.list_prs("open") if prs.is_rule_pr(pr) for c in prs.cites_of(pr)}
+        cited = {c for pr in ctx.port.list_prs("open") if prs.is_rule_pr(pr, prs.bot_logins(ctx))
+                 for c in prs.cites_of(pr)}
         waiting = [n for n in waiting if f"gh-{n}" not in cited]
     count = len(waiting)
     if count < action.threshold or count - ctx.new_incidents >= action.threshold:

@@ -59,6 +59,10 @@ class Request:
     body: Any = None
 
 
+BOT_LOGIN = "github-actions[bot]"
+"""Who every write through the API is made as: the workflow token's identity."""
+
+
 @dataclass
 class _State:
     issues: dict[int, dict] = field(default_factory=dict)
@@ -174,30 +178,32 @@ class FakeGitHub:
     def add_pull(self, number: int, *, files: list[dict] | None = None, review_comments: list[dict] | None = None,
                  head_sha: str = "b" * 40, title: str = "A pull request", body: str | None = None,
                  state: str = "open", merged: bool = False, head_ref: str = "feature", base_ref: str = "main",
-                 user: str = "replaybook[bot]", labels: list[str] | None = None) -> dict:
+                 user: str = BOT_LOGIN, labels: list[str] | None = None, head_repo: str | None = None) -> dict:
         """A pull request, with its diff and review comments.
 
         ``files`` are dicts with ``filename`` and optional ``status``, ``additions``, ``deletions``;
-        ``review_comments`` are dicts with ``path``, ``body`` and optional ``review_id``, ``line``.
+        ``review_comments`` are dicts with ``path``, ``body`` and optional ``review_id``, ``line``;
+        ``head_repo`` (owner/name) is another repository's for a PR from a fork.
         """
         with self.lock:
             now = _now()
             pull = {"number": number, "head_sha": head_sha, "files": [dict(f) for f in files or []], "comments": [],
                     "id": self._new_id(), "title": title, "body": body, "state": state, "merged": merged,
                     "head_ref": head_ref, "base_ref": base_ref, "created_at": now, "updated_at": now,
-                    "closed_at": now if state == "closed" else None, "user": user, "labels": list(labels or [])}
+                    "closed_at": now if state == "closed" else None, "user": user, "labels": list(labels or []),
+                    "head_repo": head_repo}
             for spec in review_comments or []:
                 pull["comments"].append({**spec, "id": self._new_id()})
             self.state.pulls[number] = pull
             return pull
 
-    def add_issue(self, title: str, body: str, labels: list[str], *, state: str = "open") -> dict:
-        """An issue as if someone had opened it (numbers are shared with pull requests, as on GitHub)."""
+    def add_issue(self, title: str, body: str, labels: list[str], *, state: str = "open", user: str = "octocat") -> dict:
+        """An issue as if ``user`` had opened it (numbers are shared with pull requests, as on GitHub)."""
         with self.lock:
             number = max([*self.state.pulls, *self.state.issues, 0]) + 1
             now = _now()
             issue = {"id": self._new_id(), "number": number, "title": title, "body": body, "state": state,
-                     "labels": list(labels), "created_at": now, "updated_at": now}
+                     "labels": list(labels), "created_at": now, "updated_at": now, "user": user}
             self.state.issues[number] = issue
             return issue
 
@@ -253,6 +259,15 @@ class FakeGitHub:
     def job_id(self, run_id: int, name: str) -> int:
         return next(j for j in self.state.runs[run_id]["job_ids"] if self.state.jobs[j]["name"] == name)
 
+    def add_comment(self, number: int, body: str, *, user: str = "octocat") -> dict:
+        """A comment on issue or PR ``number`` as if ``user`` had written it."""
+        with self.lock:
+            now = _now()
+            c = {"id": self._new_id(), "issue_number": number, "body": body, "created_at": now, "updated_at": now,
+                 "user": user}
+            self.state.comments[c["id"]] = c
+            return c
+
     def delete_issue(self, number: int) -> None:
         with self.lock:
             self.state.issues.pop(number)
@@ -298,7 +313,7 @@ def _now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _user(base: str, login: str = "replaybook[bot]", user_id: int = 41898282) -> dict:
+def _user(base: str, login: str = BOT_LOGIN, user_id: int = 41898282) -> dict:
     u = f"{base}/users/{login}"
     return {
         "login": login,
@@ -375,7 +390,7 @@ def _issue(fake: FakeGitHub, base: str, issue: dict) -> dict:
         "comments_url": f"{api}/comments", "events_url": f"{api}/events",
         "html_url": f"{base}/{fake.owner}/{fake.repo}/issues/{issue['number']}",
         "number": issue["number"], "state": issue["state"], "state_reason": issue.get("state_reason"),
-        "title": issue["title"], "body": issue["body"], "user": _user(base),
+        "title": issue["title"], "body": issue["body"], "user": _user(base, issue.get("user", BOT_LOGIN)),
         "labels": [_label(fake, base, n) for n in issue["labels"]],
         "assignee": None, "assignees": [], "milestone": None, "locked": False, "active_lock_reason": None,
         "comments": len(fake.comments_on(issue["number"])),
@@ -388,7 +403,7 @@ def _comment(fake: FakeGitHub, base: str, c: dict) -> dict:
     return {
         "id": c["id"], "node_id": f"IC_{c['id']}", "url": f"{base}{fake.repo_path}/issues/comments/{c['id']}",
         "html_url": f"{base}/{fake.owner}/{fake.repo}/issues/{c['issue_number']}#issuecomment-{c['id']}",
-        "body": c["body"], "user": _user(base), "created_at": c["created_at"], "updated_at": c["updated_at"],
+        "body": c["body"], "user": _user(base, c.get("user", BOT_LOGIN)), "created_at": c["created_at"], "updated_at": c["updated_at"],
         "issue_url": f"{base}{fake.repo_path}/issues/{c['issue_number']}", "author_association": "NONE",
     }
 
@@ -475,8 +490,10 @@ def _pull(fake: FakeGitHub, base: str, p: dict, *, full: bool = False) -> dict:
     html = f"{base}/{fake.owner}/{fake.repo}/pull/{p['number']}"
     repo = _repo(fake, base)
 
-    def side(ref: str, sha: str) -> dict:
-        return {"label": f"{fake.owner}:{ref}", "ref": ref, "sha": sha, "repo": repo, "user": _user(base, fake.owner, 1)}
+    def side(ref: str, sha: str, full_name: str | None = None) -> dict:
+        other = dict(repo, full_name=full_name, fork=True) if full_name else repo
+        owner = (full_name or fake.owner).split("/")[0]
+        return {"label": f"{owner}:{ref}", "ref": ref, "sha": sha, "repo": other, "user": _user(base, owner, 1)}
 
     head_sha = fake.state.refs.get(p["head_ref"], p["head_sha"])
     links = {"self": url, "html": html, "issue": f"{api}/issues/{p['number']}",
@@ -488,12 +505,12 @@ def _pull(fake: FakeGitHub, base: str, p: dict, *, full: bool = False) -> dict:
         "patch_url": f"{html}.patch", "issue_url": links["issue"], "commits_url": links["commits"],
         "review_comments_url": links["review_comments"], "review_comment_url": links["review_comment"],
         "comments_url": links["comments"], "statuses_url": links["statuses"], "number": p["number"],
-        "state": p["state"], "locked": False, "title": p["title"], "user": _user(base, p.get("user", "replaybook[bot]")),
+        "state": p["state"], "locked": False, "title": p["title"], "user": _user(base, p.get("user", BOT_LOGIN)),
         "body": p["body"], "labels": [_label(fake, base, n) for n in p.get("labels", [])], "milestone": None, "active_lock_reason": None, "created_at": p["created_at"],
         "updated_at": p["updated_at"], "closed_at": p["closed_at"],
         "merged_at": p["closed_at"] if p["merged"] else None, "merge_commit_sha": None, "assignee": None,
         "assignees": [], "requested_reviewers": [], "requested_teams": [],
-        "head": side(p["head_ref"], head_sha), "base": side(p["base_ref"], fake.state.refs.get(p["base_ref"], MAIN_SHA)),
+        "head": side(p["head_ref"], head_sha, p.get("head_repo")), "base": side(p["base_ref"], fake.state.refs.get(p["base_ref"], MAIN_SHA)),
         "_links": {k: {"href": v} for k, v in links.items()}, "author_association": "NONE", "auto_merge": None,
         "draft": False,
     }
@@ -671,6 +688,7 @@ def _create_issue(fake, base, query, body):
     issue = {
         "id": fake._new_id(), "number": number, "title": body["title"], "body": body.get("body"),
         "state": "open", "labels": [_name(x) for x in body.get("labels", [])], "created_at": now, "updated_at": now,
+        "user": BOT_LOGIN,
     }
     fake.state.issues[number] = issue
     return _Reply(201, _issue(fake, base, issue), {"Location": f"{base}{fake.prefix}{fake.repo_path}/issues/{number}"})
@@ -708,7 +726,8 @@ def _create_comment(fake, base, query, body, number):
     _issue_or_pull(fake, number)
     _check_body_size((body or {}).get("body"))
     now = _now()
-    c = {"id": fake._new_id(), "issue_number": int(number), "body": body["body"], "created_at": now, "updated_at": now}
+    c = {"id": fake._new_id(), "issue_number": int(number), "body": body["body"], "created_at": now, "updated_at": now,
+         "user": BOT_LOGIN}
     fake.state.comments[c["id"]] = c
     return _Reply(201, _comment(fake, base, c))
 
