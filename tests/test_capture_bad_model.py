@@ -1,0 +1,71 @@
+"""A model that misbehaves never loses a capture: the failure becomes a triage incident.
+
+A small HTTP server on 127.0.0.1 stands in for the Messages API and answers
+200 with a body that is not JSON (or JSON of the wrong shape, or nothing);
+the real anthropic SDK talks to it through ANTHROPIC_BASE_URL, the real CLI
+files the incident issue on the fake GitHub.
+"""
+
+from __future__ import annotations
+
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from bot.github.issue_form import parse_incident_issue
+from test_github_handle import event, gh, handle, run_payload, seed_run  # noqa: F401  (fixtures)
+
+ANSWERS = {
+    "not JSON": (200, "application/json", b"<html>upstream proxy error</html>"),
+    "empty body": (200, "application/json", b""),
+    "JSON of the wrong shape": (200, "application/json", b'{"id": 7, "content": "nope"}'),
+    "a list": (200, "application/json", b"[1, 2, 3]"),
+    "text/plain": (200, "text/plain", b"hello"),
+}
+
+
+class _Broken(BaseHTTPRequestHandler):
+    answer: tuple[int, str, bytes] = ANSWERS["not JSON"]
+
+    def log_message(self, *args):  # keep pytest output clean
+        pass
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        status, kind, body = self.answer
+        self.send_response(status)
+        self.send_header("content-type", kind)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture
+def broken_model(monkeypatch):
+    def start(answer):
+        handler = type("Handler", (_Broken,), {"answer": answer})
+        server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "x")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", f"http://127.0.0.1:{server.server_address[1]}")
+
+    servers: list = []
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("answer", list(ANSWERS))
+def test_a_model_answer_that_is_not_usable_files_a_triage_incident(cli, gh, event, broken_model, answer):
+    broken_model(ANSWERS[answer])
+    seed_run(gh, 7)
+    event("workflow_run", run_payload(7))
+    out = handle(cli)
+    assert out["code"] == 0, out
+    (issue,) = gh.issues
+    data, problems = parse_incident_issue(issue["body"], number=1, created_at="2026-12-01T00:00:00Z")
+    assert problems == [] and data["triage"] is True
+    assert "Needs triage" in issue["body"]
