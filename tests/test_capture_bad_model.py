@@ -12,6 +12,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from bot.github.issue_form import parse_incident_issue
 from test_github_handle import event, gh, handle, run_payload, seed_run  # noqa: F401  (fixtures)
@@ -69,3 +71,26 @@ def test_a_model_answer_that_is_not_usable_files_a_triage_incident(cli, gh, even
     data, problems = parse_incident_issue(issue["body"], number=1, created_at="2026-12-01T00:00:00Z")
     assert problems == [] and data["triage"] is True
     assert "Needs triage" in issue["body"]
+
+
+BODIES = st.one_of(st.binary(max_size=200), st.sampled_from([
+    b'{"type": "message", "content": "x", "usage": {}}', b'{"content": [{"type": "text"}]}',
+    b'{"type": "message", "role": "assistant", "content": [{"type": "text", "text": "{not json"}],'
+    b' "usage": {"input_tokens": 1, "output_tokens": 1}, "stop_reason": "end_turn", "model": "m", "id": "x"}',
+    b'{"type": "message", "role": "assistant", "content": [{"type": "text", "text": "{\\"believed\\": 7}"}],'
+    b' "usage": {"input_tokens": 1, "output_tokens": 1}, "stop_reason": "end_turn", "model": "m", "id": "x"}',
+]))
+
+
+@settings(max_examples=15, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(st.sampled_from([200, 400, 404, 413, 422]), st.sampled_from(["application/json", "text/plain"]), BODIES)
+def test_any_misbehaving_model_still_files_the_incident(cli, gh, event, broken_model, status, kind, body):
+    broken_model((status, kind, body))
+    run_id = 100 + len(gh.issues)
+    seed_run(gh, run_id)
+    event("workflow_run", run_payload(run_id))
+    before = len(gh.issues)
+    out = handle(cli)
+    assert out["code"] == 0, out
+    assert len(gh.issues) == before + 1
