@@ -490,3 +490,19 @@ def test_the_command_fails_unless_the_gate_admits_so_its_job_can_be_the_required
 
     event("pull_request", rule_pr_payload(fork=False, number=3) | {"action": "closed"})  # nothing to gate: exit 0
     assert handle(cli)["code"] == 0
+
+
+@pytest.mark.parametrize("status", [502, 504])
+def test_a_post_that_wrote_before_it_failed_is_not_made_twice(cli, gh, event, status):
+    seed_run(gh)
+    event("workflow_run", run_payload())
+    gh.fail_next("/repos/octo/app/issues", status, method="POST", after_write=True)
+    out = handle(cli)
+    assert out["code"] == 0, out
+    assert len(gh.issues) == 1, [i["number"] for i in gh.issues]
+    seed_run(gh)
+    event("workflow_run", run_payload(attempt=2))
+    gh.fail_next("/repos/octo/app/issues/1/comments", status, method="POST", after_write=True)
+    out = handle(cli)
+    assert out["code"] == 0, out
+    assert len(gh.comments_on(1)) == 1

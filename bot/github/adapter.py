@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from datetime import datetime, timezone
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import requests
 from github import Auth, Github, GithubException, InputGitTreeElement
@@ -39,6 +40,8 @@ from bot.github.port import (
     PullRef,
     ReviewComment,
     Step,
+    marker,
+    marker_keys,
     with_marker,
     written_by,
 )
@@ -47,6 +50,9 @@ T = TypeVar("T")
 
 SECONDARY_LIMIT_WAIT = 60.0
 """GitHub's advice when a secondary rate limit comes without ``retry-after``."""
+
+_CREATES = re.compile(r"/issues(/\d+/comments)?$")
+"""POSTs that make a new issue or comment: after a 5xx GitHub may have written, so they are not simply resent."""
 
 
 class PyGithubAdapter:
@@ -120,8 +126,8 @@ class PyGithubAdapter:
 
     def create_issue(self, title: str, body: str, labels: Sequence[str] = ()) -> IssueRef:
         names = list(dict.fromkeys([self.label, *labels]))
-        issue = self._guard(lambda: self._repo.create_issue(title=title, body=body, labels=names))
-        return _issue_ref(issue)
+        return self._create_once(body, lambda: _issue_ref(self._repo.create_issue(title=title, body=body, labels=names)),
+                                 self.find_issue_by_marker)
 
     def update_issue(
         self,
@@ -145,8 +151,8 @@ class PyGithubAdapter:
     # Comments
 
     def add_comment(self, number: int, body: str) -> CommentRef:
-        comment = self._guard(lambda: self._repo.get_issue(number).create_comment(body))
-        return _comment_ref(comment, number)
+        return self._create_once(body, lambda: _comment_ref(self._repo.get_issue(number).create_comment(body), number),
+                                 lambda mark: self.find_comment_by_marker(number, mark))
 
     def find_comment_by_marker(self, number: int, marker: str) -> CommentRef | None:
         """The bot's own comment on ``number`` carrying ``marker``; anyone else's is never it."""
@@ -161,7 +167,7 @@ class PyGithubAdapter:
         comments = issue.get_comments()
         mine = self._guard(lambda: next((c for c in comments if marker in (c.body or "") and self._mine(c)), None))
         if mine is None:
-            return _comment_ref(self._guard(lambda: issue.create_comment(body)), number)
+            return self.add_comment(number, body)
         if mine.body != body:
             self._guard(lambda: mine.edit(body))
         return _comment_ref(mine, number)
@@ -291,6 +297,21 @@ class PyGithubAdapter:
 
     # Plumbing
 
+    def _create_once(self, body: str, create: Callable[[], T], find: Callable[[str], T | None]) -> T:
+        """``create()``, retried after a 5xx or a lost answer only once its first marker is not found written."""
+        keys = marker_keys(body)
+        for attempt in range(self._retries + 1):
+            try:
+                return self._guard(create)
+            except GitHubError as exc:
+                if not (exc.status == 0 or exc.status >= 500) or attempt == self._retries:
+                    raise
+                found = find(marker(keys[0])) if keys else None
+                if found is not None:
+                    return found  # GitHub wrote it before the answer was lost
+                self._sleep(self._backoff * 2**attempt)
+        raise AssertionError("unreachable")
+
     def _mine(self, item: Any) -> bool:
         return written_by(item.user.login if item.user else "", self.bot_logins)
 
@@ -329,6 +350,8 @@ class PyGithubAdapter:
                     wait = self._wait_for(exc, attempt)
                     if wait is None or attempt == self._retries:
                         raise
+                    if verb == "POST" and exc.status >= 500 and _CREATES.search(urlsplit(url).path):
+                        raise  # it may have been written: _create_once looks for its marker before resending
                     self._sleep(wait)
             raise AssertionError("unreachable")
 

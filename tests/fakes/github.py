@@ -49,6 +49,7 @@ class Fault:
     headers: dict[str, str]
     message: str
     count: int
+    after_write: bool = False  # carry the request out, then answer with the error (a 502 from a proxy)
 
 
 @dataclass
@@ -132,11 +133,16 @@ class FakeGitHub:
         message: str | None = None,
         count: int = 1,
         method: str | None = None,
+        after_write: bool = False,
     ) -> None:
-        """Answer the next ``count`` requests whose path starts with ``path_prefix`` with ``status``."""
+        """Answer the next ``count`` requests whose path starts with ``path_prefix`` with ``status``.
+
+        With ``after_write`` the request is carried out first, as when GitHub wrote and the answer was lost.
+        """
         default = {404: "Not Found", 403: "Forbidden", 429: "Too Many Requests"}.get(status, "Server Error")
         with self.lock:
-            self.faults.append(Fault(path_prefix, status, method, dict(headers or {}), message or default, count))
+            self.faults.append(Fault(path_prefix, status, method, dict(headers or {}), message or default, count,
+                                     after_write))
 
     def rate_limit_next(self, path_prefix: str, *, retry_after: int = 1, status: int = 403, count: int = 1) -> None:
         """A secondary rate limit, as GitHub sends it: 403 (or 429) with ``retry-after``."""
@@ -597,10 +603,12 @@ class _Handler(BaseHTTPRequestHandler):
         body = json.loads(raw) if raw else None
         try:
             fault = fake._fault_for(method, path)
-            if fault:
+            if fault and not fault.after_write:
                 raise _error(fault.status, fault.message, fault.headers)
             with fake.lock:
                 reply = _route(fake, self.base, method, path, query, body)
+            if fault:
+                raise _error(fault.status, fault.message, fault.headers)
         except _Reply as r:
             reply = r
         fake.requests.append(Request(method, path, reply.status, body))
