@@ -136,7 +136,7 @@ def test_failed_jobs_and_their_logs_through_the_302(github, gh):
 
 
 def test_retries_5xx_with_exponential_backoff(github, gh, sleeps):
-    gh.fail_next("/repos/octo/app/issues", 502, count=2)
+    gh.fail_next("/repos/octo/app/issues", 502, count=2, method="POST")
     made = github.create_issue("t", marker("k"))
     assert made.number == 1 and len(gh.issues) == 1
     assert sleeps == [1.0, 2.0]
