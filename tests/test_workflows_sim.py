@@ -343,6 +343,18 @@ def test_a_push_that_leaves_the_playbook_stale_gets_the_maintenance_pr(tmp_path,
     assert not mine.triggered and "branches-ignore" in mine.why
 
 
+def test_distill_on_a_push_to_another_branch_runs_nothing(tmp_path, gh, examples):
+    sim = Sim(make_workspace(tmp_path / "ws", scenario=True), gh, tmp_path)
+    sim.seed_main()
+    payload = retarget(example(examples, "push", ref="refs/heads/master"))
+    (commit,) = payload["commits"]
+    commit.update(added=["playbook/rules/rule-0001.yaml"], modified=[], removed=[])
+    payload.update(ref="refs/heads/feature")  # a person's branch, not the default one
+    result = sim.run("distill", "push", payload)
+    assert result.triggered and result.jobs["distill"].result == "skipped", result.log()
+    assert gh.pulls == [] and gh.writes() == []
+
+
 # ------------------------------------------------------------------ admit
 
 PR_NUMBER = 2  # the examples' pull request
