@@ -73,6 +73,7 @@ class Playbook:
         return self.folder / state
 
     def _scan(self, states=STATES) -> tuple[list[Entry], list[str]]:
+        self._settle()
         entries, problems = [], []
         for state in states:
             folder = self.dir(state)
@@ -326,8 +327,19 @@ class Playbook:
     def _changing(self):
         """The playbook lock, with any change a crash interrupted finished first."""
         with locked(self.root):
+            self._holding = True
+            try:
+                Journal(self.root).recover()
+                yield
+            finally:
+                self._holding = False
+
+    def _settle(self) -> None:
+        """Before any read: finish a change a crash left half-applied, so reads never see it half-done."""
+        if getattr(self, "_holding", False) or not Journal(self.root).path.exists():
+            return
+        with locked(self.root):
             Journal(self.root).recover()
-            yield
 
     def inject(self, task_type: str | None, max_rules: int | None = None) -> str:
         """The rules for one task, as text for a system prompt."""
