@@ -295,6 +295,51 @@ class PyGithubAdapter:
         self._guard(lambda: pull.edit(**changes))
         return _pull_ref(pull)
 
+    # Claims: one writer per key at a time, across concurrent workflow runs
+
+    def claim(self, key: str, *, timeout: float = 120.0, poll: float = 0.25, stale_after: float = 600.0) -> None:
+        """Hold the claim on ``key``: a repository label only one run can create (GitHub answers 422 to the rest).
+
+        A run that finds the claim taken waits until it is released, so ten
+        deliveries of one failure file one issue even without a concurrency
+        group; a claim older than ``stale_after`` (its holder died) is taken over.
+        """
+        name, deadline = _claim_label(key), time.monotonic() + timeout
+        while True:
+            try:
+                self._guard(lambda: self._repo.create_label(name, "ededed", f"{time.time():.0f} {key}"[:100]))
+                return
+            except GitHubError as exc:
+                if exc.status != 422:
+                    raise
+            held_since = self._claimed_at(name)
+            if held_since is not None and time.time() - held_since > stale_after:
+                self.release(key)
+            elif time.monotonic() > deadline:
+                raise GitHubError(f"another run has held the claim on {key} for over {timeout:.0f}s; run this job "
+                                  "again once it finishes", status=409)
+            else:
+                time.sleep(poll)
+
+    def release(self, key: str) -> None:
+        try:
+            self._guard(lambda: self._gh.requester.requestJsonAndCheck(
+                "DELETE", f"{self._repo.url}/labels/{quote(_claim_label(key), safe='')}"))
+        except GitHubError as exc:
+            if exc.status != 404:
+                raise
+
+    def _claimed_at(self, name: str) -> float | None:
+        try:
+            description = self._guard(lambda: self._repo.get_label(name).description)  # lazy: read it in the guard
+            return float((description or "").split(" ", 1)[0])
+        except GitHubError as exc:
+            if exc.status == 404:
+                return None  # released meanwhile: try again at once
+            raise
+        except ValueError:
+            return 0.0  # not ours to read: stale
+
     # Plumbing
 
     def _create_once(self, body: str, create: Callable[[], T], find: Callable[[str], T | None]) -> T:
@@ -381,6 +426,10 @@ class PyGithubAdapter:
             raise _github_error(exc) from exc
         except requests.RequestException as exc:
             raise GitHubError(f"GitHub could not be reached: {exc}") from exc
+
+
+def _claim_label(key: str) -> str:
+    return "replaybook-claim-" + hashlib.sha1(key.encode("utf-8")).hexdigest()[:20]
 
 
 def _github_error(exc: GithubException) -> GitHubError:

@@ -15,6 +15,7 @@ reaches ``git`` only as argv items after option-like names are refused.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import io
 import re
@@ -122,14 +123,41 @@ def _capture_run(action: CaptureRun, ctx: Context) -> list[Outcome]:
 
 def _capture_job(action: CaptureRun, job: Job, ctx: Context) -> Outcome:
     issue_key = f"run-{action.run_id}-job-{_slug(job.name)}"
-    issue_mark = marker(issue_key)
+    done, _ = _captured_already(action, job, ctx, issue_key)
+    if done is not None:  # a redelivery: two requests, no claim
+        return done
+    with _claimed(ctx, issue_key):  # concurrent deliveries of one failure take turns: one issue, one comment
+        return _capture_claimed(action, job, ctx, issue_key)
+
+
+def _captured_already(action: CaptureRun, job: Job, ctx: Context, issue_key: str) -> tuple[Outcome | None, Any]:
+    """An ``unchanged`` outcome when this attempt is already on its issue; and the issue, if any."""
+    found = ctx.port.find_issue_by_marker(marker(issue_key))
     attempt_mark = marker(f"{action.key}-job-{_slug(job.name)}")
-    what = f"run {action.run_id} attempt {action.run_attempt}, job {job.name!r}"
-    found = ctx.port.find_issue_by_marker(issue_mark)
     if found is not None and (
         attempt_mark in found.body or ctx.port.find_comment_by_marker(found.number, attempt_mark) is not None
     ):
-        return Outcome(action.kind, "unchanged", f"{what}: already on #{found.number}", found.url)
+        what = f"run {action.run_id} attempt {action.run_attempt}, job {job.name!r}"
+        return Outcome(action.kind, "unchanged", f"{what}: already on #{found.number}", found.url), found
+    return None, found
+
+
+@contextlib.contextmanager
+def _claimed(ctx: Context, key: str):
+    ctx.port.claim(key)
+    try:
+        yield
+    finally:
+        ctx.port.release(key)
+
+
+def _capture_claimed(action: CaptureRun, job: Job, ctx: Context, issue_key: str) -> Outcome:
+    issue_mark = marker(issue_key)
+    attempt_mark = marker(f"{action.key}-job-{_slug(job.name)}")
+    what = f"run {action.run_id} attempt {action.run_attempt}, job {job.name!r}"
+    done, found = _captured_already(action, job, ctx, issue_key)  # again, now that no other run is writing it
+    if done is not None:
+        return done
     evidence = _job_evidence(ctx.port, job)
     incident, reason = capture_mod.draft(evidence, ctx.llm, source_url=action.html_url, key=issue_key)
     incident = _neutral(incident)
@@ -194,6 +222,14 @@ def _run_summary(action: CaptureRun, job: Job, incident: Incident, reason: str |
 
 
 def _capture_rejected_pr(action: CaptureRejectedPr, ctx: Context) -> list[Outcome]:
+    found = ctx.port.find_issue_by_marker(marker(action.key))
+    if found is not None:  # a redelivery: one request, no claim
+        return [Outcome(action.kind, "unchanged", f"PR #{action.number}: already filed as #{found.number}", found.url)]
+    with _claimed(ctx, action.key):
+        return _capture_rejected_claimed(action, ctx)
+
+
+def _capture_rejected_claimed(action: CaptureRejectedPr, ctx: Context) -> list[Outcome]:
     mark = marker(action.key)
     what = f"PR #{action.number} ({action.reason.replace('_', ' ')})"
     found = ctx.port.find_issue_by_marker(mark)

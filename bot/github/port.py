@@ -197,6 +197,10 @@ class GitHubPort(Protocol):
 
     def dispatch_workflow(self, workflow: str, ref: str, inputs: dict[str, str]) -> None: ...
 
+    def claim(self, key: str) -> None: ...
+
+    def release(self, key: str) -> None: ...
+
 
 def marker(key: str) -> str:
     """The hidden marker for an idempotency key: ``<!-- replaybook:KEY -->``."""

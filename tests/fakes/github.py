@@ -79,6 +79,7 @@ class _State:
     dispatches: list[dict] = field(default_factory=list)  # workflow, ref, inputs
     trees: dict[str, dict[str, str]] = field(default_factory=dict)  # tree sha -> path -> text (Git Data API)
     git_commits: dict[str, dict] = field(default_factory=dict)  # commit sha -> tree, parents, message
+    labels: dict[str, dict] = field(default_factory=dict)  # repository labels created through the API: name -> label
     next_id: int = 1000
 
 
@@ -754,6 +755,33 @@ def _edit_comment(fake, base, query, body, comment_id):
     return _Reply(200, _comment(fake, base, c))
 
 
+def _label_reply(fake, base, label: dict) -> dict:
+    return {**_label(fake, base, label["name"]), "description": label.get("description"), "color": label["color"]}
+
+
+def _create_label(fake, base, query, body):
+    name = str((body or {}).get("name") or "")
+    if not name:
+        raise _invalid("Label", "name", "missing_field")
+    if name.lower() in {n.lower() for n in fake.state.labels}:
+        raise _invalid("Label", "name", "already_exists")
+    fake.state.labels[name] = {"name": name, "description": body.get("description"), "color": body.get("color", "ededed")}
+    return _Reply(201, _label_reply(fake, base, fake.state.labels[name]))
+
+
+def _get_label(fake, base, query, body, name):
+    label = fake.state.labels.get(unquote(name))
+    if label is None:
+        raise _error(404, "Not Found")
+    return _Reply(200, _label_reply(fake, base, label))
+
+
+def _delete_label(fake, base, query, body, name):
+    if fake.state.labels.pop(unquote(name), None) is None:
+        raise _error(404, "Not Found")
+    return _Reply(204, None)
+
+
 def _create_status(fake, base, query, body, sha):
     body = body or {}
     if body.get("state") not in ("error", "failure", "pending", "success"):
@@ -1137,6 +1165,9 @@ _ROUTES = [
     (r"/pulls/(\d+)/merge", "PUT", _merge_pull),
     (r"/commits", "GET", _list_commits),
     (r"/actions/workflows/([^/]+)/dispatches", "POST", _dispatch),
+    (r"/labels", "POST", _create_label),
+    (r"/labels/([^/]+)", "GET", _get_label),
+    (r"/labels/([^/]+)", "DELETE", _delete_label),
     (r"/git/refs", "POST", _create_ref),
     (r"/git/ref/(heads/.+)", "GET", _get_ref),
     (r"/git/refs/(heads/.+)", "PATCH", _update_ref),
