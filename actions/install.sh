@@ -6,7 +6,8 @@
 # workflow pinned (`uses: owner/replaybook/actions/x@<ref>`), and for a local
 # `uses: ./actions/x` that source is the checked-out workspace. Installing from
 # it pins Replaybook to the action's own ref, with no second download and no
-# way for the two to drift apart. $ACTION_REPO and $ACTION_REF (passed through
+# way for the two to drift apart; its dependencies come from the hash-pinned
+# actions/requirements.lock. $ACTION_REPO and $ACTION_REF (passed through
 # `env:`, since `github.action_ref` is empty inside a composite `run:`) are
 # only reported.
 set -euo pipefail
@@ -20,5 +21,9 @@ if [ ! -f "$source_dir/pyproject.toml" ]; then
   exit 2
 fi
 "$python" -m venv --clear "$venv"
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$source_dir"
+# Every dependency (and the build backend) at the version and sha256 in requirements.lock: a new or
+# replaced release on the index cannot slip in. Replaybook itself is the action's own source.
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --require-hashes --only-binary=:all: \
+  -r "$source_dir/actions/requirements.lock"
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation "$source_dir"
 echo "Installed $("$venv/bin/replaybook" --version) from ${ACTION_REPO:-this repository}@${ACTION_REF:-the workspace}"

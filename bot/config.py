@@ -53,6 +53,12 @@ class GitHub(_Section):
         "rejected PRs become incidents and their `[rule-NNNN]` citations count as rule hits.",
     )
     agent_label: str | None = Field(default=None, description="A PR with this label counts as the agent's.")
+    bot_logins: list[str] = Field(
+        default_factory=lambda: ["github-actions[bot]"], min_length=1,
+        description="The accounts the bot writes as: the workflow token's `github-actions[bot]` and, with a GitHub "
+        "App, its `NAME[bot]`. Only their issues, comments and PRs are read as the bot's own (markers, yaml "
+        "blocks, rule PRs).",
+    )
     watched_workflows: list[str] = Field(
         default_factory=list,
         description="Capture failures of these workflows only (name or file name, e.g. `CI` or `ci.yml`); empty: all.",

@@ -208,6 +208,11 @@ def cheap_checks(book: Playbook, path: Path) -> tuple[Rule | None, list[str]]:
         candidate = book.vet(path)
     except BadInput as exc:
         return None, exc.problems or [exc.message]
+    return candidate, twins(book, candidate)
+
+
+def twins(book: Playbook, candidate: Rule) -> list[str]:
+    """Why ``candidate`` is a near-duplicate of an admitted rule; ``Playbook.admit`` asks again under its lock."""
     problems = []
     for admitted in book.admitted():
         if admitted.id == candidate.id:
@@ -216,7 +221,7 @@ def cheap_checks(book: Playbook, path: Path) -> tuple[Rule | None, list[str]]:
         if score >= TWIN_THRESHOLD:
             problems.append(f"near-duplicate of admitted {admitted.id} ({score:.0%} of content words shared): "
                             f"\"{admitted.rule}\"")
-    return candidate, problems
+    return problems
 
 
 # -- the gate -----------------------------------------------------------------

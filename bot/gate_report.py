@@ -7,10 +7,12 @@ from typing import Any
 import jinja2
 
 from bot.gate import GateResult, Side
+from bot.neutralise import neutralise
 from bot.stats import SequentialTest
 
 _templates = jinja2.Environment(loader=jinja2.PackageLoader("bot", "templates"), keep_trailing_newline=True,
                                 trim_blocks=True, undefined=jinja2.StrictUndefined, autoescape=False)
+_templates.filters["neutral"] = neutralise  # rule texts and reasons are untrusted: no mention, link or marker
 
 
 def _pct(side: Side) -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,8 +32,14 @@ from bot import yamlfile
 from bot.errors import BadInput
 from bot.markdown import table
 
-#: Where the composite actions live: ``<ACTIONS_REPO>/actions/<name>@v<version>``.
+#: Where the composite actions live: ``<ACTIONS_REPO>/actions/<name>@<commit>``.
 ACTIONS_REPO = "replaybook/replaybook"
+
+#: The commit each release tag ``v<version>`` of ACTIONS_REPO points at. Workflows pin the actions to it,
+#: never to the tag (a tag can be moved). The release adds its line before building the package.
+RELEASE_COMMITS: dict[str, str] = {}
+ACTIONS_SHA_ENV = "REPLAYBOOK_ACTIONS_SHA"
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
 ACTIONS = ("capture", "distill", "admit", "replay")
 WORKFLOWS = {name: f".github/workflows/replaybook-{name}.yml" for name in ACTIONS}
 ISSUE_FORM = ".github/ISSUE_TEMPLATE/incident.yml"
@@ -149,14 +156,27 @@ def watched_workflows(root: Path) -> tuple[list[str], bool]:
     return (sorted(names), True) if names else (["CI"], False)
 
 
-def uses(local_actions: bool) -> dict[str, str]:
+def actions_commit(explicit: str | None = None) -> str:
+    """The commit to pin the actions to: ``explicit``, else $REPLAYBOOK_ACTIONS_SHA, else this release's."""
+    sha = explicit or os.environ.get(ACTIONS_SHA_ENV) or RELEASE_COMMITS.get(version())
+    if sha is None:
+        raise BadInput(f"Replaybook {version()} records no commit for its actions (a build from a checkout); pass "
+                       f"--actions-sha with the 40-hex commit of tag v{version()} of {ACTIONS_REPO} (or set "
+                       f"{ACTIONS_SHA_ENV}): workflows pin actions to a commit, never to a tag")
+    if not _COMMIT.match(sha):
+        raise BadInput(f"--actions-sha {sha!r} is not a full commit id; give all 40 lowercase hex digits")
+    return sha
+
+
+def uses(local_actions: bool, sha: str | None = None) -> dict[str, str]:
     if local_actions:  # this repository's own workflows: the actions of the same commit
         return {name: f"./actions/{name}" for name in ACTIONS}
-    return {name: f"{ACTIONS_REPO}/actions/{name}@v{version()}" for name in ACTIONS}
+    sha = actions_commit(sha)
+    return {name: f"{ACTIONS_REPO}/actions/{name}@{sha}" for name in ACTIONS}
 
 
 def render(root: Path, *, local_actions: bool = False, watched: list[str] | None = None,
-           settings: config_mod.Settings | None = None) -> list[tuple[str, str, bool]]:
+           settings: config_mod.Settings | None = None, actions_sha: str | None = None) -> list[tuple[str, str, bool]]:
     """(path, text, managed) of every file init writes for ``root``; managed texts carry their header."""
     settings = settings or _settings(root)
     cfg = settings.config
@@ -164,11 +184,12 @@ def render(root: Path, *, local_actions: bool = False, watched: list[str] | None
     if not watched:
         watched, found = watched_workflows(root)
     at = version()
-    # Remote: a release tag, not a SHA, since init runs offline and cannot look the tag's commit up.
-    # Local: `./` rather than `$/`, which runners do not all support yet.
+    # Remote: the release's commit, named by its tag in a comment. Local: `./` rather than `$/`, which
+    # runners do not all support yet.
     pin_note = ("  # zizmor: ignore[self-repository] the actions of this same commit" if local_actions
-                else "  # zizmor: ignore[unpinned-uses] pinned to a Replaybook release tag")
-    context = {"version": at, "pin_note": pin_note, "actions_repo": ACTIONS_REPO, "uses": uses(local_actions), "watched": watched,
+                else f" # v{at}")
+    context = {"version": at, "pin_note": pin_note, "actions_repo": ACTIONS_REPO,
+               "uses": uses(local_actions, actions_sha), "watched": watched,
                "watched_found": found, "incident_label": cfg.labels.incident, "scenarios_dir": cfg.paths.scenarios,
                "agent_model": cfg.models.agent, "playbook_dir": cfg.paths.playbook.strip("/"),
                "defaults": config_mod.Config()}
@@ -228,14 +249,15 @@ def _state(root: Path, path: str, text: str, managed: bool) -> tuple[State, str 
     return "stale", found_version
 
 
-def plan(root: Path, *, local_actions: bool = False, watched: list[str] | None = None) -> Plan:
+def plan(root: Path, *, local_actions: bool = False, watched: list[str] | None = None,
+         actions_sha: str | None = None) -> Plan:
     """What init would do in ``root``; writes nothing."""
     root = Path(root)
     if not root.is_dir():
         raise BadInput(f"{root}: not a folder; pass the root of the repository to set up")
     root = root.resolve()
     files = []
-    for path, text, managed in render(root, local_actions=local_actions, watched=watched):
+    for path, text, managed in render(root, local_actions=local_actions, watched=watched, actions_sha=actions_sha):
         state, found = _state(root, path, text, managed)
         files.append(Planned(path, text, managed, state, found))
     return Plan(root, files)

@@ -83,6 +83,11 @@ class LLM:
                                                     messages=[{"role": "user", "content": user}])
         except anthropic.APIError as exc:
             raise LLMError(f"the model API failed: {type(exc).__name__}: {str(exc)[:200]}") from None
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:  # a 200 whose body is no Messages answer
+            raise LLMError(f"the model API answered with no usable message: {type(exc).__name__}: "
+                           f"{str(exc)[:200]}") from None
+        if not isinstance(getattr(reply, "content", None), list) or getattr(reply, "usage", None) is None:
+            raise LLMError(f"the model API answered with no usable message ({type(reply).__name__})")
         with self._lock:
             self.usage.add(self.model, reply.usage)
         if reply.stop_reason in (None, "max_tokens"):

@@ -8,6 +8,7 @@ atomic file write, and nothing is written when the input is bad.
 from __future__ import annotations
 
 import contextlib
+from typing import Callable
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -72,6 +73,7 @@ class Playbook:
         return self.folder / state
 
     def _scan(self, states=STATES) -> tuple[list[Entry], list[str]]:
+        self._settle()
         entries, problems = [], []
         for state in states:
             folder = self.dir(state)
@@ -262,24 +264,30 @@ class Playbook:
                 self._commit([e for e in entries if e.rule.id not in cold], retire=retire, reason="cap", on=on)
             return [e.rule for e in retire]
 
-    def admit(self, path: Path, on: date) -> Admission:
+    def admit(self, path: Path, on: date, *, recheck: Callable[["Playbook", Rule], list[str]] | None = None) -> Admission:
         """Admit the rule file at ``path`` as one atomic change of the playbook.
 
         The rule moves into ``rules/``, the coldest rules retire if the cap is
         passed, PLAYBOOK.md is re-rendered and the cited incidents are marked
         ``resolved_by: rule``: all of it, or (after a crash, once recovered)
         none of it. Admissions are serialised by the playbook's lock, and the
-        rule is vetted again under it, so two gates never reuse an id.
+        rule is vetted again under it (and ``recheck``, e.g. the gate's twin
+        check, runs under it too), so two gates never reuse an id nor admit
+        twins. The cap holds whichever rule is the coldest: when it is the new
+        one, it goes straight to the archive.
         """
         path = Path(path)
         with self._changing():
             candidate = self.vet(path)
+            problems = recheck(self, candidate) if recheck else []
+            if problems:
+                raise BadInput(f"{path}: not admitted: the playbook changed while the gate ran", problems=problems)
             entries = self.entries(("rules",))
             target = self.dir("rules") / f"{candidate.id}.yaml"
             entry = Entry(target, "rules", candidate)
             cold = {r.id for r in self.coldest_over_cap([e.rule for e in entries] + [candidate])}
             keep = [e for e in [*entries, entry] if e.rule.id not in cold]
-            retire = [e for e in entries if e.rule.id in cold]
+            retire = [e for e in [*entries, entry] if e.rule.id in cold]
             writes = {target: path.read_text(encoding="utf-8")}
             resolved = self._resolve_incidents(candidate, writes)
             # A proposal leaves proposed/; a file elsewhere (a PR's, a user's) is left alone.
@@ -319,8 +327,19 @@ class Playbook:
     def _changing(self):
         """The playbook lock, with any change a crash interrupted finished first."""
         with locked(self.root):
+            self._holding = True
+            try:
+                Journal(self.root).recover()
+                yield
+            finally:
+                self._holding = False
+
+    def _settle(self) -> None:
+        """Before any read: finish a change a crash left half-applied, so reads never see it half-done."""
+        if getattr(self, "_holding", False) or not Journal(self.root).path.exists():
+            return
+        with locked(self.root):
             Journal(self.root).recover()
-            yield
 
     def inject(self, task_type: str | None, max_rules: int | None = None) -> str:
         """The rules for one task, as text for a system prompt."""

@@ -53,6 +53,10 @@ def describe_errors(exc: ValidationError, doc: yamlfile.Document) -> list[str]:
     return out
 
 
+_DATE_KINDS = frozenset({"date_parsing", "date_from_datetime_parsing", "date_from_datetime_inexact", "date_type",
+                         "datetime_parsing", "datetime_from_date_parsing", "datetime_type", "time_parsing"})
+
+
 def error_message(err: dict) -> str:
     kind = err["type"]
     msg = err["msg"]
@@ -63,6 +67,9 @@ def error_message(err: dict) -> str:
     if kind in ("literal_error", "enum"):
         expected = err.get("ctx", {}).get("expected", "")
         return f"got {err['input']!r}; expected one of {expected}"
+    if kind in _DATE_KINDS:
+        return (f"{err.get('input')!r} is not a real date or time ({msg}); write one such as "
+                "2026-07-14 or 2026-07-14T09:32:00Z")
     msg = re.sub(r"^(Value error|Assertion failed), ", "", msg)
     if "input" in err and kind.endswith("_type") or kind.endswith("_parsing"):
         return f"{msg} (got {err['input']!r})"

@@ -77,6 +77,18 @@ class _StrictLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+    def construct_yaml_timestamp(self, node):  # type: ignore[override]
+        # A timestamp-shaped value that is no real date (2026-02-30, T25:00:00Z) would raise a bare
+        # ValueError out of the loader; kept as text, the model names the field and says how to fix it.
+        try:
+            return super().construct_yaml_timestamp(node)
+        except ValueError:
+            return self.construct_scalar(node)
+
+
+_StrictLoader.add_constructor("tag:yaml.org,2002:timestamp", _StrictLoader.construct_yaml_timestamp)
+
+
 class _Refused(Exception):
     def __init__(self, line: int, message: str):
         super().__init__(message)

@@ -219,6 +219,10 @@ def exercise(gh: FakeGitHub) -> dict[tuple[str, str], requests.Response]:
     r["GET", t + "/commits"] = s.get(f"{api}/commits", params={"since": "2020-01-01T00:00:00Z", "author": "agent-bot"})
     r["POST", t + "/actions/workflows/{ref}/dispatches"] = s.post(
         f"{api}/actions/workflows/replaybook-distill.yml/dispatches", json={"ref": "main", "inputs": {"reason": "x"}})
+    r["POST", t + "/labels"] = s.post(f"{api}/labels", json={"name": "replaybook-claim-x", "color": "ededed",
+                                                            "description": "1 run-1"})
+    r["GET", t + "/labels/{ref}"] = s.get(f"{api}/labels/replaybook-claim-x")
+    r["DELETE", t + "/labels/{ref}"] = s.delete(f"{api}/labels/replaybook-claim-x")
     return r
 
 

@@ -185,7 +185,7 @@ def test_admit_at_the_cap_retires_the_coldest_in_one_change(cli, root):
     result = cli("gate", str(path), "--admit", "--json")
     data = json.loads(result.out)
     assert result.code == 0 and data["decision"] == "admit"
-    assert data["admitted"] == {"retired": ["rule-0009"], "resolved": ["inc-a", "inc-b"]}
+    assert data["admitted"] == {"retired": ["rule-0009"], "resolved": ["inc-a", "inc-b"], "retired_itself": False}
     assert sorted(p.name for p in (root / "playbook" / "rules").glob("*.yaml")) == ["rule-0001.yaml"]
     assert (root / "playbook" / "archive" / "rule-0009.yaml").exists()
     assert cli("playbook", "check").code == 0

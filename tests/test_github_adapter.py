@@ -136,11 +136,13 @@ def test_failed_jobs_and_their_logs_through_the_302(github, gh):
 
 
 def test_retries_5xx_with_exponential_backoff(github, gh, sleeps):
-    gh.fail_next("/repos/octo/app/issues", 502, count=2)
+    gh.fail_next("/repos/octo/app/issues", 502, count=2, method="POST")
     made = github.create_issue("t", marker("k"))
     assert made.number == 1 and len(gh.issues) == 1
     assert sleeps == [1.0, 2.0]
-    assert [r.status for r in gh.requests] == [502, 502, 201]
+    # A POST that makes an issue is resent only after listing shows it was not written.
+    assert [(r.method, r.status) for r in gh.requests] == [("POST", 502), ("GET", 200), ("POST", 502), ("GET", 200),
+                                                           ("POST", 201)]
 
 
 def test_gives_up_after_the_retries(github, gh, sleeps):

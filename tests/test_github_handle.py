@@ -105,8 +105,8 @@ def test_a_failed_run_files_one_incident_issue_with_block_and_marker(cli, gh, ev
     assert "Needs triage" in issue["body"]
     assert [o["kind"] for o in out["outcomes"]] == ["capture_run", "distill_if_due"]
     assert [o["status"] for o in out["outcomes"]] == ["done", "skipped"]  # 1 incident: below the threshold
-    # jobs, log 302, log download, find issue, create issue, count open incidents
-    assert out["api_calls"] == gh.calls == 6
+    # jobs, find issue, claim, find again, log 302, log download, create issue, release, count open incidents
+    assert out["api_calls"] == gh.calls == 9
 
 
 def test_the_capture_that_reaches_the_threshold_dispatches_distill_once(cli, gh, event):
@@ -121,7 +121,7 @@ def test_the_capture_that_reaches_the_threshold_dispatches_distill_once(cli, gh,
         out = handle(cli)
         assert out["code"] == 0, out
         outcomes.append(out["outcomes"][-1]["summary"])
-        assert gh.calls <= 8, out  # the budget per captured failure, dispatch included
+        assert gh.calls <= 11, out  # the budget per captured failure, dispatch and the claim included
     # #1 is cited by an open rule PR, so it waits for no distill: the third capture reaches two.
     assert outcomes[0].startswith("1 undistilled") and outcomes[1].startswith("1 undistilled")
     assert outcomes[2] == "2 undistilled incident(s) reached the threshold of 2: dispatched replaybook-distill.yml"
@@ -150,7 +150,8 @@ def test_a_second_attempt_comments_once(cli, gh, event):
     gh.reset_calls()
     out = handle(cli)
     assert out["code"] == 0 and "commented on #1" in out["outcomes"][0]["summary"]
-    assert out["api_calls"] == gh.calls == 6  # jobs, find issue, find comment, log 302, download, comment
+    # jobs, find issue, find comment, claim, both again, log 302, download, comment, release
+    assert out["api_calls"] == gh.calls == 10
     assert out["outcomes"][1]["summary"] == "no new incident in this delivery"  # a repeat is not a new incident
     for _ in range(3):
         assert handle(cli)["outcomes"][0]["status"] == "unchanged"
@@ -244,10 +245,18 @@ def test_an_invalid_form_gets_a_label_and_one_comment_then_a_fix_clears_them(cli
 
 
 def test_a_fork_rule_pr_gets_error_never_success(cli, gh, event, tmp_path, monkeypatch):
+    from helpers import rule_yaml, write
+
     summary = tmp_path / "summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    base = base_repo(cli.root)
+    write(cli.root / "playbook" / "rules" / "rule-0042.yaml", rule_yaml("rule-0042", text="When X, do Y."))
+    git(cli.root, "add", "-A")
+    git(cli.root, "commit", "-qm", "a rule from a fork")
     requests.post(f"{gh.url}{gh.repo_path}/issues", json={"title": "Add rule-0042"})  # PR #1 as an issue
-    event("pull_request", rule_pr_payload(fork=True, number=1))
+    payload = rule_pr_payload(fork=True, number=1)
+    payload["pull_request"]["base"]["sha"] = base
+    event("pull_request", payload)
     out = handle(cli)
     assert out["code"] == 1  # the gate could not run: the job says so too
     (status,) = gh.statuses_for(HEAD)
@@ -402,7 +411,8 @@ def test_a_rejected_agent_pr_is_filed_from_payload_review_comments_and_diff_stat
     (issue,) = gh.issues
     assert "<!-- replaybook:pr-9-closed -->" in issue["body"]
     assert "api/limits.py | +40 -2" in issue["body"] and "tests were run from the root" in issue["body"]
-    assert out["api_calls"] == 5  # find issue, review comments, files, create issue, count open incidents
+    # find issue, claim, find again, review comments, files, create issue, release, count open incidents
+    assert out["api_calls"] == 8
     assert handle(cli, "--agent-login", "copilot-swe-agent[bot]")["outcomes"][0]["status"] == "unchanged"
     assert len(gh.issues) == 1
 
@@ -482,3 +492,48 @@ def test_the_command_fails_unless_the_gate_admits_so_its_job_can_be_the_required
 
     event("pull_request", rule_pr_payload(fork=False, number=3) | {"action": "closed"})  # nothing to gate: exit 0
     assert handle(cli)["code"] == 0
+
+
+@pytest.mark.parametrize("status", [502, 504])
+def test_a_post_that_wrote_before_it_failed_is_not_made_twice(cli, gh, event, status):
+    seed_run(gh)
+    event("workflow_run", run_payload())
+    gh.fail_next("/repos/octo/app/issues", status, method="POST", after_write=True)
+    out = handle(cli)
+    assert out["code"] == 0, out
+    assert len(gh.issues) == 1, [i["number"] for i in gh.issues]
+    seed_run(gh)
+    event("workflow_run", run_payload(attempt=2))
+    gh.fail_next("/repos/octo/app/issues/1/comments", status, method="POST", after_write=True)
+    out = handle(cli)
+    assert out["code"] == 0, out
+    assert len(gh.comments_on(1)) == 1
+
+
+def test_ten_concurrent_deliveries_of_one_failure_give_one_issue(gh, root):
+    """No concurrency group here: ten runs of the real handler at once, each with its own client."""
+    import threading
+
+    from bot.github.events import CaptureRun
+
+    seed_run(gh)
+    action = CaptureRun(run_id=7, run_attempt=1, workflow="CI", conclusion="failure", head_sha=HEAD,
+                        html_url="https://github.com/octo/app/actions/runs/7", key="run-7-attempt-1")
+    settings, results = settings_for(root), []
+
+    def deliver() -> None:
+        port = PyGithubAdapter("octo/app", "t", gh.url, sleep=lambda s: None, seconds_between_requests=0,
+                               seconds_between_writes=0)
+        try:
+            results.extend(execute([action], port, root=root, settings=settings))
+        finally:
+            port.close()
+
+    threads = [threading.Thread(target=deliver) for _ in range(10)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert len(gh.issues) == 1 and gh.comments_on(1) == []
+    assert sorted(o.status for o in results) == ["done"] + ["unchanged"] * 9, results
+    assert gh.state.labels == {}  # every claim released

@@ -23,7 +23,7 @@ from bot.github.port import GitHubError, marker
 from bot.incident import Incident
 from bot.replay.answers import AnswerBook
 from bot.replay.gateway import Gateway
-from fakes.github import MAIN_SHA, FakeGitHub
+from fakes.github import BOT_LOGIN, MAIN_SHA, FakeGitHub
 from helpers import incident_yaml, make_scenario, rule_yaml, snapshot, write
 
 A1, A2, A3 = "gh-1", "gh-2", "gh-3"  # on GitHub an incident is its issue
@@ -134,7 +134,7 @@ def incident_issue(gh: FakeGitHub, **over) -> int:
     """An incident issue as capture files it: a summary and the normalised yaml block."""
     data = yaml.safe_load(incident_yaml("ignored", **{"created": "2026-07-14T09:32:00Z", **over}))
     body = "**Trigger:** CI failed\n\n" + normalised_block(Incident.model_validate(data))
-    return gh.add_issue("CI failure: test", body, ["replaybook", "incident"])["number"]
+    return gh.add_issue("CI failure: test", body, ["replaybook", "incident"], user=BOT_LOGIN)["number"]
 
 
 def incidents(gh: FakeGitHub, count: int) -> list[str]:

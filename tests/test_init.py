@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import yaml
 
 from bot import config as config_mod
@@ -13,6 +14,28 @@ from helpers import REPO, write
 CAPTURE = ".github/workflows/replaybook-capture.yml"
 ADMIT = ".github/workflows/replaybook-admit.yml"
 MANAGED = [*init_mod.WORKFLOWS.values(), init_mod.ISSUE_FORM]
+RELEASE_SHA = "0123456789abcdef0123456789abcdef01234567"  # stands in for the commit of tag v<version>
+
+
+@pytest.fixture(autouse=True)
+def _release_commit(monkeypatch):
+    """A build from a checkout records no release commit: these tests name one, as a release would."""
+    monkeypatch.setenv(init_mod.ACTIONS_SHA_ENV, RELEASE_SHA)
+
+
+def test_init_pins_the_actions_to_a_commit_never_a_tag(cli, root, monkeypatch):
+    assert cli("init").code == 0
+    text = (root / CAPTURE).read_text()
+    assert f"uses: replaybook/replaybook/actions/capture@{RELEASE_SHA} # v{init_mod.version()}" in text
+    assert "@v" not in text and "unpinned-uses" not in text
+
+
+def test_init_without_a_known_commit_says_how_to_give_one(cli, root, monkeypatch):
+    monkeypatch.delenv(init_mod.ACTIONS_SHA_ENV)
+    result = cli("init")
+    assert result.code == 2 and "--actions-sha" in result.err and not (root / CAPTURE).exists()
+    bad = cli("init", "--actions-sha", "v0.1.0")
+    assert bad.code == 2 and "40" in bad.err
 
 
 def _older(root, path: str, old_version: str = "0.0.9") -> str:
@@ -45,7 +68,7 @@ def test_the_workflows_pin_the_actions_to_this_version(cli, root):
     version = init_mod.version()
     for name, path in init_mod.WORKFLOWS.items():
         text = (root / path).read_text()
-        assert f"uses: {init_mod.ACTIONS_REPO}/actions/{name}@v{version}" in text
+        assert f"uses: {init_mod.ACTIONS_REPO}/actions/{name}@{RELEASE_SHA} # v{version}" in text
         assert text.startswith(f"# Written by `replaybook init` {version} (sha256:")
         assert yaml.safe_load(text)["name"] == f"replaybook-{name}"
 

@@ -31,9 +31,10 @@ def _tool(name: str) -> str:
     return found
 
 
-def zizmor(*paths: Path) -> subprocess.CompletedProcess:
+def zizmor(*paths: Path, no_ignores: bool = False) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("GH_TOKEN", "GITHUB_TOKEN", "ZIZMOR_CONFIG")}
-    return subprocess.run([_tool("zizmor"), "--offline", "--no-progress", *map(str, paths)],
+    flags = ["--no-ignores"] if no_ignores else []
+    return subprocess.run([_tool("zizmor"), "--offline", "--no-progress", *flags, *map(str, paths)],
                           capture_output=True, text=True, env=env, timeout=120)
 
 
@@ -58,7 +59,7 @@ def test_shipped_workflows_pass_actionlint():
 
 @pytest.mark.parametrize("local_actions", [False, True])
 def test_what_init_writes_passes_both_linters(tmp_path, local_actions):
-    plan = init_mod.apply(init_mod.plan(tmp_path, local_actions=local_actions))
+    plan = init_mod.apply(init_mod.plan(tmp_path, local_actions=local_actions, actions_sha="0" * 40))
     assert not plan.needs_work or all(f.state == "missing" for f in plan.needs_work)
     files = sorted((tmp_path / ".github" / "workflows").glob("*.yml"))
     assert [f.name for f in files] == sorted(Path(p).name for p in init_mod.WORKFLOWS.values())
@@ -67,6 +68,13 @@ def test_what_init_writes_passes_both_linters(tmp_path, local_actions):
     done = zizmor(tmp_path / ".github" / "workflows")
     _clean(done)
     _clean(actionlint(*files))
+    if not local_actions:
+        # With every finding shown (--no-ignores), what a user gets holds no suppressed finding but the two
+        # triggers capture exists for (workflow_run, pull_request_target: both check out no PR code).
+        shown = zizmor(tmp_path / ".github" / "workflows", no_ignores=True)
+        audits = re.findall(r"(?:error|warning|help|info)\[([a-z-]+)\]", shown.stdout + shown.stderr)
+        assert audits == ["dangerous-triggers"] * 2, shown.stdout + shown.stderr
+        assert "unpinned-uses" not in shown.stdout + shown.stderr
 
 
 def test_the_linters_are_not_vacuous(tmp_path):

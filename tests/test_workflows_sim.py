@@ -202,7 +202,10 @@ def test_capture_files_one_incident_issue_per_failed_run_however_often_it_is_del
     assert job.result == "success", first.log()
     assert checkout(job)["ref"] == "main"
     # install.sh installed Replaybook from the workspace (the action's own source), into its venv.
-    assert sim.pip_log.read_text() == f"pip install --quiet --disable-pip-version-check {sim.ws}\n"
+    assert sim.pip_log.read_text() == (  # the pinned dependencies by hash, then Replaybook itself from the action
+        f"pip install --quiet --disable-pip-version-check --require-hashes --only-binary=:all: "
+        f"-r {sim.ws}/actions/requirements.lock\n"
+        f"pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation {sim.ws}\n")
     (issue,) = gh.issues
     assert "incident" in issue["labels"] and issue["title"] == "CI failure: ci / test"
     assert "<!-- replaybook:run-4242-job-test-" in issue["body"] and MARKER in issue["body"]
@@ -343,6 +346,18 @@ def test_a_push_that_leaves_the_playbook_stale_gets_the_maintenance_pr(tmp_path,
     assert not mine.triggered and "branches-ignore" in mine.why
 
 
+def test_distill_on_a_push_to_another_branch_runs_nothing(tmp_path, gh, examples):
+    sim = Sim(make_workspace(tmp_path / "ws", scenario=True), gh, tmp_path)
+    sim.seed_main()
+    payload = retarget(example(examples, "push", ref="refs/heads/master"))
+    (commit,) = payload["commits"]
+    commit.update(added=["playbook/rules/rule-0001.yaml"], modified=[], removed=[])
+    payload.update(ref="refs/heads/feature")  # a person's branch, not the default one
+    result = sim.run("distill", "push", payload)
+    assert result.triggered and result.jobs["distill"].result == "skipped", result.log()
+    assert gh.pulls == [] and gh.writes() == []
+
+
 # ------------------------------------------------------------------ admit
 
 PR_NUMBER = 2  # the examples' pull request
@@ -410,10 +425,17 @@ def test_admit_never_passes_a_fork_pr_and_passes_a_pr_that_adds_no_rule(rule_pr,
     assert len(gh.statuses_for(head)) == 1
     assert "could not run" in job.summary  # the report still reaches the job summary, written first
 
-    # A PR that is not a rule PR: the required job passes at once, and no status is set.
+    # A PR from any other branch that adds the same rule is gated all the same: no model, so never success.
     other = sim.run("admit", "pull_request", pr_event(examples, "d" * 40, base, head_ref="changes"))
-    assert only_job(other, "admit").result == "success", other.log()
-    assert gh.statuses_for("d" * 40) == [] and "is not a rule PR" in other.jobs["admit"].step("./actions/admit").stdout
+    assert only_job(other, "admit").result == "failure", other.log()
+    assert [s["state"] for s in gh.statuses_for("d" * 40)] == ["error"]
+
+    # A PR that changes nothing an agent is told: the required job passes at once.
+    git(sim.ws, "checkout", "-q", "main")
+    plain = sim.run("admit", "pull_request", pr_event(examples, "e" * 40, base, head_ref="changes"))
+    assert only_job(plain, "admit").result == "success", plain.log()
+    (status,) = gh.statuses_for("e" * 40)
+    assert (status["state"], status["description"]) == ("success", "no rule changed")
 
 
 def test_admit_gates_a_merge_group(rule_pr, gh, examples):

@@ -81,8 +81,10 @@ def command(ctx: click.Context, rule_file: Path, playbook_dir: Path | None, suit
     progress = (lambda msg: None) if as_json else (lambda msg: click.echo(f"… {msg}", err=True))
     result = gate_mod.run_gate(book, rule_file, suite_dir or settings.path("scenarios"), opts, progress)
     if do_admit and result.decision == "admit":
-        admission = book.admit(rule_file, datetime.now(timezone.utc).date())
-        result.admitted = {"retired": [r.id for r in admission.retired], "resolved": admission.resolved_incidents}
+        admission = book.admit(rule_file, datetime.now(timezone.utc).date(), recheck=gate_mod.twins)
+        retired = [r.id for r in admission.retired if r.id != admission.rule.id]
+        result.admitted = {"retired": retired, "resolved": admission.resolved_incidents,
+                           "retired_itself": admission.retired_itself}
     text = gate_report.markdown(result, opts.test)
     if report_file:
         report_file.parent.mkdir(parents=True, exist_ok=True)

@@ -101,7 +101,8 @@ def handle(ctx: click.Context, event_name: str | None, event_path: Path | None, 
     throttle = _float_env("REPLAYBOOK_GITHUB_THROTTLE", 1.0)  # 0 in tests; PyGithub's pacing otherwise
     port = PyGithubAdapter(repo, token, os.environ.get("GITHUB_API_URL") or None,
                            backoff=_float_env("REPLAYBOOK_GITHUB_BACKOFF", 1.0),
-                           seconds_between_requests=0.25 * throttle, seconds_between_writes=1.0 * throttle)
+                           seconds_between_requests=0.25 * throttle, seconds_between_writes=1.0 * throttle,
+                           bot_logins=config.bot_logins)
     api_key = os.environ.get("ANTHROPIC_API_KEY")
     open_prs = os.environ.get("REPLAYBOOK_OPEN_PRS", "") in ("1", "true", "yes")
     wants_distill = open_prs and any(a.kind == "distill" for a in actions)
@@ -159,7 +160,7 @@ def _config(settings, agent_logins: tuple[str, ...], agent_label: str | None, wa
     section, labels = settings.config.github, settings.config.labels
     logins = [name for item in agent_logins for name in item.split()] or section.agent_logins
     return GitHubConfig(incident_label=labels.incident, rule_label=labels.rule, agent_logins=logins,
-                        agent_label=agent_label or section.agent_label,
+                        agent_label=agent_label or section.agent_label, bot_logins=section.bot_logins,
                         watched_workflows=[name for item in watched for name in item.split()] or section.watched_workflows,
                         playbook_dir=settings.config.paths.playbook, distill_threshold=section.distill_threshold,
                         distill_workflow=section.distill_workflow, hits_lookback_days=section.hits_lookback_days)

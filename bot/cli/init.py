@@ -20,23 +20,26 @@ from bot.errors import CheckFailed
                    ".github/workflows/ that is not Replaybook's own).")
 @click.option("--local-actions", is_flag=True, hidden=True,
               help="Reference the actions as ./actions/NAME (Replaybook's own repository).")
+@click.option("--actions-sha", envvar=init_mod.ACTIONS_SHA_ENV,
+              help="The commit (40 hex digits) of this release's tag to pin the actions to (default: "
+                   "$REPLAYBOOK_ACTIONS_SHA, else the commit the release recorded).")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 @click.pass_context
 def command(ctx: click.Context, path: Path | None, check: bool, force: bool, watched: tuple[str, ...],
-            local_actions: bool, as_json: bool) -> None:
+            local_actions: bool, actions_sha: str | None, as_json: bool) -> None:
     """Set up PATH (default: the current folder) for Replaybook on GitHub.
 
     Writes .replaybook.yml, the playbook folder with an empty PLAYBOOK.md, a
     scenarios/ README, the incident issue form and four workflows
     (replaybook-capture, -distill, -admit, -replay) that use the composite
-    actions pinned to this version. Run it again after upgrading: a file init
+    actions pinned to the commit of this version's tag. Run it again after upgrading: a file init
     wrote and nobody changed is updated; a changed one is refused (exit 2,
     nothing written) unless --force. .replaybook.yml and the playbook are
     written only when missing. With --check nothing is written; exit 1 when
     init has something to do.
     """
     root = path or ctx.find_root().params.get("root") or Path.cwd()
-    plan = init_mod.plan(root, local_actions=local_actions, watched=list(watched) or None)
+    plan = init_mod.plan(root, local_actions=local_actions, watched=list(watched) or None, actions_sha=actions_sha)
     if check:
         _show(plan, as_json, done=False)
         if plan.needs_work:

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from datetime import datetime, timezone
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import requests
 from github import Auth, Github, GithubException, InputGitTreeElement
@@ -28,6 +29,7 @@ from github.WorkflowJob import WorkflowJob
 
 from bot.github.port import (
     BOT_LABEL,
+    BOT_LOGINS,
     FAILED_CONCLUSIONS,
     CommentRef,
     CommitRef,
@@ -38,13 +40,19 @@ from bot.github.port import (
     PullRef,
     ReviewComment,
     Step,
+    marker,
+    marker_keys,
     with_marker,
+    written_by,
 )
 
 T = TypeVar("T")
 
 SECONDARY_LIMIT_WAIT = 60.0
 """GitHub's advice when a secondary rate limit comes without ``retry-after``."""
+
+_CREATES = re.compile(r"/issues(/\d+/comments)?$")
+"""POSTs that make a new issue or comment: after a 5xx GitHub may have written, so they are not simply resent."""
 
 
 class PyGithubAdapter:
@@ -64,9 +72,11 @@ class PyGithubAdapter:
         seconds_between_writes: float | None = 1.0,
         timeout: int = 15,
         per_page: int = 100,
+        bot_logins: Sequence[str] = BOT_LOGINS,
     ):
         self.calls = 0
         self.label = label
+        self.bot_logins = tuple(bot_logins)  # only text by these speaks as the bot: markers are read from it alone
         self._retries = retries
         self._backoff = backoff
         self._sleep = sleep
@@ -93,14 +103,15 @@ class PyGithubAdapter:
     # Issues
 
     def find_issue_by_marker(self, marker: str) -> IssueRef | None:
-        """The oldest issue carrying ``marker``, open or closed, among those labelled ``self.label``.
+        """The oldest issue the bot opened carrying ``marker``, open or closed, among those labelled ``self.label``.
 
         Listing is used, not search: the search index lags, and twenty
-        deliveries in a row must see the first one's issue.
+        deliveries in a row must see the first one's issue. An issue someone
+        else opened never counts, whatever markers its body holds.
         """
         issues = self._repo.get_issues(state="all", labels=[self.label], sort="created", direction="asc")
         # Pull requests are issues too; their html_url says so without another request.
-        mine = (i for i in issues if marker in (i.body or "") and "/pull/" not in i.html_url)
+        mine = (i for i in issues if marker in (i.body or "") and "/pull/" not in i.html_url and self._mine(i))
         return self._guard(lambda: next((_issue_ref(i) for i in mine), None))
 
     def get_issue(self, number: int) -> IssueRef:
@@ -115,8 +126,8 @@ class PyGithubAdapter:
 
     def create_issue(self, title: str, body: str, labels: Sequence[str] = ()) -> IssueRef:
         names = list(dict.fromkeys([self.label, *labels]))
-        issue = self._guard(lambda: self._repo.create_issue(title=title, body=body, labels=names))
-        return _issue_ref(issue)
+        return self._create_once(body, lambda: _issue_ref(self._repo.create_issue(title=title, body=body, labels=names)),
+                                 self.find_issue_by_marker)
 
     def update_issue(
         self,
@@ -140,21 +151,23 @@ class PyGithubAdapter:
     # Comments
 
     def add_comment(self, number: int, body: str) -> CommentRef:
-        comment = self._guard(lambda: self._repo.get_issue(number).create_comment(body))
-        return _comment_ref(comment, number)
+        return self._create_once(body, lambda: _comment_ref(self._repo.get_issue(number).create_comment(body), number),
+                                 lambda mark: self.find_comment_by_marker(number, mark))
 
     def find_comment_by_marker(self, number: int, marker: str) -> CommentRef | None:
+        """The bot's own comment on ``number`` carrying ``marker``; anyone else's is never it."""
         comments = self._repo.get_issue(number).get_comments()
-        return self._guard(lambda: next((_comment_ref(c, number) for c in comments if marker in (c.body or "")), None))
+        return self._guard(lambda: next((_comment_ref(c, number) for c in comments
+                                         if marker in (c.body or "") and self._mine(c)), None))
 
     def upsert_comment(self, number: int, marker: str, body: str) -> CommentRef:
         """The one comment on ``number`` carrying ``marker``, edited in place or made."""
         body = with_marker(body, marker)
         issue = self._repo.get_issue(number)
         comments = issue.get_comments()
-        mine = self._guard(lambda: next((c for c in comments if marker in (c.body or "")), None))
+        mine = self._guard(lambda: next((c for c in comments if marker in (c.body or "") and self._mine(c)), None))
         if mine is None:
-            return _comment_ref(self._guard(lambda: issue.create_comment(body)), number)
+            return self.add_comment(number, body)
         if mine.body != body:
             self._guard(lambda: mine.edit(body))
         return _comment_ref(mine, number)
@@ -218,9 +231,10 @@ class PyGithubAdapter:
         return self._guard(lambda: [_pull_ref(p) for p in pulls])
 
     def find_pr_by_marker(self, marker: str, state: str = "all") -> PullRef | None:
-        """The oldest pull request in ``state`` whose body carries ``marker`` (listing, as for issues)."""
+        """The oldest pull request the bot opened in ``state`` whose body carries ``marker`` (listing, as for issues)."""
         pulls = self._repo.get_pulls(state=state, sort="created", direction="asc")
-        return self._guard(lambda: next((_pull_ref(p) for p in pulls if marker in (p.body or "")), None))
+        return self._guard(lambda: next((_pull_ref(p) for p in pulls if marker in (p.body or "") and self._mine(p)),
+                                        None))
 
     def commits_since(self, since: str, author: str) -> list[CommitRef]:
         """Commits on the default branch by ``author`` since ``since`` (ISO 8601), newest first."""
@@ -281,7 +295,70 @@ class PyGithubAdapter:
         self._guard(lambda: pull.edit(**changes))
         return _pull_ref(pull)
 
+    # Claims: one writer per key at a time, across concurrent workflow runs
+
+    def claim(self, key: str, *, timeout: float = 120.0, poll: float = 0.25, stale_after: float = 600.0) -> None:
+        """Hold the claim on ``key``: a repository label only one run can create (GitHub answers 422 to the rest).
+
+        A run that finds the claim taken waits until it is released, so ten
+        deliveries of one failure file one issue even without a concurrency
+        group; a claim older than ``stale_after`` (its holder died) is taken over.
+        """
+        name, deadline = _claim_label(key), time.monotonic() + timeout
+        while True:
+            try:
+                self._guard(lambda: self._repo.create_label(name, "ededed", f"{time.time():.0f} {key}"[:100]))
+                return
+            except GitHubError as exc:
+                if exc.status != 422:
+                    raise
+            held_since = self._claimed_at(name)
+            if held_since is not None and time.time() - held_since > stale_after:
+                self.release(key)
+            elif time.monotonic() > deadline:
+                raise GitHubError(f"another run has held the claim on {key} for over {timeout:.0f}s; run this job "
+                                  "again once it finishes", status=409)
+            else:
+                time.sleep(poll)
+
+    def release(self, key: str) -> None:
+        try:
+            self._guard(lambda: self._gh.requester.requestJsonAndCheck(
+                "DELETE", f"{self._repo.url}/labels/{quote(_claim_label(key), safe='')}"))
+        except GitHubError as exc:
+            if exc.status != 404:
+                raise
+
+    def _claimed_at(self, name: str) -> float | None:
+        try:
+            description = self._guard(lambda: self._repo.get_label(name).description)  # lazy: read it in the guard
+            return float((description or "").split(" ", 1)[0])
+        except GitHubError as exc:
+            if exc.status == 404:
+                return None  # released meanwhile: try again at once
+            raise
+        except ValueError:
+            return 0.0  # not ours to read: stale
+
     # Plumbing
+
+    def _create_once(self, body: str, create: Callable[[], T], find: Callable[[str], T | None]) -> T:
+        """``create()``, retried after a 5xx or a lost answer only once its first marker is not found written."""
+        keys = marker_keys(body)
+        for attempt in range(self._retries + 1):
+            try:
+                return self._guard(create)
+            except GitHubError as exc:
+                if not (exc.status == 0 or exc.status >= 500) or attempt == self._retries:
+                    raise
+                found = find(marker(keys[0])) if keys else None
+                if found is not None:
+                    return found  # GitHub wrote it before the answer was lost
+                self._sleep(self._backoff * 2**attempt)
+        raise AssertionError("unreachable")
+
+    def _mine(self, item: Any) -> bool:
+        return written_by(item.user.login if item.user else "", self.bot_logins)
 
     def _download(self, url: str) -> str:
         # The Location is a signed URL on another host: no token goes with it.
@@ -318,6 +395,8 @@ class PyGithubAdapter:
                     wait = self._wait_for(exc, attempt)
                     if wait is None or attempt == self._retries:
                         raise
+                    if verb == "POST" and exc.status >= 500 and _CREATES.search(urlsplit(url).path):
+                        raise  # it may have been written: _create_once looks for its marker before resending
                     self._sleep(wait)
             raise AssertionError("unreachable")
 
@@ -349,6 +428,10 @@ class PyGithubAdapter:
             raise GitHubError(f"GitHub could not be reached: {exc}") from exc
 
 
+def _claim_label(key: str) -> str:
+    return "replaybook-claim-" + hashlib.sha1(key.encode("utf-8")).hexdigest()[:20]
+
+
 def _github_error(exc: GithubException) -> GitHubError:
     data = exc.data if isinstance(exc.data, dict) else {}
     message = data.get("message") or exc.message or "no message"
@@ -375,6 +458,7 @@ def _issue_ref(issue: Any) -> IssueRef:
         labels=tuple(label.name for label in issue.labels),
         url=issue.html_url,
         created=_iso(issue.created_at),
+        author=issue.user.login if issue.user else "",
     )
 
 
@@ -403,11 +487,19 @@ def _pull_ref(pull: Any) -> PullRef:
     return PullRef(number=pull.number, state=pull.state, merged=pull.merged_at is not None,
                    head_ref=pull.head.ref, body=pull.body or "", title=pull.title, url=pull.html_url,
                    author=pull.user.login if pull.user else "",
-                   merged_at=_iso(pull.merged_at) or None, labels=tuple(label.name for label in pull.labels))
+                   merged_at=_iso(pull.merged_at) or None, labels=tuple(label.name for label in pull.labels),
+                   same_repo=_same_repo(pull))
+
+
+def _same_repo(pull: Any) -> bool:
+    """Whether the PR's head branch is in the base repository; a deleted fork (head.repo null) is not."""
+    head_repo, base_repo = pull.head.repo, pull.base.repo  # set from the listing: no request
+    return head_repo is not None and base_repo is not None and head_repo.full_name == base_repo.full_name
 
 
 def _comment_ref(comment: Any, number: int) -> CommentRef:
-    return CommentRef(id=comment.id, issue_number=number, body=comment.body or "", url=comment.html_url)
+    return CommentRef(id=comment.id, issue_number=number, body=comment.body or "", url=comment.html_url,
+                      author=comment.user.login if comment.user else "")
 
 
 def _job(job: WorkflowJob) -> Job:

@@ -2,7 +2,8 @@
 
 Text from payloads, logs and model answers is untrusted. It reaches GitHub
 only through :func:`code` (one inline code span) or :func:`fenced` (a fence it
-cannot close): no @mention, link or image from a log ever renders.
+cannot close), both of which :func:`~bot.neutralise.neutralise` it first: no
+@mention, link, image, closing keyword or hidden marker from a log survives.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any, Literal
 
 from bot import capture as capture_mod
 from bot.github.port import GitHubPort
+from bot.neutralise import neutralise
 
 Status = Literal["done", "unchanged", "skipped", "failed", "not_implemented"]
 MAX_OPEN_RULE_PRS = 5
@@ -68,11 +70,13 @@ class Context:
 
 def code(text: str, limit: int = 300) -> str:
     """``text`` as one inline code span: nothing in it renders, pings or links."""
-    line = capture_mod.one_liner(text, limit)
+    line = neutralise(capture_mod.one_liner(text, limit))
     ticks = "`" * (max((len(r) for r in re.findall(r"`+", line)), default=0) + 1)
     return f"{ticks} {line} {ticks}"
 
 
 def fenced(text: str, info: str = "text") -> str:
+    """``text``, neutralised, in a fence it cannot close."""
+    text = neutralise(text)
     ticks = "`" * max(3, max((len(r) for r in re.findall(r"`+", text)), default=0) + 1)
     return f"{ticks}{info}\n{text.rstrip()}\n{ticks}"

@@ -44,6 +44,10 @@ class GitHubConfig(BaseModel):
         description="Accounts the coding agent opens PRs as (e.g. `copilot-swe-agent[bot]`).",
     )
     agent_label: str | None = Field(default=None, description="A PR with this label counts as the agent's.")
+    bot_logins: list[str] = Field(
+        default_factory=lambda: ["github-actions[bot]"],
+        description="The accounts the bot writes as; only their text is read as the bot's own.",
+    )
     incident_label: str = Field(default="incident", description="Issues with this label are incidents.")
     rule_branch_prefix: str | None = Field(
         default="replaybook/rule-", description="PRs from branches starting with this propose rules."
@@ -273,13 +277,6 @@ def _counts_as_agent(pr_path: str, payload: dict, config: GitHubConfig, event: s
     return f"PR author {login!r} is not an agent login and the PR lacks the agent label"
 
 
-def _is_rule_pr(payload: dict, config: GitHubConfig, event: str) -> bool:
-    head_ref = _field(payload, "pull_request.head.ref", str, event=event)
-    if config.rule_branch_prefix and head_ref.startswith(config.rule_branch_prefix):
-        return True
-    return bool(config.rule_label and config.rule_label in _labels(payload, "pull_request.labels", event))
-
-
 _GATE_ACTIONS = ("opened", "synchronize", "reopened")
 
 
@@ -303,8 +300,8 @@ def _pull_request(payload: dict, config: GitHubConfig, event: str) -> list[Actio
             )
         ]
     if action in _GATE_ACTIONS:
-        if not _is_rule_pr(payload, config, event):
-            return [Ignore(reason=f"PR #{number} is not a rule PR")]
+        # Every PR is gated, whatever its branch or label: the gate passes at once when nothing an
+        # agent is told changes, so a rule edit on any branch is replayed.
         if event == "pull_request_target":
             # Gating here would replay the PR's code with secrets: the "pwn request".
             return [Ignore(reason="the gate runs on `pull_request`, never `pull_request_target`")]

@@ -15,10 +15,10 @@ reaches ``git`` only as argv items after option-like names are refused.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import io
 import re
-import subprocess
 import tarfile
 import tempfile
 import zlib
@@ -29,7 +29,7 @@ from typing import Any
 
 from bot import capture as capture_mod
 from bot.errors import BadInput, ReplaybookError
-from bot.github import issue_form, prs
+from bot.github import issue_form, playbook_diff, prs
 from bot.github.context import (
     MAX_OPEN_RULE_PRS,
     Context,
@@ -55,6 +55,7 @@ from bot.github.events import (
 )
 from bot.github.port import GitHubError, GitHubPort, Job, fit_body, marker
 from bot.incident import Incident
+from bot.neutralise import neutralise
 
 GATE_CONTEXT = "replaybook/admit"
 GATE_MARKER = marker("gate")
@@ -122,28 +123,65 @@ def _capture_run(action: CaptureRun, ctx: Context) -> list[Outcome]:
 
 def _capture_job(action: CaptureRun, job: Job, ctx: Context) -> Outcome:
     issue_key = f"run-{action.run_id}-job-{_slug(job.name)}"
-    issue_mark = marker(issue_key)
+    done, _ = _captured_already(action, job, ctx, issue_key)
+    if done is not None:  # a redelivery: two requests, no claim
+        return done
+    with _claimed(ctx, issue_key):  # concurrent deliveries of one failure take turns: one issue, one comment
+        return _capture_claimed(action, job, ctx, issue_key)
+
+
+def _captured_already(action: CaptureRun, job: Job, ctx: Context, issue_key: str) -> tuple[Outcome | None, Any]:
+    """An ``unchanged`` outcome when this attempt is already on its issue; and the issue, if any."""
+    found = ctx.port.find_issue_by_marker(marker(issue_key))
     attempt_mark = marker(f"{action.key}-job-{_slug(job.name)}")
-    what = f"run {action.run_id} attempt {action.run_attempt}, job {job.name!r}"
-    found = ctx.port.find_issue_by_marker(issue_mark)
     if found is not None and (
         attempt_mark in found.body or ctx.port.find_comment_by_marker(found.number, attempt_mark) is not None
     ):
-        return Outcome(action.kind, "unchanged", f"{what}: already on #{found.number}", found.url)
+        what = f"run {action.run_id} attempt {action.run_attempt}, job {job.name!r}"
+        return Outcome(action.kind, "unchanged", f"{what}: already on #{found.number}", found.url), found
+    return None, found
+
+
+@contextlib.contextmanager
+def _claimed(ctx: Context, key: str):
+    ctx.port.claim(key)
+    try:
+        yield
+    finally:
+        ctx.port.release(key)
+
+
+def _capture_claimed(action: CaptureRun, job: Job, ctx: Context, issue_key: str) -> Outcome:
+    issue_mark = marker(issue_key)
+    attempt_mark = marker(f"{action.key}-job-{_slug(job.name)}")
+    what = f"run {action.run_id} attempt {action.run_attempt}, job {job.name!r}"
+    done, found = _captured_already(action, job, ctx, issue_key)  # again, now that no other run is writing it
+    if done is not None:
+        return done
     evidence = _job_evidence(ctx.port, job)
     incident, reason = capture_mod.draft(evidence, ctx.llm, source_url=action.html_url, key=issue_key)
+    incident = _neutral(incident)
     summary = _run_summary(action, job, incident, reason)
     excerpt = f"**Evidence** (from the job log)\n\n{fenced(evidence.excerpt)}"
     if found is None:
         body = fit_body({"marker": f"{issue_mark}\n{attempt_mark}", "summary": summary, "evidence": excerpt,
                          "block": issue_form.normalised_block(incident)})
-        title = capture_mod.one_liner(f"CI failure: {action.workflow} / {job.name}", 200)
+        title = neutralise(capture_mod.one_liner(f"CI failure: {action.workflow} / {job.name}", 200))
         issue = ctx.port.create_issue(title, body, [ctx.labels.incident])
         ctx.new_incidents += 1
         return Outcome(action.kind, "done", f"{what}: filed #{issue.number}", issue.url)
     body = fit_body({"marker": attempt_mark, "summary": f"Failed again.\n\n{summary}", "evidence": excerpt})
     comment = ctx.port.add_comment(found.number, body)
     return Outcome(action.kind, "done", f"{what}: commented on #{found.number} (a repeat)", comment.url)
+
+
+_FREE_TEXT = ("task", "trigger", "believed", "actual", "evidence")
+
+
+def _neutral(incident: Incident) -> Incident:
+    """``incident`` with every free-text field neutralised: its block lands in a body the bot speaks in."""
+    update = {name: neutralise(value) for name in _FREE_TEXT if isinstance(value := getattr(incident, name), str)}
+    return incident.model_copy(update=update)
 
 
 def _job_evidence(port: GitHubPort, job: Job) -> capture_mod.Evidence:
@@ -184,6 +222,14 @@ def _run_summary(action: CaptureRun, job: Job, incident: Incident, reason: str |
 
 
 def _capture_rejected_pr(action: CaptureRejectedPr, ctx: Context) -> list[Outcome]:
+    found = ctx.port.find_issue_by_marker(marker(action.key))
+    if found is not None:  # a redelivery: one request, no claim
+        return [Outcome(action.kind, "unchanged", f"PR #{action.number}: already filed as #{found.number}", found.url)]
+    with _claimed(ctx, action.key):
+        return _capture_rejected_claimed(action, ctx)
+
+
+def _capture_rejected_claimed(action: CaptureRejectedPr, ctx: Context) -> list[Outcome]:
     mark = marker(action.key)
     what = f"PR #{action.number} ({action.reason.replace('_', ' ')})"
     found = ctx.port.find_issue_by_marker(mark)
@@ -199,6 +245,7 @@ def _capture_rejected_pr(action: CaptureRejectedPr, ctx: Context) -> list[Outcom
                      for f in ctx.port.pull_files(action.number)[:40])
     evidence = capture_mod.evidence_from_pr(title, str(pr.get("body") or ""), review_text.strip() or None, stat)
     incident, reason = capture_mod.draft(evidence, ctx.llm, source_url=action.html_url, key=action.key)
+    incident = _neutral(incident)
     summary = "\n".join([
         f"**Pull request:** #{action.number} · **why:** {action.reason.replace('_', ' ')}"
         + (f" · {action.html_url}" if action.html_url else ""),
@@ -209,7 +256,8 @@ def _capture_rejected_pr(action: CaptureRejectedPr, ctx: Context) -> list[Outcom
     body = fit_body({"marker": mark, "summary": summary,
                      "evidence": f"**Evidence** (title, review, body, diff stat)\n\n{fenced(evidence.excerpt)}",
                      "block": issue_form.normalised_block(incident)})
-    issue = ctx.port.create_issue(capture_mod.one_liner(f"Rejected agent PR #{action.number}: {title}", 200), body,
+    issue = ctx.port.create_issue(f"Rejected agent PR #{action.number}: "
+                                  + neutralise(capture_mod.one_liner(title, 160)), body,
                                   [ctx.labels.incident])
     ctx.new_incidents += 1
     return [Outcome(action.kind, "done", f"{what}: filed #{issue.number}", issue.url)]
@@ -255,19 +303,14 @@ def _parse_issue(action: ParseIncidentIssue, ctx: Context) -> list[Outcome]:
 
 def _gate_rule_pr(action: GateRulePr, ctx: Context) -> list[Outcome]:
     where = f"PR #{action.number}" if action.number else f"merge group {action.head_sha[:12]}"
-    if not action.secrets:
-        why = "a fork" if action.fork else "a Dependabot PR"
-        verdict = GateVerdict("error", "replay could not run: no secrets on fork PRs",
-                              f"## Replaybook gate: could not run\n\nThis is {why}, so the workflow gets no secrets "
-                              "and the replay cannot run. The gate reports `error`, never success. A maintainer "
-                              "can push the branch to this repository to run it.\n")
-    else:
-        runner = ctx.gate or GitGate(ctx.root, ctx.settings)
-        try:
-            verdict = runner(action)
-        except ReplaybookError as exc:
-            verdict = GateVerdict("error", f"the gate could not decide: {exc.message}",
-                                  f"## Replaybook gate: could not decide\n\n{fenced(exc.render())}\n")
+    # Every PR comes here: the gate passes at once when nothing agents are told changes, and answers
+    # error (never success) when a replay is needed but this run has no secrets (a fork).
+    runner = ctx.gate or GitGate(ctx.root, ctx.settings)
+    try:
+        verdict = runner(action)
+    except ReplaybookError as exc:
+        verdict = GateVerdict("error", f"the gate could not decide: {exc.message}",
+                              f"## Replaybook gate: could not decide\n\n{fenced(exc.render())}\n")
     description = capture_mod.one_liner(verdict.description, 140)
     if ctx.step_summary is not None:  # first: a fork PR's read-only token fails the writes below
         with open(ctx.step_summary, "a", encoding="utf-8") as f:
@@ -281,20 +324,18 @@ def _gate_rule_pr(action: GateRulePr, ctx: Context) -> list[Outcome]:
     return [Outcome(action.kind, status, f"{where}: {verdict.state}: {description}", url, verdict=verdict.state)]
 
 
-_SHA = re.compile(r"^[0-9a-f]{7,40}$")
-_BOOKKEEPING = re.compile(r"^last_hit:[^\n]*(\n|$)", re.MULTILINE)
-
-
 class GitGate:
-    """The gate on the rule files a PR changes, in the checked-out PR head at ``root``.
+    """The gate on what a PR changes in the admitted playbook, in the checked-out PR head at ``root``.
 
-    Rule files: ``git diff --name-only --diff-filter=AM BASE...HEAD -- <playbook>/rules/``
-    (the workflow must fetch the base commit: ``fetch-depth: 0``). The playbook
-    they are judged against is the base commit's, read with ``git archive BASE
-    -- <playbook>`` into a temporary folder: no worktree, nothing in the
-    repository changes. Scenarios and incidents come from the head, since a
-    rule PR brings its own scenario. Without ``ANTHROPIC_API_KEY`` (and no
-    ``replay`` given) the gate answers ``error``: a simulated replay never
+    What to replay comes from :func:`bot.github.playbook_diff.playbook_change`:
+    the rules whose meaning differs from where the PR left the base, by
+    parsing, never by git's file status (the workflow must fetch the base
+    commit: ``fetch-depth: 0``). The cap, the playbook the rules are judged
+    against, the scenarios and the incidents are read with the base commit's
+    ``.replaybook.yml``, never the PR's; the playbook itself is the base
+    commit's, read with ``git archive`` into a temporary folder. Without
+    secrets (a fork) or without ``ANTHROPIC_API_KEY`` (and no ``replay``
+    given) a PR that needs a replay gets ``error``: a simulated replay never
     admits a real rule.
     """
 
@@ -302,84 +343,81 @@ class GitGate:
                  base_url: str | None = None):
         self.root, self.settings, self.replay, self.api_key = Path(root), settings, replay, api_key
         self.base_url = base_url  # ANTHROPIC_BASE_URL: a proxy in front of the Messages API
+        self.git = playbook_diff.Git(self.root)
 
-    def git(self, *args: str) -> bytes:
-        done = subprocess.run(["git", *args], cwd=self.root, capture_output=True, timeout=120)
-        if done.returncode != 0:
-            raise BadInput(f"git {args[0]} failed ({done.returncode}): "
-                           f"{done.stderr.decode('utf-8', 'replace').strip()[-300:]}")
-        return done.stdout
+    def change(self, base_sha: str) -> playbook_diff.Change:
+        return playbook_diff.playbook_change(self.git, base_sha)
 
     def changed_rules(self, base_sha: str) -> list[str]:
-        if not _SHA.match(base_sha or ""):
-            raise BadInput(f"base sha {base_sha!r} is not a commit id")
-        rules = f"{self.settings.config.paths.playbook.strip('/')}/rules/"
-        out = self.git("diff", "--name-status", "-z", "--diff-filter=AM", f"{base_sha}...HEAD", "--", rules)
-        parts = out.decode("utf-8", "replace").split("\0")
-        names = []
-        for status, name in zip(parts[::2], parts[1::2]):
-            if name.endswith((".yaml", ".yml")) and not (status == "M" and self._bookkeeping_only(base_sha, name)):
-                names.append(name)
-        return sorted(names)
+        """The head's rule files whose meaning the PR changes (what the gate replays)."""
+        return self.change(base_sha).gated
 
-    def _bookkeeping_only(self, base_sha: str, name: str) -> bool:
-        """Whether the rule at ``name`` differs from the base only in ``last_hit`` (a hits PR): nothing to replay."""
-        try:
-            before = self.git("show", f"{base_sha}:{name}").decode("utf-8", "replace")
-            after = (self.root / name).read_text(encoding="utf-8")
-        except (BadInput, OSError, UnicodeDecodeError):
-            return False
-        return _BOOKKEEPING.sub("", before) == _BOOKKEEPING.sub("", after)
+    def base_settings(self, change: playbook_diff.Change) -> Any:
+        from bot.config import Settings
 
-    def rules_at_head(self) -> int:
-        rules = self.root / self.settings.config.paths.playbook.strip("/") / "rules"
-        return sum(1 for p in rules.glob("*.y*ml") if p.is_file()) if rules.is_dir() else 0
+        return Settings(self.root, change.base_config, None)
 
-    def base_playbook(self, base_sha: str, into: Path) -> Path:
-        folder = self.settings.config.paths.playbook.strip("/")
-        data = self.git("archive", "--format=tar", base_sha, "--", folder)
-        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-            tar.extractall(into, filter="data")
+    def base_playbook(self, base_sha: str, into: Path, folder: str | None = None) -> Path:
+        folder = (folder or self.settings.config.paths.playbook).strip("/")
+        if self.git.tree(base_sha, folder):
+            data = self.git("archive", "--format=tar", base_sha, "--", folder)
+            with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+                tar.extractall(into, filter="data")
         (into / folder).mkdir(parents=True, exist_ok=True)  # a base without a playbook: an empty one
         return into / folder
 
-    def judged_against(self, base_sha: str, names: list[str], into: Path) -> Any:
-        """The base commit's playbook, less the old text of each rule the PR rewrites (judged as new)."""
+    def judged_against(self, base_sha: str, names: list[str], into: Path, settings: Any = None) -> Any:
+        """The base commit's playbook, less each rule the PR rewrites (judged as new), under the base's config."""
         from bot.incident import IncidentStore
         from bot.playbook import Playbook
 
-        folder = self.base_playbook(base_sha, into)
+        settings = settings or self.settings
+        folder = self.base_playbook(base_sha, into, settings.config.paths.playbook)
         for name in names:
             (folder / "rules" / Path(name).name).unlink(missing_ok=True)
-        return Playbook(folder, root=self.root, cap=self.settings.cap,
-                        incidents=IncidentStore(self.settings.path("incidents")))
+        return Playbook(folder, root=self.root, cap=settings.cap, incidents=IncidentStore(settings.path("incidents")))
 
     def __call__(self, action: GateRulePr) -> GateVerdict:
+        base = action.base_sha or ""
+        change = self.change(base)
+        settings = self.base_settings(change)
+        cap = settings.cap
+        if change.refused:
+            listed = "\n".join(f"- {code(p, 300)}" for p in change.refused)
+            return GateVerdict("failure", "refused: " + change.refused[0],
+                               f"## Replaybook gate: refused\n\n{listed}\n\nReplace each link with the file it "
+                               "points to: the gate judges exactly the text agents are given.\n")
+        if change.head_count > cap:
+            # Two PRs that each fit can overflow together: a merge group is checked on the merged result.
+            what = "the merged result of this merge group" if action.merge_group else "this PR"
+            return GateVerdict("failure", f"{change.head_count} rules past the cap of {cap}",
+                               f"## Replaybook gate: over the cap\n\nWith {what} the playbook holds "
+                               f"{change.head_count} admitted rules; the cap is {cap}. Merge rule PRs one at a time "
+                               "(each retires the coldest rule it displaces), or run distill again to refresh this "
+                               "PR against the default branch.\n")
+        if not change.gated:
+            return _nothing_to_replay(change)
+        if not action.secrets:
+            why = "a fork" if action.fork else "a Dependabot PR"
+            return GateVerdict("error", "replay could not run: no secrets on fork PRs",
+                               f"## Replaybook gate: could not run\n\nThis is {why}, so the workflow gets no "
+                               "secrets and the replay cannot run. The gate reports `error`, never success. A "
+                               "maintainer can push the branch to this repository to run it.\n\n"
+                               + _listing(change))
+        return self._replay(action, change, settings)
+
+    def _replay(self, action: GateRulePr, change: playbook_diff.Change, settings: Any) -> GateVerdict:
         from bot import gate as gate_mod
         from bot import gate_report
         from bot.replay import isolation
         from bot.replay.engine import ReplayOptions
 
-        base = action.base_sha or ""
-        names = self.changed_rules(base)
-        count, cap = self.rules_at_head(), self.settings.cap
-        if count > cap:
-            # Two PRs that each fit can overflow together: a merge group is checked on the merged result.
-            what = "the merged result of this merge group" if action.merge_group else "this PR"
-            return GateVerdict("failure", f"{count} rules past the cap of {cap}",
-                               f"## Replaybook gate: over the cap\n\nWith {what} the playbook holds {count} admitted "
-                               f"rules; the cap is {cap}. Merge rule PRs one at a time (each retires the coldest rule "
-                               "it displaces), or run distill again to refresh this PR against the default branch.\n")
-        if not names:
-            return GateVerdict("success", "no rule changed (bookkeeping only)" if count else "no rule file changed",
-                               "## Replaybook gate\n\nNo rule changed beyond bookkeeping (`last_hit`): "
-                               "nothing to replay.\n")
         replay = self.replay
         if replay is None:
             if not self.api_key:
                 raise BadInput("ANTHROPIC_API_KEY is not set, so the replay cannot run")
-            replay = ReplayOptions(model=self.settings.config.models.agent, api_key=self.api_key,
-                                   sandbox=self.settings.config.replay.sandbox,
+            replay = ReplayOptions(model=settings.config.models.agent, api_key=self.api_key,
+                                   sandbox=settings.config.replay.sandbox,  # the base's: a PR cannot lift it
                                    **({"upstream_url": self.base_url} if self.base_url else {}))
         if isolation.backend(replay.sandbox).name == "none":
             return GateVerdict("failure", "the gate refuses to replay without a sandbox",
@@ -391,15 +429,31 @@ class GitGate:
         opts = gate_mod.GateOptions(replay=replay)
         results = []
         with tempfile.TemporaryDirectory(prefix="replaybook-base-") as tmp:
-            book = self.judged_against(base, names, Path(tmp))
-            for name in names:
-                results.append(gate_mod.run_gate(book, self.root / name, self.settings.path("scenarios"), opts))
+            book = self.judged_against(action.base_sha or "", change.gated, Path(tmp), settings)
+            for name in change.gated:
+                results.append(gate_mod.run_gate(book, self.root / name, settings.path("scenarios"), opts))
         decisions = {r.decision for r in results}
         state = "error" if "error" in decisions else "failure" if "reject" in decisions else "success"
         word = {"success": "admit", "failure": "reject", "error": "could not decide"}[state]
         ids = ", ".join(f"{r.rule_id} {r.decision}" for r in results)
         report = "\n\n".join(gate_report.markdown(r, opts.test) for r in results)
         return GateVerdict(state, f"{word}: {ids}", report)
+
+
+def _listing(change: playbook_diff.Change) -> str:
+    return "\n".join(f"- {code(path, 200)}: {code(change.why.get(path, 'changed'), 200)}" for path in change.gated)
+
+
+def _nothing_to_replay(change: playbook_diff.Change) -> GateVerdict:
+    if change.bookkeeping:
+        description = "no rule changed (bookkeeping only)"
+        detail = "Only `last_hit` moved on " + ", ".join(change.bookkeeping) + ": nothing to replay."
+    else:
+        description = "no rule changed"
+        detail = "No admitted rule, and no scenario a rule replays, changed: nothing to replay."
+    if change.removed:
+        detail += " No longer admitted: " + ", ".join(change.removed) + "."
+    return GateVerdict("success", description, f"## Replaybook gate\n\n{detail}\n")
 
 
 # ------------------------------------------------------------------ distill_if_due
@@ -417,7 +471,8 @@ def _distill_if_due(action: DistillIfDue, ctx: Context) -> list[Outcome]:
         return [Outcome(action.kind, "skipped", "no new incident in this delivery")]
     waiting = [i.number for i in ctx.port.list_issues(ctx.labels.incident, "open") if ctx.labels.invalid not in i.labels]
     if len(waiting) >= action.threshold:  # only then is it worth a request to learn which ones PRs cite
-        cited = {c for pr in ctx.port.list_prs("open") if prs.is_rule_pr(pr) for c in prs.cites_of(pr)}
+        cited = {c for pr in ctx.port.list_prs("open") if prs.is_rule_pr(pr, prs.bot_logins(ctx))
+                 for c in prs.cites_of(pr)}
         waiting = [n for n in waiting if f"gh-{n}" not in cited]
     count = len(waiting)
     if count < action.threshold or count - ctx.new_incidents >= action.threshold:

@@ -24,6 +24,9 @@ BODY_LIMIT = 65_536
 BOT_LABEL = "replaybook"
 """The label on every issue the bot files; finding by marker lists only these."""
 
+BOT_LOGINS = ("github-actions[bot]",)
+"""Who the bot writes as by default: the workflow token. A GitHub App adds its ``NAME[bot]`` (github.bot_logins)."""
+
 _KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$")
 _MARKER = re.compile(r"<!-- replaybook:([A-Za-z0-9][A-Za-z0-9._:/@+-]*) -->")
 
@@ -50,6 +53,7 @@ class IssueRef:
     labels: tuple[str, ...] = ()
     url: str = ""
     created: str = ""  # ISO 8601, UTC
+    author: str = ""  # the login that opened it
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,7 @@ class CommentRef:
     issue_number: int
     body: str
     url: str = ""
+    author: str = ""  # the login that wrote it
 
 
 @dataclass(frozen=True)
@@ -124,6 +129,7 @@ class PullRef:
     author: str = ""  # the login that opened it
     merged_at: str | None = None  # ISO 8601, UTC
     labels: tuple[str, ...] = ()
+    same_repo: bool = True  # False when the head branch lives in another repository (a fork)
 
 
 FAILED_CONCLUSIONS = frozenset({"failure", "timed_out"})
@@ -191,6 +197,10 @@ class GitHubPort(Protocol):
 
     def dispatch_workflow(self, workflow: str, ref: str, inputs: dict[str, str]) -> None: ...
 
+    def claim(self, key: str) -> None: ...
+
+    def release(self, key: str) -> None: ...
+
 
 def marker(key: str) -> str:
     """The hidden marker for an idempotency key: ``<!-- replaybook:KEY -->``."""
@@ -205,6 +215,11 @@ def marker(key: str) -> str:
 def marker_keys(body: str | None) -> list[str]:
     """The idempotency keys of every marker in ``body``, in order."""
     return _MARKER.findall(body or "")
+
+
+def written_by(author: str, bot_logins: Sequence[str]) -> bool:
+    """Whether ``author`` is one of the bot's own identities: only their text may speak as the bot."""
+    return author.lower() in {login.lower() for login in bot_logins}
 
 
 def with_marker(body: str, mark: str) -> str:

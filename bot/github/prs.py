@@ -27,7 +27,18 @@ from bot.errors import BadInput
 from bot.github import issue_form
 from bot.github.context import Context, Outcome, code, fenced
 from bot.github.events import CheckPlaybookInvariants, Distill, RecordHits
-from bot.github.port import GitHubError, GitHubPort, IssueRef, PullRef, fit_body, marker, marker_keys
+from bot.github.port import (
+    BOT_LOGINS,
+    GitHubError,
+    GitHubPort,
+    IssueRef,
+    PullRef,
+    fit_body,
+    marker,
+    marker_keys,
+    written_by,
+)
+from bot.neutralise import neutralise
 from bot.incident import Incident, IncidentStore
 
 MAINTENANCE_KEY = "maintenance"
@@ -39,9 +50,23 @@ RULE_BRANCH = BRANCH_PREFIX + "rule-"
 # ------------------------------------------------------------------ finding and writing the bot's PRs
 
 
-def _mine(prs: list[PullRef], key: str) -> PullRef | None:
-    """The bot's PR for ``key``: its marker in the body, on a branch of the bot's; an open one first."""
-    found = [p for p in prs if key in marker_keys(p.body) and _bot_branch(p.head_ref, key)]
+def bot_logins(ctx: Context) -> tuple[str, ...]:
+    """The accounts the bot writes as (github.bot_logins); only their PRs are the bot's."""
+    return tuple(ctx.config.bot_logins) if ctx.config is not None else BOT_LOGINS
+
+
+def trusted(pr: PullRef, logins: tuple[str, ...] | list[str] = BOT_LOGINS) -> bool:
+    """Whether ``pr`` is the bot's own: opened by one of its accounts, from a branch of this repository.
+
+    Anyone can open a PR from a fork whose branch is named ``replaybook/rule-0099`` and whose body holds
+    the bot's markers; only the author and the head repository say who wrote it.
+    """
+    return pr.same_repo and written_by(pr.author, logins)
+
+
+def _mine(prs: list[PullRef], key: str, logins: tuple[str, ...] = BOT_LOGINS) -> PullRef | None:
+    """The bot's PR for ``key``: its marker in the body, on a branch of the bot's, opened by the bot; an open one first."""
+    found = [p for p in prs if key in marker_keys(p.body) and _bot_branch(p.head_ref, key) and trusted(p, logins)]
     return next((p for p in found if p.state == "open"), found[-1] if found else None)
 
 
@@ -73,7 +98,7 @@ def _open_pr(ctx: Context, key: str, title: str, body: str, files: dict[str, str
 
 def _write_files(port: GitHubPort, branch: str, files: dict[str, str | None], message: str) -> int:
     """Put (or delete, for None) every file on ``branch`` in one commit; the number of commits made (0 or 1)."""
-    return int(port.commit_files(branch, files, message)) if files else 0
+    return int(port.commit_files(branch, files, neutralise(message))) if files else 0
 
 
 def _refresh_pr(ctx: Context, pr: PullRef, body: str, files: dict[str, str | None], message: str) -> bool:
@@ -100,7 +125,7 @@ def distill(action: Distill, ctx: Context) -> list[Outcome]:
     from bot import distill as distill_mod
 
     prs = ctx.port.list_prs("all")
-    rule_prs = [p for p in prs if rule_id_of(p)]
+    rule_prs = [p for p in prs if rule_id_of(p, bot_logins(ctx))]
     with tempfile.TemporaryDirectory(prefix="replaybook-incidents-") as tmp:
         store, unreadable = incidents_from_issues(ctx, Path(tmp))
         report = distill_mod.distill(ctx.settings, ctx.distiller, today=ctx.today, incidents=store,
@@ -134,7 +159,7 @@ def distill(action: Distill, ctx: Context) -> list[Outcome]:
         if base is None:
             base, from_sha = ctx.port.default_branch(), ctx.port.default_branch_sha()
         body, files = _rule_pr(proposal, proposal.id, ctx)
-        pr = _open_pr(ctx, proposal.id, f"Rule {proposal.id}: {capture_mod.one_liner(proposal.rule, 120)}",
+        pr = _open_pr(ctx, proposal.id, f"Rule {proposal.id}: {neutralise(capture_mod.one_liner(proposal.rule, 120))}",
                       body, files, base, from_sha, used)
         used.add(pr.head_ref)
         open_count += 1
@@ -177,13 +202,13 @@ def _incident_of(issue: IssueRef, ctx: Context) -> Incident | None:
         return None
 
 
-def is_rule_pr(pr: PullRef) -> bool:
-    return bool(rule_id_of(pr))
+def is_rule_pr(pr: PullRef, logins: tuple[str, ...] | list[str] = BOT_LOGINS) -> bool:
+    return bool(rule_id_of(pr, logins))
 
 
-def rule_id_of(pr: PullRef) -> str:
-    """The rule id of one of the bot's rule PRs, or ''."""
-    if not pr.head_ref.startswith(RULE_BRANCH):
+def rule_id_of(pr: PullRef, logins: tuple[str, ...] | list[str] = BOT_LOGINS) -> str:
+    """The rule id of one of the bot's rule PRs (see :func:`trusted`), or ''."""
+    if not pr.head_ref.startswith(RULE_BRANCH) or not trusted(pr, logins):
         return ""
     return next((k for k in marker_keys(pr.body) if re.fullmatch(r"rule-\d{4,}", k)), "")
 
@@ -330,7 +355,7 @@ def record_hits(action: RecordHits, ctx: Context) -> list[Outcome]:
         *(["", "Cited but not in the playbook (retired or unknown): " + ", ".join(unknown)] if unknown else []),
     ])
     body = fit_body({"marker": marker(HITS_KEY), "summary": summary}, trim_first=("summary",))
-    found = _mine(prs, HITS_KEY)
+    found = _mine(prs, HITS_KEY, bot_logins(ctx))
     if found is not None and found.state == "open":
         changed = _refresh_pr(ctx, found, body, files, "Record rule hits")
         return [Outcome(action.kind, "done" if changed else "unchanged",
@@ -392,7 +417,7 @@ def check_invariants(action: CheckPlaybookInvariants, ctx: Context) -> list[Outc
     ])
     body = fit_body({"marker": MAINTENANCE_MARKER, "summary": summary}, trim_first=("summary",))
     prs = ctx.port.list_prs("open")
-    found = _mine(prs, MAINTENANCE_KEY)
+    found = _mine(prs, MAINTENANCE_KEY, bot_logins(ctx))
     if found is not None:
         changed = _refresh_pr(ctx, found, body, files, "Playbook maintenance")
         return [Outcome(action.kind, "done" if changed else "unchanged",

@@ -10,12 +10,20 @@ kept: an unscored trial is retried, never replayed from the cache.
 
 Entries are written atomically (temp file + rename) and never edited, so
 any number of gates can share one cache folder at once.
+
+Entries are checked, not trusted: each carries an HMAC of its key and
+content under a secret that never lives in the repository (the user's
+``~/.config/replaybook/cache.key``, made on first use, or
+``$REPLAYBOOK_CACHE_SECRET`` in CI). A result committed into the cache folder
+by a pull request, or copied from another key, is a miss and is replayed.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
+import secrets
 import os
 import tempfile
 from functools import lru_cache
@@ -26,7 +34,7 @@ from bot import scenario as sc
 from bot.replay import checks as checks_mod
 from bot.replay.engine import ReplayOptions, TrialResult
 
-FORMAT = 2  # bump when TrialResult or the key changes shape
+FORMAT = 3  # bump when TrialResult, the key or the entry changes shape
 
 
 @lru_cache(maxsize=256)
@@ -70,11 +78,39 @@ def trial_key(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
 
+SECRET_ENV = "REPLAYBOOK_CACHE_SECRET"
+
+
+def _secret() -> bytes:
+    """The key entries are signed with: $REPLAYBOOK_CACHE_SECRET, else a private file in the user's config."""
+    if os.environ.get(SECRET_ENV):
+        return os.environ[SECRET_ENV].encode("utf-8")
+    base = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    path = base / "replaybook" / "cache.key"
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:  # another gate made it first
+            return path.read_bytes()
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(secrets.token_hex(32).encode())
+        return path.read_bytes()
+
+
+def _mac(secret: bytes, key: str, payload: str) -> str:
+    return hmac.new(secret, f"{key}\n{payload}".encode("utf-8"), hashlib.sha256).hexdigest()
+
+
 class ReplayCache:
     def __init__(self, folder: Path):
         self.folder = Path(folder)
         self.hits = 0
         self.misses = 0
+        self.refused = 0  # entries whose signature did not check: never used
+        self._key = _secret()
 
     def _path(self, key: str) -> Path:
         return self.folder / key[:2] / f"{key}.json"
@@ -82,13 +118,19 @@ class ReplayCache:
     def get(self, key: str) -> TrialResult | None:
         path = self._path(key)
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            entry = json.loads(path.read_text(encoding="utf-8"))
+            payload, mac = entry["result"], entry["mac"]
+            if not hmac.compare_digest(str(mac), _mac(self._key, key, str(payload))):
+                self.refused += 1
+                raise ValueError("signature")
+            data = json.loads(payload)
+            checks = [checks_mod.CheckResult(**c) for c in data.pop("checks", [])]
+            result = TrialResult(**data, checks=checks)
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
             self.misses += 1
             return None
-        checks = [checks_mod.CheckResult(**c) for c in data.pop("checks", [])]
         self.hits += 1
-        return TrialResult(**data, checks=checks)
+        return result
 
     def put(self, key: str, result: TrialResult) -> None:
         if result.verdict == "unscored":
@@ -96,6 +138,7 @@ class ReplayCache:
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=path.parent)
+        payload = json.dumps(result.to_dict())
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(result.to_dict(), handle)
+            json.dump({"result": payload, "mac": _mac(self._key, key, payload)}, handle)
         os.replace(tmp, path)  # same key, same content: the last writer wins harmlessly

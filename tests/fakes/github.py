@@ -49,6 +49,7 @@ class Fault:
     headers: dict[str, str]
     message: str
     count: int
+    after_write: bool = False  # carry the request out, then answer with the error (a 502 from a proxy)
 
 
 @dataclass
@@ -57,6 +58,10 @@ class Request:
     path: str
     status: int
     body: Any = None
+
+
+BOT_LOGIN = "github-actions[bot]"
+"""Who every write through the API is made as: the workflow token's identity."""
 
 
 @dataclass
@@ -74,6 +79,7 @@ class _State:
     dispatches: list[dict] = field(default_factory=list)  # workflow, ref, inputs
     trees: dict[str, dict[str, str]] = field(default_factory=dict)  # tree sha -> path -> text (Git Data API)
     git_commits: dict[str, dict] = field(default_factory=dict)  # commit sha -> tree, parents, message
+    labels: dict[str, dict] = field(default_factory=dict)  # repository labels created through the API: name -> label
     next_id: int = 1000
 
 
@@ -128,11 +134,16 @@ class FakeGitHub:
         message: str | None = None,
         count: int = 1,
         method: str | None = None,
+        after_write: bool = False,
     ) -> None:
-        """Answer the next ``count`` requests whose path starts with ``path_prefix`` with ``status``."""
+        """Answer the next ``count`` requests whose path starts with ``path_prefix`` with ``status``.
+
+        With ``after_write`` the request is carried out first, as when GitHub wrote and the answer was lost.
+        """
         default = {404: "Not Found", 403: "Forbidden", 429: "Too Many Requests"}.get(status, "Server Error")
         with self.lock:
-            self.faults.append(Fault(path_prefix, status, method, dict(headers or {}), message or default, count))
+            self.faults.append(Fault(path_prefix, status, method, dict(headers or {}), message or default, count,
+                                     after_write))
 
     def rate_limit_next(self, path_prefix: str, *, retry_after: int = 1, status: int = 403, count: int = 1) -> None:
         """A secondary rate limit, as GitHub sends it: 403 (or 429) with ``retry-after``."""
@@ -174,30 +185,32 @@ class FakeGitHub:
     def add_pull(self, number: int, *, files: list[dict] | None = None, review_comments: list[dict] | None = None,
                  head_sha: str = "b" * 40, title: str = "A pull request", body: str | None = None,
                  state: str = "open", merged: bool = False, head_ref: str = "feature", base_ref: str = "main",
-                 user: str = "replaybook[bot]", labels: list[str] | None = None) -> dict:
+                 user: str = BOT_LOGIN, labels: list[str] | None = None, head_repo: str | None = None) -> dict:
         """A pull request, with its diff and review comments.
 
         ``files`` are dicts with ``filename`` and optional ``status``, ``additions``, ``deletions``;
-        ``review_comments`` are dicts with ``path``, ``body`` and optional ``review_id``, ``line``.
+        ``review_comments`` are dicts with ``path``, ``body`` and optional ``review_id``, ``line``;
+        ``head_repo`` (owner/name) is another repository's for a PR from a fork.
         """
         with self.lock:
             now = _now()
             pull = {"number": number, "head_sha": head_sha, "files": [dict(f) for f in files or []], "comments": [],
                     "id": self._new_id(), "title": title, "body": body, "state": state, "merged": merged,
                     "head_ref": head_ref, "base_ref": base_ref, "created_at": now, "updated_at": now,
-                    "closed_at": now if state == "closed" else None, "user": user, "labels": list(labels or [])}
+                    "closed_at": now if state == "closed" else None, "user": user, "labels": list(labels or []),
+                    "head_repo": head_repo}
             for spec in review_comments or []:
                 pull["comments"].append({**spec, "id": self._new_id()})
             self.state.pulls[number] = pull
             return pull
 
-    def add_issue(self, title: str, body: str, labels: list[str], *, state: str = "open") -> dict:
-        """An issue as if someone had opened it (numbers are shared with pull requests, as on GitHub)."""
+    def add_issue(self, title: str, body: str, labels: list[str], *, state: str = "open", user: str = "octocat") -> dict:
+        """An issue as if ``user`` had opened it (numbers are shared with pull requests, as on GitHub)."""
         with self.lock:
             number = max([*self.state.pulls, *self.state.issues, 0]) + 1
             now = _now()
             issue = {"id": self._new_id(), "number": number, "title": title, "body": body, "state": state,
-                     "labels": list(labels), "created_at": now, "updated_at": now}
+                     "labels": list(labels), "created_at": now, "updated_at": now, "user": user}
             self.state.issues[number] = issue
             return issue
 
@@ -253,6 +266,15 @@ class FakeGitHub:
     def job_id(self, run_id: int, name: str) -> int:
         return next(j for j in self.state.runs[run_id]["job_ids"] if self.state.jobs[j]["name"] == name)
 
+    def add_comment(self, number: int, body: str, *, user: str = "octocat") -> dict:
+        """A comment on issue or PR ``number`` as if ``user`` had written it."""
+        with self.lock:
+            now = _now()
+            c = {"id": self._new_id(), "issue_number": number, "body": body, "created_at": now, "updated_at": now,
+                 "user": user}
+            self.state.comments[c["id"]] = c
+            return c
+
     def delete_issue(self, number: int) -> None:
         with self.lock:
             self.state.issues.pop(number)
@@ -298,7 +320,7 @@ def _now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _user(base: str, login: str = "replaybook[bot]", user_id: int = 41898282) -> dict:
+def _user(base: str, login: str = BOT_LOGIN, user_id: int = 41898282) -> dict:
     u = f"{base}/users/{login}"
     return {
         "login": login,
@@ -375,7 +397,7 @@ def _issue(fake: FakeGitHub, base: str, issue: dict) -> dict:
         "comments_url": f"{api}/comments", "events_url": f"{api}/events",
         "html_url": f"{base}/{fake.owner}/{fake.repo}/issues/{issue['number']}",
         "number": issue["number"], "state": issue["state"], "state_reason": issue.get("state_reason"),
-        "title": issue["title"], "body": issue["body"], "user": _user(base),
+        "title": issue["title"], "body": issue["body"], "user": _user(base, issue.get("user", BOT_LOGIN)),
         "labels": [_label(fake, base, n) for n in issue["labels"]],
         "assignee": None, "assignees": [], "milestone": None, "locked": False, "active_lock_reason": None,
         "comments": len(fake.comments_on(issue["number"])),
@@ -388,7 +410,7 @@ def _comment(fake: FakeGitHub, base: str, c: dict) -> dict:
     return {
         "id": c["id"], "node_id": f"IC_{c['id']}", "url": f"{base}{fake.repo_path}/issues/comments/{c['id']}",
         "html_url": f"{base}/{fake.owner}/{fake.repo}/issues/{c['issue_number']}#issuecomment-{c['id']}",
-        "body": c["body"], "user": _user(base), "created_at": c["created_at"], "updated_at": c["updated_at"],
+        "body": c["body"], "user": _user(base, c.get("user", BOT_LOGIN)), "created_at": c["created_at"], "updated_at": c["updated_at"],
         "issue_url": f"{base}{fake.repo_path}/issues/{c['issue_number']}", "author_association": "NONE",
     }
 
@@ -475,8 +497,10 @@ def _pull(fake: FakeGitHub, base: str, p: dict, *, full: bool = False) -> dict:
     html = f"{base}/{fake.owner}/{fake.repo}/pull/{p['number']}"
     repo = _repo(fake, base)
 
-    def side(ref: str, sha: str) -> dict:
-        return {"label": f"{fake.owner}:{ref}", "ref": ref, "sha": sha, "repo": repo, "user": _user(base, fake.owner, 1)}
+    def side(ref: str, sha: str, full_name: str | None = None) -> dict:
+        other = dict(repo, full_name=full_name, fork=True) if full_name else repo
+        owner = (full_name or fake.owner).split("/")[0]
+        return {"label": f"{owner}:{ref}", "ref": ref, "sha": sha, "repo": other, "user": _user(base, owner, 1)}
 
     head_sha = fake.state.refs.get(p["head_ref"], p["head_sha"])
     links = {"self": url, "html": html, "issue": f"{api}/issues/{p['number']}",
@@ -488,12 +512,12 @@ def _pull(fake: FakeGitHub, base: str, p: dict, *, full: bool = False) -> dict:
         "patch_url": f"{html}.patch", "issue_url": links["issue"], "commits_url": links["commits"],
         "review_comments_url": links["review_comments"], "review_comment_url": links["review_comment"],
         "comments_url": links["comments"], "statuses_url": links["statuses"], "number": p["number"],
-        "state": p["state"], "locked": False, "title": p["title"], "user": _user(base, p.get("user", "replaybook[bot]")),
+        "state": p["state"], "locked": False, "title": p["title"], "user": _user(base, p.get("user", BOT_LOGIN)),
         "body": p["body"], "labels": [_label(fake, base, n) for n in p.get("labels", [])], "milestone": None, "active_lock_reason": None, "created_at": p["created_at"],
         "updated_at": p["updated_at"], "closed_at": p["closed_at"],
         "merged_at": p["closed_at"] if p["merged"] else None, "merge_commit_sha": None, "assignee": None,
         "assignees": [], "requested_reviewers": [], "requested_teams": [],
-        "head": side(p["head_ref"], head_sha), "base": side(p["base_ref"], fake.state.refs.get(p["base_ref"], MAIN_SHA)),
+        "head": side(p["head_ref"], head_sha, p.get("head_repo")), "base": side(p["base_ref"], fake.state.refs.get(p["base_ref"], MAIN_SHA)),
         "_links": {k: {"href": v} for k, v in links.items()}, "author_association": "NONE", "auto_merge": None,
         "draft": False,
     }
@@ -580,10 +604,12 @@ class _Handler(BaseHTTPRequestHandler):
         body = json.loads(raw) if raw else None
         try:
             fault = fake._fault_for(method, path)
-            if fault:
+            if fault and not fault.after_write:
                 raise _error(fault.status, fault.message, fault.headers)
             with fake.lock:
                 reply = _route(fake, self.base, method, path, query, body)
+            if fault:
+                raise _error(fault.status, fault.message, fault.headers)
         except _Reply as r:
             reply = r
         fake.requests.append(Request(method, path, reply.status, body))
@@ -671,6 +697,7 @@ def _create_issue(fake, base, query, body):
     issue = {
         "id": fake._new_id(), "number": number, "title": body["title"], "body": body.get("body"),
         "state": "open", "labels": [_name(x) for x in body.get("labels", [])], "created_at": now, "updated_at": now,
+        "user": BOT_LOGIN,
     }
     fake.state.issues[number] = issue
     return _Reply(201, _issue(fake, base, issue), {"Location": f"{base}{fake.prefix}{fake.repo_path}/issues/{number}"})
@@ -708,7 +735,8 @@ def _create_comment(fake, base, query, body, number):
     _issue_or_pull(fake, number)
     _check_body_size((body or {}).get("body"))
     now = _now()
-    c = {"id": fake._new_id(), "issue_number": int(number), "body": body["body"], "created_at": now, "updated_at": now}
+    c = {"id": fake._new_id(), "issue_number": int(number), "body": body["body"], "created_at": now, "updated_at": now,
+         "user": BOT_LOGIN}
     fake.state.comments[c["id"]] = c
     return _Reply(201, _comment(fake, base, c))
 
@@ -725,6 +753,33 @@ def _edit_comment(fake, base, query, body, comment_id):
     _check_body_size((body or {}).get("body"))
     c["body"], c["updated_at"] = body["body"], _now()
     return _Reply(200, _comment(fake, base, c))
+
+
+def _label_reply(fake, base, label: dict) -> dict:
+    return {**_label(fake, base, label["name"]), "description": label.get("description"), "color": label["color"]}
+
+
+def _create_label(fake, base, query, body):
+    name = str((body or {}).get("name") or "")
+    if not name:
+        raise _invalid("Label", "name", "missing_field")
+    if name.lower() in {n.lower() for n in fake.state.labels}:
+        raise _invalid("Label", "name", "already_exists")
+    fake.state.labels[name] = {"name": name, "description": body.get("description"), "color": body.get("color", "ededed")}
+    return _Reply(201, _label_reply(fake, base, fake.state.labels[name]))
+
+
+def _get_label(fake, base, query, body, name):
+    label = fake.state.labels.get(unquote(name))
+    if label is None:
+        raise _error(404, "Not Found")
+    return _Reply(200, _label_reply(fake, base, label))
+
+
+def _delete_label(fake, base, query, body, name):
+    if fake.state.labels.pop(unquote(name), None) is None:
+        raise _error(404, "Not Found")
+    return _Reply(204, None)
 
 
 def _create_status(fake, base, query, body, sha):
@@ -1110,6 +1165,9 @@ _ROUTES = [
     (r"/pulls/(\d+)/merge", "PUT", _merge_pull),
     (r"/commits", "GET", _list_commits),
     (r"/actions/workflows/([^/]+)/dispatches", "POST", _dispatch),
+    (r"/labels", "POST", _create_label),
+    (r"/labels/([^/]+)", "GET", _get_label),
+    (r"/labels/([^/]+)", "DELETE", _delete_label),
     (r"/git/refs", "POST", _create_ref),
     (r"/git/ref/(heads/.+)", "GET", _get_ref),
     (r"/git/refs/(heads/.+)", "PATCH", _update_ref),

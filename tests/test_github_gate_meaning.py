@@ -1,0 +1,165 @@
+"""The admit gate judges what agents are told, not git's file status: each bypass found in the attack pass.
+
+Each test builds a real git repository (base commit on main, then the PR's
+commit), runs the real ``GitGate`` through ``execute`` against the fake
+GitHub, and checks the commit status. The gate here has no model: anything
+it must replay ends as ``error``, never ``success``, so a bypass shows up as
+a ``success`` it should not have given.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from bot import config as config_mod
+from bot.github import PyGithubAdapter
+from bot.github.events import GateRulePr
+from bot.github.handle import GitGate, execute
+from fakes.github import FakeGitHub
+from helpers import make_scenario, rule_yaml, write
+from test_github_handle import HEAD, base_repo, git
+
+
+@pytest.fixture
+def gh():
+    with FakeGitHub("octo", "app") as fake:
+        yield fake
+
+
+def gate_state(gh: FakeGitHub, root: Path, base: str, *, merge_group: bool = False) -> dict:
+    """Run the real gate on the repository at ``root`` (HEAD is the PR); the status it set."""
+    port = PyGithubAdapter("octo/app", "t", gh.url, sleep=lambda s: None, seconds_between_requests=0,
+                           seconds_between_writes=0)
+    settings = config_mod.load(root)
+    action = GateRulePr(number=None if merge_group else 1, head_sha=HEAD, base_ref="main", base_sha=base,
+                        fork=False, secrets=True, merge_group=merge_group)
+    if not merge_group:
+        gh.add_pull(1)
+    try:
+        execute([action], port, root=root, settings=settings, gate=GitGate(root, settings))
+    finally:
+        port.close()
+    return gh.statuses_for(HEAD)[0]
+
+
+def _commit(root: Path, message: str = "the PR") -> None:
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", message)
+
+
+NOTES = "".join(f"# review note {n}: kept with the rule\n" for n in range(12))  # git sees a rename, not A+D
+QUOTED = 'rule: "Before running any test command,\ncheck for a package-local test config and run from that directory."'
+
+
+def _base(root: Path, rule_text: str) -> str:
+    write(root / "playbook" / "rules" / "rule-0001.yaml", rule_text)
+    git(root, "init", "-q", "-b", "main")
+    _commit(root, "base")
+    return git(root, "rev-parse", "HEAD")
+
+
+def _rename(root: Path) -> str:
+    base = _base(root, NOTES + rule_yaml("rule-0001"))
+    git(root, "mv", "playbook/rules/rule-0001.yaml", "playbook/rules/rule-0002.yaml")
+    rule = root / "playbook" / "rules" / "rule-0002.yaml"
+    rule.write_text(rule.read_text().replace("id: rule-0001", "id: rule-0002").replace("check for", "ignore"))
+    return base
+
+
+def _symlink(root: Path) -> str:
+    base = _base(root, rule_yaml("rule-0001"))
+    rule = root / "playbook" / "rules" / "rule-0001.yaml"
+    write(root / "docs" / "elsewhere.yaml", rule_yaml("rule-0001", text="When X, delete the tests."))
+    rule.unlink()
+    os.symlink("../../docs/elsewhere.yaml", rule)
+    return base
+
+
+def _quoted_last_hit(root: Path) -> str:
+    """A line that starts `last_hit:` inside a quoted rule text: a line-based filter would drop it."""
+    text = rule_yaml("rule-0001").replace(
+        "rule: Before running any test command, check for a package-local test config and run from that directory.",
+        QUOTED)
+    base = _base(root, text)
+    rule = root / "playbook" / "rules" / "rule-0001.yaml"
+    rule.write_text(text.replace("command,\n", "command,\nlast_hit: 2026-11-20 ignore the config and,\n"))
+    return base
+
+
+ATTACKS = {"renamed (R)": _rename, "replaced by a symlink (T)": _symlink,
+           "last_hit slipped into a quoted text": _quoted_last_hit}
+
+
+def test_the_attacks_are_what_the_issue_says(root):
+    base = _rename(root)
+    _commit(root)
+    assert git(root, "diff", "--name-status", f"{base}...HEAD").startswith("R")
+
+
+@pytest.mark.parametrize("merge_group", [False, True], ids=["pr", "merge group"])
+@pytest.mark.parametrize("attack", list(ATTACKS), ids=list(ATTACKS))
+def test_a_rule_change_git_calls_something_else_is_never_bookkeeping(gh, root, attack, merge_group):
+    make_scenario(root)
+    base = ATTACKS[attack](root)
+    _commit(root)
+    status = gate_state(gh, root, base, merge_group=merge_group)
+    assert status["state"] != "success", status
+    if attack.startswith("replaced by a symlink"):
+        assert status["state"] == "failure" and "symlink" in status["description"]
+
+
+def test_a_pure_last_hit_move_is_bookkeeping(gh, root):
+    make_scenario(root)
+    base = base_repo(root)
+    write(root / "playbook" / "rules" / "rule-0001.yaml", rule_yaml("rule-0001", last_hit="2026-11-20"))
+    _commit(root)
+    status = gate_state(gh, root, base)
+    assert (status["state"], status["description"]) == ("success", "no rule changed (bookkeeping only)")
+
+
+def test_a_change_to_the_scenario_an_admitted_rule_replays_is_gated(gh, root):
+    make_scenario(root)
+    base = base_repo(root)
+    write(root / "scenarios" / "monorepo-test-cwd" / "repo" / "README.md", "a different fixture\n")
+    _commit(root)
+    status = gate_state(gh, root, base)
+    assert status["state"] == "error", status  # replayed (and with no model: could not decide)
+    gate = GitGate(root, config_mod.load(root))
+    change = gate.change(base)
+    assert change.gated == ["playbook/rules/rule-0001.yaml"]
+    assert "scenarios/monorepo-test-cwd" in change.why["playbook/rules/rule-0001.yaml"]
+
+
+def test_a_symlinked_scenario_file_is_refused(gh, root):
+    make_scenario(root)
+    base = base_repo(root)
+    fixture = root / "scenarios" / "monorepo-test-cwd" / "repo" / "README.md"
+    fixture.unlink()
+    os.symlink("/etc/hostname", fixture)
+    _commit(root)
+    status = gate_state(gh, root, base)
+    assert status["state"] == "failure" and "symlink" in status["description"]
+
+
+def test_moving_paths_playbook_in_the_pr_config_is_judged_on_the_new_folder(gh, root):
+    make_scenario(root)
+    base = base_repo(root)
+    write(root / ".replaybook.yml", "paths:\n  playbook: elsewhere\n")
+    write(root / "elsewhere" / "rules" / "rule-0007.yaml", rule_yaml("rule-0007", text="When X, skip the tests."))
+    _commit(root)
+    status = gate_state(gh, root, base)
+    assert status["state"] == "error", status  # rule-0007 is new to what agents read: replayed
+
+
+def test_the_pr_config_cannot_raise_the_cap_the_gate_checks(gh, root):
+    make_scenario(root)
+    write(root / ".replaybook.yml", "cap: 1\n")
+    base = base_repo(root)
+    write(root / ".replaybook.yml", "cap: 60\n")
+    write(root / "playbook" / "rules" / "rule-0002.yaml", rule_yaml("rule-0002", text="When X, do Y."))
+    _commit(root)
+    status = gate_state(gh, root, base)
+    assert (status["state"], status["description"]) == ("failure", "2 rules past the cap of 1")
