@@ -180,7 +180,7 @@ def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
             result.status, result.reason = "budget", f"spent the budget of ${scenario.budget.max_cost_usd:.2f}"
         verdict, reason, results = "unscored", result.reason or result.status, []
         if result.scored:
-            state = checks_mod.collect_end_state(scenario, sandbox, http_counts)
+            state = checks_mod.collect_end_state(scenario, sandbox, http_counts, transcript=result.raw)
             (run_dir.path / "end_state.json").write_text(state.model_dump_json(indent=1), encoding="utf-8")
             phase("end state")
             results = checks_mod.evaluate(scenario, read_trace(run_dir.trace), state)
