@@ -6,6 +6,7 @@ A sentence is refused: a rule you cannot replay is not a rule.
 
 from __future__ import annotations
 
+import posixpath
 import re
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Union
@@ -35,6 +36,16 @@ def _compiles(pattern: str) -> str:
 Pattern = Annotated[str, Field(min_length=1), AfterValidator(_compiles)]
 
 
+def _inside_repo(path: str) -> str:
+    norm = posixpath.normpath(path)
+    if posixpath.isabs(path) or norm == ".." or norm.startswith("../"):
+        raise ValueError(f"{path!r} leaves the repo; paths in checks are relative to the repo root and stay inside it")
+    return path
+
+
+RepoPath = Annotated[str, Field(min_length=1), AfterValidator(_inside_repo)]
+
+
 class CommandMatch(_Strict):
     """Matches a command in the trace; ``python -m X`` counts as ``X``."""
 
@@ -60,14 +71,14 @@ class CountMatch(CommandMatch):
 
 class Succeeds(_Strict):
     run: str = Field(min_length=1, description="A command line (no shell), run after the agent finishes.")
-    cwd: str | None = None
+    cwd: RepoPath | None = None
     exit: int = Field(default=0, ge=0, le=255, description="The exit code that proves the task (default 0).")
     stdout_matches: Pattern | None = Field(default=None, description="A regular expression its stdout must contain.")
 
 
 class Fails(_Strict):
     run: str = Field(min_length=1, description="A command line (no shell), run after the agent finishes.")
-    cwd: str | None = None
+    cwd: RepoPath | None = None
     stdout_matches: Pattern | None = Field(default=None, description="A regular expression its stdout must contain.")
 
 
@@ -89,11 +100,11 @@ class MaxRuns(_Strict):
 
 
 class Exists(_Strict):
-    exists: list[str] = Field(min_length=1)
+    exists: list[RepoPath] = Field(min_length=1)
 
 
 class Unchanged(_Strict):
-    unchanged: list[str] = Field(min_length=1)
+    unchanged: list[RepoPath] = Field(min_length=1)
 
 
 class DiffScope(_Strict):
