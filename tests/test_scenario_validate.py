@@ -150,3 +150,17 @@ def test_ci_runs_the_validation_of_the_bundled_suite(capsys):
     from bot.cli.main import run
 
     assert run(["--root", str(REPO), "scenario", "validate", "--no-cache"]) == 0, capsys.readouterr()
+
+
+def test_playbook_check_validates_each_admitted_rules_scenario(cli, root):
+    from bot.playbook import Playbook
+
+    write(root / "incidents" / "a.yaml", __import__("helpers").incident_yaml("a"))
+    sound(root, pass_if=[{"succeeds": {"run": "test -f README.md"}}])  # holds on the fixture
+    write(root / "playbook" / "rules" / "rule-0001.yaml", yaml.safe_dump({
+        "id": "rule-0001", "rule": RULE, "cites": ["a"], "replay": "scenarios/own", "created": "2026-11-01"}))
+    Playbook(root / "playbook", root=root).render()
+    result = cli("playbook", "check")
+    assert result.code == 1 and "scenario own cannot prove its rule" in result.err, result.err
+    sound(root)
+    assert cli("playbook", "check").code == 0

@@ -97,3 +97,12 @@ def validate_folders(folders: list[Path], book: Playbook, *, control: bool,
         finding.problems += broken
         findings.append(finding)
     return findings
+
+
+def admitted_scenario_problems(book: Playbook, cache_dir: Path) -> list[str]:
+    """`playbook check`'s part: every admitted rule's scenario must be sound."""
+    rules = book.admitted()
+    folders = sorted({(book.root / r.replay).resolve() for r in rules})
+    findings = validate_folders([f for f in folders if (f / "scenario.yaml").is_file()], book, control=True,
+                                cache=ReplayCache(cache_dir))
+    return [f"{f.folder}: scenario {f.scenario} cannot prove its rule: {line}" for f in findings for line in f.lines()]
