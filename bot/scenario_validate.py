@@ -84,12 +84,13 @@ def exit_code(findings: Iterable[Finding]) -> int:
 
 
 def validate(folder: Path, *, rules: Iterable[Rule] = (), empty_playbook: str = "", control: bool = True,
-             cache: ReplayCache | None = None) -> Finding:
+             policy: bool = True, cache: ReplayCache | None = None) -> Finding:
     """Every check on one scenario folder.
 
     ``rules`` are the rules that may replay it: one whose ``replay`` names this
     folder must say the policy's branch text. ``empty_playbook`` is the text
     agents read when the playbook holds no rule, which must not say it.
+    ``policy=False`` skips the policy (a gate with a real model never reads it).
     """
     folder = Path(folder)
     finding = Finding(folder, folder.name)
@@ -98,7 +99,7 @@ def validate(folder: Path, *, rules: Iterable[Rule] = (), empty_playbook: str = 
         return finding
     finding.scenario = loaded.scenario.id
     finding.problems += fixture_problems(loaded.fixture)
-    branch_on = _policy(loaded, finding)
+    branch_on = _policy(loaded, finding) if policy else None
     if branch_on is not None:
         _branch_text(loaded, branch_on, [r for r in rules if _replays(r, folder)], empty_playbook, finding)
     if control and not finding.problems:
