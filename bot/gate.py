@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Literal
 
@@ -39,7 +39,8 @@ class BudgetSpent(Exception):
 class GateOptions:
     replay: ReplayOptions = field(default_factory=ReplayOptions)
     test: stats.SequentialTest = field(default_factory=stats.SequentialTest)
-    suite_trials: int = 3
+    suite: stats.SuiteTest = field(default_factory=stats.SuiteTest)
+    suite_trials: int | None = None  # baseline trials per suite scenario; None: suite.baseline_n
     jobs: int = 1
     max_cost_usd: float | None = None
     screen_model: str | None = None
@@ -106,6 +107,7 @@ class GateResult:
     traces: str | None = None
     simulated: bool = False
     admitted: dict | None = None
+    suite_test: str = ""  # how the suite was judged, for the report
 
     @property
     def regressions(self) -> list[SuiteEntry]:
@@ -284,6 +286,7 @@ def _decide(result: GateResult, runner: Runner, opts: GateOptions, loaded: sc.Lo
         _not_discriminative(result, "after")
         return
     result.suite = _suite(runner, opts, loaded, before_text, after_text, suite_dir, progress)
+    result.suite_test = suite_test(opts).describe()
     incomplete = incomplete_note(result)
     if result.regressions:
         names = ", ".join(e.scenario for e in result.regressions)
@@ -343,16 +346,14 @@ def _screen(result, runner, opts, loaded, before_text, after_text, progress) -> 
 
 
 def _with_model(replay: ReplayOptions, model: str) -> ReplayOptions:
-    from dataclasses import replace
-
     return replace(replay, model=model)
 
 
 def _suite(runner, opts, own, before_text, after_text, suite_dir, progress) -> list[SuiteEntry]:
+    folders = [f for f in sv.suite_folders(Path(suite_dir)) if f.resolve() != own.folder.resolve()]
+    test = suite_test(opts)
     entries = []
-    for folder in sv.suite_folders(Path(suite_dir)):
-        if folder.resolve() == own.folder.resolve():
-            continue
+    for folder in folders:
         finding = sv.validate(folder, control=False, policy=opts.replay.simulated)
         if not finding.ok:
             entries.append(_broken(finding.scenario, "does not load: " + "; ".join(finding.lines())))
@@ -360,34 +361,40 @@ def _suite(runner, opts, own, before_text, after_text, suite_dir, progress) -> l
         loaded = sc.load(folder)
         progress(f"suite `{loaded.scenario.id}`")
         try:
-            entries.append(_judge(runner, opts, loaded, before_text, after_text))
+            entries.append(_judge(runner, opts, test, len(folders), loaded, before_text, after_text))
         except BadInput as exc:  # e.g. a sandbox that refuses the fixture: this scenario, not the gate
             entries.append(_broken(loaded.scenario.id, "could not be replayed: " + exc.render()))
     return entries
+
+
+def suite_test(opts: GateOptions) -> stats.SuiteTest:
+    return opts.suite if opts.suite_trials is None else replace(opts.suite, baseline_n=opts.suite_trials)
 
 
 def _broken(name: str, note: str) -> SuiteEntry:
     return SuiteEntry(name, Side("baseline", name, outcome="error"), broken=True, note=note[:600])
 
 
-def _judge(runner, opts, loaded, before_text, after_text) -> SuiteEntry:
-    entry = SuiteEntry(loaded.scenario.id, runner.fixed(Side("baseline", loaded.scenario.id), loaded,
-                                                        before_text, opts.suite_trials, opts.replay))
-    if entry.baseline.outcome == "error":
+def _judge(runner, opts, test: stats.SuiteTest, k: int, loaded, before_text, after_text) -> SuiteEntry:
+    """One suite scenario: its cached baseline, then the candidate's trials until the test decides."""
+    sid = loaded.scenario.id
+    entry = SuiteEntry(sid, runner.fixed(Side("baseline", sid), loaded, before_text, test.baseline_n, opts.replay))
+    base = entry.baseline
+    if base.outcome == "error":
         entry.broken = True
-        entry.note = "not judged: its baseline could not be scored (" + _unscored_reasons(entry.baseline) + ")"
+        entry.note = "not judged: its baseline could not be scored (" + _unscored_reasons(base) + ")"
         return entry
-    if entry.baseline.passes == 0:
+    if base.passes == 0:
         entry.note = "not judged: it fails with the current playbook too"
         return entry
-    entry.candidate = runner.fixed(Side("with rule", loaded.scenario.id), loaded, after_text,
-                                   opts.suite_trials, opts.replay)
+    entry.candidate = runner.sequential(Side("with rule", sid), loaded, after_text,
+                                        lambda p, f: test.decide(base.passes, base.n, p, f, k), test.max_n,
+                                        opts.replay)
     entry.judged = True
     if entry.candidate.outcome == "error":
         entry.regressed = True
         entry.note = "became unscorable with the rule: " + _unscored_reasons(entry.candidate)
     else:
-        entry.regressed = stats.regressed(entry.baseline.passes, entry.baseline.n,
-                                          entry.candidate.passes, entry.candidate.n)
+        entry.regressed = entry.candidate.outcome == "fail"
         entry.note = "regressed" if entry.regressed else "no regression"
     return entry

@@ -59,6 +59,7 @@ def book(root: Path, cap: int = 60) -> Playbook:
 
 def gate(root: Path, path: Path, **kw) -> gate_mod.GateResult:
     replay = ReplayOptions(runs_dir=kw.pop("runs_dir", None), noise=kw.pop("noise", 0.0), seed=kw.pop("seed", 0))
+    kw.setdefault("suite_trials", 3)  # a small baseline: these suites are deterministic, and replays cost time
     opts = gate_mod.GateOptions(replay=replay, cache_dir=kw.pop("cache_dir", root / ".cache"), **kw)
     return gate_mod.run_gate(book(root, kw.pop("cap", 60)), path, root / "scenarios", opts)
 
@@ -182,7 +183,7 @@ def test_admit_at_the_cap_retires_the_coldest_in_one_change(cli, root):
                           "replay": "scenarios/old", "created": "2026-01-01", "last_hit": "2026-02-01"}))
     write(root / ".replaybook.yml", "cap: 1\n")
     cli("playbook", "render")
-    result = cli("gate", str(path), "--admit", "--json")
+    result = cli("gate", str(path), "--admit", "--json", "--trials", "3")
     data = json.loads(result.out)
     assert result.code == 0 and data["decision"] == "admit"
     assert data["admitted"] == {"retired": ["rule-0009"], "resolved": ["inc-a", "inc-b"]}
@@ -287,9 +288,9 @@ def test_a_broken_suite_scenario_does_not_hide_a_regression(root):
 def test_the_report_and_json_name_the_broken_suite_scenarios(cli, root):
     path = setup(root)
     broken_suite(root)
-    result = cli("gate", str(path))
+    result = cli("gate", str(path), "--trials", "3")
     assert result.code == 0, result.err
     assert "**Suite incomplete:** 3 scenario(s) could not be loaded or replayed" in result.out
     assert "| `bad-yaml` | – | – | **broken**: does not load" in result.out
-    data = json.loads(cli("gate", str(path), "--json").out)
+    data = json.loads(cli("gate", str(path), "--json", "--trials", "3").out)
     assert data["suite_incomplete"] == ["bad-policy", "bad-yaml", "escaping-link"]
