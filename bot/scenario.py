@@ -56,6 +56,9 @@ class CommandMatch(_Strict):
                     "e.g. '^git .*push .*--force'.")
     cwd: str | None = Field(default=None, description="Working directory relative to the repo root; '.' is the root.")
     args: list[str] | None = Field(default=None, description="Arguments that must all appear.")
+    by: Literal["tool", "any"] = Field(
+        default="tool", description="'tool': count the commands the agent's tool calls ran (default); 'any': also "
+                                    "those of the agent's own machinery (its shell setup, its git calls).")
 
     @model_validator(mode="after")
     def _names_a_command(self) -> "CommandMatch":

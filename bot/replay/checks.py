@@ -22,7 +22,7 @@ from typing import Any, Iterable
 from pydantic import BaseModel, Field
 
 from bot import scenario as sc
-from bot.replay.trace import AgentOutputEvent, CommandEvent, ToolCallEvent, TraceEvent
+from bot.replay.trace import AgentOutputEvent, CommandEvent, ShellEvent, ToolCallEvent, TraceEvent
 
 SUCCEEDS_TIMEOUT_S = 120
 STDOUT_KEPT = 20_000  # of a `succeeds` command's stdout, for `stdout_matches` (re-scoring reads it again)
@@ -203,12 +203,67 @@ def _regex(pattern: str) -> re.Pattern:
     return re.compile(pattern)
 
 
+def attribute(events: Iterable[TraceEvent]) -> list[TraceEvent]:
+    """The events, each command's ``by`` decided: one of the agent's tool calls ran it, or its own machinery.
+
+    A command carries the tool call id the agent adapter set (``builtin``), or
+    the id of the ``$SHELL`` it ran under (``shell:…``, Claude Code). A shell
+    runs a tool call when the tool call's command occurs in the shell's
+    arguments; a shell that runs none (Claude Code's shell snapshot) and a
+    command under no shell or tool call (its own git calls) are the agent's
+    machinery. Where the trace cannot tell (no ids: an old trace; no tool
+    calls: an agent that reports none), ``by`` stays None and counts as a tool call.
+    """
+    events = list(events)
+    commands = [e for e in events if isinstance(e, CommandEvent)]
+    if not any(c.tool_call for c in commands):
+        return events
+    tools = [e for e in events if isinstance(e, ToolCallEvent)]
+    runs_of = {e.id: next((t.id for t in tools if _runs(e.argv, t)), None)
+               for e in events if isinstance(e, ShellEvent)}
+    out = []
+    for event in events:
+        if isinstance(event, CommandEvent) and event.by is None:
+            event = event.model_copy(update=_origin(event, runs_of, bool(tools)))
+        out.append(event)
+    return out
+
+
+def attribute_new(earlier: list[TraceEvent], new: list[TraceEvent]) -> list[TraceEvent]:
+    """``new`` events (the command log), attributed against the trace so far (its tool calls)."""
+    return attribute([*earlier, *new])[len(earlier):]
+
+
+def _runs(shell_argv: list[str], tool: ToolCallEvent) -> bool:
+    """Whether a shell ran this tool call's command: as its whole script (``-c CMD``), or as
+    Claude Code's ``eval 'CMD'`` after its snapshot. Exact, so a short command such as ``ls``
+    is not found inside the snapshot script."""
+    command = tool.input.get("command") if isinstance(tool.input, dict) else None
+    if not isinstance(command, str) or not command.strip() or not shell_argv:
+        return False
+    script = shell_argv[-1]
+    quoted = {shlex.quote(command), "'" + command.replace("'", "'\\''") + "'"}
+    return script.strip() == command.strip() or any(f"eval {q}" in script for q in quoted)
+
+
+def _origin(event: CommandEvent, runs_of: dict[str, str | None], has_tools: bool) -> dict[str, Any]:
+    marker = event.tool_call or ""
+    if not marker.startswith("shell:"):
+        return {"by": "tool" if marker else "agent"}
+    if not has_tools:
+        return {"by": None}  # an agent that reports no tool calls: every shell may be one
+    tool = runs_of.get(marker)
+    return {"by": "tool", "tool_call": tool} if tool else {"by": "agent"}
+
+
 def matching_runs(events: Iterable[TraceEvent], want: sc.CommandMatch) -> list[CommandEvent]:
     """Matching commands, each counted once: a match inside another match is the same run.
 
     (``python -m pytest`` through a version-manager shim shows up twice, nested.)
+    Unless ``want.by`` is ``any``, only the commands of the agent's tool calls count.
     """
-    found = sorted((e for e in events if isinstance(e, CommandEvent) and matches(e, want)),
+    found = sorted((e for e in events if isinstance(e, CommandEvent) and matches(e, want)
+                    and (want.by == "any" or e.by != "agent")),
                    key=lambda e: (e.started_at, e.depth))
     outer: list[CommandEvent] = []
     for event in found:
@@ -223,13 +278,16 @@ def matching_runs(events: Iterable[TraceEvent], want: sc.CommandMatch) -> list[C
 
 
 def _evidence(events: list[CommandEvent], limit: int = 5) -> list[dict[str, Any]]:
-    return [{"seq": e.seq, "argv": e.argv, "cwd": e.cwd, "exit_code": e.exit_code} for e in events[:limit]]
+    return [{"seq": e.seq, "argv": e.argv, "cwd": e.cwd, "exit_code": e.exit_code,
+             **({"by": e.by, "tool_call": e.tool_call} if e.by else {})} for e in events[:limit]]
 
 
 def _describe(want: sc.CommandMatch) -> str:
     parts = [p for p in (want.command, *(want.args or [])) if p]
     if want.match is not None:
         parts.append(f"matching /{want.match}/")
+    if want.by == "any":
+        parts.append("by any")
     return " ".join(parts) + (f" (cwd {want.cwd})" if want.cwd is not None else "")
 
 
@@ -239,6 +297,7 @@ def _describe(want: sc.CommandMatch) -> str:
 def evaluate(scenario: sc.Scenario, events: list[TraceEvent], state: EndState) -> list[CheckResult]:
     """Every check of ``pass_if``, decided from the trace and the end state."""
     results: list[CheckResult] = []
+    events = attribute(events)
     ended = iter(state.succeeds)
     for check in scenario.pass_if:
         if isinstance(check, sc.SucceedsCheck):

@@ -25,6 +25,7 @@ from bot import scenario as sc
 from bot.errors import BadInput
 from bot.replay import agents as agents_mod
 from bot.replay import checks as checks_mod
+from bot.replay import shims
 from bot.replay.gateway import Gateway, ModelCall, Upstream
 from bot.replay.policy import SIMULATED_MODEL, load_policy
 from bot.replay.sandbox import Sandbox
@@ -164,7 +165,8 @@ def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
         result = _run_agent(agent, job)
         phase("agent")
         http_counts = {env: svc.request_count for env, svc in services.items()}
-        commands = sandbox.commands()
+        commands = checks_mod.attribute_new(read_trace(run_dir.trace),
+                                            [*shims.read_shells(sandbox.shim_log), *sandbox.commands()])
         with lock:
             writer.extend(commands)
         phase("command log -> trace")
