@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Literal
 
 from bot import rule as rules_mod
 from bot import scenario as sc
+from bot import scenario_validate as sv
 from bot import stats
 from bot.errors import BadInput
 from bot.playbook import Playbook
@@ -38,7 +39,8 @@ class BudgetSpent(Exception):
 class GateOptions:
     replay: ReplayOptions = field(default_factory=ReplayOptions)
     test: stats.SequentialTest = field(default_factory=stats.SequentialTest)
-    suite_trials: int = 3
+    suite: stats.SuiteTest = field(default_factory=stats.SuiteTest)
+    suite_trials: int | None = None  # baseline trials per suite scenario; None: suite.baseline_n
     jobs: int = 1
     max_cost_usd: float | None = None
     screen_model: str | None = None
@@ -83,6 +85,7 @@ class SuiteEntry:
     candidate: Side | None = None
     judged: bool = False
     regressed: bool = False
+    broken: bool = False  # could not be loaded or replayed: the suite is incomplete without it
     note: str = ""
 
 
@@ -105,10 +108,16 @@ class GateResult:
     simulated: bool = False
     admitted: dict | None = None
     warnings: list[str] = field(default_factory=list)  # e.g. replayed without a sandbox
+    suite_test: str = ""  # how the suite was judged, for the report
 
     @property
     def regressions(self) -> list[SuiteEntry]:
         return [e for e in self.suite if e.regressed]
+
+    @property
+    def broken(self) -> list[SuiteEntry]:
+        """Suite scenarios that could not be loaded or replayed, so the suite check is incomplete."""
+        return [e for e in self.suite if e.broken]
 
 
 class Runner:
@@ -149,6 +158,15 @@ class Runner:
         if self.cache:
             self.cache.put(key, result)
         return result
+
+    def control(self, folder: Path, *, policy: bool) -> sv.Finding:
+        """Validate a scenario, do-nothing control included (cached like any replay, counted when run)."""
+        hits = self.cache.hits if self.cache else 0
+        finding = sv.validate(folder, control=True, policy=policy, cache=self.cache)
+        if finding.control is not None and (self.cache.hits if self.cache else 0) == hits:
+            with self._lock:
+                self.replays += 1
+        return finding
 
     def batch(self, jobs: list[tuple[sc.LoadedScenario, str, int, ReplayOptions]]) -> list[TrialResult]:
         if self.opts.jobs <= 1 or len(jobs) <= 1:
@@ -257,6 +275,12 @@ def run_gate(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions
 def _decide(result: GateResult, runner: Runner, opts: GateOptions, loaded: sc.LoadedScenario,
             before_text: str, after_text: str, suite_dir: Path, progress) -> None:
     test = opts.test
+    progress(f"own scenario `{loaded.scenario.id}` with an agent that does nothing")
+    finding = runner.control(loaded.folder, policy=opts.replay.simulated)
+    if not finding.ok:
+        result.decision = "reject"
+        result.reason = f"unsound scenario `{loaded.scenario.id}`: " + "; ".join(finding.lines())
+        return
     if opts.screen_model and not _screen(result, runner, opts, loaded, before_text, after_text, progress):
         return
     progress(f"own scenario `{loaded.scenario.id}` without the rule")
@@ -272,13 +296,24 @@ def _decide(result: GateResult, runner: Runner, opts: GateOptions, loaded: sc.Lo
         _not_discriminative(result, "after")
         return
     result.suite = _suite(runner, opts, loaded, before_text, after_text, suite_dir, progress)
+    result.suite_test = suite_test(opts).describe()
+    incomplete = incomplete_note(result)
     if result.regressions:
         names = ", ".join(e.scenario for e in result.regressions)
-        result.decision, result.reason = "reject", f"regressed {names}"
+        result.decision, result.reason = "reject", f"regressed {names}" + (f" ({incomplete})" if incomplete else "")
     else:
         result.decision = "admit"
         result.reason = (f"replay is discriminative ({result.before.passes}/{result.before.n} passed without the rule, "
-                         f"{result.after.passes}/{result.after.n} with it) and the suite does not regress")
+                         f"{result.after.passes}/{result.after.n} with it) and the suite does not regress"
+                         + (f" ({incomplete})" if incomplete else ""))
+
+
+def incomplete_note(result: GateResult) -> str:
+    """Says the suite was incomplete, naming each scenario it lacked; empty when it was whole."""
+    if not result.broken:
+        return ""
+    names = ", ".join(e.scenario for e in result.broken)
+    return f"suite incomplete: {len(result.broken)} scenario(s) could not be loaded or replayed: {names}"
 
 
 def _not_discriminative(result: GateResult, side: str) -> None:
@@ -321,40 +356,55 @@ def _screen(result, runner, opts, loaded, before_text, after_text, progress) -> 
 
 
 def _with_model(replay: ReplayOptions, model: str) -> ReplayOptions:
-    from dataclasses import replace
-
     return replace(replay, model=model)
 
 
 def _suite(runner, opts, own, before_text, after_text, suite_dir, progress) -> list[SuiteEntry]:
+    folders = [f for f in sv.suite_folders(Path(suite_dir)) if f.resolve() != own.folder.resolve()]
+    test = suite_test(opts)
     entries = []
-    for folder in sorted(p for p in Path(suite_dir).iterdir() if (p / "scenario.yaml").is_file()):
-        if folder.resolve() == own.folder.resolve():
+    for folder in folders:
+        finding = sv.validate(folder, control=False, policy=opts.replay.simulated)
+        if not finding.ok:
+            entries.append(_broken(finding.scenario, "does not load: " + "; ".join(finding.lines())))
             continue
-        try:
-            loaded = sc.load(folder)
-        except BadInput as exc:
-            entries.append(SuiteEntry(folder.name, Side("baseline", folder.name, outcome="error"),
-                                      note=f"does not load: {exc.message}"))
-            continue
+        loaded = sc.load(folder)
         progress(f"suite `{loaded.scenario.id}`")
-        entry = SuiteEntry(loaded.scenario.id, runner.fixed(Side("baseline", loaded.scenario.id), loaded,
-                                                            before_text, opts.suite_trials, opts.replay))
-        entries.append(entry)
-        if entry.baseline.outcome == "error":
-            entry.note = "not judged: its baseline could not be scored"
-            continue
-        if entry.baseline.passes == 0:
-            entry.note = "not judged: it fails with the current playbook too"
-            continue
-        entry.candidate = runner.fixed(Side("with rule", loaded.scenario.id), loaded, after_text,
-                                       opts.suite_trials, opts.replay)
-        entry.judged = True
-        if entry.candidate.outcome == "error":
-            entry.regressed = True
-            entry.note = "became unscorable with the rule: " + _unscored_reasons(entry.candidate)
-        else:
-            entry.regressed = stats.regressed(entry.baseline.passes, entry.baseline.n,
-                                              entry.candidate.passes, entry.candidate.n)
-            entry.note = "regressed" if entry.regressed else "no regression"
+        try:
+            entries.append(_judge(runner, opts, test, len(folders), loaded, before_text, after_text))
+        except BadInput as exc:  # e.g. a sandbox that refuses the fixture: this scenario, not the gate
+            entries.append(_broken(loaded.scenario.id, "could not be replayed: " + exc.render()))
     return entries
+
+
+def suite_test(opts: GateOptions) -> stats.SuiteTest:
+    return opts.suite if opts.suite_trials is None else replace(opts.suite, baseline_n=opts.suite_trials)
+
+
+def _broken(name: str, note: str) -> SuiteEntry:
+    return SuiteEntry(name, Side("baseline", name, outcome="error"), broken=True, note=note[:600])
+
+
+def _judge(runner, opts, test: stats.SuiteTest, k: int, loaded, before_text, after_text) -> SuiteEntry:
+    """One suite scenario: its cached baseline, then the candidate's trials until the test decides."""
+    sid = loaded.scenario.id
+    entry = SuiteEntry(sid, runner.fixed(Side("baseline", sid), loaded, before_text, test.baseline_n, opts.replay))
+    base = entry.baseline
+    if base.outcome == "error":
+        entry.broken = True
+        entry.note = "not judged: its baseline could not be scored (" + _unscored_reasons(base) + ")"
+        return entry
+    if base.passes == 0:
+        entry.note = "not judged: it fails with the current playbook too"
+        return entry
+    entry.candidate = runner.sequential(Side("with rule", sid), loaded, after_text,
+                                        lambda p, f: test.decide(base.passes, base.n, p, f, k), test.max_n,
+                                        opts.replay)
+    entry.judged = True
+    if entry.candidate.outcome == "error":
+        entry.regressed = True
+        entry.note = "became unscorable with the rule: " + _unscored_reasons(entry.candidate)
+    else:
+        entry.regressed = entry.candidate.outcome == "fail"
+        entry.note = "regressed" if entry.regressed else "no regression"
+    return entry

@@ -22,9 +22,14 @@ def _pct(side: Side) -> str:
     return f"{side.passes / side.n:.0%} ({low:.0%}–{high:.0%})"
 
 
+def _cell(text: str) -> str:
+    """Text that stays in one table cell: no line breaks, no column bars."""
+    return " ".join(text.split()).replace("|", "\\|")[:300]
+
+
 def markdown(result: GateResult, test: SequentialTest) -> str:
     template = _templates.get_template("gate_report.md.j2")
-    text = template.render(r=result, test=test.describe(), pct=_pct)
+    text = template.render(r=result, test=test.describe(), pct=_pct, cell=_cell)
     return "\n".join(line.rstrip() for line in text.splitlines()).strip() + "\n"
 
 
@@ -43,9 +48,11 @@ def as_json(result: GateResult) -> dict[str, Any]:
         "provisional": result.provisional, "simulated": result.simulated,
         "screen": [_side(s) for s in result.screen],
         "before": _side(result.before), "after": _side(result.after),
-        "suite": [{"scenario": e.scenario, "judged": e.judged, "regressed": e.regressed, "note": e.note,
-                   "baseline": _side(e.baseline), "with_rule": _side(e.candidate)} for e in result.suite],
+        "suite": [{"scenario": e.scenario, "judged": e.judged, "regressed": e.regressed, "broken": e.broken,
+                   "note": e.note, "baseline": _side(e.baseline), "with_rule": _side(e.candidate)}
+                  for e in result.suite],
         "regressions": [e.scenario for e in result.regressions],
+        "suite_incomplete": [e.scenario for e in result.broken],
         "cost_usd": result.cost_usd, "model_calls": result.model_calls, "replays": result.replays,
         "cache_hits": result.cache_hits, "traces": result.traces, "admitted": result.admitted,
         "warnings": result.warnings,

@@ -6,11 +6,14 @@ A sentence is refused: a rule you cannot replay is not a rule.
 
 from __future__ import annotations
 
+import posixpath
 import re
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
+from pydantic import (
+    AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator,
+)
 
 from bot import records
 from bot.credentials import credential_error, is_credential_name
@@ -25,12 +28,47 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
 
+def _compiles(pattern: str) -> str:
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"{pattern!r} is not a regular expression ({exc}); escape special characters") from None
+    return pattern
+
+
+Pattern = Annotated[str, Field(min_length=1), AfterValidator(_compiles)]
+
+
+def _inside_repo(path: str) -> str:
+    norm = posixpath.normpath(path)
+    if posixpath.isabs(path) or norm == ".." or norm.startswith("../"):
+        raise ValueError(f"{path!r} leaves the repo; paths in checks are relative to the repo root and stay inside it")
+    return path
+
+
+RepoPath = Annotated[str, Field(min_length=1), AfterValidator(_inside_repo)]
+
+
 class CommandMatch(_Strict):
     """Matches a command in the trace; ``python -m X`` counts as ``X``."""
 
-    command: str = Field(min_length=1, description="Program name, e.g. pytest.")
+    command: str | None = Field(default=None, min_length=1, description="Program name, e.g. pytest.")
+    match: Pattern | None = Field(
+        default=None,
+        description="A regular expression searched in the command line as a shell shows it (shlex.join of argv), "
+                    "e.g. '^git .*push .*--force'.")
     cwd: str | None = Field(default=None, description="Working directory relative to the repo root; '.' is the root.")
     args: list[str] | None = Field(default=None, description="Arguments that must all appear.")
+    by: Literal["tool", "any"] = Field(
+        default="tool", description="'tool': count the commands the agent's tool calls ran (default); 'any': also "
+                                    "those of the agent's own machinery (its shell setup, its git calls).")
+
+    @model_validator(mode="after")
+    def _names_a_command(self) -> "CommandMatch":
+        if self.command is None and self.match is None:
+            raise ValueError("give `command` (a program name), `match` (a regular expression over the command "
+                             "line), or both")
+        return self
 
 
 class CountMatch(CommandMatch):
@@ -39,7 +77,15 @@ class CountMatch(CommandMatch):
 
 class Succeeds(_Strict):
     run: str = Field(min_length=1, description="A command line (no shell), run after the agent finishes.")
-    cwd: str | None = None
+    cwd: RepoPath | None = None
+    exit: int = Field(default=0, ge=0, le=255, description="The exit code that proves the task (default 0).")
+    stdout_matches: Pattern | None = Field(default=None, description="A regular expression its stdout must contain.")
+
+
+class Fails(_Strict):
+    run: str = Field(min_length=1, description="A command line (no shell), run after the agent finishes.")
+    cwd: RepoPath | None = None
+    stdout_matches: Pattern | None = Field(default=None, description="A regular expression its stdout must contain.")
 
 
 class HttpLimit(_Strict):
@@ -60,29 +106,44 @@ class MaxRuns(_Strict):
 
 
 class Exists(_Strict):
-    exists: list[str] = Field(min_length=1)
+    exists: list[RepoPath] = Field(min_length=1)
 
 
 class Unchanged(_Strict):
-    unchanged: list[str] = Field(min_length=1)
+    unchanged: list[RepoPath] = Field(min_length=1)
+
+
+class DiffScope(_Strict):
+    patterns: list[Pattern] = Field(min_length=1, description="Regular expressions no added line may match.")
+    paths: list[str] = Field(min_length=1, description="Globs of the files to look in, from the repo root "
+                                                       "(`*` stays inside a folder, `**` crosses folders).")
 
 
 class DiffExcludes(_Strict):
-    diff_excludes: list[str] = Field(min_length=1, description="Regular expressions no added line may match.")
+    diff_excludes: list[Pattern] | DiffScope = Field(
+        description="Regular expressions no added line may match, or {patterns, paths} to look only in some files.")
 
-    @field_validator("diff_excludes")
-    @classmethod
-    def _compiles(cls, value: list[str]) -> list[str]:
-        for pattern in value:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(f"{pattern!r} is not a regular expression ({exc}); escape special characters") from None
-        return value
+    @property
+    def patterns(self) -> list[str]:
+        return self.diff_excludes.patterns if isinstance(self.diff_excludes, DiffScope) else self.diff_excludes
+
+    @property
+    def paths(self) -> list[str] | None:
+        return self.diff_excludes.paths if isinstance(self.diff_excludes, DiffScope) else None
+
+
+class OutputExcludes(_Strict):
+    output_excludes: list[Pattern] = Field(
+        min_length=1, description="Regular expressions that must not appear in the agent's messages, its tool "
+                                  "calls and their results (which hold the output of the commands it ran).")
 
 
 class SucceedsCheck(_Strict):
     succeeds: Succeeds
+
+
+class FailsCheck(_Strict):
+    fails: Fails
 
 
 class Http(_Strict):
@@ -91,8 +152,10 @@ class Http(_Strict):
 
 CHECKS: dict[str, type[_Strict]] = {
     "ran": Ran, "not_ran": NotRan, "max_runs": MaxRuns, "exists": Exists, "unchanged": Unchanged,
-    "diff_excludes": DiffExcludes, "succeeds": SucceedsCheck, "http": Http,
+    "diff_excludes": DiffExcludes, "output_excludes": OutputExcludes, "succeeds": SucceedsCheck,
+    "fails": FailsCheck, "http": Http,
 }
+END_COMMANDS = (SucceedsCheck, FailsCheck)  # checks that run a command after the agent finishes
 
 
 def _check_name(value: Any) -> str | None:
@@ -192,9 +255,9 @@ class Scenario(records.Record):
 
     @model_validator(mode="after")
     def _proves_the_task(self) -> "Scenario":
-        if not any(isinstance(c, SucceedsCheck) for c in self.pass_if):
+        if not any(isinstance(c, END_COMMANDS) for c in self.pass_if):
             raise ValueError(
-                "pass_if has no `succeeds` check, so it could pass with an agent that does nothing; "
+                "pass_if has no `succeeds` (or `fails`) check, so it could pass with an agent that does nothing; "
                 "add `- succeeds: {run: <command that proves the task is done>}`"
             )
         if self.requirements and self.requirements_file:

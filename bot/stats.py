@@ -99,20 +99,89 @@ def wilson(passes: int, n: int, z: float = 1.96) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def binom_cdf(k: int, n: int, p: float) -> float:
-    """P(X <= k) for X ~ Binomial(n, p)."""
-    return sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(0, k + 1))
+# -- the suite side: does the candidate break another scenario? ---------------------
 
 
-def regressed(baseline_passes: int, baseline_n: int, passes: int, n: int, alpha: float = 0.05) -> bool:
-    """Whether ``passes`` of ``n`` is implausibly low for the scenario's baseline pass rate.
+@dataclass(frozen=True)
+class SuiteTest:
+    """A sequential test per suite scenario: is the candidate's pass rate ``drop`` below the baseline's?
 
-    The baseline rate is the cached estimate; the candidate regresses the
-    scenario when a result this low would happen less than ``alpha`` of the
-    time at that rate. A scenario that always passed regresses on any failure;
-    a noisy one (baseline 0.5) needs a clear drop.
+    Paired by scenario: each scenario is judged against its own baseline, a
+    batch of ``baseline_n`` trials with the current playbook, cached and shared
+    by every candidate until the playbook changes. The candidate's trials then
+    run one at a time, as a truncated sequential probability ratio test of
+    H0: c = b against H1: c = b - drop, where b is the baseline's rate
+    (Laplace-smoothed, and taken as at most ``rate_cap`` so that a baseline
+    that never failed does not make one failure damning). The log likelihood
+    ratio rejects at ``reject_at`` (set for ``suite_size`` scenarios; a larger
+    suite raises it by log(k / suite_size), splitting the 5% among them),
+    accepts at ``accept_at``, and accepts after ``max_n`` trials. See
+    docs/gate.md for why, and its operating characteristics.
     """
-    if baseline_n == 0 or n == 0:
-        return False
-    rate = baseline_passes / baseline_n
-    return binom_cdf(passes, n, rate) < alpha
+
+    baseline_n: int = 40
+    max_n: int = 30
+    drop: float = 0.4
+    reject_at: float = 3.3
+    accept_at: float = -4.5
+    rate_cap: float = 0.9
+    suite_size: int = 3
+
+    def rates(self, baseline_passes: int, baseline_n: int) -> tuple[float, float]:
+        """(b, b - drop) as the test uses them."""
+        b = min((baseline_passes + 1) / (baseline_n + 2), self.rate_cap)
+        return b, max(b - self.drop, 0.02)
+
+    def boundary(self, k: int) -> float:
+        return self.reject_at + math.log(max(k, 1) / self.suite_size)
+
+    def decide(self, baseline_passes: int, baseline_n: int, passes: int, fails: int, k: int = 3) -> Decision:
+        """'fail' when the scenario regressed, 'pass' when it did not, else 'continue'."""
+        b, worse = self.rates(baseline_passes, baseline_n)
+        llr = passes * math.log(worse / b) + fails * math.log((1 - worse) / (1 - b))
+        if llr >= self.boundary(k) - 1e-12:
+            return "fail"
+        if llr <= self.accept_at + 1e-12 or passes + fails >= self.max_n:
+            return "pass"
+        return "continue"
+
+    def describe(self) -> str:
+        return (f"each scenario against its own {self.baseline_n}-trial baseline: a sequential test for a drop of "
+                f"{self.drop:g} in pass rate, at most {self.max_n} trials with the rule")
+
+
+@dataclass(frozen=True)
+class SuiteCharacteristics:
+    p_regressed: float  # of one scenario
+    expected_runs: float  # the candidate's trials of it (the baseline's are shared)
+
+
+def suite_scenario_characteristics(test: SuiteTest, p_baseline: float, p_candidate: float,
+                                   k: int = 3) -> SuiteCharacteristics:
+    """Exact P(the scenario is judged regressed) and expected candidate trials, over every baseline
+    outcome (binomial) and every candidate path."""
+    p_fail = runs = 0.0
+    for passes in range(test.baseline_n + 1):
+        weight = math.comb(test.baseline_n, passes) * p_baseline**passes * (1 - p_baseline) ** (test.baseline_n - passes)
+        if weight == 0.0:
+            continue
+        if passes == 0:
+            continue  # a scenario that never passed is not judged
+        regress, n = _side(lambda p, f, b=passes: _flip(test.decide(b, test.baseline_n, p, f, k)), p_candidate)
+        p_fail += weight * regress
+        runs += weight * n
+    return SuiteCharacteristics(p_fail, runs)
+
+
+def _flip(state: Decision) -> Decision:
+    """``_side`` counts 'pass'; here the event of interest is a regression."""
+    return {"fail": "pass", "pass": "fail", "continue": "continue"}[state]
+
+
+def suite_characteristics(test: SuiteTest, rates: list[tuple[float, float]]) -> tuple[float, float]:
+    """P(the gate finds a regression anywhere) and expected candidate trials, for (baseline, candidate)
+    pass rates of each suite scenario."""
+    k = len(rates)
+    each = [suite_scenario_characteristics(test, b, c, k) for b, c in rates]
+    clean = math.prod(1 - e.p_regressed for e in each)
+    return 1 - clean, sum(e.expected_runs for e in each)

@@ -48,6 +48,9 @@ def make_scenario(root: Path, scenario_id: str = "monorepo-test-cwd") -> Path:
         budget: {{max_turns: 30, timeout_s: 600, max_cost_usd: 0.50}}
         """,
     )
+    write(folder / "policy.yaml", 'branch_on: "package-local test config"\n'
+                                  'with_rule: [{bash: "cd packages/api && python -m pytest -q"}]\n'
+                                  'without_rule: [{bash: "python -m pytest -q"}]\n')
     return folder
 
 

@@ -59,6 +59,7 @@ def book(root: Path, cap: int = 60) -> Playbook:
 
 def gate(root: Path, path: Path, **kw) -> gate_mod.GateResult:
     replay = ReplayOptions(runs_dir=kw.pop("runs_dir", None), noise=kw.pop("noise", 0.0), seed=kw.pop("seed", 0))
+    kw.setdefault("suite_trials", 3)  # a small baseline: these suites are deterministic, and replays cost time
     opts = gate_mod.GateOptions(replay=replay, cache_dir=kw.pop("cache_dir", root / ".cache"), **kw)
     return gate_mod.run_gate(book(root, kw.pop("cap", 60)), path, root / "scenarios", opts)
 
@@ -182,7 +183,7 @@ def test_admit_at_the_cap_retires_the_coldest_in_one_change(cli, root):
                           "replay": "scenarios/old", "created": "2026-01-01", "last_hit": "2026-02-01"}))
     write(root / ".replaybook.yml", "cap: 1\n")
     cli("playbook", "render")
-    result = cli("gate", str(path), "--admit", "--json")
+    result = cli("gate", str(path), "--admit", "--json", "--trials", "3")
     data = json.loads(result.out)
     assert result.code == 0 and data["decision"] == "admit"
     assert data["admitted"] == {"retired": ["rule-0009"], "resolved": ["inc-a", "inc-b"], "retired_itself": False}
@@ -230,7 +231,7 @@ def test_the_gate_stops_at_its_budget(root):
     path = setup(root)
     result = gate(root, path, max_cost_usd=0.000001, cache_dir=None)
     assert result.decision == "error" and "budget" in result.reason
-    assert result.replays == 1
+    assert result.replays == 2  # the do-nothing control (free: no model call), then one replay
 
 
 def test_a_screen_that_shows_no_effect_rejects_early(root):
@@ -238,4 +239,58 @@ def test_a_screen_that_shows_no_effect_rejects_early(root):
     mini_scenario(root, "own", branch_on="a phrase no rule has")
     result = gate(root, path, screen_model="scripted")
     assert result.decision == "reject" and result.reason.startswith("screen:")
-    assert result.before is None and result.replays == 2
+    assert result.before is None and result.replays == 3  # the do-nothing control, then one screen run each way
+
+
+def test_a_rule_whose_scenario_passes_with_no_agent_is_rejected(root):
+    path = setup(root)
+    folder = root / "scenarios" / "own"
+    data = yaml.safe_load((folder / "scenario.yaml").read_text())
+    data["pass_if"] = [{"succeeds": {"run": "test -f README.md"}}, {"not_ran": {"command": "rm"}}]
+    write(folder / "scenario.yaml", yaml.safe_dump(data))
+    result = gate(root, path)
+    assert result.decision == "reject"
+    assert result.reason.startswith("unsound scenario `own`: ") and "when the agent does nothing" in result.reason
+    assert result.before is None  # no replay of the agent was spent on it
+
+
+def broken_suite(root: Path) -> None:
+    """Three suite scenarios broken three ways, beside a healthy one."""
+    mini_scenario(root, "bad-yaml", broken=True)
+    write(mini_scenario(root, "bad-policy") / "policy.yaml", "branch_on: x\nwith_rule: [{bash: true, reapeat: 2}]\n")
+    write(root / "outside.txt", "secret")
+    (mini_scenario(root, "escaping-link") / "repo" / "leak").symlink_to(root / "outside.txt")
+    mini_scenario(root, "healthy", branch_on="unrelated phrase", inverse=True)
+
+
+def test_broken_suite_scenarios_are_named_and_the_gate_decides_on_the_rest(root):
+    path = setup(root)
+    broken_suite(root)
+    result = gate(root, path)
+    assert result.decision == "admit", result.reason
+    assert [e.scenario for e in result.broken] == ["bad-policy", "bad-yaml", "escaping-link"]
+    assert "suite incomplete: 3 scenario(s) could not be loaded or replayed: bad-policy, bad-yaml, escaping-link" \
+        in result.reason
+    notes = {e.scenario: e.note for e in result.suite}
+    assert "reapeat" in notes["bad-policy"] and "not valid YAML" in notes["bad-yaml"]
+    assert "symlink leak" in notes["escaping-link"]
+    assert {e.scenario: e.judged for e in result.suite}["healthy"]
+
+
+def test_a_broken_suite_scenario_does_not_hide_a_regression(root):
+    path = setup(root)
+    broken_suite(root)
+    mini_scenario(root, "victim", inverse=True)
+    result = gate(root, path)
+    assert result.decision == "reject" and result.reason.startswith("regressed victim (suite incomplete: 3 ")
+
+
+def test_the_report_and_json_name_the_broken_suite_scenarios(cli, root):
+    path = setup(root)
+    broken_suite(root)
+    result = cli("gate", str(path), "--trials", "3")
+    assert result.code == 0, result.err
+    assert "**Suite incomplete:** 3 scenario(s) could not be loaded or replayed" in result.out
+    assert "| `bad-yaml` | – | – | **broken**: does not load" in result.out
+    data = json.loads(cli("gate", str(path), "--json", "--trials", "3").out)
+    assert data["suite_incomplete"] == ["bad-policy", "bad-yaml", "escaping-link"]

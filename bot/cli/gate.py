@@ -33,8 +33,8 @@ from bot.replay.engine import SCRIPTED, ReplayOptions
 @click.option("--model", default=SCRIPTED, show_default=True,
               help="A model id (needs ANTHROPIC_API_KEY), or `scripted` for the offline simulated model.")
 @click.option("--screen-model", help="Screen with this cheaper model first; run the full gate only if the rule can matter.")
-@click.option("--trials", type=click.IntRange(1, 20), default=3, show_default=True,
-              help="Trials per suite scenario (the rule's own scenario follows the sequential test).")
+@click.option("--trials", type=click.IntRange(1, 500), default=None,
+              help="Baseline trials per suite scenario, shared and cached (default 40; see docs/gate.md).")
 @click.option("--jobs", type=click.IntRange(1, 64), default=1, show_default=True, help="Trials run at once.")
 @click.option("--max-cost-usd", type=click.FloatRange(min=0), help="Stop the gate once it has spent this much.")
 @click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path),
@@ -51,7 +51,7 @@ from bot.replay.engine import SCRIPTED, ReplayOptions
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of markdown.")
 @click.pass_context
 def command(ctx: click.Context, rule_file: Path, playbook_dir: Path | None, suite_dir: Path | None, agent: str,
-            command_template: str | None, model: str, screen_model: str | None, trials: int, jobs: int,
+            command_template: str | None, model: str, screen_model: str | None, trials: int | None, jobs: int,
             max_cost_usd: float | None, cache_dir: Path | None, no_cache: bool, runs_dir: Path | None,
             noise: float, seed: int, report_file: Path | None, do_admit: bool, as_json: bool,
             sandbox: str | None) -> None:

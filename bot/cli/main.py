@@ -16,7 +16,7 @@ import click
 
 from bot import __version__
 from bot import config as config_mod
-from bot.cli import capture, demo, distill, gate, incident, lessons, playbook, replay, rule, schema, trace
+from bot.cli import capture, demo, distill, gate, incident, lessons, playbook, replay, rule, scenario, schema, trace
 from bot.cli import github
 from bot.cli import init
 from bot.errors import ReplaybookError
@@ -57,6 +57,7 @@ cli.add_command(incident.group)
 cli.add_command(playbook.group)
 cli.add_command(rule.group)
 cli.add_command(replay.command)
+cli.add_command(scenario.group)
 cli.add_command(gate.command)
 cli.add_command(distill.command)
 cli.add_command(capture.group)

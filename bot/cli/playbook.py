@@ -69,10 +69,19 @@ def list_(ctx: click.Context, all_states: bool, as_json: bool) -> None:
               help="Also check the marked section of this file (repeatable; config `sections` adds more).")
 @click.pass_context
 def check(ctx: click.Context, sections: tuple[Path, ...]) -> None:
-    """Check ids, the cap, scenarios, citations and rendering. Exit 1 with a list if any fails."""
+    """Check ids, the cap, scenarios, citations and rendering. Exit 1 with a list if any fails.
+
+    Each admitted rule's scenario is validated as `replaybook scenario validate`
+    does, do-nothing control included (a cached replay).
+    """
     settings = ctx.obj.settings
     files = list(sections) + [settings.root / s for s in settings.config.sections]
-    problems = open_playbook(ctx).check(files)
+    book = open_playbook(ctx)
+    problems = book.check(files)
+    if not problems:  # a scenario that does not load is already reported above
+        from bot.cli.scenario import admitted_scenario_problems
+
+        problems = admitted_scenario_problems(book, settings.path("cache"))
     if problems:
         raise CheckFailed(f"playbook check failed ({len(problems)} problem(s))", problems=problems)
     click.echo("playbook ok")

@@ -8,27 +8,39 @@ folder, so a run can be re-scored without re-running the agent.
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import posixpath
 import re
 import shlex
+import stat
 from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
 from typing import Any, Iterable
 
 from pydantic import BaseModel, Field
 
 from bot import scenario as sc
-from bot.replay.trace import CommandEvent, TraceEvent
+from bot.replay.trace import AgentOutputEvent, CommandEvent, ShellEvent, ToolCallEvent, TraceEvent
 
 SUCCEEDS_TIMEOUT_S = 120
+STDOUT_KEPT = 20_000  # of a `succeeds` command's stdout, for `stdout_matches` (re-scoring reads it again)
+HITS_KEPT = 5
 _PYTHON = re.compile(r"^python(\d+(\.\d+)?)?$")
+# What running code leaves behind: `unchanged` on a folder does not count these.
+CACHE_NAMES = ("__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis", ".tox", ".nox",
+               "*.pyc", "*.pyo", ".coverage", ".coverage.*", ".DS_Store")
 
 
 class SucceedsResult(BaseModel):
+    """The result of one command run after the agent finished (a `succeeds` or `fails` check)."""
+
     run: str
     cwd: str | None = None
     exit_code: int
-    output: str = ""
+    output: str = ""  # the tail of stdout and stderr, for the report
+    stdout: str = ""  # the head of stdout, for `stdout_matches`
     timed_out: bool = False
 
 
@@ -38,8 +50,11 @@ class EndState(BaseModel):
     exists: dict[str, bool] = Field(default_factory=dict)
     unchanged: dict[str, bool] = Field(default_factory=dict)
     added_lines: list[tuple[str, str]] = Field(default_factory=list)
-    succeeds: list[SucceedsResult] = Field(default_factory=list)
+    succeeds: list[SucceedsResult] = Field(default_factory=list)  # `succeeds` and `fails`, in pass_if order
     http_requests: dict[str, int] = Field(default_factory=dict)
+    output_hits: dict[str, list[str]] = Field(
+        default_factory=dict, description="each `output_excludes` pattern found in the agent's full transcript, "
+                                          "with a few excerpts around it")
 
 
 @dataclass
@@ -56,26 +71,32 @@ class CheckResult:
 # -- reading the end state ---------------------------------------------------
 
 
-def collect_end_state(scenario: sc.Scenario, sandbox, http_requests: dict[str, int]) -> EndState:
-    """Read the sandbox for every end-state check; run each ``succeeds`` command.
+def collect_end_state(scenario: sc.Scenario, sandbox, http_requests: dict[str, int], *,
+                      transcript: str = "") -> EndState:
+    """Read the sandbox for every end-state check; run each ``succeeds`` and ``fails`` command.
 
     ``http_requests`` is the services' counts when the agent finished, so the
     ``succeeds`` commands' own requests never count against the agent.
+    ``transcript`` is the agent's raw output (messages, tool calls and their
+    results), searched whole for ``output_excludes``: the trace keeps only excerpts.
     """
     state = EndState(http_requests=dict(http_requests))
     for check in scenario.pass_if:
         if isinstance(check, sc.Exists):
             state.exists.update({p: sandbox.exists(p) for p in check.exists})
         elif isinstance(check, sc.Unchanged):
-            state.unchanged.update({p: sandbox.unchanged(p) for p in check.unchanged})
+            state.unchanged.update({p: unchanged(sandbox.pristine, sandbox.root, p) for p in check.unchanged})
         elif isinstance(check, sc.DiffExcludes) and not state.added_lines:
             state.added_lines = sandbox.diff().added_lines()
-        elif isinstance(check, sc.SucceedsCheck):
-            state.succeeds.append(_run_succeeds(check.succeeds, sandbox))
+        elif isinstance(check, sc.OutputExcludes):
+            state.output_hits.update({p: found for p in check.output_excludes if (found := search(p, transcript))})
+        elif isinstance(check, sc.END_COMMANDS):
+            spec = check.succeeds if isinstance(check, sc.SucceedsCheck) else check.fails
+            state.succeeds.append(_run_succeeds(spec, sandbox))
     return state
 
 
-def _run_succeeds(spec: sc.Succeeds, sandbox) -> SucceedsResult:
+def _run_succeeds(spec: sc.Succeeds | sc.Fails, sandbox) -> SucceedsResult:
     argv = shlex.split(spec.run)
     if spec.cwd and not (sandbox.root / spec.cwd).is_dir():
         return SucceedsResult(run=spec.run, cwd=spec.cwd, exit_code=127, output=f"folder {spec.cwd} does not exist")
@@ -84,7 +105,64 @@ def _run_succeeds(spec: sc.Succeeds, sandbox) -> SucceedsResult:
     except OSError as exc:  # the program is missing, or the agent removed the sandbox root
         return SucceedsResult(run=spec.run, cwd=spec.cwd, exit_code=127, output=str(exc))
     output = (done.stdout + done.stderr)[-1500:]
-    return SucceedsResult(run=spec.run, cwd=spec.cwd, exit_code=done.rc, output=output, timed_out=done.timed_out)
+    return SucceedsResult(run=spec.run, cwd=spec.cwd, exit_code=done.rc, output=output,
+                          stdout=done.stdout[:STDOUT_KEPT], timed_out=done.timed_out)
+
+
+def search(pattern: str, text: str, limit: int = HITS_KEPT) -> list[str]:
+    """Excerpts around the first matches of ``pattern`` in ``text`` (at most ``limit``)."""
+    found = []
+    for m in re.finditer(pattern, text):
+        found.append(text[max(0, m.start() - 40):m.end() + 40].replace("\n", " "))
+        if len(found) >= limit:
+            break
+    return found
+
+
+# -- unchanged ----------------------------------------------------------------
+
+
+def is_cache(name: str) -> bool:
+    """Whether a file or folder name is bytecode or a tool's cache (see ``CACHE_NAMES``)."""
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in CACHE_NAMES)
+
+
+def unchanged(pristine: Path, root: Path, path: str) -> bool:
+    """Whether ``path`` is byte-identical in ``root`` and ``pristine`` (both absent counts as unchanged).
+
+    Inside a folder, bytecode and caches (``CACHE_NAMES``) are not compared:
+    running the tests writes ``__pycache__``, and that is not a change to the code.
+    """
+    rel = _inside(path)
+    return _same(Path(pristine) / rel, Path(root) / rel)
+
+
+def _inside(path: str) -> str:
+    norm = posixpath.normpath(path)
+    if posixpath.isabs(path) or norm == ".." or norm.startswith("../"):
+        raise ValueError(f"{path!r}: paths in checks are relative to the repo root and stay inside it")
+    return norm
+
+
+def _same(a: Path, b: Path) -> bool:
+    la, lb = os.path.lexists(a), os.path.lexists(b)
+    if not (la and lb):
+        return la == lb
+    sa, sb = os.lstat(a), os.lstat(b)
+    if stat.S_IFMT(sa.st_mode) != stat.S_IFMT(sb.st_mode):
+        return False
+    if stat.S_ISLNK(sa.st_mode):
+        return os.readlink(a) == os.readlink(b)
+    if stat.S_ISDIR(sa.st_mode):
+        names = {n for n in set(os.listdir(a)) | set(os.listdir(b)) if not is_cache(n)}
+        names.discard(".git")  # the agent's repo is harness state, not fixture content
+        return all(_same(a / n, b / n) for n in names)
+    if sa.st_size != sb.st_size:
+        return False
+    try:
+        return a.read_bytes() == b.read_bytes()
+    except OSError:
+        return False
 
 
 # -- matching commands -----------------------------------------------------
@@ -104,21 +182,88 @@ def _cwd(value: str) -> str:
     return posixpath.normpath(value) if value else "."
 
 
+def command_line(argv: list[str]) -> str:
+    """The command line as a shell would show it, which ``match`` searches."""
+    return shlex.join(argv)
+
+
 def matches(event: CommandEvent, want: sc.CommandMatch) -> bool:
     name, args = normalise(event.argv)
-    if name != want.command:
+    if want.command is not None and name != want.command:
+        return False
+    if want.match is not None and not _regex(want.match).search(command_line(event.argv)):
         return False
     if want.cwd is not None and _cwd(event.cwd) != _cwd(want.cwd):
         return False
     return all(a in args for a in (want.args or []))
 
 
+@lru_cache(maxsize=256)
+def _regex(pattern: str) -> re.Pattern:
+    return re.compile(pattern)
+
+
+def attribute(events: Iterable[TraceEvent]) -> list[TraceEvent]:
+    """The events, each command's ``by`` decided: one of the agent's tool calls ran it, or its own machinery.
+
+    A command carries the tool call id the agent adapter set (``builtin``), or
+    the id of the ``$SHELL`` it ran under (``shell:…``, Claude Code). A shell
+    runs a tool call when the tool call's command occurs in the shell's
+    arguments; a shell that runs none (Claude Code's shell snapshot) and a
+    command under no shell or tool call (its own git calls) are the agent's
+    machinery. Where the trace cannot tell (no ids: an old trace; no tool
+    calls: an agent that reports none), ``by`` stays None and counts as a tool call.
+    """
+    events = list(events)
+    commands = [e for e in events if isinstance(e, CommandEvent)]
+    if not any(c.tool_call for c in commands):
+        return events
+    tools = [e for e in events if isinstance(e, ToolCallEvent)]
+    runs_of = {e.id: next((t.id for t in tools if _runs(e.argv, t)), None)
+               for e in events if isinstance(e, ShellEvent)}
+    out = []
+    for event in events:
+        if isinstance(event, CommandEvent) and event.by is None:
+            event = event.model_copy(update=_origin(event, runs_of, bool(tools)))
+        out.append(event)
+    return out
+
+
+def attribute_new(earlier: list[TraceEvent], new: list[TraceEvent]) -> list[TraceEvent]:
+    """``new`` events (the command log), attributed against the trace so far (its tool calls)."""
+    return attribute([*earlier, *new])[len(earlier):]
+
+
+def _runs(shell_argv: list[str], tool: ToolCallEvent) -> bool:
+    """Whether a shell ran this tool call's command: as its whole script (``-c CMD``), or as
+    Claude Code's ``eval 'CMD'`` after its snapshot. Exact, so a short command such as ``ls``
+    is not found inside the snapshot script."""
+    command = tool.input.get("command") if isinstance(tool.input, dict) else None
+    if not isinstance(command, str) or not command.strip() or not shell_argv:
+        return False
+    script = shell_argv[-1]
+    quoted = {shlex.quote(command), "'" + command.replace("'", "'\\''") + "'"}
+    return script.strip() == command.strip() or any(f"eval {q}" in script for q in quoted)
+
+
+def _origin(event: CommandEvent, runs_of: dict[str, str | None], has_tools: bool) -> dict[str, Any]:
+    marker = event.tool_call or ""
+    if not marker.startswith("shell:"):
+        return {"by": "tool" if marker else "agent"}
+    if not has_tools:
+        return {"by": None}  # an agent that reports no tool calls: every shell may be one
+    tool = runs_of.get(marker)
+    return {"by": "tool", "tool_call": tool} if tool else {"by": "agent"}
+
+
 def matching_runs(events: Iterable[TraceEvent], want: sc.CommandMatch) -> list[CommandEvent]:
     """Matching commands, each counted once: a match inside another match is the same run.
 
     (``python -m pytest`` through a version-manager shim shows up twice, nested.)
+    Unless ``want.by`` is ``any``, only the commands of the agent's tool calls count.
     """
-    found = sorted((e for e in events if isinstance(e, CommandEvent) and matches(e, want)),
+    found = sorted((e for e in events if isinstance(e, CommandEvent) and matches(e, want)
+                    and (want.by == "any" or e.by != "agent")),
                    key=lambda e: (e.started_at, e.depth))
     outer: list[CommandEvent] = []
     for event in found:
@@ -133,11 +278,16 @@ def matching_runs(events: Iterable[TraceEvent], want: sc.CommandMatch) -> list[C
 
 
 def _evidence(events: list[CommandEvent], limit: int = 5) -> list[dict[str, Any]]:
-    return [{"seq": e.seq, "argv": e.argv, "cwd": e.cwd, "exit_code": e.exit_code} for e in events[:limit]]
+    return [{"seq": e.seq, "argv": e.argv, "cwd": e.cwd, "exit_code": e.exit_code,
+             **({"by": e.by, "tool_call": e.tool_call} if e.by else {})} for e in events[:limit]]
 
 
 def _describe(want: sc.CommandMatch) -> str:
-    parts = [want.command, *(want.args or [])]
+    parts = [p for p in (want.command, *(want.args or [])) if p]
+    if want.match is not None:
+        parts.append(f"matching /{want.match}/")
+    if want.by == "any":
+        parts.append("by any")
     return " ".join(parts) + (f" (cwd {want.cwd})" if want.cwd is not None else "")
 
 
@@ -147,10 +297,13 @@ def _describe(want: sc.CommandMatch) -> str:
 def evaluate(scenario: sc.Scenario, events: list[TraceEvent], state: EndState) -> list[CheckResult]:
     """Every check of ``pass_if``, decided from the trace and the end state."""
     results: list[CheckResult] = []
-    succeeds = iter(state.succeeds)
+    events = attribute(events)
+    ended = iter(state.succeeds)
     for check in scenario.pass_if:
         if isinstance(check, sc.SucceedsCheck):
-            results.append(_succeeds(next(succeeds, None), check.succeeds))
+            results.append(_succeeds(next(ended, None), check.succeeds))
+        elif isinstance(check, sc.FailsCheck):
+            results.append(_fails(next(ended, None), check.fails))
         else:
             results.append(_DECIDERS[type(check)](check, events, state))
     return results
@@ -158,7 +311,8 @@ def evaluate(scenario: sc.Scenario, events: list[TraceEvent], state: EndState) -
 
 def _ran(check: sc.Ran, events, state) -> CheckResult:
     runs = matching_runs(events, check.ran)
-    others = matching_runs(events, check.ran.model_copy(update={"cwd": None, "args": None}))
+    others = matching_runs(events, check.ran.model_copy(update={"cwd": None, "args": None})) \
+        if check.ran.command is not None else []
     detail = f"ran {len(runs)} time(s)" if runs else (
         f"never ran; it ran {len(others)} time(s) elsewhere" if others else "never ran")
     return CheckResult(f"ran {_describe(check.ran)}", bool(runs), detail, _evidence(runs or others))
@@ -190,11 +344,71 @@ def _unchanged(check: sc.Unchanged, events, state) -> CheckResult:
 
 
 def _diff_excludes(check: sc.DiffExcludes, events, state) -> CheckResult:
-    hits = [(path, line, pat) for pat in check.diff_excludes for path, line in state.added_lines
-            if re.search(pat, line)]
+    lines = state.added_lines if check.paths is None else [
+        (path, line) for path, line in state.added_lines if any(glob_matches(g, path) for g in check.paths)]
+    hits = [(path, line, pat) for pat in check.patterns for path, line in lines if re.search(pat, line)]
     evidence = [{"path": p, "added_line": line[:200], "pattern": pat} for p, line, pat in hits[:5]]
-    return CheckResult(f"diff_excludes {', '.join(check.diff_excludes)}", not hits,
-                       f"{len(hits)} added line(s) match" if hits else "no added line matches", evidence)
+    name = f"diff_excludes {', '.join(check.patterns)}" + (f" (in {', '.join(check.paths)})" if check.paths else "")
+    return CheckResult(name, not hits, f"{len(hits)} added line(s) match" if hits else "no added line matches",
+                       evidence)
+
+
+def glob_matches(glob: str, path: str) -> bool:
+    """``*`` and ``?`` stay inside a folder, ``**`` crosses folders; a glob with no ``/`` matches a file name
+    at any depth (as in .gitignore)."""
+    if "/" not in glob.rstrip("/"):
+        glob = "**/" + glob
+    if glob.endswith("/"):
+        glob += "**"
+    return _glob(glob).fullmatch(path) is not None
+
+
+@lru_cache(maxsize=256)
+def _glob(glob: str) -> re.Pattern:
+    out, i = [], 0
+    while i < len(glob):
+        if glob.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif glob.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif glob[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif glob[i] == "?":
+            out.append("[^/]")
+            i += 1
+        else:
+            out.append(re.escape(glob[i]))
+            i += 1
+    return re.compile("".join(out), re.DOTALL)
+
+
+def _output_excludes(check: sc.OutputExcludes, events, state) -> CheckResult:
+    texts = list(_agent_texts(events))
+    evidence = []
+    for pattern in check.output_excludes:
+        found = list(state.output_hits.get(pattern, []))
+        for text in texts:
+            found += search(pattern, text, HITS_KEPT - len(found)) if len(found) < HITS_KEPT else []
+        evidence += [{"pattern": pattern, "excerpt": f[:200]} for f in found[:HITS_KEPT]]
+    hit = sorted({e["pattern"] for e in evidence})
+    return CheckResult(f"output_excludes {', '.join(check.output_excludes)}", not evidence,
+                       f"found {', '.join(hit)} in the agent's output" if hit else "no pattern appears",
+                       evidence[:HITS_KEPT])
+
+
+def _agent_texts(events: Iterable[TraceEvent]) -> Iterable[str]:
+    """What the agent said and did, as the trace keeps it: its messages, tool inputs and tool results."""
+    import json
+
+    for event in events:
+        if isinstance(event, AgentOutputEvent):
+            yield event.text
+        elif isinstance(event, ToolCallEvent):
+            yield json.dumps(event.input, ensure_ascii=False) if not isinstance(event.input, str) else event.input
+            yield event.output_excerpt or ""
 
 
 def _http(check: sc.Http, events, state) -> CheckResult:
@@ -207,16 +421,30 @@ def _http(check: sc.Http, events, state) -> CheckResult:
 
 
 def _succeeds(result: SucceedsResult | None, spec: sc.Succeeds) -> CheckResult:
-    name = f"succeeds {spec.run}" + (f" (cwd {spec.cwd})" if spec.cwd else "")
+    name = f"succeeds {spec.run}" + (f" (cwd {spec.cwd})" if spec.cwd else "") + (
+        f" exit {spec.exit}" if spec.exit else "")
+    return _end_command(name, result, lambda code: code == spec.exit, spec.stdout_matches)
+
+
+def _fails(result: SucceedsResult | None, spec: sc.Fails) -> CheckResult:
+    name = f"fails {spec.run}" + (f" (cwd {spec.cwd})" if spec.cwd else "")
+    return _end_command(name, result, lambda code: code != 0, spec.stdout_matches)
+
+
+def _end_command(name: str, result: SucceedsResult | None, exit_ok, stdout_matches: str | None) -> CheckResult:
+    if stdout_matches is not None:
+        name += f" stdout /{stdout_matches}/"
     if result is None:
         return CheckResult(name, False, "was not run")
-    detail = "exit 0" if result.exit_code == 0 else (
-        "timed out" if result.timed_out else f"exit {result.exit_code}")
-    evidence = [] if result.exit_code == 0 else [{"output_tail": result.output[-600:]}]
-    return CheckResult(name, result.exit_code == 0, detail, evidence)
+    detail = "timed out" if result.timed_out else f"exit {result.exit_code}"
+    passed = exit_ok(result.exit_code) and not result.timed_out
+    if passed and stdout_matches is not None and not re.search(stdout_matches, result.stdout):
+        passed, detail = False, f"{detail}, but stdout does not match /{stdout_matches}/"
+    evidence = [] if passed else [{"output_tail": result.output[-600:]}]
+    return CheckResult(name, passed, detail, evidence)
 
 
 _DECIDERS = {
     sc.Ran: _ran, sc.NotRan: _not_ran, sc.MaxRuns: _max_runs, sc.Exists: _exists,
-    sc.Unchanged: _unchanged, sc.DiffExcludes: _diff_excludes, sc.Http: _http,
+    sc.Unchanged: _unchanged, sc.DiffExcludes: _diff_excludes, sc.OutputExcludes: _output_excludes, sc.Http: _http,
 }

@@ -26,7 +26,7 @@ from bot.credentials import Redactor, credential_error, is_credential_name, know
 from bot.errors import BadInput
 from bot.replay import agents as agents_mod
 from bot.replay import checks as checks_mod
-from bot.replay import isolation, toolchain
+from bot.replay import isolation, shims, toolchain
 from bot.replay.gateway import Gateway, ModelCall, Upstream
 from bot.replay.policy import SIMULATED_MODEL, load_policy
 from bot.replay.sandbox import Sandbox
@@ -183,7 +183,8 @@ def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
         result = _run_agent(agent, job)
         phase("agent")
         http_counts = {env: svc.request_count for env, svc in services.items()}
-        commands = sandbox.commands()
+        ran = sandbox.commands()  # drains the command log first
+        commands = checks_mod.attribute_new(read_trace(run_dir.trace), [*shims.read_shells(sandbox.shim_log), *ran])
         with lock:
             writer.extend(commands)
         phase("command log -> trace")
@@ -203,7 +204,7 @@ def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
             result.status, result.reason = "limit", sandbox.limit_hit
         verdict, reason, results = "unscored", result.reason or result.status, []
         if result.scored:
-            state = checks_mod.collect_end_state(scenario, sandbox, http_counts)
+            state = checks_mod.collect_end_state(scenario, sandbox, http_counts, transcript=result.raw)
             if sandbox.limit_hit:  # a check broke a bound (e.g. a left-behind conftest.py)
                 result.status, result.reason = "limit", sandbox.limit_hit
                 verdict, reason = "unscored", sandbox.limit_hit

@@ -302,8 +302,8 @@ def parse_policy(data: Any, *, source: str = "<policy>", noise: float = 0.0, see
     if not isinstance(branch_on, str) or not branch_on.strip():
         problems.append("`branch_on`: give the text (a string) whose presence in the system prompt means the rule is in it")
     branches = {name: _parse_steps(data.get(name), name, problems, warnings) for name in ("with_rule", "without_rule")}
-    if problems:
-        raise BadInput(f"{source}: invalid policy", problems=problems)
+    if problems:  # an unknown key often explains a missing one (`contnet:` for `content:`), so say both
+        raise BadInput(f"{source}: invalid policy", problems=problems + warnings)
     for warning in warnings:
         log.warning("%s: %s", source, warning)
     return Policy(
@@ -350,7 +350,7 @@ def _parse_step(item: Any, where: str, problems: list[str], warnings: list[str])
         return None
     value = item[action]
     if action == "write":
-        return _parse_write(value, where, repeat, problems)
+        return _parse_write(value, where, repeat, problems, warnings)
     if not isinstance(value, str) or not value:
         problems.append(f"`{where}.{action}`: give a non-empty string; got {value!r}")
         return None
@@ -359,10 +359,13 @@ def _parse_step(item: Any, where: str, problems: list[str], warnings: list[str])
     return Step("say", text=value, repeat=repeat)
 
 
-def _parse_write(value: Any, where: str, repeat: int, problems: list[str]) -> Step | None:
+def _parse_write(value: Any, where: str, repeat: int, problems: list[str], warnings: list[str]) -> Step | None:
     if not isinstance(value, dict):
         problems.append(f"`{where}.write`: give {{path: FILE, content: TEXT}}; got {value!r}")
         return None
+    unknown = sorted(map(str, (k for k in value if k not in ("path", "content"))))
+    if unknown:
+        warnings.append(f"`{where}.write`: unknown keys {unknown}, ignored (known: path, content)")
     path, content = value.get("path"), value.get("content")
     if not isinstance(path, str) or not path:
         problems.append(f"`{where}.write.path`: give the file path (relative to the agent's working directory)")

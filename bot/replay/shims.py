@@ -9,8 +9,12 @@ so a directory is built once per (PATH, scrub list) and reused from a cache.
 Log format, one record per finished command, every field NUL-terminated and
 written by a single ``printf`` (argv cannot contain NUL, so any bytes survive)::
 
-    RB1 \\0 start \\0 end \\0 rc \\0 depth \\0 cwd \\0 argc \\0 argv[0] \\0 ... argv[argc-1] \\0
+    RB2 \\0 start \\0 end \\0 rc \\0 depth \\0 tool \\0 cwd \\0 argc \\0 argv[0] \\0 ... argv[argc-1] \\0
 
+``tool`` is ``$REPLAYBOOK_TOOL_CALL``: the tool call id an agent adapter set, or
+``shell:…`` for a shell started through ``$SHELL``, which logs its own argv once
+as ``RBS \\0 id \\0 argc \\0 argv…``; empty outside both (logs from before this
+field are ``RB1`` records without it).
 ``start``/``end`` are ``$EPOCHREALTIME`` (seconds, microseconds; a ``,`` decimal
 mark is accepted), ``depth`` counts the shims enclosing this one (0: the agent
 ran it directly), ``argv[0]`` is the bare command name. Commands still running
@@ -37,13 +41,14 @@ from pathlib import Path
 from typing import Sequence
 
 from bot.errors import BadInput
-from bot.replay.trace import CommandEvent
+from bot.replay.trace import CommandEvent, ShellEvent
 
 LOG_ENV = "REPLAYBOOK_SHIM_LOG"
 # Inside an isolated sandbox the log is a write-only FIFO the harness reads, bound
 # read-only here: the agent can neither truncate it nor unset a variable to silence it.
 FIXED_LOG = "/run/replaybook/commands"
 DEPTH_ENV = "REPLAYBOOK_SHIM_DEPTH"
+TOOL_ENV = "REPLAYBOOK_TOOL_CALL"  # set by an agent adapter per tool call, or by the $SHELL wrapper
 CACHE_ENV = "REPLAYBOOK_CACHE_DIR"
 DEFAULT_SCRUB: tuple[str, ...] = (
     "ANTHROPIC_AUTH_TOKEN",
@@ -52,7 +57,7 @@ DEFAULT_SCRUB: tuple[str, ...] = (
     "GH_TOKEN",
     "OPENAI_API_KEY",
 )
-_VERSION = "rb-shims-3"  # bump when the script templates change: it is part of the cache key
+_VERSION = "rb-shims-4"  # bump when the script templates change: it is part of the cache key
 _MARKER = ".replaybook-shims"
 _KEEP_CACHED = 8
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -71,16 +76,25 @@ __rb_rc=$?
 __rb_log={fixed_log}
 [[ -p $__rb_log ]] || __rb_log=${{{log}-}}
 if [[ -n $__rb_log ]]; then
-  printf '%s\\0' RB1 "$__rb_t0" "$EPOCHREALTIME" "$__rb_rc" "$__rb_d" "$PWD" "$(($# + 1))" {name} "$@" >>"$__rb_log" 2>/dev/null
+  printf '%s\\0' RB2 "$__rb_t0" "$EPOCHREALTIME" "$__rb_rc" "$__rb_d" "${{{tool}-}}" "$PWD" "$(($# + 1))" {name} "$@" >>"$__rb_log" 2>/dev/null
 fi
 exit $__rb_rc
 """
 
 # For agents that start `$SHELL` by absolute path (Claude Code): scrub, make sure
 # the shims lead PATH (the agent itself may run without them), then become bash.
+# A shell started with no tool call id gets one of its own, and logs its argv
+# once, so its commands can be matched to the tool call whose command it runs.
 _SHELL = """#!{bash} -p
 {unset}
 case ":$PATH:" in *:{bin}:*) ;; *) PATH={bin}${{PATH:+:$PATH}}; export PATH ;; esac
+if [[ -z ${{{tool}-}} ]]; then
+  export {tool}="shell:$$:$EPOCHREALTIME"
+  __rb_log={fixed_log}
+  [[ -p $__rb_log ]] || __rb_log=${{{log}-}}
+  [[ -n $__rb_log ]] && printf '%s\\0' RBS "${tool}" "$#" "$@" >>"$__rb_log" 2>/dev/null
+  unset __rb_log
+fi
 exec {bash} "$@"
 """
 
@@ -183,10 +197,11 @@ def _build(final: Path, dirs: list[str], scrub: tuple[str, ...], bash: str) -> N
         (tmp / "shell").mkdir()
         for name, real in _executables(dirs).items():
             _write_exec(tmp / "bin" / name, _SHIM.format(
-                bash=bash, depth=DEPTH_ENV, log=LOG_ENV, unset=unset, fixed_log=shlex.quote(FIXED_LOG),
+                bash=bash, depth=DEPTH_ENV, log=LOG_ENV, tool=TOOL_ENV, unset=unset, fixed_log=shlex.quote(FIXED_LOG),
                 real=shlex.quote(real), name=shlex.quote(name),
             ))
-        shell = _SHELL.format(bash=bash, unset=unset, bin=shlex.quote(str(final / "bin")))
+        shell = _SHELL.format(bash=bash, unset=unset, bin=shlex.quote(str(final / "bin")), tool=TOOL_ENV, log=LOG_ENV,
+                              fixed_log=shlex.quote(FIXED_LOG))
         _write_exec(tmp / "shell" / "bash", shell)
         (tmp / "bin" / _MARKER).write_text(json.dumps({"dirs": dirs, "scrub": scrub}))
         os.rename(tmp, final)  # atomic: readers see a complete directory or none
@@ -237,6 +252,15 @@ def _prune(root: Path, *, keep: Path) -> None:
 
 def read_shim_log(path: Path, root: Path) -> list[CommandEvent]:
     """The commands in a shim log, oldest start first; a missing log means none ran."""
+    return [e for e in _read(path, root) if isinstance(e, CommandEvent)]
+
+
+def read_shells(path: Path) -> list[ShellEvent]:
+    """The shells the agent started through ``$SHELL``, which ``checks.attribute`` matches to tool calls."""
+    return [e for e in _read(path, Path("/")) if isinstance(e, ShellEvent)]
+
+
+def _read(path: Path, root: Path) -> list[CommandEvent | ShellEvent]:
     try:
         data = Path(path).read_bytes()
     except FileNotFoundError:
@@ -244,29 +268,48 @@ def read_shim_log(path: Path, root: Path) -> list[CommandEvent]:
     return parse_shim_log(data, root)
 
 
-def parse_shim_log(data: bytes, root: Path) -> list[CommandEvent]:
+def parse_shim_log(data: bytes, root: Path) -> list[CommandEvent | ShellEvent]:
     fields = data.split(b"\0")
-    events: list[CommandEvent] = []
+    events: list[CommandEvent | ShellEvent] = []
     i = 0
     while i < len(fields):
-        if fields[i] != b"RB1":
+        if fields[i] not in (b"RB1", b"RB2", b"RBS"):
             i += 1  # resynchronise after a damaged record (e.g. disk full)
             continue
-        event, i = _parse_record(fields, i, root)
+        parse = _parse_shell if fields[i] == b"RBS" else _parse_record
+        event, i = parse(fields, i, root)
         if event is not None:
             events.append(event)
-    events.sort(key=lambda e: e.started_at)
+    events.sort(key=lambda e: e.started_at if isinstance(e, CommandEvent) else _EPOCH)
     return events
 
 
-def _parse_record(fields: list[bytes], i: int, root: Path) -> tuple[CommandEvent | None, int]:
+_EPOCH = datetime.fromtimestamp(0, tz=timezone.utc)
+
+
+def _parse_shell(fields: list[bytes], i: int, root: Path) -> tuple[ShellEvent | None, int]:
+    """``RBS \\0 id \\0 argc \\0 argv[1] ... \\0``: a shell the agent started through ``$SHELL``."""
     try:
-        t0, t1 = (float(f.replace(b",", b".")) for f in fields[i + 1 : i + 3])
-        rc, depth, argc = int(fields[i + 3]), int(fields[i + 4]), int(fields[i + 6])
-        cwd = fields[i + 5]
+        argc = int(fields[i + 2])
     except (ValueError, IndexError):
         return None, i + 1
-    argv = fields[i + 7 : i + 7 + argc]
+    argv = fields[i + 3 : i + 3 + argc]
+    if len(argv) != argc:
+        return None, i + 1
+    return ShellEvent(id=_text(fields[i + 1]), argv=[_text(a) for a in argv]), i + 3 + argc
+
+
+def _parse_record(fields: list[bytes], i: int, root: Path) -> tuple[CommandEvent | None, int]:
+    tool = fields[i] == b"RB2"  # RB1, before commands were attributed, has no tool call field
+    at = i + 1 if tool else i
+    try:
+        t0, t1 = (float(f.replace(b",", b".")) for f in fields[i + 1 : i + 3])
+        rc, depth, argc = int(fields[i + 3]), int(fields[i + 4]), int(fields[at + 6])
+        cwd = fields[at + 5]
+        tool_call = _text(fields[i + 5]) if tool else ""
+    except (ValueError, IndexError):
+        return None, i + 1
+    argv = fields[at + 7 : at + 7 + argc]
     if len(argv) != argc:
         return None, i + 1
     event = CommandEvent(
@@ -276,8 +319,9 @@ def _parse_record(fields: list[bytes], i: int, root: Path) -> tuple[CommandEvent
         duration_ms=round((t1 - t0) * 1000, 3),
         started_at=datetime.fromtimestamp(t0, tz=timezone.utc),
         depth=depth,
+        tool_call=tool_call if tool else None,
     )
-    return event, i + 7 + argc
+    return event, at + 7 + argc
 
 
 def _text(raw: bytes) -> str:

@@ -62,6 +62,11 @@ class CommandEvent(TraceEvent):
     duration_ms: float
     started_at: datetime
     depth: int = Field(default=0, description="how many shimmed commands enclose this one")
+    tool_call: str | None = Field(default=None, description="the tool call it ran under, as the shim saw it: the "
+                                  "id the agent adapter set, 'shell:…' for a shell the agent started, '' for none")
+    by: Literal["tool", "agent"] | None = Field(
+        default=None, description="'tool': one of the agent's tool calls ran it (the id in `tool_call`); 'agent': "
+                                  "the agent's own machinery did; None: not known (counted as a tool call)")
 
     def offset(self, run_start: float, now: float) -> float:
         # A command's place on the timeline is when it started, not when we learnt of it.
@@ -70,6 +75,14 @@ class CommandEvent(TraceEvent):
     @property
     def command(self) -> str:
         return self.argv[0] if self.argv else ""
+
+
+class ShellEvent(TraceEvent):
+    """A shell the agent started through ``$SHELL``, with the id its commands carry in ``tool_call``."""
+
+    kind: Literal["shell"] = "shell"
+    id: str
+    argv: list[str]
 
 
 class ToolCallEvent(TraceEvent):
@@ -112,6 +125,7 @@ Event = Annotated[
     Union[
         RunStartEvent,
         CommandEvent,
+        ShellEvent,
         ToolCallEvent,
         ModelCallEvent,
         FileChangeEvent,

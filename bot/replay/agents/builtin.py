@@ -16,6 +16,7 @@ from typing import Any
 import anthropic
 
 from bot.replay.agents import AgentResult, AgentRun
+from bot.replay.shims import TOOL_ENV
 
 VERSION = "builtin-1"
 MAX_TOOL_OUTPUT = 20_000
@@ -90,7 +91,7 @@ class BuiltinAgent:
     def _call(self, job: AgentRun, use: dict[str, Any]) -> dict[str, Any]:
         name, args = use.get("name", ""), use.get("input") or {}
         try:
-            output = _TOOLS[name](job, args)
+            output = _bash(job, args, use.get("id")) if name == "bash" else _TOOLS[name](job, args)
             is_error = False
         except (ToolError, OSError) as exc:  # e.g. writing under a file: the model hears of it
             output, is_error = str(exc), True
@@ -116,7 +117,7 @@ def _path(job: AgentRun, args: dict[str, Any]) -> Path:
     return target
 
 
-def _bash(job: AgentRun, args: dict[str, Any]) -> str:
+def _bash(job: AgentRun, args: dict[str, Any], tool_call_id: str | None = None) -> str:
     command = args.get("command")
     if not isinstance(command, str) or not command.strip():
         raise ToolError("`command` is required")
@@ -125,7 +126,9 @@ def _bash(job: AgentRun, args: dict[str, Any]) -> str:
     bash = job.sandbox.which("bash") or "/bin/bash"
     if not job.sandbox.root.is_dir():
         raise ToolError("the repository folder no longer exists")
-    done = job.sandbox.run([bash, "-c", command], timeout_s=max(0.1, min(job.remaining_s, 300.0)))
+    # The shims record the id with every command, so checks can tell the tool's commands from the agent's own.
+    env = {**job.sandbox.env(), TOOL_ENV: tool_call_id or "tool"}
+    done = job.sandbox.run([bash, "-c", command], env=env, timeout_s=max(0.1, min(job.remaining_s, 300.0)))
     tail = " (timed out)" if done.timed_out else ""
     return f"exit code {done.rc}{tail}\n{done.stdout}{done.stderr}"
 

@@ -1,0 +1,108 @@
+"""``replaybook scenario validate``: is each scenario sound enough to prove a rule?"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from bot import rule as rules_mod
+from bot import scenario_validate as sv
+from bot.cli.output import emit_json
+from bot.errors import BadInput, ReplaybookError
+from bot.playbook import STATES, Playbook
+from bot.replay.cache import ReplayCache
+
+
+@click.group("scenario")
+def group() -> None:
+    """Replay scenarios: validate them."""
+
+
+class Unsound(ReplaybookError):
+    """A scenario loads but cannot prove a rule (exit 1)."""
+
+    exit_code = 1
+
+
+@group.command("validate")
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--no-control", is_flag=True, help="Skip the do-nothing control replay (only the files are checked).")
+@click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Replay cache for the control (default: config paths.cache).")
+@click.option("--no-cache", is_flag=True, help="Replay the control even when a cached result exists.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+@click.pass_context
+def validate(ctx: click.Context, paths: tuple[Path, ...], no_control: bool, cache_dir: Path | None,
+             no_cache: bool, as_json: bool) -> None:
+    """Check each scenario in PATHS (default: the whole suite) can prove a rule.
+
+    The schema (every unknown key named), the fixture (symlinks, size), the
+    simulated model's policy (each step and key, and that its branch text is
+    in the rule), and the do-nothing control: a replay in which the agent
+    changes nothing must fail. Exit 0 when all are sound, 1 when one is
+    unsound, 2 when one is bad input.
+    """
+    settings = ctx.obj.settings
+    folders = [_folder(p) for p in paths] or sv.suite_folders(settings.path("scenarios"))
+    cache = None if no_cache else ReplayCache(cache_dir or settings.path("cache"))
+    findings = validate_folders(folders, playbook_for(ctx), control=not no_control, cache=cache)
+    if as_json:
+        emit_json([{"scenario": f.scenario, "folder": str(f.folder), "ok": f.ok, "problems": f.problems,
+                    "unsound": f.unsound, "control": f.control.verdict if f.control else None} for f in findings])
+    else:
+        for f in findings:
+            click.echo(f"{'ok' if f.ok else 'bad input' if f.problems else 'unsound'}: {f.scenario}")
+            for line in f.lines():
+                click.echo(f"  - {line}")
+    code = sv.exit_code(findings)
+    if code:
+        bad = [f.scenario for f in findings if not f.ok]
+        error = BadInput if code == 2 else Unsound
+        raise error(f"{len(bad)} of {len(findings)} scenario(s) cannot prove a rule: {', '.join(bad)}")
+    if not findings:
+        click.echo(f"no scenarios in {settings.path('scenarios')}")
+
+
+def _folder(path: Path) -> Path:
+    folder = path.parent if path.name == "scenario.yaml" else path
+    if not (folder / "scenario.yaml").is_file():
+        raise BadInput(f"{path}: no scenario here; a scenario is a folder holding scenario.yaml and its fixture")
+    return folder
+
+
+def playbook_for(ctx: click.Context) -> Playbook:
+    from bot.cli.playbook import open_playbook
+
+    return open_playbook(ctx)
+
+
+def validate_folders(folders: list[Path], book: Playbook, *, control: bool,
+                     cache: ReplayCache | None) -> list[sv.Finding]:
+    """Validate each folder against the rules that may replay it: the playbook's, in every state, and the
+    ``rule.yaml`` beside a scenario."""
+    try:
+        rules = [e.rule for e in book.entries(STATES)]
+    except BadInput:
+        rules = []  # `playbook check` reports a broken playbook; here it only costs the branch-text check
+    empty = book.render_text([])
+    findings = []
+    for folder in folders:
+        beside, local, broken = folder / "rule.yaml", [], []
+        try:
+            local = [rules_mod.load(beside, named_by_id=False)] if beside.is_file() else []
+        except BadInput as exc:
+            broken = exc.problems or [exc.message]
+        finding = sv.validate(folder, rules=rules + local, empty_playbook=empty, control=control, cache=cache)
+        finding.problems += broken
+        findings.append(finding)
+    return findings
+
+
+def admitted_scenario_problems(book: Playbook, cache_dir: Path) -> list[str]:
+    """`playbook check`'s part: every admitted rule's scenario must be sound."""
+    rules = book.admitted()
+    folders = sorted({(book.root / r.replay).resolve() for r in rules})
+    findings = validate_folders([f for f in folders if (f / "scenario.yaml").is_file()], book, control=True,
+                                cache=ReplayCache(cache_dir))
+    return [f"{f.folder}: scenario {f.scenario} cannot prove its rule: {line}" for f in findings for line in f.lines()]
