@@ -537,3 +537,34 @@ def test_ten_concurrent_deliveries_of_one_failure_give_one_issue(gh, root):
     assert len(gh.issues) == 1 and gh.comments_on(1) == []
     assert sorted(o.status for o in results) == ["done"] + ["unchanged"] * 9, results
     assert gh.state.labels == {}  # every claim released
+
+
+PLAIN = ("Seen on the upload service today.\n\n```yaml\ntask: Fix the flaky upload test\n"
+         "failure_class: wrong_assumption\ntrigger: CI failed on main\nbelieved: tests run from the repo root\n"
+         "actual: packages/api has its own pytest.ini\ncost_minutes: 20\n```\n")
+
+
+def test_a_plain_yaml_incident_issue_is_accepted_and_checked_field_by_field(cli, gh, event):
+    bad = PLAIN.replace("wrong_assumption", "no idea").replace("cost_minutes: 20", "cost_minutes: lots")
+    open_issue(gh, bad)
+    event("issues", form_payload(bad))
+    assert handle(cli)["code"] == 0
+    issue = gh.issues[0]
+    assert "incident:invalid" in issue["labels"]
+    (comment,) = gh.comments_on(1)
+    assert "`Failure class` (failure_class)" in comment["body"] and "`Cost (minutes)` (cost_minutes)" in comment["body"]
+
+    requests.patch(f"{gh.url}{gh.repo_path}/issues/1", json={"body": PLAIN})  # the person fixes it
+    event("issues", form_payload(PLAIN, "edited", old=bad))
+    assert handle(cli)["code"] == 0
+    issue = gh.issues[0]
+    assert "incident:invalid" not in issue["labels"]
+    assert issue["body"].startswith(PLAIN) and BLOCK_MARKER in issue["body"] and "cost_minutes: 20" in issue["body"]
+
+    normalised = issue["body"]
+    edited = normalised.replace("cost_minutes: 20", "cost_minutes: 45", 1)  # their block, not the bot's
+    requests.patch(f"{gh.url}{gh.repo_path}/issues/1", json={"body": edited})
+    event("issues", form_payload(edited, "edited", old=normalised))
+    out = handle(cli)
+    assert out["code"] == 0
+    assert gh.issues[0]["body"].count("cost_minutes: 45") == 2, (out, gh.issues[0]["body"])
