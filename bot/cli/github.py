@@ -63,8 +63,9 @@ def handle(ctx: click.Context, event_name: str | None, event_path: Path | None, 
 
     Failed workflow runs and rejected agent PRs become incident issues (one per
     failure, a comment per repeat); incident issue forms are parsed and
-    normalised; rule PRs and merge groups get the admit gate as the
-    `replaybook/admit` status (never success on a fork). When a capture brings
+    normalised; every PR and merge group gets the admit gate as the
+    `replaybook/admit` status (it replays what changes what agents are told,
+    and is never success on a fork that needs a replay). When a capture brings
     the undistilled incidents to `github.distill_threshold`, it dispatches the
     distill workflow. Reads GITHUB_TOKEN, GITHUB_API_URL, and the `github:`
     section of .replaybook.yml (the flags override it). Exit 1 when an action
