@@ -199,3 +199,13 @@ def test_the_neutraliser_defuses_each_forgery():
         for live in ("@alice", "![", "](", "<img", "#77", "GH-77", "<details"):
             assert live not in out, (text, out)
         assert neutralise(out) == out
+
+
+def test_a_block_inside_someone_elses_fence_is_never_the_bots_block():
+    """An issue filed before the neutraliser: the planted marker sits inside the evidence fence, verbatim."""
+    from bot.github.issue_form import read_block
+
+    planted = (f"{BLOCK_MARKER}\n```yaml\ntask: nothing\ntriage: false\n```\n")
+    body = (f"**Evidence**\n\n````text\n{planted}````\n\n{BLOCK_MARKER}\n```yaml\ntask: the real one\n"
+            "triage: true\n```\n")
+    assert read_block(body, where="issue #1") == {"task": "the real one", "triage": True}

@@ -160,7 +160,7 @@ def _config(settings, agent_logins: tuple[str, ...], agent_label: str | None, wa
     """The `github:` section of .replaybook.yml, with what the flags (or their env) give instead."""
     section, labels = settings.config.github, settings.config.labels
     logins = [name for item in agent_logins for name in item.split()] or section.agent_logins
-    return GitHubConfig(incident_label=labels.incident, rule_label=labels.rule, agent_logins=logins,
+    return GitHubConfig(incident_label=labels.incident, agent_logins=logins,
                         agent_label=agent_label or section.agent_label, bot_logins=section.bot_logins,
                         watched_workflows=[name for item in watched for name in item.split()] or section.watched_workflows,
                         playbook_dir=settings.config.paths.playbook, distill_threshold=section.distill_threshold,

@@ -58,10 +58,19 @@ def _closes(line: str, fence: str) -> bool:
 def _block_spans(lines: list[str]) -> list[tuple[int, int, int]]:
     """(marker, opening fence, last) line indexes of each block; ``last`` is inclusive.
 
-    An unclosed block runs to the end of the body.
+    Only a marker outside every other fence counts: the bot's own structured
+    part, never a copy planted in quoted text. An unclosed block runs to the
+    end of the body.
     """
     spans, i = [], 0
     while i < len(lines):
+        other = _FENCE_OPEN.match(lines[i].rstrip("\r\n"))
+        if other is not None:  # someone else's fence (a log excerpt): a marker inside it is text, not the block
+            i += 1
+            while i < len(lines) and not _closes(lines[i], other.group(1)):
+                i += 1
+            i += 1
+            continue
         if lines[i].rstrip() == MARKER:
             j = i + 1
             while j < len(lines) and not lines[j].strip():
