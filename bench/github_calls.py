@@ -1,7 +1,8 @@
 """GitHub API requests per bot action, against the fake GitHub (PyGithub over HTTP).
 
 Budgets from issue #6: at most 8 requests per captured failure, at most 5 per
-gate report. Each row runs ``bot.github.handle.execute`` with the real
+gate report. Since issue #14 each first capture also takes and releases a claim
+(two requests), so concurrent deliveries file one issue. Each row runs ``bot.github.handle.execute`` with the real
 PyGithub adapter against a fresh fake and counts the requests the fake served
 (faults none). The gate's verdict is given (the replay makes no GitHub call),
 and capture runs without a model (a model call makes no GitHub call either).
@@ -59,6 +60,29 @@ def capture(run_id: int, attempt: int = 1) -> list:
             DistillIfDue(threshold=10, workflow="replaybook-distill.yml")]
 
 
+def _repository_with_a_new_rule(root: Path) -> str:
+    """A git repository whose HEAD adds a rule to main's playbook: what a fork PR that needs a replay holds."""
+    import subprocess
+
+    from helpers import make_scenario, rule_yaml, write
+
+    env = {"GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@e", "GIT_COMMITTER_NAME": "b", "GIT_COMMITTER_EMAIL": "b@e",
+           "HOME": str(root), "PATH": "/usr/bin:/bin:/usr/local/bin"}
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=root, env=env, check=True, capture_output=True, text=True).stdout
+
+    make_scenario(root)
+    git("init", "-q", "-b", "main")
+    git("add", "-A")
+    git("commit", "-qm", "base")
+    base = git("rev-parse", "HEAD").strip()
+    write(root / "playbook" / "rules" / "rule-0001.yaml", rule_yaml("rule-0001"))
+    git("add", "-A")
+    git("commit", "-qm", "a rule from a fork")
+    return base
+
+
 def main() -> None:
     import json
 
@@ -93,8 +117,9 @@ def main() -> None:
             verdict = GateVerdict("success", "admit: rule-0001 admit", "## Replaybook gate\n\nadmit")
             rows.append(["gate report: first", run(gh, root, gate, gate=lambda a: verdict), 5])
             rows.append(["gate report: again (comment edited in place)", run(gh, root, gate, gate=lambda a: verdict), 5])
-            fork = [GateRulePr(number=3, head_sha=HEAD, base_ref="main", fork=True, secrets=False)]
-            rows.append(["gate report: a fork PR (could not run)", run(gh, root, fork), 5])
+            base = _repository_with_a_new_rule(root / "repo")
+            fork = [GateRulePr(number=3, head_sha=HEAD, base_ref="main", base_sha=base, fork=True, secrets=False)]
+            rows.append(["gate report: a fork PR (could not run)", run(gh, root / "repo", fork), 5])
     out = [[what, str(calls), f"≤ {budget}", "ok" if calls <= budget else "OVER"] for what, calls, budget in rows]
     print(table(["action", "API requests", "budget", ""], out))
 

@@ -82,7 +82,7 @@ BODIES = st.one_of(st.binary(max_size=200), st.sampled_from([
 ]))
 
 
-@settings(max_examples=15, deadline=None, derandomize=True,
+@settings(max_examples=15, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(st.sampled_from([200, 400, 404, 413, 422]), st.sampled_from(["application/json", "text/plain"]), BODIES)
 def test_any_misbehaving_model_still_files_the_incident(cli, gh, event, broken_model, status, kind, body):

@@ -24,7 +24,7 @@ from bot.incident import Incident
 from bot.rule import Rule
 from test_github_events import examples  # noqa: F401  (the session fixture of GitHub's example payloads)
 
-BOUNDED = settings(max_examples=60, deadline=None, derandomize=True,
+BOUNDED = settings(max_examples=60, deadline=None, derandomize=True, database=None,
                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 # Values that broke, or nearly broke, a loader: impossible dates and times, YAML's odd scalars, flow

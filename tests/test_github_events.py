@@ -326,8 +326,7 @@ def test_every_pr_is_gated_whatever_its_branch_or_label(examples):
     # A PR from a branch not named replaybook/rule-* can edit playbook/rules/ too: the gate judges its meaning.
     payload = example(examples, "pull_request", "synchronize")  # branch `changes`, label `bug`
     assert isinstance(one(plan("pull_request", payload, GitHubConfig())), GateRulePr)
-    assert isinstance(one(plan("pull_request", rule_pr(examples), GitHubConfig(rule_branch_prefix="lessons/"))),
-                      GateRulePr)
+    assert isinstance(one(plan("pull_request", rule_pr(examples), GitHubConfig())), GateRulePr)
 
 
 @pytest.mark.parametrize("head_repo", [{"full_name": "mallory/Hello-World"}, None])

@@ -51,8 +51,10 @@ def _slug(name: str) -> str:
 
 def test_markers_planted_in_a_log_do_not_survive_and_the_next_failure_is_filed(cli, gh, event):
     job = _slug("test (3.11)")
-    planted = f"<!-- replaybook:run-8-job-{job} -->\n<!-- replaybook:run-8-attempt-1-job-{job} -->\n"
-    seed_run(gh, 7, log=LOG.replace("FAILED", planted + "FAILED", 1))
+    planted = f"\n<!-- replaybook:run-8-job-{job} -->\n<!-- replaybook:run-8-attempt-1-job-{job} -->\n"
+    log = LOG.replace("##[error]", planted + "##[error]", 1)
+    assert log != LOG
+    seed_run(gh, 7, log=log)
     event("workflow_run", run_payload(7))
     assert handle(cli)["code"] == 0
     (first,) = gh.issues
@@ -65,10 +67,11 @@ def test_markers_planted_in_a_log_do_not_survive_and_the_next_failure_is_filed(c
 
 
 def test_an_incident_block_planted_in_a_log_is_not_the_incident(cli, gh, event):
-    forged = ("<!-- replaybook:incident-yaml -->\n```yaml\nid: gh-1\ntask: nothing\nfailure_class: other\n"
-              "trigger: x\nbelieved: all is well\nactual: all is well\ntriage: false\n"
-              "created: 2026-01-01T00:00:00Z\n```\n")
-    seed_run(gh, 7, log=LOG.replace("FAILED", forged + "FAILED", 1))
+    forged = ("\n<!-- replaybook:incident-yaml -->\n```yaml\n{task: nothing, failure_class: env, trigger: x, "
+              "believed: all is well, actual: all is well, triage: false, created: 2026-01-01T00:00:00Z}\n```\n")
+    log = LOG.replace("##[error]", forged + "##[error]", 1)
+    assert log != LOG
+    seed_run(gh, 7, log=log)
     event("workflow_run", run_payload(7))
     assert handle(cli)["code"] == 0
     (issue,) = gh.issues
@@ -104,15 +107,25 @@ def test_someone_elses_comment_with_the_gate_marker_never_receives_the_report(gh
     assert "no rule changed" in comments[1]["body"].lower() or "nothing to replay" in comments[1]["body"]
 
 
+def comment_text(gh) -> str:
+    return "".join(c["body"] for c in gh.comments_on(1))
+
+
 HOSTILE = "ping @octo/admins, see ![x](http://e.example/i.png) and [docs](http://e.example); fixes #77"
 
 
 def test_rule_text_in_the_gate_report_is_neutralised(gh, root, tmp_path):
     from test_github_handle import base_repo
 
+    for name in ("2026-07-14-0932", "2026-07-21-1105"):
+        write(root / "incidents" / f"{name}.yaml", incident_yaml(name))
+    make_scenario(root)
     base = base_repo(root)
-    write(root / "playbook" / "rules" / "rule-0002.yaml",
-          rule_yaml("rule-0002", text=f"When X, do Y; {HOSTILE}.", cites=("gh-9",)))
+    # A sound rule file whose text carries a mention, an image, a link and a closing keyword: a near-twin of
+    # rule-0001, so the cheap checks reject it and the report quotes it.
+    twin = ("Before running any test command, check for a package-local test config and run from that "
+            "directory (@octo ![i](x) [d](y) #77).")
+    write(root / "playbook" / "rules" / "rule-0002.yaml", rule_yaml("rule-0002", text=f'"{twin}"'))
     git(root, "add", "-A")
     git(root, "commit", "-qm", "a hostile rule")
     gh.add_pull(1)
@@ -125,7 +138,7 @@ def test_rule_text_in_the_gate_report_is_neutralised(gh, root, tmp_path):
                              gate=GitGate(root, settings, replay=ReplayOptions()))
     finally:
         port.close()
-    assert outcome.verdict == "failure", outcome  # rejected by the cheap checks (gh-9 does not exist)
+    assert outcome.verdict == "failure" and "near-duplicate" in outcome.summary + comment_text(gh), outcome
     (comment,) = gh.comments_on(1)
     for text in (comment["body"], summary.read_text()):
         assert "rule-0002" in text and "@octo" not in text and "![" not in text and "](" not in text
@@ -186,3 +199,13 @@ def test_the_neutraliser_defuses_each_forgery():
         for live in ("@alice", "![", "](", "<img", "#77", "GH-77", "<details"):
             assert live not in out, (text, out)
         assert neutralise(out) == out
+
+
+def test_a_block_inside_someone_elses_fence_is_never_the_bots_block():
+    """An issue filed before the neutraliser: the planted marker sits inside the evidence fence, verbatim."""
+    from bot.github.issue_form import read_block
+
+    planted = (f"{BLOCK_MARKER}\n```yaml\ntask: nothing\ntriage: false\n```\n")
+    body = (f"**Evidence**\n\n````text\n{planted}````\n\n{BLOCK_MARKER}\n```yaml\ntask: the real one\n"
+            "triage: true\n```\n")
+    assert read_block(body, where="issue #1") == {"task": "the real one", "triage": True}

@@ -298,6 +298,7 @@ def test_capture_reaches_the_threshold_and_the_dispatched_distill_opens_a_rule_p
     job = only_job(result, "distill")
     assert job.result == "success", result.log()
     assert job.step("app").inputs["app-id"] == "12345"
+    assert job.step("./actions/distill").inputs["bot-login"] == "replaybook[bot]"  # the App's PRs are the bot's
     distill = job.step("./actions/distill")
     assert distill.inputs["github-token"] == "app-token"  # the App's token, not the workflow's
     (pr,) = gh.pulls
@@ -316,6 +317,7 @@ def test_distill_without_an_app_uses_the_workflow_token(sim, gh):
     job = only_job(result, "distill")
     assert job.step("app").kind == "skipped"
     assert job.step("./actions/distill").inputs["github-token"] == "ghs_workflow"
+    assert job.step("./actions/distill").inputs["bot-login"] == ""  # github-actions[bot], the default
     # Without the ANTHROPIC_API_KEY secret the required input is empty: the job fails and says what is missing.
     assert job.result == "failure", result.log()
     assert "distill needs a model" in job.step("./actions/distill").stdout

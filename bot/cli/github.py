@@ -63,11 +63,13 @@ def handle(ctx: click.Context, event_name: str | None, event_path: Path | None, 
 
     Failed workflow runs and rejected agent PRs become incident issues (one per
     failure, a comment per repeat); incident issue forms are parsed and
-    normalised; rule PRs and merge groups get the admit gate as the
-    `replaybook/admit` status (never success on a fork). When a capture brings
+    normalised; every PR and merge group gets the admit gate as the
+    `replaybook/admit` status (it replays what changes what agents are told,
+    and is never success on a fork that needs a replay). When a capture brings
     the undistilled incidents to `github.distill_threshold`, it dispatches the
-    distill workflow. Reads GITHUB_TOKEN, GITHUB_API_URL, and the `github:`
-    section of .replaybook.yml (the flags override it). Exit 1 when an action
+    distill workflow. Reads GITHUB_TOKEN, GITHUB_API_URL, REPLAYBOOK_BOT_LOGINS
+    (the App's login, added to github.bot_logins), and the `github:` section
+    of .replaybook.yml (the flags override it). Exit 1 when an action
     failed or is not enabled, and when the gate did not admit: the job that
     runs the gate can be the required check.
 
@@ -159,11 +161,17 @@ def _config(settings, agent_logins: tuple[str, ...], agent_label: str | None, wa
     """The `github:` section of .replaybook.yml, with what the flags (or their env) give instead."""
     section, labels = settings.config.github, settings.config.labels
     logins = [name for item in agent_logins for name in item.split()] or section.agent_logins
-    return GitHubConfig(incident_label=labels.incident, rule_label=labels.rule, agent_logins=logins,
-                        agent_label=agent_label or section.agent_label, bot_logins=section.bot_logins,
+    return GitHubConfig(incident_label=labels.incident, agent_logins=logins,
+                        agent_label=agent_label or section.agent_label, bot_logins=_bot_logins(section),
                         watched_workflows=[name for item in watched for name in item.split()] or section.watched_workflows,
                         playbook_dir=settings.config.paths.playbook, distill_threshold=section.distill_threshold,
                         distill_workflow=section.distill_workflow, hits_lookback_days=section.hits_lookback_days)
+
+
+def _bot_logins(section) -> list[str]:
+    """github.bot_logins, plus $REPLAYBOOK_BOT_LOGINS (space-separated): the App the workflow's token belongs to."""
+    extra = os.environ.get("REPLAYBOOK_BOT_LOGINS", "").split()
+    return list(dict.fromkeys([*section.bot_logins, *extra]))
 
 
 def _max_open_rule_prs(settings) -> int:

@@ -49,10 +49,6 @@ class GitHubConfig(BaseModel):
         description="The accounts the bot writes as; only their text is read as the bot's own.",
     )
     incident_label: str = Field(default="incident", description="Issues with this label are incidents.")
-    rule_branch_prefix: str | None = Field(
-        default="replaybook/rule-", description="PRs from branches starting with this propose rules."
-    )
-    rule_label: str | None = Field(default="replaybook:rule", description="PRs with this label propose rules.")
     playbook_dir: str = Field(default="playbook", description="Folder whose changes on the default branch are checked.")
     distill_threshold: int = Field(
         default=0, ge=0, description="Dispatch distill when this many incidents wait undistilled; 0: never."

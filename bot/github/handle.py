@@ -123,9 +123,6 @@ def _capture_run(action: CaptureRun, ctx: Context) -> list[Outcome]:
 
 def _capture_job(action: CaptureRun, job: Job, ctx: Context) -> Outcome:
     issue_key = f"run-{action.run_id}-job-{_slug(job.name)}"
-    done, _ = _captured_already(action, job, ctx, issue_key)
-    if done is not None:  # a redelivery: two requests, no claim
-        return done
     with _claimed(ctx, issue_key):  # concurrent deliveries of one failure take turns: one issue, one comment
         return _capture_claimed(action, job, ctx, issue_key)
 
@@ -155,7 +152,7 @@ def _capture_claimed(action: CaptureRun, job: Job, ctx: Context, issue_key: str)
     issue_mark = marker(issue_key)
     attempt_mark = marker(f"{action.key}-job-{_slug(job.name)}")
     what = f"run {action.run_id} attempt {action.run_attempt}, job {job.name!r}"
-    done, found = _captured_already(action, job, ctx, issue_key)  # again, now that no other run is writing it
+    done, found = _captured_already(action, job, ctx, issue_key)  # under the claim: no other run is writing it
     if done is not None:
         return done
     evidence = _job_evidence(ctx.port, job)
@@ -222,9 +219,6 @@ def _run_summary(action: CaptureRun, job: Job, incident: Incident, reason: str |
 
 
 def _capture_rejected_pr(action: CaptureRejectedPr, ctx: Context) -> list[Outcome]:
-    found = ctx.port.find_issue_by_marker(marker(action.key))
-    if found is not None:  # a redelivery: one request, no claim
-        return [Outcome(action.kind, "unchanged", f"PR #{action.number}: already filed as #{found.number}", found.url)]
     with _claimed(ctx, action.key):
         return _capture_rejected_claimed(action, ctx)
 

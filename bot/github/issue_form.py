@@ -58,10 +58,19 @@ def _closes(line: str, fence: str) -> bool:
 def _block_spans(lines: list[str]) -> list[tuple[int, int, int]]:
     """(marker, opening fence, last) line indexes of each block; ``last`` is inclusive.
 
-    An unclosed block runs to the end of the body.
+    Only a marker outside every other fence counts: the bot's own structured
+    part, never a copy planted in quoted text. An unclosed block runs to the
+    end of the body.
     """
     spans, i = [], 0
     while i < len(lines):
+        other = _FENCE_OPEN.match(lines[i].rstrip("\r\n"))
+        if other is not None:  # someone else's fence (a log excerpt): a marker inside it is text, not the block
+            i += 1
+            while i < len(lines) and not _closes(lines[i], other.group(1)):
+                i += 1
+            i += 1
+            continue
         if lines[i].rstrip() == MARKER:
             j = i + 1
             while j < len(lines) and not lines[j].strip():
@@ -196,11 +205,24 @@ def parse_incident_issue(
     Returns the incident's data (validated through ``Incident`` when the
     problem list is empty) and one problem per field, naming the form label
     and how to fix it. The person's sections win over the bot's block; an
-    issue with no sections (one the bot opened) is read from its block.
+    issue with no sections is read from the one fenced ``yaml`` block its
+    author wrote (the contract's fields, checked one by one as for a form),
+    else from the bot's block (an issue the bot opened).
     """
     values, problems = sections(body)
     if not values:
-        return _from_block(body, number=number)
+        plain = _plain_yaml(body, number=number)
+        if plain is None:
+            return _from_block(body, number=number)
+        data, problems = plain
+        if problems:
+            return data, problems
+        data = {**data, "id": f"gh-{number}"}
+        data.setdefault("source", {"kind": "issue_form", "url": html_url, "key": f"issue-{number}"})
+        data.setdefault("created", created_at)
+        for key, value in _kept_from_block(body, number).items():
+            data.setdefault(key, value)
+        return _validated(data, [])
     data: dict[str, Any] = {"id": f"gh-{number}"}
     for _, field in FIELDS:
         value = values.get(field)
@@ -231,6 +253,35 @@ def _kept_from_block(body: str | None, number: int) -> dict[str, Any]:
     return {k: v for k, v in data.items() if k not in _FORM_OWNS}
 
 
+def _plain_yaml(body: str | None, *, number: int) -> tuple[dict[str, Any], list[str]] | None:
+    """The incident a person wrote as one fenced ``yaml`` block (no form sections), or None when there is none.
+
+    The bot's own block is not theirs and is left out first; two yaml blocks are a problem, not a guess.
+    """
+    lines = strip_block(body).split("\n")
+    blocks, i = [], 0
+    while i < len(lines):
+        opening = _FENCE_OPEN.match(lines[i])
+        if opening is None:
+            i += 1
+            continue
+        j = i + 1
+        while j < len(lines) and not _closes(lines[j], opening.group(1)):
+            j += 1
+        if opening.group(2).strip().lower() in ("yaml", "yml"):
+            blocks.append("\n".join(lines[i + 1:j]) + "\n")
+        i = j + 1
+    if not blocks:
+        return None
+    if len(blocks) > 1:
+        return {}, [f"issue #{number} holds {len(blocks)} yaml blocks; keep the incident in one"]
+    try:
+        doc = yamlfile.parse(Path(f"issue #{number} yaml block"), blocks[0], what="incident block")
+    except BadInput as exc:
+        return {}, [exc.message, *exc.problems]
+    return doc.data, []
+
+
 def _from_block(body: str | None, *, number: int) -> tuple[dict[str, Any], list[str]]:
     try:
         data = read_block(body, where=f"issue #{number} yaml block")
@@ -238,7 +289,8 @@ def _from_block(body: str | None, *, number: int) -> tuple[dict[str, Any], list[
         return {}, [exc.message, *exc.problems]
     if data is None:
         labels = ", ".join(f"### {label}" for label, _ in FIELDS[:1] + FIELDS[4:6])
-        return {}, [f"issue #{number} has no incident form sections ({labels}, …); open it with the Incident form"]
+        return {}, [f"issue #{number} has no incident form sections ({labels}, …) and no ```yaml block; open it "
+                    "with the Incident form, or write the incident's fields as one ```yaml block"]
     return _validated(data, [])
 
 
