@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import textwrap
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -77,3 +79,21 @@ def snapshot(folder: Path) -> dict[str, str]:
         if path.is_file() and path.name != "playbook.lock":  # an empty lock file holds no data
             out[str(path.relative_to(folder))] = hashlib.sha256(path.read_bytes()).hexdigest()
     return out
+
+
+def processes_with(text: str, within: float = 2.0) -> list[int]:
+    """Live host pids whose command line holds ``text``, after giving the killed a moment to go."""
+    end = time.monotonic() + within
+    while True:
+        pids = []
+        for entry in os.listdir("/proc"):
+            try:
+                cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                continue
+            if text in cmd and state != "Z":
+                pids.append(int(entry))
+        if not pids or time.monotonic() > end:
+            return pids
+        time.sleep(0.05)

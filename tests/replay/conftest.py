@@ -74,6 +74,18 @@ def make_scenario(tmp_path):
 
 
 @pytest.fixture
+def opts(tmp_path):
+    """``opts(agent=..., noise=...)``: ReplayOptions keeping runs in tmp_path/runs."""
+    from bot.replay.engine import ReplayOptions
+
+    def make(**kw) -> ReplayOptions:
+        kw.setdefault("runs_dir", tmp_path / "runs")
+        return ReplayOptions(**kw)
+
+    return make
+
+
+@pytest.fixture
 def sandbox_tmp(tmp_path, monkeypatch) -> Path:
     """Where this test's sandboxes go, so a test can see that they were removed."""
     folder = tmp_path / "sandboxes"

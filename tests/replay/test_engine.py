@@ -17,6 +17,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+from helpers import processes_with
 
 from bot import rule as rule_mod
 from bot import scenario as sc
@@ -31,33 +32,7 @@ PROOF = {"succeeds": {"run": "test -f README.md"}}
 RULE_TEXT = "MAGIC RULE: work the careful way."  # the tiny scenarios branch on "MAGIC RULE"
 
 
-@pytest.fixture
-def opts(tmp_path):
-    """``opts(agent=..., noise=...)``: ReplayOptions keeping runs in tmp_path/runs."""
 
-    def make(**kw) -> ReplayOptions:
-        kw.setdefault("runs_dir", tmp_path / "runs")
-        return ReplayOptions(**kw)
-
-    return make
-
-
-def processes_with(text: str, within: float = 2.0) -> list[int]:
-    """Live host pids whose command line holds ``text``, after giving the killed a moment to go."""
-    end = time.monotonic() + within
-    while True:
-        pids = []
-        for entry in os.listdir("/proc"):
-            try:
-                cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-                state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
-            except (OSError, IndexError):
-                continue
-            if text in cmd and state != "Z":
-                pids.append(int(entry))
-        if not pids or time.monotonic() > end:
-            return pids
-        time.sleep(0.05)
 
 
 def trace_of(result: TrialResult) -> list:

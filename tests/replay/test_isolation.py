@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import processes_with
 
 from bot.credentials import REDACTED
 from bot.replay import isolation
@@ -48,13 +49,6 @@ CONFTEST = (
 )
 
 
-@pytest.fixture
-def opts(tmp_path):
-    def make(**kw) -> ReplayOptions:
-        kw.setdefault("runs_dir", tmp_path / "runs")
-        return ReplayOptions(**kw)
-
-    return make
 
 
 @pytest.fixture
@@ -90,22 +84,6 @@ def plant_secrets(monkeypatch) -> None:
     for name, value in SECRETS.items():
         monkeypatch.setenv(name, value)
 
-
-def processes_with(text: str, within: float = 2.0) -> list[int]:
-    end = time.monotonic() + within
-    while True:
-        pids = []
-        for entry in os.listdir("/proc"):
-            try:
-                cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-                state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
-            except (OSError, IndexError):
-                continue
-            if text in cmd and state != "Z":
-                pids.append(int(entry))
-        if not pids or time.monotonic() > end:
-            return pids
-        time.sleep(0.05)
 
 
 # -- secrets ----------------------------------------------------------------------------------------------
