@@ -25,7 +25,7 @@ from bot import scenario as sc
 from bot.replay import checks as checks_mod
 from bot.replay.engine import ReplayOptions, TrialResult
 
-FORMAT = 1  # bump when TrialResult or the key changes shape
+FORMAT = 2  # bump when TrialResult, the key or how checks decide changes (2: attribution, new check forms)
 
 
 @lru_cache(maxsize=256)
