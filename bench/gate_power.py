@@ -5,9 +5,9 @@ simulated model takes the other branch with probability 0.1). Two planted
 candidate rules:
 
 * **harmless**: its text is in no scenario's policy, so every scenario stays at 0.9;
-* **harmful**: its text is the first scenario's ``branch_on``; with it, that
-  scenario's agent passes 4 times in 9 on the rule's branch (a bash
-  ``$RANDOM`` draw), so 0.1 + 0.9 × 4/9 = 0.5 overall.
+* **harmful**: its text is the first scenario's ``branch_on``; that scenario's
+  branches pass 0.95 (without the text) and 0.45 (with it) by a bash
+  ``$RANDOM`` draw, so with the noise it passes 0.9 without the rule and 0.5 with it.
 
 Each simulated gate judges the whole suite as ``run_gate`` does
 (``bot.gate._judge``: the baseline batch, then the candidate's sequential
@@ -48,6 +48,11 @@ RULES = {"harmless": "When a task says make it right, write right.txt.",
          "harmful": f"When a task says make it right, say {HARM_BRANCH}."}
 
 
+def coin(in_20: int) -> list[dict]:
+    """Steps that pass ``in_20`` times in 20 (a bash ``$RANDOM`` draw, fresh in every replay)."""
+    return [{"bash": f"[ $((RANDOM % 20)) -lt {in_20} ] && echo ok > right.txt; true"}, {"say": "done"}]
+
+
 def suite(root: Path, k: int) -> list[sc.LoadedScenario]:
     """``k`` scenarios passed by writing right.txt; the first one is the harmful rule's victim."""
     out = []
@@ -56,10 +61,12 @@ def suite(root: Path, k: int) -> list[sc.LoadedScenario]:
         folder = root / "scenarios" / sid
         (folder / "repo").mkdir(parents=True)
         (folder / "repo" / "README.md").write_text("fixture\n", encoding="utf-8")
-        good = [{"bash": "echo ok > right.txt"}, {"say": "done"}]
-        coin = [{"bash": "[ $((RANDOM % 9)) -lt 4 ] && echo ok > right.txt; true"}, {"say": "done"}]
         branch = HARM_BRANCH if i == 0 else f"words of scenario {i} that no rule says"
-        policy = {"branch_on": branch, "with_rule": coin if i == 0 else good, "without_rule": good}
+        if i == 0:  # 0.9 × 0.95 + 0.1 × 0.45 = 0.9 without the harmful text, 0.9 × 0.45 + 0.1 × 0.95 = 0.5 with it
+            policy = {"branch_on": branch, "with_rule": coin(9), "without_rule": coin(19)}
+        else:  # the rule's branch is taken only on a flip (0.1), and fails
+            policy = {"branch_on": branch, "with_rule": [{"bash": "echo no > wrong.txt"}, {"say": "done"}],
+                      "without_rule": coin(20)}
         scenario = {"id": sid, "task": "make it right", "repo": "repo",
                     "pass_if": [{"succeeds": {"run": "test -f right.txt"}}],
                     "budget": {"max_turns": 5, "timeout_s": 60, "max_cost_usd": 1.0}}

@@ -257,7 +257,7 @@ class Scenario(records.Record):
     def _proves_the_task(self) -> "Scenario":
         if not any(isinstance(c, END_COMMANDS) for c in self.pass_if):
             raise ValueError(
-                "pass_if has no `succeeds` (or `fails`) check, so it could pass with an agent that does nothing; "
+                "pass_if has no `succeeds` check (nor a `fails` check), so it could pass with an agent that does nothing; "
                 "add `- succeeds: {run: <command that proves the task is done>}`"
             )
         if self.requirements and self.requirements_file:

@@ -49,7 +49,7 @@ def test_a_sound_scenario_and_the_bundled_suite_pass(cli, root):
     ("missing fixture", dict(repo="nowhere"), "fixture folder"),
     ("unknown check", dict(pass_if=[{"succeeds": {"run": "true"}}, {"passes": {"run": "true"}}]),
      "each check is a mapping with one key among"),
-    ("no succeeds", dict(pass_if=[{"exists": ["README.md"]}]), "has no `succeeds` (or `fails`) check"),
+    ("no succeeds", dict(pass_if=[{"exists": ["README.md"]}]), "has no `succeeds` check (nor a `fails` check)"),
     ("misspelt key", dict(budjet={"max_turns": 3}), "field `budjet`: is not a known field; did you mean `budget`?"),
     ("misspelt check key", dict(pass_if=[{"succeeds": {"run": "true", "cdw": "."}}]), "is not a known field"),
     ("repo outside the suite", dict(repo="../../elsewhere"), "points outside"),

@@ -34,7 +34,7 @@ from bot import scenario as sc
 from bot.replay import checks as checks_mod
 from bot.replay.engine import ReplayOptions, TrialResult
 
-FORMAT = 3  # bump when TrialResult, the key or the entry changes shape
+FORMAT = 3  # bump when TrialResult, the key, the entry or how checks decide changes (3: attribution, sandbox, signed entries)
 
 
 @lru_cache(maxsize=256)

@@ -9,6 +9,7 @@ folder, so a run can be re-scored without re-running the agent.
 from __future__ import annotations
 
 import fnmatch
+import json
 import os
 import posixpath
 import re
@@ -401,8 +402,6 @@ def _output_excludes(check: sc.OutputExcludes, events, state) -> CheckResult:
 
 def _agent_texts(events: Iterable[TraceEvent]) -> Iterable[str]:
     """What the agent said and did, as the trace keeps it: its messages, tool inputs and tool results."""
-    import json
-
     for event in events:
         if isinstance(event, AgentOutputEvent):
             yield event.text
