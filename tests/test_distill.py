@@ -211,7 +211,7 @@ def test_a_spec_change_is_written_and_its_incidents_count_as_covered(root):
     (rule_answer(scenario={"new": new_scenario(pass_if="agent runs pytest with cwd == packages/api")}),
      "is a sentence"),
     (rule_answer(scenario={"new": new_scenario(pass_if=[{"ran": {"command": "pytest", "cwd": "packages/api"}}])}),
-     "no `succeeds` (or `fails`) check"),
+     "no `succeeds` check"),
     (rule_answer(scenario={"new": new_scenario(pass_if=[{"succeeds": {"run": "true"}}, {"looks_ok": True}])}),
      "each check is a mapping with one key"),
     (rule_answer(scenario={"existing": "no-such-scenario"}), "does not load"),
