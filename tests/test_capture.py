@@ -74,7 +74,7 @@ def test_github_log_keeps_the_failing_step_error_lines_and_pytest_summary():
 
 
 @pytest.mark.parametrize("name, trigger, kept", [
-    ("jest.log", "CI failed: jest: Tests: 1 failed, 11 passed, 12 total", ["● Cart › applies the discount once",
+    ("jest.log", "CI failed: jest: Tests: 1 failed, 11 passed, 12 total; ● Cart › applies the discount once", ["● Cart › applies the discount once",
                                                                            "Received: 81"]),
     ("traceback.log", "CI failed: ConnectionRefusedError: postgres:5432 refused the connection",
      ['File "/app/db.py", line 40, in connect', "Traceback (most recent call last):"]),
