@@ -656,20 +656,31 @@ def source_key(evidence: Evidence, explicit: str | None = None) -> str:
     return explicit or f"{evidence.source_kind.replace('_', '-')}-sha256-{evidence.digest[:16]}"
 
 
+_PROMPT_TAG = re.compile(r"<(?=\s*/?\s*(?:task|step|trigger|evidence)\b)", re.I)
+
+
+def sealed(text: str | None) -> str | None:
+    """Untrusted text that cannot open or close the prompt's data tags: the ``<`` of any
+    ``<evidence>``, ``</evidence >``, ``</TASK`` … becomes ``‹``. (The backtick fence around
+    it is ``bot.llm.fence``'s.)"""
+    return None if text is None else _PROMPT_TAG.sub("‹", text)
+
+
 def analyse(evidence: Evidence, analyst: Analyst | None, task: str | None) -> tuple[Analysis | None, str | None]:
     """The analyst's belief delta, or None and the reason it could not be had."""
     if analyst is None:
         return None, "no model was configured (set ANTHROPIC_API_KEY to use one)"
     try:
-        return analyst.ask_json("capture", Analysis, trigger=evidence.trigger, excerpt=evidence.excerpt,
-                                failing_step=evidence.failing_step, task=task, source_kind=evidence.source_kind), None
+        return analyst.ask_json("capture", Analysis, trigger=sealed(evidence.trigger), excerpt=sealed(evidence.excerpt),
+                                failing_step=sealed(evidence.failing_step), task=sealed(task),
+                                source_kind=evidence.source_kind), None
     except LLMError as exc:  # the model is down or answered badly: degrade to triage, keep the event
         return None, f"the model's answer could not be used ({type(exc).__name__}: {one_liner(str(exc), 240)})"
 
 
 def draft(evidence: Evidence, analyst: Analyst | None = None, *, task: str | None = None,
           task_type: str | None = None, source_url: str | None = None, key: str | None = None,
-          now: datetime | None = None) -> tuple[Incident, str | None]:
+          content_key: str | None = None, now: datetime | None = None) -> tuple[Incident, str | None]:
     """The incident for ``evidence`` and, when it needs triage, why."""
     if task_type is not None and not re.match(records.SLUG, task_type):
         raise BadInput(f"task type {task_type!r} is not a slug; use lowercase letters, digits and - . _ (e.g. api)")
@@ -679,7 +690,7 @@ def draft(evidence: Evidence, analyst: Analyst | None = None, *, task: str | Non
     created = (now or datetime.now(timezone.utc)).astimezone(timezone.utc).replace(second=0, microsecond=0)
     base = {"id": id_for(created), "task_type": task_type, "trigger": evidence.trigger,
             "resolved_by": "unresolved", "created": created, "evidence": evidence.excerpt or None,
-            "source": {"kind": evidence.source_kind, "url": source_url, "key": key}}
+            "source": {"kind": evidence.source_kind, "url": source_url, "key": key, "content_key": content_key}}
     if analysis is not None:
         try:
             return Incident.model_validate({**base, "task": known or analysis.task, "believed": analysis.believed,
@@ -700,12 +711,14 @@ def capture(evidence: Evidence, store: IncidentStore, analyst: Analyst | None = 
 
     A key already stored returns the stored incident without asking the model.
     """
+    content = source_key(evidence)
     key = source_key(evidence, key)
-    existing = store.find_by_key(key)
-    if existing is not None:
-        return Captured(existing, created=False, path=store.path_of(existing.id), triage_reason=None)
+    for known in dict.fromkeys((key, content)):  # an explicit key, then the content hash: either one dedupes
+        existing = store.find_by_key(known)
+        if existing is not None:
+            return Captured(existing, created=False, path=store.path_of(existing.id), triage_reason=None)
     incident, reason = draft(evidence, analyst, task=task, task_type=task_type, source_url=source_url,
-                             key=key, now=now)
+                             key=key, content_key=None if key == content else content, now=now)
     simulated = bool(analyst is not None and getattr(analyst, "simulated", False))
     if dry_run:
         return Captured(incident, created=False, path=None, triage_reason=reason, simulated=simulated)

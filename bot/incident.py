@@ -41,6 +41,8 @@ class Source(BaseModel):
     kind: SourceKind
     url: str | None = None
     key: str | None = Field(default=None, description="Idempotency key: one incident per key.")
+    content_key: str | None = Field(default=None, description="The content hash's key, when `key` was given "
+                                    "explicitly: the same evidence under another key is not stored twice.")
 
 
 def one_line(value: str, what: str) -> str:
@@ -217,7 +219,7 @@ class IncidentStore:
                 incident = self.load(path)
             except (BadInput, OSError):
                 continue
-            if incident.source and incident.source.key == key:
+            if incident.source and key in (incident.source.key, incident.source.content_key):
                 return incident
         return None
 
@@ -228,10 +230,11 @@ class IncidentStore:
         the stored one is returned. A generated id that is taken gets a
         suffix (``-2``, ``-3``…); an explicit id that is taken is an error.
         """
-        if incident.source and incident.source.key:
-            existing = self.find_by_key(incident.source.key)
-            if existing:
-                return existing, False
+        if incident.source:
+            for key in filter(None, (incident.source.key, incident.source.content_key)):
+                existing = self.find_by_key(key)
+                if existing:
+                    return existing, False
         base = incident.id
         for attempt in range(1, 100):
             candidate = incident if attempt == 1 else incident.model_copy(update={"id": f"{base}-{attempt}"})
