@@ -46,7 +46,7 @@ def list_(ctx: click.Context, db: Path | None, as_json: bool) -> None:
         emit_json([t.to_dict() for t in tasks])
         return
     if not tasks:
-        click.echo(f"no tasks recorded yet in {path} (the store is empty)")
+        click.echo(f"no tasks recorded yet in {path} (the store is empty; `replaybook trace import` adds a run)")
         return
     click.echo(table(
         ["task", "events", "first", "last", "failures", "received", "dropped", "sampled out"],
