@@ -23,7 +23,7 @@ from typing import Any, BinaryIO, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from bot import records
+from bot import log_clues, records
 from bot.errors import BadInput, LLMError
 from bot.incident import EVIDENCE_MAX, FailureClass, Incident, IncidentStore, id_for, one_line
 
@@ -86,8 +86,11 @@ def _shown(line: str) -> str:
 
 def fit(sections: list[tuple[str, list[str]]], limit: int = EVIDENCE_MAX) -> str:
     """Join titled sections in priority order into at most ``limit`` characters."""
-    out, used = [], 0
+    out, used, seen = [], 0, set()
     for title, lines in sections:
+        fresh = [x for x in log_clues.collapse(list(lines)) if x in ("…", "") or x.strip() not in seen]
+        seen.update(x.strip() for x in fresh)
+        lines = fresh if any(x not in ("…", "") for x in fresh) else []
         if not lines:
             continue
         block = (f"--- {title} ---\n" if title else "") + "\n".join(_shown(x) for x in lines)
@@ -152,11 +155,16 @@ _KEYWORDS = ["error", "fail", "fatal", "exception", "panic", "denied", "not foun
 _KEYWORD = re.compile("|".join(_KEYWORDS), re.I)
 # Searched in lowered blocks of the log: a line none of these match is only kept as context.
 _MARKER = re.compile("|".join([r"##\[", r"traceback \(most recent", "===", "●", "tests:", "complete job name",
+                               "rootdir:", r"retr(?:y|ies|ying)", "attempt", "giving up", r"timed? ?out",
                                *_KEYWORDS]).encode("utf-8"))
+_RETRY = re.compile(r"retr(?:y|ies|ying)|\battempts?\b|giving up|timed? ?out", re.I)
+_BLOCK_HEADER = re.compile(r"^_{3,} .* _{3,}$")
+_SOURCE_LOC = re.compile(r"^\S+:\d+: in ")
+_GO_PACKAGE_FAIL = re.compile(r"^FAIL\s+\S+\s+[\d.]+s$")
 _GH_ERROR = re.compile(r"^(?:##\[error\]|::error(?: [^:]*)?::)(?P<msg>.*)")
 _PYTEST_HEADER = re.compile(r"^={3,} ?(?P<title>.*?) ?={3,}$")
 _COUNTS = re.compile(r"\b\d+ (?:failed|errors?)\b")
-_PYTEST_KEEP = re.compile(r"^(?:_{3,} .* _{3,}|E\s|\S+:\d+: \w)")
+_PYTEST_KEEP = re.compile(r"^(?:E\s|>\s|\S+:\d+: \w)")
 _GENERIC_ERROR = re.compile(r"^Process completed with exit code \d+\.?$")
 
 
@@ -174,7 +182,14 @@ class LogScanner:
     blocks: list[list[str]] = field(default_factory=list)
     after: int = 0
     pytest_section: str | None = None
-    pytest_failures: list[str] = field(default_factory=list)
+    pytest_blocks: log_clues.Blocks = field(default_factory=log_clues.Blocks)
+    source_next: bool = False  # the next failures line is the source line a `file:N: in` line points at
+    rootdir: str | None = None
+    retries: log_clues.Runs = field(default_factory=log_clues.Runs)
+    lint: list[str] = field(default_factory=list)
+    lint_counts: str | None = None
+    go: list[str] = field(default_factory=list)
+    go_failed: str | None = None
     pytest_summary: list[str] = field(default_factory=list)
     pytest_counts: str | None = None
     failed: list[str] = field(default_factory=list)
@@ -252,8 +267,28 @@ class LogScanner:
         self._pytest(s)
         self._jest(s)
         self._traceback(s)
+        self._clues(s)
         if _KEYWORD.search(s):
             self.keywords.append(s.strip())
+
+    def _recent(self) -> list[str]:
+        return [clean(r) for r in list(self.tail)[-10:]]
+
+    def _clues(self, s: str) -> None:
+        """Retries, the linter's own error lines and go test failures."""
+        text = s.strip()
+        if _RETRY.search(text) and not text.startswith("##[group]"):
+            self.retries.add(text)
+        if log_clues.LINT_SUMMARY.match(text):
+            self.lint_counts = text
+        elif len(self.lint) < 12 and (lint := log_clues.lint_error(s, self._recent)):
+            self.lint.append(lint)
+        if text.startswith("--- FAIL:") and len(self.go) < 30:
+            failure = log_clues.go_failure(text, self._recent())
+            self.go += failure or []
+            self.go_failed = self.go_failed or " ".join(x.strip() for x in (failure or [])[:2])
+        elif _GO_PACKAGE_FAIL.match(text) and len(self.go) < 30:
+            self.go.append(text)
 
     def _github(self, s: str) -> None:
         if s.startswith("##[group]Run "):
@@ -292,14 +327,26 @@ class LogScanner:
             return
         if not self.pytest_counts and _COUNTS.search(text) and re.search(r" in [\d.]+s\b", text):
             self.pytest_counts = text
-        if self.pytest_section == "failures" and _PYTEST_KEEP.match(text) and len(self.pytest_failures) < 40:
-            self.pytest_failures.append(text)
-            if text.startswith("E ") and self.first_e_line is None and len(text) > 2:
-                self.first_e_line = text[1:].strip()
+        if text.startswith("rootdir:") and self.rootdir is None:
+            self.rootdir = text
+        if self.pytest_section == "failures":
+            self._failure_line(s, text)
         elif self.pytest_section == "summary" and text and len(self.pytest_summary) < 30:
             self.pytest_summary.append(text)
         if text.startswith("FAILED ") and len(self.failed) < 20:
             self.failed.append(text)
+
+    def _failure_line(self, s: str, text: str) -> None:
+        """A line of pytest's FAILURES or ERRORS: block headers, source, E and location lines are kept."""
+        if _BLOCK_HEADER.match(text):
+            self.pytest_blocks.header(text)
+        elif self.source_next and text:
+            self.pytest_blocks.add(s.rstrip())
+        elif _PYTEST_KEEP.match(text):
+            self.pytest_blocks.add(s.rstrip() if text.startswith(">") else text)
+            if text.startswith("E ") and self.first_e_line is None and len(text) > 2:
+                self.first_e_line = text[1:].strip()
+        self.source_next = bool(_SOURCE_LOC.match(text))
 
     def _jest(self, s: str) -> None:
         text = s.strip()
@@ -342,16 +389,21 @@ class LogScanner:
                 f" (last frame: {last_frame})" if last_frame else "")
             self._close_traceback("[the log ends inside this traceback]")
         header = [f"{k}: {v}" for k, v in (("job", self.job), ("failing step", self.failing_step)) if v]
+        header += [self.rootdir] if self.rootdir else []
         header.append(f"{self.lines:,} line(s) read; {self.error_count} error line(s)"
                       + ("; the log ends mid-line (truncated?)" if self.ended_mid_line else ""))
         blocks = [line for i, b in enumerate(self.blocks) for line in ([] if i == 0 else ["…"]) + b]
-        structured = blocks or self.pytest_summary or self.failed or self.jest or self.tracebacks
+        structured = blocks or self.pytest_summary or self.failed or self.jest or self.tracebacks or self.lint
+        counts = [x for x in [self.pytest_counts] if x]
         sections = [
             ("", header),
-            (f"around the first ##[error] lines ({len(self.blocks)} passage(s))" if self.blocks else "", blocks),
-            ("pytest summary", self.pytest_summary or self.failed + [x for x in [self.pytest_counts] if x]),
-            ("pytest failures", self.pytest_failures),
+            ("linter errors", self.lint + ([self.lint_counts] if self.lint_counts else [])),
+            ("go test failures", self.go),
+            ("pytest failures", self.pytest_blocks.lines()),
+            ("pytest summary", (self.pytest_summary or self.failed) + counts),
             ("jest", self.jest + ([self.jest_counts] if self.jest_counts else [])),
+            ("retries and time-outs", self.retries.lines()),
+            (f"around the first ##[error] lines ({len(self.blocks)} passage(s))" if self.blocks else "", blocks),
             ("traceback", self.tracebacks[-1] if self.tracebacks else []),
             ("error-like lines", [] if structured else list(self.keywords)),
             ("log tail", [] if structured and not self.ended_mid_line else [clean(r) for r in self.tail]),
@@ -364,7 +416,9 @@ class LogScanner:
         specific = [m for m in self.error_messages if not _GENERIC_ERROR.match(m)]
         counts = (f"pytest: {self.pytest_counts}" if self.pytest_counts
                   else f"jest: {self.jest_counts}" if self.jest_counts else None)
-        why = next((x for x in (self.exception, self.first_e_line, *specific[:1], *self.failed[:1]) if x), None)
+        first_jest = next((x for x in self.jest if x.startswith("●")), None)
+        why = next((x for x in (self.exception, self.first_e_line, *self.lint[:1], self.go_failed, first_jest,
+                                *specific[:1], *self.failed[:1]) if x), None)
         detail = "; ".join(x for x in (counts, why) if x)
         if not detail:
             tail = [t for t in (clean(r).strip() for r in self.tail) if t]
@@ -602,20 +656,31 @@ def source_key(evidence: Evidence, explicit: str | None = None) -> str:
     return explicit or f"{evidence.source_kind.replace('_', '-')}-sha256-{evidence.digest[:16]}"
 
 
+_PROMPT_TAG = re.compile(r"<(?=\s*/?\s*(?:task|step|trigger|evidence)\b)", re.I)
+
+
+def sealed(text: str | None) -> str | None:
+    """Untrusted text that cannot open or close the prompt's data tags: the ``<`` of any
+    ``<evidence>``, ``</evidence >``, ``</TASK`` … becomes ``‹``. (The backtick fence around
+    it is ``bot.llm.fence``'s.)"""
+    return None if text is None else _PROMPT_TAG.sub("‹", text)
+
+
 def analyse(evidence: Evidence, analyst: Analyst | None, task: str | None) -> tuple[Analysis | None, str | None]:
     """The analyst's belief delta, or None and the reason it could not be had."""
     if analyst is None:
         return None, "no model was configured (set ANTHROPIC_API_KEY to use one)"
     try:
-        return analyst.ask_json("capture", Analysis, trigger=evidence.trigger, excerpt=evidence.excerpt,
-                                failing_step=evidence.failing_step, task=task, source_kind=evidence.source_kind), None
+        return analyst.ask_json("capture", Analysis, trigger=sealed(evidence.trigger), excerpt=sealed(evidence.excerpt),
+                                failing_step=sealed(evidence.failing_step), task=sealed(task),
+                                source_kind=evidence.source_kind), None
     except LLMError as exc:  # the model is down or answered badly: degrade to triage, keep the event
         return None, f"the model's answer could not be used ({type(exc).__name__}: {one_liner(str(exc), 240)})"
 
 
 def draft(evidence: Evidence, analyst: Analyst | None = None, *, task: str | None = None,
           task_type: str | None = None, source_url: str | None = None, key: str | None = None,
-          now: datetime | None = None) -> tuple[Incident, str | None]:
+          content_key: str | None = None, now: datetime | None = None) -> tuple[Incident, str | None]:
     """The incident for ``evidence`` and, when it needs triage, why."""
     if task_type is not None and not re.match(records.SLUG, task_type):
         raise BadInput(f"task type {task_type!r} is not a slug; use lowercase letters, digits and - . _ (e.g. api)")
@@ -625,7 +690,7 @@ def draft(evidence: Evidence, analyst: Analyst | None = None, *, task: str | Non
     created = (now or datetime.now(timezone.utc)).astimezone(timezone.utc).replace(second=0, microsecond=0)
     base = {"id": id_for(created), "task_type": task_type, "trigger": evidence.trigger,
             "resolved_by": "unresolved", "created": created, "evidence": evidence.excerpt or None,
-            "source": {"kind": evidence.source_kind, "url": source_url, "key": key}}
+            "source": {"kind": evidence.source_kind, "url": source_url, "key": key, "content_key": content_key}}
     if analysis is not None:
         try:
             return Incident.model_validate({**base, "task": known or analysis.task, "believed": analysis.believed,
@@ -646,12 +711,14 @@ def capture(evidence: Evidence, store: IncidentStore, analyst: Analyst | None = 
 
     A key already stored returns the stored incident without asking the model.
     """
+    content = source_key(evidence)
     key = source_key(evidence, key)
-    existing = store.find_by_key(key)
-    if existing is not None:
-        return Captured(existing, created=False, path=store.path_of(existing.id), triage_reason=None)
+    for known in dict.fromkeys((key, content)):  # an explicit key, then the content hash: either one dedupes
+        existing = store.find_by_key(known)
+        if existing is not None:
+            return Captured(existing, created=False, path=store.path_of(existing.id), triage_reason=None)
     incident, reason = draft(evidence, analyst, task=task, task_type=task_type, source_url=source_url,
-                             key=key, now=now)
+                             key=key, content_key=None if key == content else content, now=now)
     simulated = bool(analyst is not None and getattr(analyst, "simulated", False))
     if dry_run:
         return Captured(incident, created=False, path=None, triage_reason=reason, simulated=simulated)

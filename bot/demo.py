@@ -40,6 +40,15 @@ if TYPE_CHECKING:
 
 Say = Callable[[str], None]
 DEMO_CAP = 3  # below the four seed rules, so the demo shows a retirement
+CAP_NOTE = (f"The cap is {DEMO_CAP} here, not the default 60, so that this short run shows what happens past it: "
+            "admitting a rule over the cap retires the coldest one (oldest last hit, then oldest created) "
+            "to `playbook/archive/`.")
+TRIALS_NOTE = ("How to read the counts: without the rule its scenario is replayed until a sequential test is sure "
+               "the agent makes the mistake (3 failing runs; one pass rejects at once), with the rule until 4 runs "
+               "pass (of at most 5); every other scenario is replayed once with the rule (`--trials 1`, to keep the "
+               "demo short) and compared with its baseline. \"from cache\" counts replays reused, not rerun: the "
+               "baselines (every scenario with the current playbook) are replayed once up front and shared by all "
+               "the gates, as the cache shares them between rule PRs.")
 SIMULATED = "the SIMULATED model (scripted answers written from the bundled material; not a real LLM)"
 _SOURCE = re.compile(r"^Source: (\S+) \(([^)]+)\)")
 
@@ -76,7 +85,15 @@ def run(workspace: Path, say: Say, today: date, api_key: str | None = None,
         report = distill_incidents(settings, models, say)
         rows = gate_proposals(book, workspace, report, models, today, say, progress)
     summary(book, store, captured, rows, say)
-    return book.folder
+    return Outcome(book.folder, [r[0] for r in rows if r[1] == "admit"],
+                   {r[0]: r[-1] for r in rows if r[1] != "admit"})
+
+
+@dataclass
+class Outcome:
+    playbook: Path
+    admitted: list[str]
+    refused: dict[str, str]  # rule id -> why the gate did not admit it
 
 
 def _models(stack: ExitStack, workspace: Path, settings, logs: list[Path], api_key: str | None) -> Models:
@@ -141,9 +158,10 @@ def _source(log: Path) -> tuple[str | None, str | None]:
 
 def distill_incidents(settings, models: Models, say: Say) -> distill.DistillReport:
     say("## 2. Distill: rules from the unresolved incidents\n")
-    report = distill.distill(settings, models.distill)
-    rows = [[p.id, p.rule, ", ".join(p.cites), p.scenario, "yes" if p.provisional else ""] for p in report.proposals]
-    say(table(["proposed", "rule", "cites", "replay scenario", "provisional"], rows))
+    report = distill.distill(settings, models.distill, batch_max=64)  # one prompt: the demo's incidents are few
+    for p in report.proposals:
+        provisional = ", provisional" if p.provisional else ""
+        say(f"- **{p.id}** (replay `{p.scenario}`; cites {', '.join(p.cites)}{provisional}):\n  {p.rule}")
     for refusal in report.refusals:
         say(f"- refused ({refusal.group}): {refusal.reason}")
     say(f"\n{len(report.proposals)} proposals in `playbook/proposed/`, {len(report.refusals)} refused.\n")
@@ -153,6 +171,7 @@ def distill_incidents(settings, models: Models, say: Say) -> distill.DistillRepo
 def gate_proposals(book: Playbook, workspace: Path, report: distill.DistillReport, models: Models, today: date,
                    say: Say, progress: Say) -> list[list]:
     say(f"## 3. Admit: each proposal must prove itself by replay (cap {DEMO_CAP})\n")
+    say(CAP_NOTE + "\n")
     say("The proposals are gated side by side against the same playbook, as rule PRs against one base "
         "branch are, then admitted one at a time (the cap is enforced on the merged result).\n")
     opts = gate.GateOptions(replay=models.replay, jobs=2, suite_trials=1,
@@ -174,15 +193,28 @@ def gate_proposals(book: Playbook, workspace: Path, report: distill.DistillRepor
             retired = ", ".join(r.id for r in book.admit(Path(proposal.path), today).retired)
         before = f"{result.before.passes}/{result.before.n}" if result.before else "–"
         after = f"{result.after.passes}/{result.after.n}" if result.after else "–"
+        why = explain(result)
         rows.append([proposal.id, result.decision, before, after, len(result.regressions), retired,
-                     result.replays, result.cache_hits, f"${result.cost_usd:.2f}"])
-        say(f"- {proposal.id}: {result.decision}: {result.reason}")
+                     result.replays, result.cache_hits, f"${result.cost_usd:.2f}", why])
+        say(f"- {proposal.id}: **{result.decision}**: {why}" + (f" (over the cap: retired {retired})" if retired else ""))
     say("")
     say(table(["rule", "decision", "passed without", "passed with", "regressions", "retired", "replays",
-               "from cache", "cost"], rows))
+               "from cache", "cost"], [r[:-1] for r in rows]))
     estimate = " Costs are simulated estimates." if models.simulated else ""
-    say(f"\nThe suite is replayed once per scenario here (`--trials 1`) to keep the demo short.{estimate}\n")
+    say(f"\n{TRIALS_NOTE}{estimate}\n")
     return rows
+
+
+def explain(result: gate.GateResult) -> str:
+    """The gate's reason, with the numbers behind a regression."""
+    if not result.regressions:
+        return result.reason
+    parts = [f"`{e.scenario}` passed {e.baseline.passes}/{e.baseline.n} without it and "
+             f"{e.candidate.passes if e.candidate else 0}/{e.candidate.n if e.candidate else 0} with it"
+             for e in result.regressions]
+    return (f"its own scenario is fixed ({result.before.passes}/{result.before.n} without, "
+            f"{result.after.passes}/{result.after.n} with), but it breaks another scenario, a regression: "
+            + "; ".join(parts))
 
 
 def _warm_baselines(book: Playbook, workspace: Path, opts: gate.GateOptions) -> None:
@@ -204,5 +236,10 @@ def summary(book: Playbook, store: IncidentStore, captured: list, rows: list[lis
                 len(book.admitted()), len(list(book.dir("archive").glob("*.yaml")))]]))
     problems = book.check()
     say(f"\n`replaybook playbook check`: {'ok' if not problems else 'FAILED: ' + '; '.join(problems)}.\n")
+    refused = [r for r in rows if r[1] != "admit"]
+    if refused:
+        say(f"{len(refused)} of {len(rows)} proposals were not admitted; the gate earns its keep there: "
+            "a rule the agent already follows costs context and teaches nothing, and a rule that breaks "
+            "another scenario would make agents worse.\n")
 
 

@@ -196,6 +196,7 @@ class DistillReport:
     refusals: list[Refusal] = field(default_factory=list)
     asked: int = 0
     failed: int = 0
+    unreadable: list[str] = field(default_factory=list)  # one message per incident file that did not load
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -207,6 +208,7 @@ class DistillReport:
             "refusals": [asdict(r) for r in self.refusals],
             "asked": self.asked,
             "failed": self.failed,
+            "unreadable": self.unreadable,
         }
 
 
@@ -323,7 +325,9 @@ def distill(settings: Settings, llm: AsksJson, *, min_incidents: int = 1, since:
     report = DistillReport(dry_run=dry_run, simulated=bool(getattr(llm, "simulated", False)))
     covered = _covered(book)
     candidates = []
-    for incident in store.all():
+    reading = store.read()  # a bad file is reported and the rest distilled
+    report.unreadable = reading.problems
+    for incident in reading.incidents:
         if not incident.unresolved or (since is not None and incident.created < _as_utc(since)):
             continue
         if incident.triage:

@@ -7,6 +7,7 @@ incident, written atomically, never clobbered.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import ClassVar, Literal
@@ -25,6 +26,8 @@ RESOLVERS: tuple[str, ...] = ResolvedBy.__args__  # type: ignore[attr-defined]
 SOURCE_KINDS: tuple[str, ...] = SourceKind.__args__  # type: ignore[attr-defined]
 
 INCIDENT_ID = r"^[a-z0-9][a-z0-9-]{0,63}$"
+# A stem like 2026-07-14-0932 (or 2026-07-14-0932-2, a second one that minute) says when the incident was created.
+_STAMP_STEM = re.compile(r"^(\d{4})-(\d\d)-(\d\d)-(\d\d)(\d\d)(?:-\d+)?$")
 ONE_LINE_MAX = 300
 EVIDENCE_MAX = 4000
 _TRACEBACK = re.compile(r"Traceback \(most recent call last\)|^\s*File \".*\", line \d+")
@@ -38,6 +41,8 @@ class Source(BaseModel):
     kind: SourceKind
     url: str | None = None
     key: str | None = Field(default=None, description="Idempotency key: one incident per key.")
+    content_key: str | None = Field(default=None, description="The content hash's key, when `key` was given "
+                                    "explicitly: the same evidence under another key is not stored twice.")
 
 
 def one_line(value: str, what: str) -> str:
@@ -57,9 +62,15 @@ def one_line(value: str, what: str) -> str:
     return value
 
 
+def _file_defaults(schema: dict) -> None:
+    """In a file, ``id`` and ``created`` may be left out: the loader takes them from the file name."""
+    schema["required"] = [f for f in schema.get("required", []) if f not in ("id", "created")]
+
+
 class Incident(records.Record):
     """One failed run as a belief delta (see docs/formats.md)."""
 
+    model_config = ConfigDict(**records.Record.model_config, json_schema_extra=_file_defaults)
     kind: ClassVar[str] = "incident"
 
     id: str = Field(pattern=INCIDENT_ID, description='File stem locally; "gh-123" for issue #123.')
@@ -104,6 +115,48 @@ def id_for(created: datetime) -> str:
     return created.astimezone(timezone.utc).strftime("%Y-%m-%d-%H%M")
 
 
+def created_from_stem(stem: str) -> datetime | None:
+    """The UTC time a ``YYYY-MM-DD-HHMM`` file stem names, or None."""
+    match = _STAMP_STEM.match(stem)
+    if not match:
+        return None
+    try:
+        return datetime(*map(int, match.groups()), tzinfo=timezone.utc)
+    except ValueError:  # 2026-13-40-2599 has the form but names no time
+        return None
+
+
+def from_document(doc: yamlfile.Document) -> Incident:
+    """The incident in a file, as people write it: ``id`` defaults to the file stem and
+    ``created`` to the time the stem names (``YYYY-MM-DD-HHMM``)."""
+    data = dict(doc.data)
+    stem = doc.path.stem
+    data.setdefault("id", stem)
+    if "created" not in data:
+        when = created_from_stem(stem)
+        if when is None:
+            raise BadInput(
+                f"{doc.path}: field `created` is required: the file name {doc.path.name!r} is not a "
+                "YYYY-MM-DD-HHMM time to take it from; add `created: 2026-07-14T09:32:00Z` (UTC), "
+                "or name the file after the time, e.g. 2026-07-14-0932.yaml"
+            )
+        data["created"] = when
+    return records.from_document(Incident, yamlfile.Document(doc.path, data, doc.text, doc.lines), what="incident")
+
+
+@dataclass
+class Reading:
+    """A folder of incidents as read: the good ones, and one message per bad file (the reader goes on)."""
+
+    incidents: list[Incident]
+    problems: list[str] = field(default_factory=list)
+
+    def raise_if_bad(self, folder: Path) -> None:
+        if self.problems:
+            raise BadInput(f"{folder}: {len(self.problems)} incident file(s) are invalid; "
+                           "fix or remove them (the others were read)", problems=self.problems)
+
+
 class IncidentStore:
     """The local ``incidents/`` folder. Writes are atomic and never clobber."""
 
@@ -119,7 +172,7 @@ class IncidentStore:
         return sorted(p for p in self.folder.glob("*.yaml") if not p.name.startswith("."))
 
     def load(self, path: Path) -> Incident:
-        incident = records.load(Incident, path, what="incident")
+        incident = from_document(yamlfile.load(Path(path), what="incident"))
         if incident.id != path.stem:
             raise BadInput(
                 f"{path}: field `id` is {incident.id!r} but the file is named {path.name!r}; "
@@ -127,17 +180,21 @@ class IncidentStore:
             )
         return incident
 
-    def all(self) -> list[Incident]:
-        """Every incident, or one ``BadInput`` listing every broken file."""
+    def read(self) -> Reading:
+        """Every incident that loads, oldest first, and one problem per file that does not."""
         found, problems = [], []
         for path in self.paths():
             try:
                 found.append(self.load(path))
             except BadInput as exc:
                 problems.append(exc.render())
-        if problems:
-            raise BadInput(f"{self.folder}: {len(problems)} incident file(s) are invalid", problems=problems)
-        return sorted(found, key=lambda i: (i.created, i.id))
+        return Reading(sorted(found, key=lambda i: (i.created, i.id)), problems)
+
+    def all(self) -> list[Incident]:
+        """Every incident, or one ``BadInput`` listing every broken file."""
+        reading = self.read()
+        reading.raise_if_bad(self.folder)
+        return reading.incidents
 
     def ids(self) -> set[str]:
         return {p.stem for p in self.paths()}
@@ -162,7 +219,7 @@ class IncidentStore:
                 incident = self.load(path)
             except (BadInput, OSError):
                 continue
-            if incident.source and incident.source.key == key:
+            if incident.source and key in (incident.source.key, incident.source.content_key):
                 return incident
         return None
 
@@ -173,10 +230,11 @@ class IncidentStore:
         the stored one is returned. A generated id that is taken gets a
         suffix (``-2``, ``-3``…); an explicit id that is taken is an error.
         """
-        if incident.source and incident.source.key:
-            existing = self.find_by_key(incident.source.key)
-            if existing:
-                return existing, False
+        if incident.source:
+            for key in filter(None, (incident.source.key, incident.source.content_key)):
+                existing = self.find_by_key(key)
+                if existing:
+                    return existing, False
         base = incident.id
         for attempt in range(1, 100):
             candidate = incident if attempt == 1 else incident.model_copy(update={"id": f"{base}-{attempt}"})
@@ -201,7 +259,7 @@ class IncidentStore:
         for incident in loaded:
             path = self.path_of(incident.id)
             text = yamlfile.set_top_level(path.read_text(encoding="utf-8"), "resolved_by", by)
-            updated = records.from_document(Incident, yamlfile.parse(path, text, what="incident"), what="incident")
+            updated = from_document(yamlfile.parse(path, text, what="incident"))
             yamlfile.replace(path, text)
             out.append(updated)
         return out

@@ -76,6 +76,26 @@ def version() -> str:
     return __version__
 
 
+DOCS_URL = "https://github.com/replaybook/replaybook/blob/v{version}/docs/install.md"
+IGNORED = ".replaybook/"  # local caches, traces and the journal: never committed
+
+
+def docs_url() -> str:
+    """The install guide of the installed version (a pip user has no docs/ folder)."""
+    return DOCS_URL.format(version=version())
+
+
+def ignore_local_state(root: Path) -> bool:
+    """Add ``.replaybook/`` to ``root/.gitignore``, keeping every line there; True when it was added."""
+    path = Path(root) / ".gitignore"
+    text = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
+    if any(line.strip() in (IGNORED, IGNORED.rstrip("/"), "/" + IGNORED, "/" + IGNORED.rstrip("/"))
+           for line in text.splitlines()):
+        return False
+    yamlfile.replace(path, text + ("" if not text or text.endswith("\n") else "\n") + IGNORED + "\n")
+    return True
+
+
 def body_hash(body: str) -> str:
     return hashlib.sha256(body.encode("utf-8")).hexdigest()[:16]
 
@@ -275,6 +295,7 @@ def apply(the_plan: Plan, *, force: bool = False) -> Plan:
         target = the_plan.root / f.path
         target.parent.mkdir(parents=True, exist_ok=True)
         yamlfile.replace(target, f.text)
+    ignore_local_state(the_plan.root)
     return the_plan
 
 

@@ -9,20 +9,29 @@ from bot.incident import IncidentStore
 from bot.playbook import Playbook
 
 
-def test_demo_captures_distills_and_admits_under_the_cap(cli, tmp_path):
+def test_demo_captures_distills_admits_and_shows_why_it_rejects(cli, tmp_path):
     workspace = tmp_path / "ws"
     result = cli("demo", "--workspace", str(workspace))
     assert result.code == 0, result.err
     incidents = IncidentStore(workspace / "incidents").all()
     # Capture: one incident per bundled log, each with the log's own source key.
-    assert len(incidents) == 10 and all(i.source and i.source.key and not i.triage for i in incidents)
+    assert len(incidents) == 14 and all(i.source and i.source.key and not i.triage for i in incidents)
     book = Playbook(workspace / "playbook", root=workspace, cap=3, incidents=IncidentStore(workspace / "incidents"))
     assert book.check() == []
-    # Distill proposed four rules; the gate admitted them; the cap retired one.
+    # Distill proposed six rules; the gate admitted four; the cap retired one.
     assert len(book.admitted()) == 3 and len(list(book.dir("archive").glob("rule-*.yaml"))) == 1
-    assert not list(book.dir("proposed").glob("*.yaml"))
-    assert result.out.count(": admit: replay is discriminative (0/3 passed without the rule, 4/4 with it)") == 4
-    assert all(i.resolved_by == "rule" for i in incidents)
+    assert result.out.count(": **admit**: replay is discriminative (0/3 passed without the rule, 4/4 with it)") == 4
+    # The two refusals, each with its reason: a regression elsewhere, and a rule the agent already follows.
+    assert ("rule-0005: **reject**: its own scenario is fixed (0/3 without, 4/4 with), but it breaks another "
+            "scenario, a regression: `whole-suite-after-change` passed 1/1 without it and 0/1 with it") in result.out
+    assert "rule-0006: **reject**: replay not discriminative: the scenario passed without the rule" in result.out
+    assert sorted(p.name for p in book.dir("proposed").glob("*.yaml")) == ["rule-0005.yaml", "rule-0006.yaml"]
+    # The cap, the trial counts and "from cache" are explained where they appear; rules are printed whole.
+    assert "The cap is 3 here, not the default 60" in result.out and "(over the cap: retired rule-0001)" in result.out
+    assert "sequential test" in result.out and '"from cache" counts replays reused' in result.out
+    assert "When a task changes one module, run only that module's tests; do not run the whole test suite." in result.out
+    assert "…" not in result.out.split("## 2.")[1].split("## 3.")[0]
+    assert sum(i.resolved_by == "rule" for i in incidents) == 10
     # It is labelled simulated, and progress goes to stderr.
     assert "SIMULATED model" in result.out and "simulated estimates" in result.out
     assert "… rule-0001: own scenario" in result.err

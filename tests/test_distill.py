@@ -432,3 +432,16 @@ def test_the_command_needs_a_model_and_a_real_date(root):
     assert result.exit_code != 0 and "distill needs a model" in str(result.exception)
     result = invoke(root, "--since", "last week", env={"ANTHROPIC_API_KEY": "x"})
     assert "--since 'last week' is not a date" in str(result.exception)
+
+
+def test_a_bad_incident_file_is_named_and_the_rest_are_distilled(root):
+    monorepo_incidents(root)
+    add_incident(root, "2026-08-09-1200", failure_class="bogus")
+    report, _ = run_with(root, (A1, rule_answer()))
+    assert len(report.proposals) == 1, reasons(report)
+    assert len(report.unreadable) == 1 and "2026-08-09-1200.yaml" in report.unreadable[0]
+    book = AnswerBook().add(A1, rule_answer())
+    with Gateway(book) as gateway:
+        result = invoke(root, "--dry-run", env={"ANTHROPIC_API_KEY": gateway.token, "ANTHROPIC_BASE_URL": gateway.url})
+    assert "already cited by rule-0001" in result.output  # the good incidents were read again
+    assert "could not be read" in str(result.exception) and result.exception.exit_code == 2

@@ -528,7 +528,7 @@ def test_full_form_gives_a_valid_incident():
     assert incident.actual == "Each package has its own pytest.ini; must cd into packages/api first"
     assert incident.cost_minutes == 22 and incident.resolved_by == "unresolved"
     assert incident.created.isoformat() == "2026-07-14T09:32:00+00:00"
-    assert incident.source.model_dump() == {
+    assert incident.source.model_dump(exclude_none=True) == {
         "kind": "issue_form", "url": "https://github.com/octo-org/octo-repo/issues/123", "key": "issue-123"}
 
 

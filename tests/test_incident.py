@@ -59,7 +59,7 @@ def test_non_terminal_new_names_every_missing_flag(cli):
 
 
 def test_new_prompts_in_a_terminal(cli, root, monkeypatch):
-    answers = "\n".join(["Fix login", "CI red", "The cache is warm", "The cache is cold on a new runner", "env"]) + "\n"
+    answers = "\n".join(["Fix login", "CI red", "The cache is warm", "The cache is cold on a new runner", "env", "12"]) + "\n"
     import io
     import sys
 
@@ -75,6 +75,7 @@ def test_new_prompts_in_a_terminal(cli, root, monkeypatch):
     assert code == 0
     incident = IncidentStore(root / "incidents").get("prompted")
     assert incident.believed == "The cache is warm" and incident.failure_class == "env"
+    assert incident.cost_minutes == 12
 
 
 def test_list_and_unresolved_filter(cli, root):
@@ -142,3 +143,84 @@ def test_a_broken_incident_elsewhere_never_stops_a_capture(root):
     text = store.path_of("b-1").read_text()
     assert "evidence: |" in text  # multi-line evidence reads as a block in a diff
     assert store.load(store.path_of("b-1")).evidence == "line one\nline two"
+
+
+# -- incidents as people write them -------------------------------------------------------------
+
+SEED = ('task: "Add rate limiting to /v1/upload"\n'
+        "failure_class: wrong_assumption   # wrong_assumption | bad_tool_use | scope_creep | env | unknown\n"
+        'trigger: "CI failed: 14 import errors after agent moved tests"\n'
+        'believed: "Tests are run from repo root with `pytest`"\n'
+        'actual: "Each package has its own pytest.ini; must cd into packages/api first"\n'
+        "cost_minutes: 22\n"
+        "resolved_by: human\n")
+
+
+@pytest.mark.parametrize("variant", ["plain", "crlf", "bom", "bom+crlf"])
+def test_the_seed_articles_own_incident_validates(cli, root, variant):
+    text = SEED.replace("\n", "\r\n") if "crlf" in variant else SEED
+    data = ("\ufeff" + text if "bom" in variant else text).encode("utf-8")
+    path = root / "incidents" / "2026-07-14-0932.yaml"
+    path.parent.mkdir()
+    path.write_bytes(data)
+    result = cli("incident", "validate")
+    assert result.code == 0, result.err
+    incident = IncidentStore(root / "incidents").get("2026-07-14-0932")
+    assert incident.id == "2026-07-14-0932" and incident.created == datetime(2026, 7, 14, 9, 32, tzinfo=timezone.utc)
+    assert incident.believed == "Tests are run from repo root with `pytest`" and incident.cost_minutes == 22
+    [updated] = IncidentStore(root / "incidents").mark_resolved(["2026-07-14-0932"], "rule")
+    assert updated.resolved_by == "rule"
+    assert IncidentStore(root / "incidents").get("2026-07-14-0932").resolved_by == "rule"
+
+
+def test_created_is_required_when_the_stem_names_no_time_and_the_message_says_how(cli, root):
+    write(root / "incidents" / "login-cache.yaml", SEED)
+    result = cli("incident", "validate")
+    assert result.code == 2
+    assert "login-cache.yaml" in result.err and "field `created` is required" in result.err
+    assert "created: 2026-07-14T09:32:00Z" in result.err and "YYYY-MM-DD-HHMM" in result.err
+
+
+def test_the_schema_lets_a_file_leave_out_id_and_created(cli):
+    schema = json.loads(cli("schema", "incident").out)
+    assert "id" not in schema["required"] and "created" not in schema["required"]
+    assert "believed" in schema["required"]
+
+
+def test_one_bad_file_does_not_hide_the_store(cli, root):
+    write(root / "incidents" / "a-1.yaml", incident_yaml("a-1"))
+    write(root / "incidents" / "a-2.yaml", incident_yaml("a-2", failure_class="bogus"))
+    write(root / "incidents" / "a-3.yaml", incident_yaml("a-3", created="2026-07-16T00:00:00Z"))
+    result = cli("incident", "list")
+    assert result.code == 2
+    assert "| a-1 |" in result.out and "| a-3 |" in result.out and "a-2" not in result.out
+    assert "a-2.yaml" in result.err and "failure_class" in result.err and "1 incident file(s) are invalid" in result.err
+
+
+def test_an_empty_store_lists_as_empty_and_exits_0(cli, root):
+    result = cli("incident", "list")
+    assert result.code == 0 and "no incidents yet" in result.out
+    assert cli("incident", "validate").code == 0
+
+
+def test_new_reads_piped_answers_and_asks_for_cost_minutes(cli, root):
+    answers = "Fix login\nCI red\nThe cache is warm\nThe cache is cold on a new runner\nenv\n15\n"
+    result = cli("incident", "new", "--id", "piped", stdin=answers)
+    assert result.code == 0, result.err
+    incident = IncidentStore(root / "incidents").get("piped")
+    assert (incident.task, incident.failure_class, incident.cost_minutes) == ("Fix login", "env", 15)
+
+
+def test_new_reads_answers_from_a_file_with_defaults_for_blank_lines(cli, root, tmp_path):
+    answers = tmp_path / "answers.txt"
+    answers.write_text("Fix login\nCI red\nThe cache is warm\nThe cache is cold\n\n\n")
+    result = cli("incident", "new", "--id", "filed", "--from-file", str(answers))
+    assert result.code == 0, result.err
+    incident = IncidentStore(root / "incidents").get("filed")
+    assert (incident.failure_class, incident.cost_minutes) == ("wrong_assumption", 0)
+
+
+def test_new_with_a_bad_piped_cost_writes_nothing(cli, root):
+    result = cli("incident", "new", "--id", "x", stdin="t\ntr\nb\na\nenv\nlots\n")
+    assert result.code == 2 and "cost minutes 'lots'" in result.err
+    assert not (root / "incidents").exists()

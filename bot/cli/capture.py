@@ -50,8 +50,10 @@ def _run(ctx: click.Context, evidence: capture_mod.Evidence, *, source_url: str 
                                  source_url=source_url, key=source_key)
     incident = result.incident
     if result.triage_reason and (result.created or dry_run):
-        warn(f"captured without the model's belief delta: {result.triage_reason}. "
-             "The incident is marked `triage: true`; fill in `believed`, `actual` and `failure_class` by hand.")
+        where = result.path or "the incident file"
+        warn(f"captured without the model's belief delta: {result.triage_reason}. To finish it, edit {where}: "
+             "fill in `task`, `believed` and `actual` (one line each), `failure_class` and `cost_minutes`, "
+             "then set `triage: false` (distill skips it until then).")
     if as_json:
         emit_json({"created": result.created, "dry_run": dry_run, "path": str(result.path) if result.path else None,
                    "triage": incident.triage, "triage_reason": result.triage_reason,

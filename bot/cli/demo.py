@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from bot import demo
-from bot.errors import BadInput
+from bot.errors import BadInput, CheckFailed
 
 
 @click.command("demo")
@@ -21,7 +21,10 @@ def command(workspace: Path | None) -> None:
 
     It builds a scratch repository from the four seed failures, captures
     incidents from their CI logs and PR exports, distills rules, gates each by
-    replay (the builtin agent) and admits what is proven, under a cap of 3.
+    replay (the builtin agent) and admits what is proven, under a cap of 3
+    (small on purpose, to show a retirement). Two proposals are made to be
+    refused: one the agent already follows, one that breaks another scenario.
+    Exit 1 when no rule was admitted.
     Offline it uses the SIMULATED model throughout; with ANTHROPIC_API_KEY set
     it uses Claude.
     """
@@ -32,6 +35,10 @@ def command(workspace: Path | None) -> None:
     workspace.mkdir(parents=True, exist_ok=True)
     key = os.environ.get("ANTHROPIC_API_KEY")
     click.echo(f"# Replaybook demo ({'Claude' if key else 'offline, SIMULATED model'})\n\nWorkspace: `{workspace}`\n")
-    folder = demo.run(workspace, click.echo, datetime.now(timezone.utc).date(), api_key=key,
-                      progress=lambda msg: click.echo(msg, err=True))
-    click.echo(f"Look around: `cd {workspace}` then `replaybook playbook list --all`, or read `{folder / 'PLAYBOOK.md'}`.")
+    outcome = demo.run(workspace, click.echo, datetime.now(timezone.utc).date(), api_key=key,
+                       progress=lambda msg: click.echo(msg, err=True))
+    click.echo(f"Look around: `cd {workspace}` then `replaybook playbook list --all`, "
+               f"or read `{outcome.playbook / 'PLAYBOOK.md'}`.")
+    if not outcome.admitted:
+        raise CheckFailed("the gate admitted no rule in this run",
+                          problems=[f"{rule}: {why}" for rule, why in outcome.refused.items()])

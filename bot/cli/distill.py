@@ -43,6 +43,9 @@ def command(ctx: click.Context, min_incidents: int, since: str | None, dry_run: 
         emit_json(report.as_json())
     else:
         click.echo(render(report), nl=False)
+    if report.unreadable:
+        raise BadInput(f"{len(report.unreadable)} incident file(s) could not be read and were left out; "
+                       "fix them and distill again", problems=report.unreadable)
     if report.asked and report.failed == report.asked:
         raise CheckFailed(f"the model failed for all {report.asked} group(s); see the refusals above")
 

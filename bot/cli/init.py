@@ -50,7 +50,8 @@ def command(ctx: click.Context, path: Path | None, check: bool, force: bool, wat
     _show(plan, as_json, done=True)
     if not as_json:
         click.echo(f"\nReplaybook {init_mod.version()}: {len(plan.needs_work)} file(s) written. "
-                   "Next: docs/install.md (the GitHub App, the secrets, the required `admit` check).")
+                   f"`.replaybook/` (local caches and traces) is in .gitignore. Next: {init_mod.docs_url()} "
+                   "(the GitHub App, the secrets, the required `admit` check).")
 
 
 def _show(plan: init_mod.Plan, as_json: bool, *, done: bool) -> None:

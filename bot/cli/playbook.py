@@ -97,7 +97,10 @@ def render(ctx: click.Context, sections: tuple[Path, ...]) -> None:
     changed = book.render()
     click.echo(f"{'wrote' if changed else 'unchanged'} {book.rendered_path}")
     for file in sections:
-        click.echo(f"{'updated' if book.sync_section(file) else 'unchanged'} section in {file}")
+        existed = Path(file).exists()
+        changed = book.sync_section(file)
+        click.echo(f"{'unchanged' if not changed else 'updated' if existed else 'created'} section in {file}"
+                   + ("" if existed or not changed else " (a new file holding only the playbook section)"))
 
 
 @group.command("hit")

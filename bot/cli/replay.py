@@ -28,6 +28,8 @@ SIMULATED_NOTE = "SIMULATED model (scripted, offline): it shows the harness work
 
 def resolve_scenario(root: Path, scenarios_dir: Path, name: str) -> sc.LoadedScenario:
     """A scenario by path, by id in this repository, or by id among the bundled ones."""
+    if bundled.named(name) is not None:
+        return sc.load(bundled.scenario_folder(bundled.named(name)))
     given = Path(name)
     for candidate in (given, root / given, scenarios_dir / name, bundled.scenarios_dir() / name):
         if (candidate / "scenario.yaml").is_file() or (candidate.suffix in (".yaml", ".yml") and candidate.is_file()):
@@ -44,6 +46,8 @@ def playbook_text(root: Path, playbook: Path | None, rule_file: Path | None) -> 
     if source.is_file():
         text = source.read_text(encoding="utf-8")
     if rule_file is not None:
+        if bundled.named(rule_file) is not None:
+            rule_file = bundled.rule_file(bundled.named(rule_file))
         candidate = rules_mod.load(rule_file, named_by_id=False)
         text = (text.rstrip() + "\n\n" if text.strip() else "") + f"- [{candidate.id}] {candidate.rule}\n"
     return text
@@ -83,7 +87,7 @@ def command() -> None:
 @click.option("--playbook", type=click.Path(dir_okay=False, path_type=Path),
               help="Playbook text for the system prompt (default: playbook/PLAYBOOK.md if it exists).")
 @click.option("--rule", "rule_file", type=click.Path(dir_okay=False, path_type=Path),
-              help="A candidate rule file whose rule is added to the playbook.")
+              help="A candidate rule file whose rule is added to the playbook, or bundled:ID for a bundled scenario's rule.")
 @click.option("--trials", type=click.IntRange(1, 1000), default=1, show_default=True, help="Independent trials.")
 @click.option("--jobs", type=click.IntRange(1, 64), default=1, show_default=True, help="Trials run at once.")
 @click.option("--noise", type=click.FloatRange(0, 1), default=0.0, help="Simulated model: chance a trial takes the other branch.")
@@ -196,11 +200,24 @@ def list_(ctx: click.Context, scenarios: tuple[str, ...], as_json: bool, ids: bo
         click.echo(json.dumps([item["id"] for item in items], separators=(",", ":")))
     elif as_json:
         emit_json(items)
-    elif not items:
-        click.echo(f"No scenarios under {settings.path('scenarios')}/.")
     else:
-        click.echo(table(["id", "task type", "path", "task"],
-                         [[i["id"], i["task_type"] or "", i["path"], i["task"]] for i in items]))
+        _print_listing(items, settings, with_bundled=not scenarios)
+
+
+def _print_listing(items: list[dict], settings, *, with_bundled: bool) -> None:
+    """The suite as a table, then the bundled scenarios it can also run (never in --json/--ids: not the suite)."""
+    rows = [[i["id"], i["task_type"] or "", i["path"], i["task"]] for i in items]
+    if not rows:
+        click.echo(f"No scenarios under {settings.path('scenarios')}/ (the suite is empty).")
+    local = {i["id"] for i in items}
+    extra = [s for s in replay_suite.discover(bundled.scenarios_dir()) if s.scenario.id not in local] if with_bundled else []
+    rows += [[s.scenario.id + " (bundled)", s.scenario.task_type or "", f"bundled:{s.folder.name}", s.scenario.task]
+             for s in extra]
+    if rows:
+        click.echo(table(["id", "task type", "path", "task"], rows))
+    if extra:
+        click.echo("\nBundled scenarios ship with Replaybook and are not part of this suite; run one with "
+                   "`replaybook replay bundled:ID`, and try its rule with `--rule bundled:ID`.")
 
 
 @command.command("report")

@@ -36,13 +36,17 @@ def group() -> None:
 @click.pass_context
 def list_(ctx: click.Context, db: Path | None, as_json: bool) -> None:
     """List recorded tasks: events kept, first and last time, failures, and what the volume controls removed."""
-    with _open(ctx, db) as store:
-        tasks = store.tasks()
+    path = db or trace_store.default_path(ctx.obj.settings.root)
+    if not path.exists():  # nothing recorded yet is an empty store, not bad input
+        tasks = []
+    else:
+        with _open(ctx, db) as store:
+            tasks = store.tasks()
     if as_json:
         emit_json([t.to_dict() for t in tasks])
         return
     if not tasks:
-        click.echo("no tasks recorded")
+        click.echo(f"no tasks recorded yet in {path} (the store is empty; `replaybook trace import` adds a run)")
         return
     click.echo(table(
         ["task", "events", "first", "last", "failures", "received", "dropped", "sampled out"],
