@@ -101,7 +101,8 @@ def validate(folder: Path, *, rules: Iterable[Rule] = (), empty_playbook: str = 
     finding.problems += fixture_problems(loaded.fixture)
     branch_on = _policy(loaded, finding) if policy else None
     if branch_on is not None:
-        _branch_text(loaded, branch_on, [r for r in rules if _replays(r, folder)], empty_playbook, finding)
+        _branch_text(loaded, branch_on, [r for r in rules if _replays(r, folder)], empty_playbook, finding,
+                     others=[r for r in rules if not _replays(r, folder)])
     if control and not finding.problems:
         finding.control = run_control(loaded, cache)
         finding.unsound += control_problems(loaded, finding.control)
@@ -170,12 +171,18 @@ def _replays(rule: Rule, folder: Path) -> bool:
 
 
 def _branch_text(loaded: sc.LoadedScenario, branch_on: str, rules: list[Rule], empty_playbook: str,
-                 finding: Finding) -> None:
+                 finding: Finding, others: list[Rule] = ()) -> None:
+    """The branch text must occur in a rule: its own (it proves that one), or another's.
+
+    A suite scenario whose branch another rule says is sound: it is how a
+    rule that breaks another scenario is caught (its own rule is then simply
+    not discriminative, which the gate decides).
+    """
     where = f"{loaded.folder / 'policy.yaml'}: field `branch_on`"
     if _says(empty_playbook, branch_on):
         finding.unsound.append(f"{where}: {branch_on!r} occurs in the playbook's text even without the rule, so the "
                                "simulated model always takes the with-rule branch; quote words only the rule says")
-    if rules and not any(_says(r.rule, branch_on) for r in rules):
+    if rules and not any(_says(r.rule, branch_on) for r in [*rules, *others]):
         finding.unsound.append(
             f"{where}: {branch_on!r} occurs in no rule that replays this scenario "
             f"({', '.join(r.id for r in rules)}), so the simulated model never takes the with-rule branch; quote "

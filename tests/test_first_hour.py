@@ -33,6 +33,9 @@ def user_repo(tmp_path):
     (repo / ".gitignore").write_text("node_modules/\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
     env["HOME"] = str(tmp_path / "home")
+    # A release records the commit its actions are pinned to; a build from a checkout (this one) has
+    # none, so it is given as a user of a release would have it.
+    env["REPLAYBOOK_ACTIONS_SHA"] = "0123456789abcdef0123456789abcdef01234567"
     return repo, env
 
 

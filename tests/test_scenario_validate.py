@@ -41,7 +41,7 @@ def test_a_sound_scenario_and_the_bundled_suite_pass(cli, root):
     every = cli("scenario", "validate", *(str(p) for p in sorted((REPO / "scenarios").glob("*/"))
                                            if (p / "scenario.yaml").exists()))
     assert every.code == 0, every.out + every.err
-    assert every.out.count("ok: ") == 4
+    assert every.out.count("ok: ") == len([p for p in (REPO / "scenarios").glob("*/") if (p / "scenario.yaml").exists()])
 
 
 @pytest.mark.parametrize("case, change, expected", [

@@ -86,15 +86,19 @@ def validate_folders(folders: list[Path], book: Playbook, *, control: bool,
     except BadInput:
         rules = []  # `playbook check` reports a broken playbook; here it only costs the branch-text check
     empty = book.render_text([])
+    beside: dict[Path, list] = {}
+    broken: dict[Path, list[str]] = {}
+    for folder in folders:
+        try:
+            beside[folder] = [rules_mod.load(folder / "rule.yaml", named_by_id=False)] \
+                if (folder / "rule.yaml").is_file() else []
+        except BadInput as exc:
+            beside[folder], broken[folder] = [], exc.problems or [exc.message]
+    suite_rules = [r for found in beside.values() for r in found]  # another scenario's rule may branch a policy
     findings = []
     for folder in folders:
-        beside, local, broken = folder / "rule.yaml", [], []
-        try:
-            local = [rules_mod.load(beside, named_by_id=False)] if beside.is_file() else []
-        except BadInput as exc:
-            broken = exc.problems or [exc.message]
-        finding = sv.validate(folder, rules=rules + local, empty_playbook=empty, control=control, cache=cache)
-        finding.problems += broken
+        finding = sv.validate(folder, rules=rules + suite_rules, empty_playbook=empty, control=control, cache=cache)
+        finding.problems += broken.get(folder, [])
         findings.append(finding)
     return findings
 

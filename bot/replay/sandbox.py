@@ -25,6 +25,7 @@ import shlex
 import shutil
 import stat
 import subprocess
+import sys
 import tempfile
 import threading
 from dataclasses import dataclass, field
@@ -210,7 +211,9 @@ class Sandbox:
 
     def _read_only_paths(self) -> tuple[str, ...]:
         """Host folders bound read-only: the shims, the toolchain, what PATH and the agent need."""
-        wanted = [str(self.shims.bin_dir.parent), *self.toolchain.reads, *self.reads]
+        # The harness's own environment too (read-only, no secrets in it): agents and tests started
+        # with sys.executable, and a checkout under /tmp, must work the same inside.
+        wanted = [str(self.shims.bin_dir.parent), *self.toolchain.reads, *self.reads, sys.prefix]
         wanted += [isolation.exposure(d) for d in self.shims.base_path.split(os.pathsep)
                    if d and isolation.needs_bind(d)]
         out: list[str] = []
