@@ -309,9 +309,10 @@ class Sandbox:
         return os.path.lexists(self.root / _relative(path))
 
     def unchanged(self, path: str) -> bool:
-        """True when ``path`` is byte-identical to the fixture (both absent counts as unchanged)."""
-        rel = _relative(path)
-        return _same(self.pristine / rel, self.root / rel)
+        """True when ``path`` is byte-identical to the fixture (both absent counts as unchanged; caches ignored)."""
+        from bot.replay.checks import unchanged
+
+        return unchanged(self.pristine, self.root, _relative(path))
 
     def diff(self) -> SandboxDiff:
         """Unified diff of the final tree against the baseline, untracked files included."""
@@ -512,25 +513,6 @@ def _copy_fixture(src: Path, dst: Path) -> None:
     shutil.copytree(src, dst, symlinks=True, ignore=lambda d, names: [".git"] if Path(d) == src else [])
 
 
-def _same(a: Path, b: Path) -> bool:
-    la, lb = os.path.lexists(a), os.path.lexists(b)
-    if not (la and lb):
-        return la == lb
-    sa, sb = os.lstat(a), os.lstat(b)
-    if stat.S_IFMT(sa.st_mode) != stat.S_IFMT(sb.st_mode):
-        return False
-    if stat.S_ISLNK(sa.st_mode):
-        return os.readlink(a) == os.readlink(b)
-    if stat.S_ISDIR(sa.st_mode):
-        names = set(os.listdir(a)) | set(os.listdir(b))
-        names.discard(".git")  # the agent's repo is harness state, not fixture content
-        return all(_same(a / n, b / n) for n in names)
-    if sa.st_size != sb.st_size:
-        return False
-    try:
-        return a.read_bytes() == b.read_bytes()
-    except OSError:
-        return False
 
 
 def _file_changes(name_status: str, patch: str) -> list[FileChange]:
