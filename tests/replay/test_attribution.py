@@ -77,14 +77,22 @@ def test_the_builtin_agents_commands_carry_their_tool_call_id(make_scenario, tmp
 def test_claude_codes_own_shell_setup_no_longer_fails_not_ran_env(claude_code_agent, make_scenario, tmp_path):
     checks = [{"not_ran": {"command": "env"}}, {"ran": {"command": "ls"}}, {"succeeds": {"run": "test -f x.txt"}}]
     loaded = make_scenario(pass_if=checks, with_rule=[{"bash": "echo hi > x.txt && ls"}, {"say": "done"}])
-    result = run_trial(loaded, "", ReplayOptions(agent="claude-code", runs_dir=tmp_path / "runs"), 0)
-    assert result.verdict == "passed", result.reason
-    events = read_trace(Path(result.run_dir) / "trace.jsonl")
-    commands = [e for e in events if isinstance(e, CommandEvent)]
+    # Claude Code's shell snapshot (where it runs `env`) is made under its own time limit, which a loaded
+    # machine can miss; a trial without it proves nothing here, so try up to three.
+    for trial in range(3):
+        result = run_trial(loaded, "", ReplayOptions(agent="claude-code", runs_dir=tmp_path / "runs"), trial)
+        assert result.verdict == "passed", result.reason
+        events = read_trace(Path(result.run_dir) / "trace.jsonl")
+        commands = [e for e in events if isinstance(e, CommandEvent)]
+        if any(c.argv[0] == "env" for c in commands):
+            break
     assert any(c.argv[0] == "env" and c.by == "agent" for c in commands)  # Claude Code did run env itself
     tool_ids = {e.id for e in events if isinstance(e, ToolCallEvent)}
     assert [c.tool_call for c in commands if c.argv[0] == "ls"] == [next(iter(tool_ids))]
     strict = make_scenario(pass_if=[{"not_ran": {"command": "env", "by": "any"}}, *checks[1:]],
                            with_rule=[{"bash": "echo hi > x.txt && ls"}, {"say": "done"}])
-    failed = run_trial(strict, "", ReplayOptions(agent="claude-code", runs_dir=tmp_path / "runs"), 0)
+    for trial in range(3):
+        failed = run_trial(strict, "", ReplayOptions(agent="claude-code", runs_dir=tmp_path / "runs"), trial)
+        if any(isinstance(e, CommandEvent) and e.argv[0] == "env" for e in read_trace(Path(failed.run_dir) / "trace.jsonl")):
+            break
     assert failed.verdict == "failed" and [c.check for c in failed.failed_checks] == ["not_ran env by any"]
