@@ -18,7 +18,6 @@ machine that built one before) against venv+pip, and a warm lookup.
 from __future__ import annotations
 
 import argparse
-import shutil
 import subprocess
 import sys
 import tempfile

@@ -32,7 +32,6 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Mapping, Protocol, Sequence
 
 from bot.errors import BadInput
