@@ -36,9 +36,7 @@ the highest id handed out).
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import tempfile
 import uuid
 from collections.abc import Iterable
@@ -50,13 +48,13 @@ from typing import Annotated, Any, Literal, Protocol, TypeVar, Union
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError, model_validator
 
-from bot import records, yamlfile
-from bot import rule as rules_mod
+from bot import records, rule_ids, yamlfile
 from bot import scenario as scenario_mod
 from bot.config import Settings
 from bot.errors import BadInput, LLMError
 from bot.gate import TWIN_THRESHOLD, similarity
-from bot.incident import Incident, IncidentStore
+from bot.change import Change, OverlayTree, apply_local, relative
+from bot.incident import Incident, IncidentSet, IncidentStore
 from bot.journal import Journal, locked
 from bot.playbook import Playbook
 from bot.replay.policy import parse_policy
@@ -65,7 +63,7 @@ from bot.rule import Rule
 GROUP_THRESHOLD = 0.25
 BATCH_MAX = 12  # incidents per prompt
 SPEC_DIR = "spec-changes"
-IDS_FILE = ".replaybook/distill-ids.json"
+IDS_FILE = rule_ids.MARKS_FILE
 MAX_FILES = 40
 MAX_FILE_BYTES = 64 * 1024
 MAX_FIXTURE_BYTES = 256 * 1024
@@ -166,6 +164,7 @@ class Proposal:
     scenario: str
     new_scenario: bool
     path: str | None  # None in a dry run
+    files: Change = field(default_factory=Change, repr=False)  # its rule file and new scenario, as a change
 
 
 @dataclass
@@ -197,13 +196,15 @@ class DistillReport:
     asked: int = 0
     failed: int = 0
     unreadable: list[str] = field(default_factory=list)  # one message per incident file that did not load
+    change: Change = field(default_factory=Change, repr=False)  # every file the run adds
+    written: bool = False
 
     def as_json(self) -> dict[str, Any]:
         return {
             "dry_run": self.dry_run,
             "simulated": self.simulated,
             "groups": [{"key": g.key, "failure_class": g.failure_class, "incidents": g.ids} for g in self.groups],
-            "proposals": [asdict(p) for p in self.proposals],
+            "proposals": [{k: v for k, v in asdict(p).items() if k != "files"} for p in self.proposals],
             "spec_changes": [asdict(s) for s in self.spec_changes],
             "refusals": [asdict(r) for r in self.refusals],
             "asked": self.asked,
@@ -311,12 +312,16 @@ def batches(groups: list[Group], max_incidents: int = BATCH_MAX) -> list[Group]:
 
 def distill(settings: Settings, llm: AsksJson, *, min_incidents: int = 1, since: datetime | date | None = None,
             dry_run: bool = False, today: date | None = None, batch_max: int = BATCH_MAX,
-            incidents: IncidentStore | None = None, reserved_ids: Iterable[str] = ()) -> DistillReport:
+            incidents: IncidentStore | IncidentSet | None = None, reserved_ids: Iterable[str] = (),
+            write: bool = True) -> DistillReport:
     """Propose rules (or spec changes) from the unresolved incidents; see the module docstring.
 
     ``incidents`` replaces the configured store (on GitHub: the open incident
     issues); ``reserved_ids`` are rule ids in use elsewhere (on GitHub: those
-    of the bot's rule PRs, open or closed), never handed out again.
+    of the bot's rule PRs, open or closed), never handed out again. Every
+    file the run adds is ``report.change``; it is written (under the lock,
+    in one journal commit) unless ``dry_run`` or ``write`` is off, as on
+    GitHub, where each proposal's part of it becomes a PR.
     """
     today = today or datetime.now(timezone.utc).date()
     store = incidents if incidents is not None else IncidentStore(settings.path("incidents"))
@@ -347,12 +352,17 @@ def distill(settings: Settings, llm: AsksJson, *, min_incidents: int = 1, since:
                                                f"{min_incidents}", "skipped", group.ids))
                 continue
             plans += _ask(group, llm, book, scenarios_dir, Path(staging), report)
-        if dry_run:
-            _apply(plans, book, settings, report, today, write=False, reserved=reserved_ids)
+        if dry_run or not write:
+            report.change = _apply(plans, book, settings, report, today, reserved=reserved_ids)
         elif plans:
             with locked(settings.root):
                 Journal(settings.root).recover()  # finish a change a crash interrupted before reading state
-                _apply(plans, book, settings, report, today, write=True, reserved=reserved_ids)
+                report.change = _apply(plans, book, settings, report, today, reserved=reserved_ids)
+                apply_local(report.change, settings.root)
+        report.written = write and not dry_run and bool(report.change)
+    if dry_run:
+        for item in [*report.proposals, *report.spec_changes]:
+            item.path = None
     return report
 
 
@@ -518,23 +528,25 @@ def _bad_path(raw: str) -> bool:
             or any(part in ("..", ".git", "") for part in raw.split("/")))
 
 
-# -- applying the plans under the lock ----------------------------------------------------------
+# -- the plans as one change, under the lock ----------------------------------------------------
 
 
 def _apply(plans: list[_RulePlan | _SpecPlan], book: Playbook, settings: Settings, report: DistillReport,
-           today: date, *, write: bool, reserved: Iterable[str] = ()) -> None:
-    """Check plans against the playbook as it is now, then allocate ids and write (unless ``write`` is off)."""
+           today: date, *, reserved: Iterable[str] = ()) -> Change:
+    """Check plans against the playbook as it is now, allocate ids, and return every file they add, as one change."""
     entries = book.entries(("proposed", "rules"))
     existing = [(e.rule.id, e.state, e.rule.rule) for e in entries]
     covered = _covered(book, entries)
-    ids = _IdAllocator(book, settings.root, reserved)
-    claimed: set[str] = set()  # new scenario ids taken by this run (a dry run writes none)
+    ids = _allocator(book, settings.root, reserved)
+    claimed: set[str] = set()  # new scenario ids taken by this run
+    change = Change()
     for plan in plans:
         try:
             cites = _checked_cites(plan.group, plan.cites, covered, report)
             if isinstance(plan, _SpecPlan):
-                spec = _write_spec(plan, cites, ids, book, today, write)
+                spec, files = _spec_files(plan, cites, ids, book, today, change)
                 report.spec_changes.append(spec)
+                change = change | files
                 covered.update({c: spec.id for c in cites})
                 continue
             for other_id, state, text in existing:
@@ -546,17 +558,19 @@ def _apply(plans: list[_RulePlan | _SpecPlan], book: Playbook, settings: Setting
             if plan.staged is not None and plan.scenario_id in claimed:
                 raise _Refused(f"scenario {plan.scenario_id!r} is proposed by another group of this run; "
                                "give each new scenario its own id")
-            proposal = _write_rule(plan, cites, ids, book, settings, today, write)
+            proposal = _rule_files(plan, cites, ids, book, settings, today, change)
         except _Refused as exc:
             report.refusals.append(Refusal(plan.group.key, str(exc), "refused", plan.group.ids))
             continue
         report.proposals.append(proposal)
+        change = change | proposal.files
         if plan.staged is not None:
             claimed.add(plan.scenario_id)
         existing.append((proposal.id, "proposed", proposal.rule))
         covered.update({c: proposal.id for c in cites})
-    if write and ids.changed:
-        ids.save()
+    if ids.changed:
+        change = change | Change({rule_ids.MARKS_FILE: ids.marks()})
+    return change
 
 
 def _checked_cites(group: Group, cites: list[str], covered: dict[str, str], report: DistillReport) -> list[str]:
@@ -575,64 +589,46 @@ def _checked_cites(group: Group, cites: list[str], covered: dict[str, str], repo
     return kept
 
 
-def _write_rule(plan: _RulePlan, cites: list[str], ids: "_IdAllocator", book: Playbook, settings: Settings,
-                today: date, write: bool) -> Proposal:
+def _rule_files(plan: _RulePlan, cites: list[str], ids: rule_ids.Allocator, book: Playbook, settings: Settings,
+                today: date, pending: Change) -> Proposal:
+    """The proposal, with its rule file and (for a new scenario) the scenario's files as its change."""
     scenarios_dir = settings.path("scenarios")
     target = scenarios_dir / plan.scenario_id
-    if plan.staged is not None and target.exists():
+    replay = relative(target, settings.root)
+    if plan.staged is not None and (target.exists() or book.tree.list(replay)):
         raise _Refused(f"scenario {plan.scenario_id!r} already exists in {scenarios_dir}/; "
                        'reuse it with {"existing": ...} or choose another id')
-    replay = Path(os.path.relpath(target, settings.root)).as_posix()
-    if write and plan.staged is not None:
-        _place_scenario(plan.staged, target)
-    while True:
+    tree = OverlayTree(book.tree, pending)
+    while True:  # an id whose file exists (made outside the lock) is skipped, never clobbered
         rule_id = ids.next_rule()
-        rule = Rule.model_validate({"id": rule_id, "rule": plan.rule, "cites": cites, "task_types": plan.task_types,
-                                    "replay": replay, "created": today})
-        path = book.dir("proposed") / f"{rule_id}.yaml"
-        if not write:
+        path = book.path_of("proposed", f"{rule_id}.yaml")
+        if tree.read(path) is None:
             break
-        header = (f"# Proposed by `replaybook distill` from {len(plan.group.incidents)} incident(s) "
-                  f"({plan.group.key}); the gate decides.\n")
-        text = yamlfile.dump(rule.to_yaml_data(), kind="rule")
-        first, rest = text.split("\n", 1)
-        try:
-            yamlfile.write_new(path, f"{first}\n{header}{rest}")
-            break
-        except FileExistsError:  # a file made outside the lock: take the next id
-            continue
+    rule = Rule.model_validate({"id": rule_id, "rule": plan.rule, "cites": cites, "task_types": plan.task_types,
+                                "replay": replay, "created": today})
+    header = (f"# Proposed by `replaybook distill` from {len(plan.group.incidents)} incident(s) "
+              f"({plan.group.key}); the gate decides.\n")
+    first, rest = yamlfile.dump(rule.to_yaml_data(), kind="rule").split("\n", 1)
+    files = {path: f"{first}\n{header}{rest}"}
+    if plan.staged is not None:
+        for file in sorted(p for p in plan.staged.rglob("*") if p.is_file()):
+            files[f"{replay}/{file.relative_to(plan.staged).as_posix()}"] = file.read_bytes().decode("utf-8")
     return Proposal(rule_id, plan.group.key, rule.rule, cites, bool(rule.provisional), plan.scenario_id,
-                    plan.staged is not None, str(path) if write else None)
+                    plan.staged is not None, str(settings.root / path), files=Change(files))
 
 
-def _place_scenario(staged: Path, target: Path) -> None:
-    """Copy the staged scenario next to ``target``, then rename it into place in one step."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.parent / f".{target.name}.{uuid.uuid4().hex[:8]}.tmp"
-    shutil.copytree(staged, tmp)
-    try:
-        os.rename(tmp, target)
-    except OSError:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise _Refused(f"scenario folder {target} appeared meanwhile; run distill again") from None
-
-
-def _write_spec(plan: _SpecPlan, cites: list[str], ids: "_IdAllocator", book: Playbook, today: date,
-                write: bool) -> SpecChange:
-    folder = book.folder / SPEC_DIR
+def _spec_files(plan: _SpecPlan, cites: list[str], ids: rule_ids.Allocator, book: Playbook, today: date,
+                pending: Change) -> tuple[SpecChange, Change]:
+    tree = OverlayTree(book.tree, pending)
     by_id = {i.id: i for i in plan.group.incidents}
     while True:
         spec_id = ids.next_spec()
-        path = folder / f"{spec_id}.md"
-        if not write:
+        path = book.path_of(SPEC_DIR, f"{spec_id}.md")
+        if tree.read(path) is None:
             break
-        text = _spec_markdown(spec_id, [by_id[c] for c in cites], plan, today)
-        try:
-            yamlfile.write_new(path, text)
-            break
-        except FileExistsError:
-            continue
-    return SpecChange(spec_id, plan.group.key, cites, plan.template_change, plan.why, str(path) if write else None)
+    text = _spec_markdown(spec_id, [by_id[c] for c in cites], plan, today)
+    spec = SpecChange(spec_id, plan.group.key, cites, plan.template_change, plan.why, str(book.root / path))
+    return spec, Change({path: text})
 
 
 def _spec_markdown(spec_id: str, incidents: list[Incident], plan: _SpecPlan, today: date) -> str:
@@ -655,36 +651,12 @@ def _md_fence(text: str) -> str:
     return f"{ticks}text\n{text}\n{ticks}"
 
 
-class _IdAllocator:
-    """Rule and spec ids above every one in any state and every one handed out before."""
-
-    def __init__(self, book: Playbook, root: Path, reserved: Iterable[str] = ()):
-        self.path = Path(root) / IDS_FILE
-        try:
-            marks = json.loads(self.path.read_text(encoding="utf-8"))
-        except (FileNotFoundError, ValueError):
-            marks = {}
-        used_rule = rules_mod.id_number(book.next_id()) - 1  # next_id scans proposed, rules and archive
-        spec_dir = book.folder / SPEC_DIR
-        used_spec = max((int(m.group(1)) for p in (spec_dir.iterdir() if spec_dir.is_dir() else [])
-                         if (m := _SPEC_NAME.match(p.name))), default=0)
-        taken = [rules_mod.id_number(r) for r in reserved if re.fullmatch(r"rule-\d{4,}", r)]
-        self.rule = max(used_rule, int(marks.get("rule", 0)), *taken)
-        self.spec = max(used_spec, int(marks.get("spec", 0)))
-        self.changed = False
-
-    def next_rule(self) -> str:
-        self.rule += 1
-        self.changed = True
-        return rules_mod.format_id(self.rule)
-
-    def next_spec(self) -> str:
-        self.spec += 1
-        self.changed = True
-        return f"spec-{self.spec:04d}"
-
-    def save(self) -> None:
-        yamlfile.replace(self.path, json.dumps({"rule": self.rule, "spec": self.spec}))
+def _allocator(book: Playbook, root: Path, reserved: Iterable[str] = ()) -> rule_ids.Allocator:
+    """Rule and spec ids above every one in any state, every reserved one and every one handed out before."""
+    specs = [int(m.group(1)) for rel in book.tree.list(f"{book.rel}/{SPEC_DIR}")
+             if (m := _SPEC_NAME.match(rel.rsplit("/", 1)[-1]))]
+    return rule_ids.Allocator([e.rule.id for e in book.entries()], specs, reserved=reserved,
+                              marks=rule_ids.read_marks(root))
 
 
 def _covered(book: Playbook, entries=None) -> dict[str, str]:

@@ -15,6 +15,7 @@ from typing import ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from bot import records, yamlfile
+from bot.change import Change, relative
 from bot.errors import BadInput
 
 FailureClass = Literal["wrong_assumption", "bad_tool_use", "scope_creep", "env", "unknown"]
@@ -157,6 +158,29 @@ class Reading:
                            "fix or remove them (the others were read)", problems=self.problems)
 
 
+class IncidentSet:
+    """Incidents held in memory (on GitHub: the open incident issues); read like a store, never written."""
+
+    def __init__(self, incidents: list[Incident], where: str):
+        self.incidents = sorted(incidents, key=lambda i: (i.created, i.id))
+        self.folder = Path(where)
+
+    def read(self) -> Reading:
+        return Reading(list(self.incidents), [])
+
+    def all(self) -> list[Incident]:
+        return list(self.incidents)
+
+    def ids(self) -> set[str]:
+        return {i.id for i in self.incidents}
+
+    def resolution(self, incident_ids: list[str], by: str, *, root: Path) -> Change:
+        return Change()  # issues are closed by the PR's "Closes #N", not by a file
+
+    def id_at(self, path: Path) -> str | None:
+        return None
+
+
 class IncidentStore:
     """The local ``incidents/`` folder. Writes are atomic and never clobber."""
 
@@ -249,6 +273,30 @@ class IncidentStore:
                         "choose another --id (ids are never reused)"
                     ) from None
         raise BadInput(f"{self.folder}: too many incidents with id {base!r}; pass an explicit --id")
+
+    def resolution(self, incident_ids: list[str], by: str, *, root: Path) -> Change:
+        """Marking the stored ones of ``incident_ids`` ``resolved_by: by``, as a change of files under ``root``.
+
+        Ids the store does not hold (``gh-N`` issues, say) are left out: the
+        store answers for its own files, the playbook does not edit them.
+        """
+        if by not in RESOLVERS:
+            raise BadInput(f"resolved_by {by!r} is not one of {', '.join(RESOLVERS)}")
+        known = self.ids()
+        files = {}
+        for incident_id in dict.fromkeys(incident_ids):
+            if incident_id not in known:
+                continue
+            path = self.path_of(incident_id)
+            text = yamlfile.set_top_level(path.read_text(encoding="utf-8"), "resolved_by", by)
+            from_document(yamlfile.parse(path, text, what="incident"))  # a change never writes a broken file
+            files[relative(path, root)] = text
+        return Change(files)
+
+    def id_at(self, path: Path) -> str | None:
+        """The incident id of a file of this store, else None."""
+        path = Path(path)
+        return path.stem if path.parent.resolve() == self.folder.resolve() and path.suffix == ".yaml" else None
 
     def mark_resolved(self, incident_ids: list[str], by: str) -> list[Incident]:
         """Set ``resolved_by`` on several incidents; all exist or none changes."""

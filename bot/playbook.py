@@ -1,13 +1,15 @@
 """The playbook: admitted rules under a cap, rendered into the text agents read.
 
 Folders are states: ``proposed/`` (candidates), ``rules/`` (admitted),
-``archive/`` (retired). ``Playbook`` owns the folder; every change is an
-atomic file write, and nothing is written when the input is bad.
+``archive/`` (retired). ``Playbook`` reads the folder; every change is planned
+as a value by :mod:`bot.playbook_changes` and written in one journal commit,
+and nothing is written when the input is bad.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 from typing import Callable
 from dataclasses import dataclass, field
 from datetime import date
@@ -15,9 +17,12 @@ from pathlib import Path
 
 import jinja2
 
+from bot import playbook_changes as changes
+from bot import records, rule_ids
 from bot import rule as rules_mod
 from bot import scenario as scenario_mod
 from bot import yamlfile
+from bot.change import Change, DiskTree, Tree, apply_local, relative
 from bot.errors import BadInput
 from bot.incident import IncidentStore
 from bot.journal import Journal, locked
@@ -52,6 +57,7 @@ class Admission:
     retired: list[Rule]
     resolved_incidents: list[str]
     retired_itself: bool = False  # the new rule was the coldest past the cap
+    change: Change = field(default_factory=Change)  # what admitting writes (see bot.playbook_changes)
 
 
 @dataclass
@@ -61,29 +67,44 @@ class Hits:
 
 
 class Playbook:
-    def __init__(self, folder: Path, *, root: Path, cap: int = 60, incidents: IncidentStore | None = None):
-        self.folder = Path(folder)
+    """The playbook folder of a repository, read through a :class:`~bot.change.Tree`.
+
+    Reading never writes. Every change is planned by :mod:`bot.playbook_changes`
+    as a :class:`~bot.change.Change` and, locally, applied by the journal under
+    the lock (:meth:`apply`). ``tree`` defaults to the checkout at ``root``; the
+    GitHub gate reads a commit instead, with ``folder`` relative to the root.
+    """
+
+    def __init__(self, folder: Path | str, *, root: Path, cap: int = 60, incidents: IncidentStore | None = None,
+                 tree: Tree | None = None):
         self.root = Path(root)
+        self.tree: Tree = tree if tree is not None else DiskTree(self.root)
+        self.rel = (str(folder).strip("/") if tree is not None
+                    else relative(folder, self.root))
+        self.folder = self.root / self.rel
         self.cap = cap
         self.incidents = incidents
+        self._holding = False
 
     # -- reading ---------------------------------------------------------
 
     def dir(self, state: str) -> Path:
         return self.folder / state
 
+    def path_of(self, state: str, name: str) -> str:
+        """The change path of file ``name`` in folder ``state``."""
+        return f"{self.rel}/{state}/{name}"
+
     def _scan(self, states=STATES) -> tuple[list[Entry], list[str]]:
         self._settle()
         entries, problems = [], []
         for state in states:
-            folder = self.dir(state)
-            if not folder.is_dir():
-                continue
-            for path in sorted(folder.glob("*.yaml")):
-                if path.name.startswith("."):
-                    continue
+            for rel in self.tree.list(f"{self.rel}/{state}"):
+                name = rel.rsplit("/", 1)[-1]
+                if rel.count("/") != self.rel.count("/") + 2 or not name.endswith(".yaml"):
+                    continue  # only the folder's own rule files, as glob("*.yaml") did
                 try:
-                    entries.append(Entry(path, state, rules_mod.load(path)))
+                    entries.append(Entry(self.root / rel, state, parse_rule(self.root / rel, self.tree.read(rel) or "")))
                 except BadInput as exc:
                     problems.append(exc.render())
         seen: dict[str, Entry] = {}
@@ -108,55 +129,52 @@ class Playbook:
         return [e.rule for e in self.entries(("rules",))]
 
     def next_id_from(self, entries: list[Entry]) -> str:
-        numbers = [rules_mod.id_number(e.rule.id) for e in entries]
-        return rules_mod.format_id(max(numbers, default=0) + 1)
+        return rule_ids.next_free(e.rule.id for e in entries)
 
     def next_id(self) -> str:
         """The next never-used rule id, across every state."""
         return self.next_id_from(self.entries())
 
+    def text_of(self, entry: Entry) -> str:
+        return self.tree.read(self.change_path(entry.path)) or ""
+
+    def change_path(self, path: Path) -> str:
+        return relative(path, self.root) if Path(path).is_absolute() else Path(path).as_posix()
+
     # -- rendering -------------------------------------------------------
 
     def render_text(self, rules: list[Rule] | None = None, *, heading: str = "# Playbook") -> str:
-        rules = sorted(self.admitted() if rules is None else rules, key=lambda r: r.id)
-        groups: dict[str, list[Rule]] = {}
-        for r in rules:
-            name = "Every task" if not r.task_types else "Task types: " + ", ".join(f"`{t}`" for t in r.task_types)
-            groups.setdefault(name, []).append(r)
-        ordered = sorted(groups.items(), key=lambda kv: (kv[0] != "Every task", kv[0]))
-        return _templates.get_template("playbook.md.j2").render(heading=heading, rules=rules, groups=ordered)
+        return render_text(self.admitted() if rules is None else rules, heading=heading)
 
     @property
     def rendered_path(self) -> Path:
         return self.folder / RENDERED
 
+    @property
+    def rendered_rel(self) -> str:
+        return f"{self.rel}/{RENDERED}"
+
     def render(self) -> bool:
         """Write PLAYBOOK.md; return whether it changed."""
-        text = self.render_text()
-        path = self.rendered_path
-        if path.exists() and path.read_text(encoding="utf-8") == text:
-            return False
-        yamlfile.replace(path, text)
-        return True
+        return self.apply(changes.rendering(self))
 
     def section_block(self) -> bytes:
-        body = self.render_text(heading="## Replaybook playbook").encode("utf-8")
-        return _SECTION_OPEN.encode() + b"\n" + body + SECTION_END.encode()
+        return section_block(self.render_text(heading="## Replaybook playbook"))
 
     def sync_section(self, file: Path) -> bool:
         """Keep the marked section of ``file`` in sync; bytes outside the markers stay as they are."""
-        file = Path(file)
-        old = file.read_bytes() if file.exists() else b""
-        new = splice_section(old, self.section_block(), file)
-        if new == old:
-            return False
-        file.parent.mkdir(parents=True, exist_ok=True)
-        yamlfile.replace(file, new)
-        return True
+        return self.apply(changes.sections(self, [file]))
 
     def section_in_sync(self, file: Path) -> bool:
-        old = Path(file).read_bytes() if Path(file).exists() else b""
-        return splice_section(old, self.section_block(), Path(file)) == old
+        return not changes.sections(self, [file])
+
+    def read_bytes(self, file: Path) -> bytes:
+        """A section file's bytes, through the tree when it lies under the root."""
+        rel = os.path.relpath(Path(file).resolve(), self.root.resolve())
+        if rel.startswith(".."):
+            return Path(file).read_bytes() if Path(file).exists() else b""
+        text = self.tree.read(Path(rel).as_posix())
+        return text.encode("utf-8") if text is not None else b""
 
     # -- checking --------------------------------------------------------
 
@@ -174,9 +192,7 @@ class Playbook:
         for entry in admitted:
             problems += self._check_scenario(entry) + self._missing_citations(entry)
         if not loading_problems:  # rendering needs every admitted rule loaded
-            if not self.rendered_path.exists() or self.rendered_path.read_text(encoding="utf-8") != self.render_text(
-                [e.rule for e in admitted]
-            ):
+            if self.tree.read(self.rendered_rel) != self.render_text([e.rule for e in admitted]):
                 problems.append(f"{self.rendered_path} is out of sync with playbook/rules/; run `replaybook playbook render`")
             for file in sections:
                 if not self.section_in_sync(file):
@@ -200,14 +216,15 @@ class Playbook:
             return [f"{entry.path}: field `replay`: {exc.render()}"]
         return []
 
-    def vet(self, path: Path) -> Rule:
-        """Validate a rule file against this playbook, or raise ``BadInput`` listing every problem.
+    def vet(self, path: Path, text: str | None = None) -> Rule:
+        """Validate a rule file (``text``, or read from ``path``) against this playbook, or raise ``BadInput``.
 
         Beyond the file itself: its id is not used by another rule in any
         state, every cited incident exists, and its scenario loads.
         """
         path = Path(path)
-        candidate = rules_mod.load(path, named_by_id=False)
+        candidate = (parse_rule(path, text) if text is not None
+                     else rules_mod.load(path, named_by_id=False))
         problems = []
         scanned, _ = self._scan()  # other files' problems are not this rule's
         others = [e for e in scanned if e.path.resolve() != path.resolve()]
@@ -223,46 +240,38 @@ class Playbook:
             raise BadInput(f"{path}: the rule is not valid here ({len(problems)} problem(s)); nothing was changed", problems=problems)
         return candidate
 
-    # -- changing --------------------------------------------------------
-
-    def hit(self, text: str, on: date) -> Hits:
-        """Set ``last_hit`` of every admitted rule cited as ``[rule-NNNN]`` in ``text``."""
-        cited = rules_mod.citations(text)
-        by_id = {e.rule.id: e for e in self.entries(("rules",))}
-        result = Hits()
-        for rule_id in cited:
-            entry = by_id.get(rule_id)
-            if entry is None:
-                result.not_admitted.append(rule_id)
-                continue
-            result.hit.append(rule_id)
-            if entry.rule.last_hit is None or entry.rule.last_hit < on:
-                self._set_field(entry.path, "last_hit", on.isoformat())
-        return result
-
-    def retire(self, rule_id: str, *, reason: str, on: date) -> Rule:
-        """Move an admitted rule to the archive, stamped with when and why."""
-        with self._changing():
-            by_id = {e.rule.id: e for e in self.entries(("rules",))}
-            entry = by_id.get(rule_id)
-            if entry is None:
-                raise BadInput(f"{rule_id} is not an admitted rule in {self.dir('rules')}/; see `replaybook playbook list`")
-            self._commit([e for e in by_id.values() if e is not entry], retire=[entry], reason=reason, on=on)
-            return entry.rule
-
     def coldest_over_cap(self, rules: list[Rule] | None = None) -> list[Rule]:
         ranked = sorted(self.admitted() if rules is None else rules, key=Rule.heat)
         return ranked[: max(0, len(ranked) - self.cap)]
 
+    # -- changing: plan under the lock, then the one local sink ----------
+
+    def apply(self, change: Change) -> bool:
+        """Write ``change`` (less what the checkout already holds) in one journal commit; whether it wrote."""
+        change = change.against(self.tree)
+        apply_local(change, self.root)
+        return bool(change)
+
+    def hit(self, text: str, on: date) -> Hits:
+        """Set ``last_hit`` of every admitted rule cited as ``[rule-NNNN]`` in ``text``."""
+        with self._changing():
+            plan = changes.hits(self, {rule_id: on for rule_id in rules_mod.citations(text)})
+            self.apply(plan.change)
+            return Hits(hit=plan.hit, not_admitted=plan.not_admitted)
+
+    def retire(self, rule_id: str, *, reason: str, on: date) -> Rule:
+        """Move an admitted rule to the archive, stamped with when and why."""
+        with self._changing():
+            plan = changes.retirement(self, [rule_id], reason=reason, on=on)
+            self.apply(plan.change)
+            return plan.retired[0]
+
     def retire_over_cap(self, on: date) -> list[Rule]:
         """Retire the coldest rules until the cap holds, in one change."""
         with self._changing():
-            entries = self.entries(("rules",))
-            cold = {r.id for r in self.coldest_over_cap([e.rule for e in entries])}
-            retire = [e for e in entries if e.rule.id in cold]
-            if retire:
-                self._commit([e for e in entries if e.rule.id not in cold], retire=retire, reason="cap", on=on)
-            return [e.rule for e in retire]
+            plan = changes.over_cap(self, on)
+            self.apply(plan.change)
+            return plan.retired
 
     def admit(self, path: Path, on: date, *, recheck: Callable[["Playbook", Rule], list[str]] | None = None) -> Admission:
         """Admit the rule file at ``path`` as one atomic change of the playbook.
@@ -274,54 +283,16 @@ class Playbook:
         rule is vetted again under it (and ``recheck``, e.g. the gate's twin
         check, runs under it too), so two gates never reuse an id nor admit
         twins. The cap holds whichever rule is the coldest: when it is the new
-        one, it goes straight to the archive.
+        one, it goes straight to the archive. The change is
+        :func:`bot.playbook_changes.admission`'s, the same a rule PR carries.
         """
         path = Path(path)
         with self._changing():
-            candidate = self.vet(path)
-            problems = recheck(self, candidate) if recheck else []
-            if problems:
-                raise BadInput(f"{path}: not admitted: the playbook changed while the gate ran", problems=problems)
-            entries = self.entries(("rules",))
-            target = self.dir("rules") / f"{candidate.id}.yaml"
-            entry = Entry(target, "rules", candidate)
-            cold = {r.id for r in self.coldest_over_cap([e.rule for e in entries] + [candidate])}
-            keep = [e for e in [*entries, entry] if e.rule.id not in cold]
-            retire = [e for e in [*entries, entry] if e.rule.id in cold]
-            writes = {target: path.read_text(encoding="utf-8")}
-            resolved = self._resolve_incidents(candidate, writes)
-            # A proposal leaves proposed/; a file elsewhere (a PR's, a user's) is left alone.
-            moved = [path] if path.resolve().parent == self.dir("proposed").resolve() else []
-            self._commit(keep, retire=retire, reason="cap", on=on, writes=writes, deletes=moved)
-            return Admission(candidate, [e.rule for e in retire], resolved, candidate.id in cold)
-
-    def _resolve_incidents(self, rule: Rule, writes: dict[Path, str]) -> list[str]:
-        if self.incidents is None:
-            return []
-        local = [c for c in rule.cites if c in self.incidents.ids()]
-        for incident_id in local:
-            path = self.incidents.path_of(incident_id)
-            writes[path] = yamlfile.set_top_level(path.read_text(encoding="utf-8"), "resolved_by", "rule")
-        return local
-
-    def _commit(self, keep: list[Entry], *, retire: list[Entry], reason: str, on: date,
-                writes: dict[Path, str] | None = None, deletes: list[Path] = ()) -> None:
-        """Retire ``retire``, re-render from ``keep``, plus ``writes``/``deletes``: one journal commit."""
-        writes = dict(writes or {})
-        deletes = list(deletes)
-        for entry in retire:
-            target = self.dir("archive") / entry.path.name
-            if target.exists():
-                raise BadInput(f"{target} already exists; an archived rule is never overwritten")
-            text = entry.path.read_text(encoding="utf-8") if entry.path.exists() else writes.pop(entry.path)
-            text = yamlfile.set_top_level(text, "retired", on.isoformat())
-            writes[target] = yamlfile.set_top_level(text, "retired_reason", reason)
-            deletes.append(entry.path)
-        for path, text in writes.items():  # every file is validated before anything is written
-            if path.suffix == ".yaml" and path.parent.parent == self.folder:
-                Rule.model_validate(yamlfile.parse(path, text, what="rule").data)
-        writes[self.rendered_path] = self.render_text([e.rule for e in keep])
-        Journal(self.root).commit(writes, deletes)
+            text = path.read_text(encoding="utf-8")
+            source = self.change_path(path) if path.resolve().parent == self.dir("proposed").resolve() else None
+            admission = changes.admission(self, path, text, on=on, source=source, recheck=recheck)
+            self.apply(admission.change)
+            return admission
 
     @contextlib.contextmanager
     def _changing(self):
@@ -336,7 +307,7 @@ class Playbook:
 
     def _settle(self) -> None:
         """Before any read: finish a change a crash left half-applied, so reads never see it half-done."""
-        if getattr(self, "_holding", False) or not Journal(self.root).path.exists():
+        if self._holding or not isinstance(self.tree, DiskTree) or not Journal(self.root).path.exists():
             return
         with locked(self.root):
             Journal(self.root).recover()
@@ -362,10 +333,25 @@ class Playbook:
             ranked = ranked[:max_rules]
         return sorted(ranked, key=lambda r: r.id)
 
-    def _set_field(self, path: Path, key: str, value: str) -> None:
-        text = yamlfile.set_top_level(path.read_text(encoding="utf-8"), key, value)
-        rules_mod.Rule.model_validate(yamlfile.parse(path, text, what="rule").data)
-        yamlfile.replace(path, text)
+
+def parse_rule(path: Path, text: str) -> Rule:
+    """A rule from its file's text; ``BadInput`` naming ``path`` and the field when it is not one."""
+    return records.from_document(Rule, yamlfile.parse(Path(path), text, what="rule"), what="rule")
+
+
+def render_text(rules: list[Rule], *, heading: str = "# Playbook") -> str:
+    """The playbook as agents read it: rules grouped by scope, in id order."""
+    rules = sorted(rules, key=lambda r: r.id)
+    groups: dict[str, list[Rule]] = {}
+    for r in rules:
+        name = "Every task" if not r.task_types else "Task types: " + ", ".join(f"`{t}`" for t in r.task_types)
+        groups.setdefault(name, []).append(r)
+    ordered = sorted(groups.items(), key=lambda kv: (kv[0] != "Every task", kv[0]))
+    return _templates.get_template("playbook.md.j2").render(heading=heading, rules=rules, groups=ordered)
+
+
+def section_block(body: str) -> bytes:
+    return _SECTION_OPEN.encode() + b"\n" + body.encode("utf-8") + SECTION_END.encode()
 
 
 def splice_section(old: bytes, block: bytes, file: Path) -> bytes:

@@ -131,11 +131,3 @@ def load(path: Path, *, named_by_id: bool = True) -> Rule:
 def citations(text: str) -> list[str]:
     """Rule ids cited as ``[rule-NNNN]`` in ``text``, in order, without repeats."""
     return list(dict.fromkeys(CITATION.findall(text)))
-
-
-def id_number(rule_id: str) -> int:
-    return int(rule_id.split("-", 1)[1])
-
-
-def format_id(number: int) -> str:
-    return f"rule-{number:04d}"

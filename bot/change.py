@@ -1,0 +1,178 @@
+"""A change to a repository's files, as a value: relative path -> new text, or ``None`` for a deletion.
+
+Every playbook transition (admission, retirement, hits, maintenance, distill's
+proposals) is planned as a :class:`Change` and written by exactly one of two
+sinks: :func:`apply_local` (the journal, under the playbook's lock) or, on
+GitHub, one commit on a branch (``bot.github.pulls.commit_change``). A local
+``gate --admit`` and a merged rule PR therefore write the same files by
+construction: the same planner made both values.
+
+Readers take a :class:`Tree`, the files of a checkout or of a commit, so a
+planner never needs a temporary copy of a folder to compute what it would do.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Protocol
+
+from bot.errors import BadInput
+
+
+def _checked(path: str) -> str:
+    """``path`` as a clean relative POSIX path; anything that could leave the root is refused."""
+    text = str(path)
+    pure = PurePosixPath(text)
+    if (not text or "\0" in text or "\\" in text or pure.is_absolute() or ".." in pure.parts
+            or pure.as_posix() != text or text in (".", "")):
+        raise BadInput(f"{text!r}: a change may only name a relative path inside the repository "
+                       "(no '..', no leading '/', no backslash)")
+    return text
+
+
+@dataclass(frozen=True)
+class Change:
+    """Files to write (path -> text) and to delete (path -> None), relative to a repository root."""
+
+    files: Mapping[str, str | None] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        checked = {_checked(p): t for p, t in sorted(self.files.items())}
+        object.__setattr__(self, "files", checked)
+
+    @classmethod
+    def of(cls, writes: Mapping[str, str] | None = None, deletes: Iterable[str] = ()) -> "Change":
+        files: dict[str, str | None] = dict(writes or {})
+        files.update({p: None for p in deletes if p not in files})
+        return cls(files)
+
+    def __bool__(self) -> bool:
+        return bool(self.files)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.files)
+
+    def __or__(self, later: "Change") -> "Change":
+        """Both changes; where both name a path, ``later`` wins."""
+        return Change({**self.files, **later.files})
+
+    @property
+    def writes(self) -> dict[str, str]:
+        return {p: t for p, t in self.files.items() if t is not None}
+
+    @property
+    def deletes(self) -> list[str]:
+        return [p for p, t in self.files.items() if t is None]
+
+    def only(self, *prefixes: str) -> "Change":
+        """The part of this change under any of ``prefixes`` (folders end with '/')."""
+        return Change({p: t for p, t in self.files.items() if p.startswith(prefixes)})
+
+    def without(self, *prefixes: str) -> "Change":
+        return Change({p: t for p, t in self.files.items() if not p.startswith(prefixes)})
+
+    def against(self, tree: "Tree") -> "Change":
+        """This change less what ``tree`` already holds (a write of the same text, a delete of a missing file)."""
+        return Change({p: t for p, t in self.files.items() if tree.read(p) != t})
+
+
+class Tree(Protocol):
+    """The files of a repository at one point: a checkout, a commit, or a dict."""
+
+    def read(self, path: str) -> str | None:
+        """The text of ``path``, or None when there is no such file."""
+
+    def list(self, folder: str) -> list[str]:
+        """Every file under ``folder`` (recursively), as paths relative to the root, sorted."""
+
+
+class DiskTree:
+    """A checkout on disk. Hidden files and folders (``.name``) are never listed."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+
+    def read(self, path: str) -> str | None:
+        target = self.root / _checked(path)
+        try:
+            # bytes, then decode: read_text would turn CRLF into LF and a change would rewrite every line
+            return target.read_bytes().decode("utf-8") if target.is_file() else None
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    def list(self, folder: str) -> list[str]:
+        top = self.root / folder.strip("/")
+        if not top.is_dir():
+            return []
+        out = []
+        for p in top.rglob("*"):
+            rel = p.relative_to(self.root)
+            if p.is_file() and not any(part.startswith(".") for part in p.relative_to(top).parts):
+                out.append(rel.as_posix())
+        return sorted(out)
+
+
+class MemoryTree:
+    """Files held in a dict: a fake repository, or a tree with a change applied."""
+
+    def __init__(self, files: Mapping[str, str] | None = None):
+        self.files = {_checked(p): t for p, t in (files or {}).items()}
+
+    def read(self, path: str) -> str | None:
+        return self.files.get(path)
+
+    def list(self, folder: str) -> list[str]:
+        prefix = folder.strip("/") + "/"
+        return sorted(p for p in self.files
+                      if p.startswith(prefix) and not any(x.startswith(".") for x in p[len(prefix):].split("/")))
+
+    def applied(self, change: Change) -> "MemoryTree":
+        files = dict(self.files)
+        for path, text in change.files.items():
+            if text is None:
+                files.pop(path, None)
+            else:
+                files[path] = text
+        return MemoryTree(files)
+
+    @classmethod
+    def copy_of(cls, tree: "Tree", *folders: str) -> "MemoryTree":
+        return cls({p: t for f in folders for p in tree.list(f) if (t := tree.read(p)) is not None})
+
+
+class OverlayTree:
+    """``base`` as it reads once ``change`` is applied, without writing anything."""
+
+    def __init__(self, base: Tree, change: Change):
+        self.base, self.change = base, change
+
+    def read(self, path: str) -> str | None:
+        if path in self.change.files:
+            return self.change.files[path]
+        return self.base.read(path)
+
+    def list(self, folder: str) -> list[str]:
+        prefix = folder.strip("/") + "/"
+        names = set(self.base.list(folder)) | {p for p in self.change.writes if p.startswith(prefix)}
+        return sorted(names - set(self.change.deletes))
+
+
+def apply_local(change: Change, root: Path) -> None:
+    """The local sink: every write and delete of ``change`` in one journal commit (all or, after a crash, none).
+
+    The caller holds the playbook's lock (:func:`bot.journal.locked`).
+    """
+    from bot.journal import Journal
+
+    if not change:
+        return
+    root = Path(root)
+    Journal(root).commit({root / p: t for p, t in change.writes.items()}, [root / p for p in change.deletes])
+
+
+def relative(path: Path, root: Path) -> str:
+    """``path`` as a change path under ``root``."""
+    return Path(os.path.relpath(Path(path).resolve(), Path(root).resolve())).as_posix()
