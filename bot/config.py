@@ -53,6 +53,11 @@ class GitHub(_Section):
         "rejected PRs become incidents and their `[rule-NNNN]` citations count as rule hits.",
     )
     agent_label: str | None = Field(default=None, description="A PR with this label counts as the agent's.")
+    bot_workflow_prefixes: list[str] = Field(
+        default_factory=lambda: ["replaybook"],
+        description="Workflows whose name or file name starts with one of these (any case) are the bot's own: "
+        "never captured.",
+    )
     bot_logins: list[str] = Field(
         default_factory=lambda: ["github-actions[bot]"], min_length=1,
         description="The accounts the bot writes as: the workflow token's `github-actions[bot]` and, with a GitHub "

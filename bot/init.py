@@ -43,7 +43,7 @@ _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 ACTIONS = ("capture", "distill", "admit", "replay")
 WORKFLOWS = {name: f".github/workflows/replaybook-{name}.yml" for name in ACTIONS}
 ISSUE_FORM = ".github/ISSUE_TEMPLATE/incident.yml"
-BOT_PREFIX = "replaybook"  # events.GitHubConfig.bot_workflow_prefixes: never captured
+BOT_PREFIX = "replaybook"  # config github.bot_workflow_prefixes: never captured
 
 State = Literal["missing", "current", "stale", "modified", "conflict", "present"]
 

@@ -216,11 +216,13 @@ class Playbook:
             return [f"{entry.path}: field `replay`: {exc.render()}"]
         return []
 
-    def vet(self, path: Path, text: str | None = None) -> Rule:
+    def vet(self, path: Path, text: str | None = None, *, scenario_checked: bool = False) -> Rule:
         """Validate a rule file (``text``, or read from ``path``) against this playbook, or raise ``BadInput``.
 
         Beyond the file itself: its id is not used by another rule in any
-        state, every cited incident exists, and its scenario loads.
+        state, every cited incident exists, and its scenario loads (unless
+        ``scenario_checked``: distill's new scenario, validated where it was
+        staged, that is not on disk yet).
         """
         path = Path(path)
         candidate = (parse_rule(path, text) if text is not None
@@ -235,7 +237,7 @@ class Playbook:
                     f"ids are never reused — use {self.next_id_from(scanned)}"
                 )
         entry = Entry(path, "candidate", candidate)
-        problems += self._missing_citations(entry) + self._check_scenario(entry)
+        problems += self._missing_citations(entry) + ([] if scenario_checked else self._check_scenario(entry))
         if problems:
             raise BadInput(f"{path}: the rule is not valid here ({len(problems)} problem(s)); nothing was changed", problems=problems)
         return candidate

@@ -49,7 +49,7 @@ class HitPlan:
 
 
 def admission(book: "Playbook", path: Path, text: str, *, on: date, source: str | None = None,
-              rule_id: str | None = None,
+              rule_id: str | None = None, scenario_checked: bool = False,
               recheck: Callable[["Playbook", Rule], list[str]] | None = None) -> "Admission":
     """Admitting the rule file ``text`` (named ``path`` in messages), as ``rule_id`` when given.
 
@@ -59,7 +59,7 @@ def admission(book: "Playbook", path: Path, text: str, *, on: date, source: str 
     """
     if rule_id is not None:
         text = yamlfile.set_top_level(text, "id", rule_id)
-    candidate = book.vet(path, text)
+    candidate = book.vet(path, text, scenario_checked=scenario_checked)
     problems = recheck(book, candidate) if recheck else []
     if problems:
         raise BadInput(f"{path}: not admitted: the playbook changed while the gate ran", problems=problems)

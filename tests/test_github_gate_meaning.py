@@ -1,7 +1,7 @@
 """The admit gate judges what agents are told, not git's file status: each bypass found in the attack pass.
 
 Each test builds a real git repository (base commit on main, then the PR's
-commit), runs the real ``GitGate`` through ``execute`` against the fake
+commit), runs the real ``PrGate`` through ``execute`` against the fake
 GitHub, and checks the commit status. The gate here has no model: anything
 it must replay ends as ``error``, never ``success``, so a bypass shows up as
 a ``success`` it should not have given.
@@ -17,7 +17,7 @@ import pytest
 from bot import config as config_mod
 from bot.github import PyGithubAdapter
 from bot.github.events import GateRulePr
-from bot.github.handle import GitGate, execute
+from bot.github.handle import PrGate, execute
 from fakes.github import FakeGitHub
 from helpers import make_scenario, rule_yaml, write
 from test_github_handle import HEAD, base_repo, git
@@ -39,7 +39,7 @@ def gate_state(gh: FakeGitHub, root: Path, base: str, *, merge_group: bool = Fal
     if not merge_group:
         gh.add_pull(1)
     try:
-        execute([action], port, root=root, settings=settings, gate=GitGate(root, settings))
+        execute([action], port, root=root, settings=settings, gate=PrGate(root, settings))
     finally:
         port.close()
     return gh.statuses_for(HEAD)[0]
@@ -127,7 +127,7 @@ def test_a_change_to_the_scenario_an_admitted_rule_replays_is_gated(gh, root):
     _commit(root)
     status = gate_state(gh, root, base)
     assert status["state"] == "error", status  # replayed (and with no model: could not decide)
-    gate = GitGate(root, config_mod.load(root))
+    gate = PrGate(root, config_mod.load(root))
     change = gate.change(base)
     assert change.gated == ["playbook/rules/rule-0001.yaml"]
     assert "scenarios/monorepo-test-cwd" in change.why["playbook/rules/rule-0001.yaml"]

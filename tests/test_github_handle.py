@@ -18,7 +18,7 @@ from bot import config as config_mod
 from bot.errors import BadInput
 from bot.github import PyGithubAdapter
 from bot.github.events import GateRulePr
-from bot.github.handle import GATE_MARKER, GateVerdict, GitGate, execute
+from bot.github.handle import GATE_MARKER, GateVerdict, PrGate, execute
 from bot.github.issue_form import MARKER as BLOCK_MARKER
 from bot.github.port import BODY_LIMIT
 from fakes.github import SECONDARY_LIMIT, FakeGitHub
@@ -161,7 +161,7 @@ def test_a_second_attempt_comments_once(cli, gh, event):
 
 
 def test_a_huge_log_excerpt_fits_and_says_it_was_trimmed(cli, gh, event, monkeypatch):
-    from bot.github import handle as handle_mod
+    from bot.github import capture as handle_mod
 
     real = handle_mod.fit_body
     monkeypatch.setattr(handle_mod, "fit_body", lambda parts, **kw: real(parts, limit=3_000, **kw))
@@ -303,7 +303,7 @@ def test_a_gate_that_cannot_decide_reports_error(gh, root):
     port = PyGithubAdapter("octo/app", "t", gh.url, sleep=lambda s: None, seconds_between_requests=0,
                            seconds_between_writes=0)
     settings = settings_for(root)
-    (outcome,) = execute([action], port, root=root, settings=settings, gate=GitGate(root, settings))
+    (outcome,) = execute([action], port, root=root, settings=settings, gate=PrGate(root, settings))
     port.close()
     assert outcome.status == "failed" and "not a commit id" in outcome.summary
     assert [s["state"] for s in gh.statuses_for(HEAD)] == ["error"]
@@ -335,7 +335,7 @@ def test_git_gate_finds_changed_rules_and_reads_the_base_playbook(root, tmp_path
     write(root / "playbook" / "rules" / "rule-0001.yaml", rule_yaml("rule-0001", text="Changed on the branch."))
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "head")
-    gate = GitGate(root, settings_for(root))
+    gate = PrGate(root, settings_for(root))
     assert gate.changed_rules(base) == ["playbook/rules/--output=x.yaml", "playbook/rules/rule-0001.yaml",
                                         "playbook/rules/rule-0002.yaml"]
     into = tmp_path / "base"
@@ -357,7 +357,7 @@ def test_a_hits_only_change_needs_no_replay_and_the_cap_is_checked_on_the_result
     base = base_repo(root)
     write(root / "playbook" / "rules" / "rule-0001.yaml", rule_yaml("rule-0001", last_hit="2026-11-20"))
     git(root, "commit", "-qam", "record a hit")
-    gate = GitGate(root, settings_for(root))  # no API key: any replay would be an error
+    gate = PrGate(root, settings_for(root))  # no API key: any replay would be an error
     assert gate.changed_rules(base) == []
     verdict = gate(GateRulePr(number=3, head_sha=HEAD, base_ref="main", base_sha=base, fork=False, secrets=True))
     assert verdict.state == "success" and "bookkeeping" in verdict.description

@@ -18,7 +18,7 @@ import yaml
 
 from bot.github import PyGithubAdapter
 from bot.github.issue_form import normalised_block
-from bot.github.prs import MAINTENANCE_MARKER
+from bot.github.maintenance import MAINTENANCE_MARKER
 from bot.github.port import GitHubError, marker
 from bot.incident import Incident
 from bot.replay.answers import AnswerBook
@@ -443,8 +443,9 @@ def test_a_leftover_branch_gets_a_fresh_name_and_a_missing_commit_is_an_error(cl
     out = handle(cli)
     assert out["code"] == 0, out
     assert [p["head_ref"] for p in gh.pulls] == ["replaybook/rule-0001-2"]
+    assert not (cli.root / "playbook").exists()  # distill on GitHub plans its PRs; the checkout is never written
 
-    shutil.rmtree(cli.root / "playbook")  # a fresh checkout of main
+    shutil.rmtree(cli.root / "playbook", ignore_errors=True)  # a fresh checkout of main
     sound_playbook(cli.root, cap=1)  # broken; the pushed commit is unknown to GitHub (a force-push raced us)
     event("push", push_payload())
     gh.reset_calls()

@@ -16,7 +16,7 @@ import pytest
 from bot import config as config_mod
 from bot.github import PyGithubAdapter
 from bot.github.events import GateRulePr
-from bot.github.handle import GATE_MARKER, GitGate, execute
+from bot.github.handle import GATE_MARKER, PrGate, execute
 from bot.github.issue_form import MARKER as BLOCK_MARKER
 from bot.github.issue_form import parse_incident_issue
 from bot.github.port import marker
@@ -98,7 +98,7 @@ def test_someone_elses_comment_with_the_gate_marker_never_receives_the_report(gh
     action = GateRulePr(number=1, head_sha=HEAD, base_ref="main", base_sha=base, fork=False, secrets=True)
     port = _port(gh)
     try:
-        execute([action], port, root=root, settings=settings, gate=GitGate(root, settings))
+        execute([action], port, root=root, settings=settings, gate=PrGate(root, settings))
     finally:
         port.close()
     comments = gh.comments_on(1)
@@ -135,7 +135,7 @@ def test_rule_text_in_the_gate_report_is_neutralised(gh, root, tmp_path):
     port = _port(gh)
     try:
         (outcome,) = execute([action], port, root=root, settings=settings, step_summary=summary,
-                             gate=GitGate(root, settings, replay=ReplayOptions()))
+                             gate=PrGate(root, settings, replay=ReplayOptions()))
     finally:
         port.close()
     assert outcome.verdict == "failure" and "near-duplicate" in outcome.summary + comment_text(gh), outcome

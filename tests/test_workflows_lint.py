@@ -166,7 +166,7 @@ def test_admit_is_one_required_job_on_every_pr_and_merge_group():
 def test_distill_runs_weekly_as_an_app_and_replay_fans_out():
     distill = _load(WORKFLOWS / "replaybook-distill.yml")
     assert distill["on"]["schedule"] and "workflow_dispatch" in distill["on"]
-    # Capture dispatches it with `reason: threshold` (bot/github/handle.py): an unknown input would be a 422.
+    # Capture dispatches it with `reason: threshold` (bot/github/distill.py): an unknown input would be a 422.
     assert set(distill["on"]["workflow_dispatch"]["inputs"]) == {"reason"}
     assert distill["on"]["push"]["paths"] == ["playbook/**"]
     assert "push" in distill["concurrency"]["group"] and distill["concurrency"]["cancel-in-progress"] is False

@@ -10,7 +10,8 @@ import click
 
 from bot.cli.output import emit_json, table
 from bot.errors import BadInput, CheckFailed
-from bot.github.events import ACTIONS, GitHubConfig, plan
+from bot.config import Config
+from bot.github.events import ACTIONS, plan
 
 
 @click.group("github")
@@ -104,14 +105,14 @@ def handle(ctx: click.Context, event_name: str | None, event_path: Path | None, 
     port = PyGithubAdapter(repo, token, os.environ.get("GITHUB_API_URL") or None,
                            backoff=_float_env("REPLAYBOOK_GITHUB_BACKOFF", 1.0),
                            seconds_between_requests=0.25 * throttle, seconds_between_writes=1.0 * throttle,
-                           bot_logins=config.bot_logins)
+                           bot_logins=config.github.bot_logins)
     api_key = os.environ.get("ANTHROPIC_API_KEY")
     open_prs = os.environ.get("REPLAYBOOK_OPEN_PRS", "") in ("1", "true", "yes")
     wants_distill = open_prs and any(a.kind == "distill" for a in actions)
     try:
         outcomes = handle_mod.execute(
             actions, port, root=settings.root, settings=settings, llm=_analyst(settings, api_key), payload=payload,
-            gate=handle_mod.GitGate(settings.root, settings, api_key=api_key,
+            gate=handle_mod.PrGate(settings.root, settings, api_key=api_key,
                                     base_url=os.environ.get("ANTHROPIC_BASE_URL") or None),
             step_summary=Path(os.environ["GITHUB_STEP_SUMMARY"]) if os.environ.get("GITHUB_STEP_SUMMARY") else None,
             run_url=_run_url(), open_prs=open_prs, max_open_rule_prs=_max_open_rule_prs(settings), config=config,
@@ -157,15 +158,15 @@ def _distiller(settings, api_key: str | None):
     return llm
 
 
-def _config(settings, agent_logins: tuple[str, ...], agent_label: str | None, watched: tuple[str, ...]) -> GitHubConfig:
-    """The `github:` section of .replaybook.yml, with what the flags (or their env) give instead."""
-    section, labels = settings.config.github, settings.config.labels
+def _config(settings, agent_logins: tuple[str, ...], agent_label: str | None, watched: tuple[str, ...]) -> Config:
+    """The config in effect: .replaybook.yml, with what the flags (or their env) give instead."""
+    section = settings.config.github
     logins = [name for item in agent_logins for name in item.split()] or section.agent_logins
-    return GitHubConfig(incident_label=labels.incident, agent_logins=logins,
-                        agent_label=agent_label or section.agent_label, bot_logins=_bot_logins(section),
-                        watched_workflows=[name for item in watched for name in item.split()] or section.watched_workflows,
-                        playbook_dir=settings.config.paths.playbook, distill_threshold=section.distill_threshold,
-                        distill_workflow=section.distill_workflow, hits_lookback_days=section.hits_lookback_days)
+    github = section.model_copy(update={
+        "agent_logins": logins, "agent_label": agent_label or section.agent_label, "bot_logins": _bot_logins(section),
+        "watched_workflows": [name for item in watched for name in item.split()] or section.watched_workflows,
+    })
+    return settings.config.model_copy(update={"github": github})
 
 
 def _bot_logins(section) -> list[str]:

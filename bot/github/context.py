@@ -60,12 +60,21 @@ class Context:
     max_open_rule_prs: int = MAX_OPEN_RULE_PRS
     open_prs: bool = True
     today: date | None = None
-    config: Any = None  # bot.github.events.GitHubConfig: agent accounts, threshold
+    config: Any = None  # bot.config.Config in effect (flags applied); None: the settings' own
     new_incidents: int = 0  # incident issues this run filed (or made valid): the distill threshold counts them
 
     @property
+    def effective(self) -> Any:
+        return self.config if self.config is not None else self.settings.config
+
+    @property
     def labels(self) -> Any:
-        return self.settings.config.labels
+        return self.effective.labels
+
+    @property
+    def github(self) -> Any:
+        """The ``github:`` section in effect: agent and bot accounts, the threshold."""
+        return self.effective.github
 
 
 def code(text: str, limit: int = 300) -> str:

@@ -1,7 +1,9 @@
 """Deciding from one webhook payload what the bot should do.
 
 ``plan(event_name, payload, config)`` is pure: no network, no PyGithub, no
-clock. It reads the event GitHub delivered (``GITHUB_EVENT_NAME`` and the
+clock. ``config`` is the repository's :class:`bot.config.Config` in effect
+(``.replaybook.yml``, with the command's flags applied): one schema, locally
+and on GitHub. It reads the event GitHub delivered (``GITHUB_EVENT_NAME`` and the
 JSON at ``GITHUB_EVENT_PATH`` in Actions) and returns typed actions for the
 adapter to carry out. Every string in a payload is untrusted data: it is
 copied into actions as is and must never be formatted into a shell command
@@ -18,43 +20,9 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from bot.config import Config
 from bot.errors import BadInput
 from bot.github.issue_form import strip_block
-
-
-class GitHubConfig(BaseModel):
-    """What the bot needs to know about a repository beyond the payload.
-
-    The default branch is not configured: it is read from
-    ``repository.default_branch`` of each payload.
-    """
-
-    model_config = ConfigDict(extra="forbid")
-
-    bot_workflow_prefixes: list[str] = Field(
-        default_factory=lambda: ["replaybook"],
-        description="Workflows whose name or file name starts with one of these (any case) are the bot's own: never captured.",
-    )
-    watched_workflows: list[str] = Field(
-        default_factory=list,
-        description="Capture failures of these workflows only (name or file name, e.g. `CI` or `ci.yml`); empty: all.",
-    )
-    agent_logins: list[str] = Field(
-        default_factory=list,
-        description="Accounts the coding agent opens PRs as (e.g. `copilot-swe-agent[bot]`).",
-    )
-    agent_label: str | None = Field(default=None, description="A PR with this label counts as the agent's.")
-    bot_logins: list[str] = Field(
-        default_factory=lambda: ["github-actions[bot]"],
-        description="The accounts the bot writes as; only their text is read as the bot's own.",
-    )
-    incident_label: str = Field(default="incident", description="Issues with this label are incidents.")
-    playbook_dir: str = Field(default="playbook", description="Folder whose changes on the default branch are checked.")
-    distill_threshold: int = Field(
-        default=0, ge=0, description="Dispatch distill when this many incidents wait undistilled; 0: never."
-    )
-    distill_workflow: str = Field(default="replaybook-distill.yml", description="The workflow that threshold dispatches.")
-    hits_lookback_days: int = Field(default=35, ge=1, description="How far back rule hits are looked for.")
 
 
 # ------------------------------------------------------------------ actions
@@ -205,18 +173,18 @@ def _default_branch(payload: dict, event: str) -> str:
 # ------------------------------------------------------------------ rules
 
 
-def plan(event_name: str, payload: dict, config: GitHubConfig | None = None) -> list[Action]:
+def plan(event_name: str, payload: dict, config: Config | None = None) -> list[Action]:
     """The actions for one delivery of ``event_name`` with ``payload``."""
-    config = config or GitHubConfig()
+    config = config or Config()
     if not isinstance(payload, dict):
         raise BadInput(f"{event_name} payload: should be a JSON object, got {type(payload).__name__}")
     handler = _HANDLERS.get(event_name)
     if handler is None:
         return [Ignore(reason=f"event `{event_name}` is not one the bot acts on")]
     actions = handler(payload, config, event_name)
-    if config.distill_threshold and any(isinstance(a, (CaptureRun, CaptureRejectedPr, ParseIncidentIssue))
+    if config.github.distill_threshold and any(isinstance(a, (CaptureRun, CaptureRejectedPr, ParseIncidentIssue))
                                         for a in actions):
-        actions.append(DistillIfDue(threshold=config.distill_threshold, workflow=config.distill_workflow))
+        actions.append(DistillIfDue(threshold=config.github.distill_threshold, workflow=config.github.distill_workflow))
     return actions
 
 
@@ -231,7 +199,7 @@ def _workflow_names(payload: dict, event: str) -> list[str]:
     return [n for n in (workflow_name, run_name, file_name) if n]
 
 
-def _workflow_run(payload: dict, config: GitHubConfig, event: str) -> list[Action]:
+def _workflow_run(payload: dict, config: Config, event: str) -> list[Action]:
     action = _field(payload, "action", str, event=event)
     run_id = _field(payload, "workflow_run.id", int, event=event)
     if action != "completed":
@@ -243,9 +211,9 @@ def _workflow_run(payload: dict, config: GitHubConfig, event: str) -> list[Actio
     if not names:
         raise BadInput(f"{event} payload: field `workflow.name` (or `workflow_run.name`, `workflow_run.path`) is missing")
     lowered = [n.lower() for n in names]
-    if any(n.startswith(p.lower()) for n in lowered for p in config.bot_workflow_prefixes if p):
+    if any(n.startswith(p.lower()) for n in lowered for p in config.github.bot_workflow_prefixes if p):
         return [Ignore(reason=f"workflow {names[0]!r} is the bot's own")]
-    if config.watched_workflows and not {w.lower() for w in config.watched_workflows} & set(lowered):
+    if config.github.watched_workflows and not {w.lower() for w in config.github.watched_workflows} & set(lowered):
         return [Ignore(reason=f"workflow {names[0]!r} is not in watched_workflows")]
     attempt = _field(payload, "workflow_run.run_attempt", int, event=event)
     return [
@@ -261,14 +229,14 @@ def _workflow_run(payload: dict, config: GitHubConfig, event: str) -> list[Actio
     ]
 
 
-def _counts_as_agent(pr_path: str, payload: dict, config: GitHubConfig, event: str) -> str | None:
+def _counts_as_agent(pr_path: str, payload: dict, config: Config, event: str) -> str | None:
     """None when the PR is the agent's, else why not."""
-    if not config.agent_logins and not config.agent_label:
+    if not config.github.agent_logins and not config.github.agent_label:
         return "neither agent_logins nor agent_label is configured, so no PR counts as the agent's; set one"
     login = _field(payload, f"{pr_path}.user.login", str, event=event)
-    if login.lower() in {a.lower() for a in config.agent_logins}:
+    if login.lower() in {a.lower() for a in config.github.agent_logins}:
         return None
-    if config.agent_label and config.agent_label in _labels(payload, f"{pr_path}.labels", event):
+    if config.github.agent_label and config.github.agent_label in _labels(payload, f"{pr_path}.labels", event):
         return None
     return f"PR author {login!r} is not an agent login and the PR lacks the agent label"
 
@@ -276,7 +244,7 @@ def _counts_as_agent(pr_path: str, payload: dict, config: GitHubConfig, event: s
 _GATE_ACTIONS = ("opened", "synchronize", "reopened")
 
 
-def _pull_request(payload: dict, config: GitHubConfig, event: str) -> list[Action]:
+def _pull_request(payload: dict, config: Config, event: str) -> list[Action]:
     action = _field(payload, "action", str, event=event)
     number = _field(payload, "number", int, event=event, optional=True)
     if number is None:
@@ -320,7 +288,7 @@ def _pull_request(payload: dict, config: GitHubConfig, event: str) -> list[Actio
     return [Ignore(reason=f"PR #{number} action `{action}` needs nothing")]
 
 
-def _review(payload: dict, config: GitHubConfig, event: str) -> list[Action]:
+def _review(payload: dict, config: Config, event: str) -> list[Action]:
     action = _field(payload, "action", str, event=event)
     review_id = _field(payload, "review.id", int, event=event)
     number = _field(payload, "pull_request.number", int, event=event)
@@ -343,15 +311,15 @@ def _review(payload: dict, config: GitHubConfig, event: str) -> list[Action]:
     ]
 
 
-def _issues(payload: dict, config: GitHubConfig, event: str) -> list[Action]:
+def _issues(payload: dict, config: Config, event: str) -> list[Action]:
     action = _field(payload, "action", str, event=event)
     number = _field(payload, "issue.number", int, event=event)
     if action not in ("opened", "edited", "labeled"):
         return [Ignore(reason=f"issue #{number} action `{action}` needs nothing")]
-    if config.incident_label not in _labels(payload, "issue.labels", event):
-        return [Ignore(reason=f"issue #{number} lacks the `{config.incident_label}` label")]
-    if action == "labeled" and _field(payload, "label.name", str, event=event) != config.incident_label:
-        return [Ignore(reason=f"issue #{number} got a label other than `{config.incident_label}`")]
+    if config.labels.incident not in _labels(payload, "issue.labels", event):
+        return [Ignore(reason=f"issue #{number} lacks the `{config.labels.incident}` label")]
+    if action == "labeled" and _field(payload, "label.name", str, event=event) != config.labels.incident:
+        return [Ignore(reason=f"issue #{number} got a label other than `{config.labels.incident}`")]
     if action == "edited":
         old = _field(payload, "changes.body.from", str, event=event, optional=True)
         if old is None:
@@ -370,7 +338,7 @@ def _issues(payload: dict, config: GitHubConfig, event: str) -> list[Action]:
     ]
 
 
-def _merge_group(payload: dict, config: GitHubConfig, event: str) -> list[Action]:
+def _merge_group(payload: dict, config: Config, event: str) -> list[Action]:
     action = _field(payload, "action", str, event=event)
     if action != "checks_requested":
         return [Ignore(reason=f"merge group action `{action}` needs nothing")]
@@ -395,7 +363,7 @@ def _merge_group(payload: dict, config: GitHubConfig, event: str) -> list[Action
 _TRUNCATED = 20  # GitHub lists at most 20 commits in a push payload
 
 
-def _push(payload: dict, config: GitHubConfig, event: str) -> list[Action]:
+def _push(payload: dict, config: Config, event: str) -> list[Action]:
     ref = _field(payload, "ref", str, event=event)
     default = _default_branch(payload, event)
     if ref != f"refs/heads/{default}":
@@ -404,7 +372,7 @@ def _push(payload: dict, config: GitHubConfig, event: str) -> list[Action]:
         return [Ignore(reason=f"push deleted {ref}")]
     after = _field(payload, "after", str, event=event)
     commits = _field(payload, "commits", list, event=event)
-    prefix = config.playbook_dir.strip("/") + "/"
+    prefix = config.paths.playbook.strip("/") + "/"
     touched = len(commits) >= _TRUNCATED  # the list may be cut: check rather than miss a change
     for index, _ in enumerate(commits):
         for which in ("added", "modified", "removed"):
@@ -415,16 +383,16 @@ def _push(payload: dict, config: GitHubConfig, event: str) -> list[Action]:
     return [CheckPlaybookInvariants(after_sha=after)]
 
 
-def _schedule(payload: dict, config: GitHubConfig, event: str) -> list[Action]:
-    return [RecordHits(lookback_days=config.hits_lookback_days), Distill(reason="schedule")]
+def _schedule(payload: dict, config: Config, event: str) -> list[Action]:
+    return [RecordHits(lookback_days=config.github.hits_lookback_days), Distill(reason="schedule")]
 
 
-def _dispatch(payload: dict, config: GitHubConfig, event: str) -> list[Action]:
+def _dispatch(payload: dict, config: Config, event: str) -> list[Action]:
     # The threshold dispatches with `inputs.reason: threshold`; a person's dispatch also records hits.
     reason = _field(payload, "inputs.reason", str, event=event, optional=True)
     if reason == "threshold":
         return [Distill(reason="threshold")]
-    return [RecordHits(lookback_days=config.hits_lookback_days), Distill(reason="dispatch")]
+    return [RecordHits(lookback_days=config.github.hits_lookback_days), Distill(reason="dispatch")]
 
 
 _HANDLERS = {

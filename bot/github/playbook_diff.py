@@ -37,7 +37,7 @@ BOOKKEEPING_FIELDS = frozenset({"last_hit"})
 
 
 @dataclass
-class Change:
+class Meaning:
     """The meaning of one PR: which head rule files must be replayed, and why nothing else needs to be."""
 
     gated: list[str] = field(default_factory=list)  # head paths of rule files to replay
@@ -77,6 +77,25 @@ class Git:
     def show(self, commit: str, path: str) -> str | None:
         out = self("show", f"{commit}:{path}", check=False)
         return out.decode("utf-8", "replace") if out else None
+
+
+class GitTree:
+    """The files of one commit, read from git objects (a :class:`bot.change.Tree`); links are not files."""
+
+    def __init__(self, git: Git, commit: str):
+        self.git, self.commit = git, commit
+
+    def read(self, path: str) -> str | None:
+        entry = self.git.tree(self.commit, path).get(path)
+        if entry is None or entry[0] in _LINK_MODES:
+            return None
+        return self.git.show(self.commit, path)
+
+    def list(self, folder: str) -> list[str]:
+        folder = folder.strip("/")
+        return sorted(p for p, (mode, _) in self.git.tree(self.commit, folder).items()
+                      if mode not in _LINK_MODES and p.startswith(folder + "/")
+                      and not any(x.startswith(".") for x in p[len(folder) + 1:].split("/")))
 
 
 def commit_id(value: str | None, what: str) -> str:
@@ -143,11 +162,11 @@ def _difference(old: Rule, new: Rule) -> list[str]:
     return sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
 
 
-def playbook_change(git: Git, base: str, head: str = "HEAD") -> Change:
+def playbook_change(git: Git, base: str, head: str = "HEAD") -> Meaning:
     """What ``head`` changes, against where it left ``base`` (their merge base), in what agents are told."""
     base = commit_id(base, "base sha")
     fork_point = git("merge-base", base, head).decode().strip() or base
-    change = Change(base_config=config_at(git, base), head_config=config_at(git, head))
+    change = Meaning(base_config=config_at(git, base), head_config=config_at(git, head))
     old_files, _ = _rules_at(git, fork_point, config_at(git, fork_point).paths.playbook)
     new_files, refused = _rules_at(git, head, change.head_config.paths.playbook)
     scenarios = _folder(change.head_config.paths.scenarios)

@@ -1,0 +1,175 @@
+"""The admit gate on GitHub: every PR and merge group gets the ``replaybook/admit`` status.
+
+:class:`PrGate` judges what a PR changes in what agents are told
+(:mod:`bot.github.playbook_diff`), against the base commit's playbook read
+straight from git objects, under the base commit's config; only a change of
+meaning is replayed. :func:`gate_rule_pr` posts the verdict: the status, one
+comment edited in place, and the job summary.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from bot import capture as capture_mod
+from bot.change import Change, OverlayTree
+from bot.errors import BadInput, ReplaybookError
+from bot.github import playbook_diff
+from bot.github.context import Context, GateVerdict, Outcome, Status, code, fenced
+from bot.github.events import GateRulePr
+from bot.github.port import fit_body, marker
+
+GATE_CONTEXT = "replaybook/admit"
+GATE_MARKER = marker("gate")
+SUMMARY_LIMIT = 1 << 20  # GitHub's cap on one step summary
+
+
+def gate_rule_pr(action: GateRulePr, ctx: Context) -> list[Outcome]:
+    where = f"PR #{action.number}" if action.number else f"merge group {action.head_sha[:12]}"
+    # Every PR comes here: the gate passes at once when nothing agents are told changes, and answers
+    # error (never success) when a replay is needed but this run has no secrets (a fork).
+    runner = ctx.gate or PrGate(ctx.root, ctx.settings)
+    try:
+        verdict = runner(action)
+    except ReplaybookError as exc:
+        verdict = GateVerdict("error", f"the gate could not decide: {exc.message}",
+                              f"## Replaybook gate: could not decide\n\n{fenced(exc.render())}\n")
+    description = capture_mod.one_liner(verdict.description, 140)
+    if ctx.step_summary is not None:  # first: a fork PR's read-only token fails the writes below
+        with open(ctx.step_summary, "a", encoding="utf-8") as f:
+            f.write(verdict.report[: SUMMARY_LIMIT // 2] + "\n")
+    ctx.port.set_status(action.head_sha, verdict.state, GATE_CONTEXT, description, ctx.run_url)
+    url = None
+    if action.number is not None:
+        url = ctx.port.upsert_comment(action.number, GATE_MARKER, fit_body({"report": verdict.report},
+                                                                           trim_first=("report",))).url
+    status: Status = "failed" if verdict.state == "error" else "done"
+    return [Outcome(action.kind, status, f"{where}: {verdict.state}: {description}", url, verdict=verdict.state)]
+
+
+class PrGate:
+    """The gate on what a PR changes in the admitted playbook, in the checked-out PR head at ``root``.
+
+    What to replay comes from :func:`bot.github.playbook_diff.playbook_change`:
+    the rules whose meaning differs from where the PR left the base, by
+    parsing, never by git's file status (the workflow must fetch the base
+    commit: ``fetch-depth: 0``). The cap, the playbook the rules are judged
+    against, the scenarios and the incidents are read with the base commit's
+    ``.replaybook.yml``, never the PR's; the playbook itself is the base
+    commit's, read from its git objects (:class:`~bot.github.playbook_diff.GitTree`). Without
+    secrets (a fork) or without ``ANTHROPIC_API_KEY`` (and no ``replay``
+    given) a PR that needs a replay gets ``error``: a simulated replay never
+    admits a real rule.
+    """
+
+    def __init__(self, root: Path, settings: Any, replay: Any = None, api_key: str | None = None,
+                 base_url: str | None = None):
+        self.root, self.settings, self.replay, self.api_key = Path(root), settings, replay, api_key
+        self.base_url = base_url  # ANTHROPIC_BASE_URL: a proxy in front of the Messages API
+        self.git = playbook_diff.Git(self.root)
+
+    def change(self, base_sha: str) -> playbook_diff.Meaning:
+        return playbook_diff.playbook_change(self.git, base_sha)
+
+    def changed_rules(self, base_sha: str) -> list[str]:
+        """The head's rule files whose meaning the PR changes (what the gate replays)."""
+        return self.change(base_sha).gated
+
+    def base_settings(self, change: playbook_diff.Meaning) -> Any:
+        from bot.config import Settings
+
+        return Settings(self.root, change.base_config, None)
+
+    def judged_against(self, base_sha: str, names: list[str], settings: Any = None) -> Any:
+        """The base commit's playbook, less each rule the PR rewrites (judged as new), under the base's config.
+
+        It is read from the base commit's git objects, never from a folder the
+        PR could have shaped; the scenarios and the incidents are the head's.
+        """
+        from bot.incident import IncidentStore
+        from bot.playbook import Playbook
+
+        settings = settings or self.settings
+        folder = settings.config.paths.playbook.strip("/")
+        rewritten = Change({f"{folder}/rules/{Path(name).name}": None for name in names})
+        tree = OverlayTree(playbook_diff.GitTree(self.git, base_sha), rewritten)
+        return Playbook(folder, root=self.root, cap=settings.cap, tree=tree,
+                        incidents=IncidentStore(settings.path("incidents")))
+
+    def __call__(self, action: GateRulePr) -> GateVerdict:
+        base = action.base_sha or ""
+        change = self.change(base)
+        settings = self.base_settings(change)
+        cap = settings.cap
+        if change.refused:
+            listed = "\n".join(f"- {code(p, 300)}" for p in change.refused)
+            return GateVerdict("failure", "refused: " + change.refused[0],
+                               f"## Replaybook gate: refused\n\n{listed}\n\nReplace each link with the file it "
+                               "points to: the gate judges exactly the text agents are given.\n")
+        if change.head_count > cap:
+            # Two PRs that each fit can overflow together: a merge group is checked on the merged result.
+            what = "the merged result of this merge group" if action.merge_group else "this PR"
+            return GateVerdict("failure", f"{change.head_count} rules past the cap of {cap}",
+                               f"## Replaybook gate: over the cap\n\nWith {what} the playbook holds "
+                               f"{change.head_count} admitted rules; the cap is {cap}. Merge rule PRs one at a time "
+                               "(each retires the coldest rule it displaces), or run distill again to refresh this "
+                               "PR against the default branch.\n")
+        if not change.gated:
+            return _nothing_to_replay(change)
+        if not action.secrets:
+            why = "a fork" if action.fork else "a Dependabot PR"
+            return GateVerdict("error", "replay could not run: no secrets on fork PRs",
+                               f"## Replaybook gate: could not run\n\nThis is {why}, so the workflow gets no "
+                               "secrets and the replay cannot run. The gate reports `error`, never success. A "
+                               "maintainer can push the branch to this repository to run it.\n\n"
+                               + _listing(change))
+        return self._replay(action, change, settings)
+
+    def _replay(self, action: GateRulePr, change: playbook_diff.Meaning, settings: Any) -> GateVerdict:
+        from bot import gate as gate_mod
+        from bot import gate_report
+        from bot.replay import isolation
+        from bot.replay.engine import ReplayOptions
+
+        replay = self.replay
+        if replay is None:
+            if not self.api_key:
+                raise BadInput("ANTHROPIC_API_KEY is not set, so the replay cannot run")
+            replay = ReplayOptions(model=settings.config.models.agent, api_key=self.api_key,
+                                   sandbox=settings.config.replay.sandbox,  # the base's: a PR cannot lift it
+                                   **({"upstream_url": self.base_url} if self.base_url else {}))
+        if isolation.backend(replay.sandbox).name == "none":
+            return GateVerdict("failure", "the gate refuses to replay without a sandbox",
+                               "## Replaybook gate: no sandbox\n\nThe replay was asked to run with `--sandbox none` "
+                               "(`REPLAYBOOK_SANDBOX` or `replay.sandbox` in `.replaybook.yml`). A rule PR's fixture is "
+                               "code anyone who can push a branch controls, and it would run beside the API key, so "
+                               "the gate never admits from an unisolated replay. Use `bwrap` (see docs/install.md) "
+                               "or `docker`.\n")
+        opts = gate_mod.GateOptions(replay=replay)
+        results = []
+        book = self.judged_against(action.base_sha or "", change.gated, settings)
+        for name in change.gated:
+            results.append(gate_mod.run_gate(book, self.root / name, settings.path("scenarios"), opts))
+        decisions = {r.decision for r in results}
+        state = "error" if "error" in decisions else "failure" if "reject" in decisions else "success"
+        word = {"success": "admit", "failure": "reject", "error": "could not decide"}[state]
+        ids = ", ".join(f"{r.rule_id} {r.decision}" for r in results)
+        report = "\n\n".join(gate_report.markdown(r, opts.test) for r in results)
+        return GateVerdict(state, f"{word}: {ids}", report)
+
+
+def _listing(change: playbook_diff.Meaning) -> str:
+    return "\n".join(f"- {code(path, 200)}: {code(change.why.get(path, 'changed'), 200)}" for path in change.gated)
+
+
+def _nothing_to_replay(change: playbook_diff.Meaning) -> GateVerdict:
+    if change.bookkeeping:
+        description = "no rule changed (bookkeeping only)"
+        detail = "Only `last_hit` moved on " + ", ".join(change.bookkeeping) + ": nothing to replay."
+    else:
+        description = "no rule changed"
+        detail = "No admitted rule, and no scenario a rule replays, changed: nothing to replay."
+    if change.removed:
+        detail += " No longer admitted: " + ", ".join(change.removed) + "."
+    return GateVerdict("success", description, f"## Replaybook gate\n\n{detail}\n")

@@ -1,0 +1,238 @@
+"""An in-memory :class:`bot.github.port.GitHubPort`: the repository as plain data, for handler and PR tests.
+
+It is a real implementation of the port, not a mock: issues, comments, PRs,
+branches with their files, statuses and claims behave as the adapter's do
+against GitHub (bot-only markers, one commit per ``commit_files``, a 422 for a
+branch that exists), and it records what was written, as bedevere's
+``FakeGH`` does. The adapter itself (PyGithub over HTTP) is tested against the
+HTTP fake in ``tests/fakes/github.py``; this one is for what lies above the port.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from bot.github.port import (
+    BOT_LOGINS,
+    CommentRef,
+    CommitRef,
+    FileChange,
+    GitHubError,
+    IssueRef,
+    Job,
+    PullRef,
+    ReviewComment,
+    marker_keys,
+    written_by,
+)
+
+
+@dataclass
+class Branch:
+    sha: str
+    files: dict[str, str]
+    commits: int = 0
+
+
+@dataclass
+class FakePort:
+    """The bot's view of one repository. ``login`` is who the port writes as."""
+
+    login: str = BOT_LOGINS[0]
+    default: str = "main"
+    issues: dict[int, IssueRef] = field(default_factory=dict)
+    comments: list[CommentRef] = field(default_factory=list)
+    pulls: dict[int, PullRef] = field(default_factory=dict)
+    branches: dict[str, Branch] = field(default_factory=dict)
+    statuses: list[dict] = field(default_factory=list)
+    dispatched: list[dict] = field(default_factory=list)
+    jobs: dict[int, list[Job]] = field(default_factory=dict)
+    logs: dict[int, str] = field(default_factory=dict)
+    commits: list[CommitRef] = field(default_factory=list)
+    claims: set[str] = field(default_factory=set)
+    calls: int = 0
+
+    def __post_init__(self) -> None:
+        self._numbers = itertools.count(1)
+        self._ids = itertools.count(1000)
+        self._shas = (f"{n:040x}" for n in itertools.count(1))
+        self.branches.setdefault(self.default, Branch(next(self._shas), {}))
+
+    def _call(self) -> None:
+        self.calls += 1
+
+    # -- issues and comments
+
+    def find_issue_by_marker(self, marker: str) -> IssueRef | None:
+        self._call()
+        return next((i for _, i in sorted(self.issues.items()) if marker in i.body and written_by(i.author, [self.login])), None)
+
+    def get_issue(self, number: int) -> IssueRef:
+        self._call()
+        if number not in self.issues:
+            raise GitHubError(f"issue #{number} not found", status=404)
+        return self.issues[number]
+
+    def list_issues(self, label: str, state: str = "open") -> list[IssueRef]:
+        self._call()
+        return [i for _, i in sorted(self.issues.items()) if label in i.labels and state in ("all", i.state)]
+
+    def create_issue(self, title: str, body: str, labels: Sequence[str] = ()) -> IssueRef:
+        self._call()
+        number = next(self._numbers)
+        issue = IssueRef(number, title, body, "open", tuple(labels), f"https://github.test/issues/{number}",
+                         "2026-12-01T00:00:00Z", self.login)
+        self.issues[number] = issue
+        return issue
+
+    def file_issue(self, title: str, body: str, labels: Sequence[str] = (), author: str = "a-person") -> IssueRef:
+        """An issue someone opened (not the bot): test set-up, not part of the port."""
+        issue = replace(self.create_issue(title, body, labels), author=author)
+        self.issues[issue.number] = issue
+        self.calls -= 1
+        return issue
+
+    def update_issue(self, number: int, *, body: str | None = None, labels: Sequence[str] | None = None,
+                     state: str | None = None) -> IssueRef:
+        issue = self.get_issue(number)
+        issue = replace(issue, body=issue.body if body is None else body,
+                        labels=issue.labels if labels is None else tuple(labels), state=state or issue.state)
+        self.issues[number] = issue
+        return issue
+
+    def add_comment(self, number: int, body: str) -> CommentRef:
+        self._call()
+        comment = CommentRef(next(self._ids), number, body, f"https://github.test/issues/{number}#c", self.login)
+        self.comments.append(comment)
+        return comment
+
+    def find_comment_by_marker(self, number: int, marker: str) -> CommentRef | None:
+        self._call()
+        return next((c for c in self.comments if c.issue_number == number and marker in c.body
+                     and written_by(c.author, [self.login])), None)
+
+    def upsert_comment(self, number: int, marker: str, body: str) -> CommentRef:
+        found = self.find_comment_by_marker(number, marker)
+        if found is None:
+            return self.add_comment(number, body if marker in body else f"{marker}\n{body}")
+        self._call()
+        updated = replace(found, body=body if marker in body else f"{marker}\n{body}")
+        self.comments[self.comments.index(found)] = updated
+        return updated
+
+    def comments_on(self, number: int) -> list[CommentRef]:
+        return [c for c in self.comments if c.issue_number == number]
+
+    # -- runs, statuses, dispatches
+
+    def set_status(self, sha: str, state: str, context: str, description: str, target_url: str | None = None) -> None:
+        self._call()
+        self.statuses.append({"sha": sha, "state": state, "context": context, "description": description,
+                              "target_url": target_url})
+
+    def failed_jobs(self, run_id: int) -> list[Job]:
+        self._call()
+        return [j for j in self.jobs.get(run_id, []) if j.conclusion in ("failure", "timed_out")]
+
+    def job_log(self, job_id: int) -> str:
+        self._call()
+        if job_id not in self.logs:
+            raise GitHubError(f"no log for job {job_id}", status=404)
+        return self.logs[job_id]
+
+    def dispatch_workflow(self, workflow: str, ref: str, inputs: dict[str, str]) -> None:
+        self._call()
+        self.dispatched.append({"workflow": workflow, "ref": ref, "inputs": dict(inputs)})
+
+    def commits_since(self, since: str, author: str) -> list[CommitRef]:
+        self._call()
+        return [c for c in self.commits if c.date >= since and c.author.lower() == author.lower()]
+
+    # -- pull requests and branches
+
+    def pull_files(self, number: int) -> list[FileChange]:
+        self._call()
+        pr = self.pulls[number]
+        return [FileChange(p, "modified", 1, 0) for p in sorted(self.branches.get(pr.head_ref, Branch("", {})).files)]
+
+    def review_comments(self, number: int) -> list[ReviewComment]:
+        self._call()
+        return []
+
+    def list_prs(self, state: str = "all") -> list[PullRef]:
+        self._call()
+        return [p for _, p in sorted(self.pulls.items()) if state in ("all", p.state)]
+
+    def find_pr_by_marker(self, marker: str, state: str = "all") -> PullRef | None:
+        return next((p for p in self.list_prs(state) if marker in p.body), None)
+
+    def default_branch(self) -> str:
+        self._call()
+        return self.default
+
+    def default_branch_sha(self) -> str:
+        self._call()
+        return self.branches[self.default].sha
+
+    def create_branch(self, name: str, from_sha: str) -> None:
+        self._call()
+        if name in self.branches:
+            raise GitHubError("Reference already exists", status=422)
+        source = next((b for b in self.branches.values() if b.sha == from_sha), None)
+        if source is None:
+            raise GitHubError("Object does not exist", status=422)
+        self.branches[name] = Branch(from_sha, dict(source.files))
+
+    def commit_files(self, branch: str, files: Mapping[str, str | None], message: str) -> bool:
+        self._call()
+        target = self.branches[branch]
+        after = dict(target.files)
+        for path, text in files.items():
+            if text is None:
+                after.pop(path, None)
+            else:
+                after[path] = text
+        if after == target.files:
+            return False
+        target.files, target.sha, target.commits = after, next(self._shas), target.commits + 1
+        return True
+
+    def create_pr(self, title: str, body: str, head: str, base: str) -> PullRef:
+        self._call()
+        if any(p.head_ref == head and p.state == "open" for p in self.pulls.values()):
+            raise GitHubError(f"A pull request already exists for {head}", status=422)
+        number = next(self._numbers)
+        pr = PullRef(number, "open", False, head, body, title, f"https://github.test/pull/{number}", self.login)
+        self.pulls[number] = pr
+        return pr
+
+    def update_pr(self, number: int, *, title: str | None = None, body: str | None = None) -> PullRef:
+        self._call()
+        pr = self.pulls[number]
+        pr = replace(pr, title=pr.title if title is None else title, body=pr.body if body is None else body)
+        self.pulls[number] = pr
+        return pr
+
+    def merge(self, number: int) -> None:
+        """Merge a PR (a fast-forward of its files onto the default branch): test set-up, not part of the port."""
+        pr = self.pulls[number]
+        main = self.branches[self.default]
+        main.files, main.sha = dict(self.branches[pr.head_ref].files), next(self._shas)
+        self.pulls[number] = replace(pr, state="closed", merged=True, merged_at="2026-12-01T00:00:00Z")
+
+    def keys_of(self, number: int) -> list[str]:
+        return marker_keys(self.pulls[number].body)
+
+    # -- claims
+
+    def claim(self, key: str) -> None:
+        self._call()
+        if key in self.claims:
+            raise GitHubError(f"another run holds the claim on {key}", status=409)
+        self.claims.add(key)
+
+    def release(self, key: str) -> None:
+        self._call()
+        self.claims.discard(key)
