@@ -192,13 +192,6 @@ def exercise(gh: FakeGitHub) -> dict[tuple[str, str], requests.Response]:
     r["GET", t + "/git/ref/{ref}"] = main
     r["POST", t + "/git/refs"] = s.post(f"{api}/git/refs", json={"ref": "refs/heads/replaybook/rule-0001",
                                                                 "sha": main.json()["object"]["sha"]})
-    put = {"message": "m", "content": "aGk=", "branch": "replaybook/rule-0001"}
-    r["PUT", t + "/contents/{path}"] = s.put(f"{api}/contents/playbook/rules/rule-0001.yaml", json=put)
-    r["GET", t + "/contents/{path}"] = s.get(f"{api}/contents/playbook/rules/rule-0001.yaml",
-                                             params={"ref": "replaybook/rule-0001"})
-    r["PUT", "scratch"] = s.put(f"{api}/contents/gone.txt", json={**put, "message": "scratch"})
-    r["DELETE", t + "/contents/{path}"] = s.delete(f"{api}/contents/gone.txt", json={
-        "message": "m", "branch": "replaybook/rule-0001", "sha": r.pop(("PUT", "scratch")).json()["content"]["sha"]})
     r["POST", t + "/pulls"] = s.post(f"{api}/pulls", json={"title": "t", "body": "b", "head": "replaybook/rule-0001",
                                                           "base": "main"})
     number = r["POST", t + "/pulls"].json()["number"]
@@ -302,13 +295,14 @@ def test_branches_and_files_behave_like_githubs():
         assert s.post(f"{api}/git/refs", json={"ref": "refs/heads/b", "sha": sha}).status_code == 201
         again = s.post(f"{api}/git/refs", json={"ref": "refs/heads/b", "sha": sha})
         assert again.status_code == 422 and again.json()["message"] == "Reference already exists"
-        got = s.get(f"{api}/contents/playbook/PLAYBOOK.md", params={"ref": "b"}).json()  # a branch copies its base
-        no_sha = s.put(f"{api}/contents/playbook/PLAYBOOK.md", json={"message": "m", "content": "bmV3Cg==", "branch": "b"})
-        assert no_sha.status_code == 422
-        ok = s.put(f"{api}/contents/playbook/PLAYBOOK.md",
-                   json={"message": "m", "content": "bmV3Cg==", "branch": "b", "sha": got["sha"]})
-        assert ok.status_code == 200
+        head = s.get(f"{api}/git/ref/heads/b").json()["object"]["sha"]  # a branch copies its base
+        tree = s.get(f"{api}/git/commits/{head}").json()["tree"]["sha"]
+        new_tree = s.post(f"{api}/git/trees", json={"base_tree": tree, "tree": [
+            {"path": "playbook/PLAYBOOK.md", "mode": "100644", "type": "blob", "content": "new\n"}]}).json()["sha"]
+        commit = s.post(f"{api}/git/commits", json={"message": "m", "tree": new_tree, "parents": [head]}).json()["sha"]
+        assert s.patch(f"{api}/git/refs/heads/b", json={"sha": commit}).status_code == 200
         assert gh.branch_files("b") == {"playbook/PLAYBOOK.md": "new\n"}
         assert gh.branch_files("main") == {"playbook/PLAYBOOK.md": "old\n"}
-        assert s.get(f"{api}/git/ref/heads/b").json()["object"]["sha"] == ok.json()["commit"]["sha"] != sha
+        assert s.get(f"{api}/git/ref/heads/b").json()["object"]["sha"] == commit != sha
+        assert s.get(f"{api}/contents/playbook/PLAYBOOK.md").status_code == 404  # the port never uses contents
         assert s.get(f"{api}/git/ref/heads/nope").status_code == 404

@@ -338,10 +338,10 @@ def test_git_gate_finds_changed_rules_and_reads_the_base_playbook(root, tmp_path
     gate = PrGate(root, settings_for(root))
     assert gate.changed_rules(base) == ["playbook/rules/--output=x.yaml", "playbook/rules/rule-0001.yaml",
                                         "playbook/rules/rule-0002.yaml"]
-    into = tmp_path / "base"
-    folder = gate.base_playbook(base, into)
-    assert sorted(p.name for p in (folder / "rules").iterdir()) == ["rule-0001.yaml"]
-    assert "Changed on the branch" not in (folder / "rules" / "rule-0001.yaml").read_text()
+    book = gate.judged_against(base, [])  # the base commit's playbook, from git objects
+    assert [r.id for r in book.admitted()] == ["rule-0001"]
+    assert "Changed on the branch" not in book.admitted()[0].rule
+    assert [r.id for r in gate.judged_against(base, ["playbook/rules/rule-0001.yaml"]).admitted()] == []
     assert not (root / ".git" / "worktrees").exists()  # nothing in the repository changed
     # No API key and no replay given: the gate cannot run, so it says error rather than simulating.
     action = GateRulePr(number=1, head_sha=HEAD, base_ref="main", base_sha=base, fork=False, secrets=True)
@@ -369,7 +369,7 @@ def test_a_hits_only_change_needs_no_replay_and_the_cap_is_checked_on_the_result
     git(root, "commit", "-qm", "a person edits the rule")
     names = gate.changed_rules(base)
     assert names == ["playbook/rules/rule-0001.yaml"]  # a real change is replayed
-    book = gate.judged_against(base, names, root.parent / "judged")
+    book = gate.judged_against(base, names)
     _, problems = cheap_checks(book, root / names[0])
     assert problems == []  # judged as new: its own old text is not a twin, nor its id taken
 

@@ -133,6 +133,10 @@ class Sim:
         env = {"REPLAYBOOK_GITHUB_BACKOFF": "0", "REPLAYBOOK_GITHUB_THROTTLE": "0"}
         if os.environ.get("REPLAYBOOK_CACHE_DIR"):  # conftest's shared shim cache
             env["REPLAYBOOK_CACHE_DIR"] = os.environ["REPLAYBOOK_CACHE_DIR"]
+        # The machine's trust store and proxy, as a runner has its own: a scenario's environment is built with uv,
+        # and whether an earlier test already built it must not decide whether this one can.
+        env.update({k: v for k, v in os.environ.items() if k in ("SSL_CERT_FILE", "SSL_CERT_DIR", "HTTPS_PROXY",
+                                                                 "HTTP_PROXY", "NO_PROXY", "https_proxy", "no_proxy")})
         secrets = dict(secrets or {})
         if model is not None:  # the repository secret, and a proxy in front of the Messages API on the runner
             secrets["ANTHROPIC_API_KEY"] = model.token

@@ -16,14 +16,13 @@ edit); issue comments (list, create, get, edit); commit statuses (create,
 combined); workflow runs (get), their jobs (list), a job (get) and its logs
 (302 to plain text on the same host); a pull request's files and review
 comments (list), seeded with ``add_pull``; pull requests (list, create, edit),
-branches (get a ref, create one) and files on a branch (get, create or
-update, delete through the contents API). Branch ``main`` starts at ``MAIN_SHA`` with
+branches (get a ref, create one) and files on a branch through the Git
+Data API (trees, commits, a ref's update), as the port writes them. Branch ``main`` starts at ``MAIN_SHA`` with
 no files; ``add_file`` seeds one.
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import re
@@ -540,18 +539,6 @@ def _blob_sha(text: str) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
-def _content(fake: FakeGitHub, base: str, branch: str, path: str, text: str | None = None) -> dict:
-    text = fake.state.files[branch][path] if text is None else text
-    sha = _blob_sha(text)
-    api = f"{base}{fake.repo_path}/contents/{path}?ref={branch}"
-    html = f"{base}/{fake.owner}/{fake.repo}/blob/{branch}/{path}"
-    git = f"{base}{fake.repo_path}/git/blobs/{sha}"
-    return {"type": "file", "encoding": "base64", "size": len(text.encode()), "name": path.rsplit("/", 1)[-1],
-            "path": path, "content": base64.b64encode(text.encode()).decode(), "sha": sha, "url": api,
-            "git_url": git, "html_url": html, "download_url": f"{base}/_raw/{branch}/{path}",
-            "_links": {"self": api, "git": git, "html": html}}
-
-
 _MINIMAL_REPO = {"id", "node_id", "name", "full_name", "owner", "private", "html_url", "description", "fork", "url", *_REPO_URLS}
 
 
@@ -928,65 +915,6 @@ def _create_ref(fake, base, query, body):
     return _Reply(201, _ref(fake, base, branch), {"Location": f"{base}{fake.prefix}{fake.repo_path}/git/{ref}"})
 
 
-def _get_contents(fake, base, query, body, path):
-    path, branch = unquote(path), query.get("ref", "main")
-    if path not in fake.state.files.get(branch, {}):
-        raise _error(404, "Not Found")
-    return _Reply(200, _content(fake, base, branch, path))
-
-
-def _put_contents(fake, base, query, body, path):
-    path, body = unquote(path), body or {}
-    branch = body.get("branch", "main")
-    if not body.get("message") or "content" not in body:
-        raise _invalid("Contents", "message" if not body.get("message") else "content", "missing_field")
-    if branch not in fake.state.refs:
-        raise _error(404, f"Branch {branch} not found")
-    files = fake.state.files.setdefault(branch, {})
-    old = files.get(path)
-    if old is not None and body.get("sha") != _blob_sha(old):
-        raise _error(409 if body.get("sha") else 422,
-                     f"{path} does not match {body.get('sha')}" if body.get("sha") else '"sha" wasn\'t supplied.')
-    files[path] = base64.b64decode(body["content"]).decode()
-    parent = fake.state.refs[branch]
-    commit = hashlib.sha1(f"{parent}{path}{files[path]}".encode()).hexdigest()
-    fake.state.refs[branch] = commit
-    api = f"{base}{fake.repo_path}/git/commits/{commit}"
-    content = {k: v for k, v in _content(fake, base, branch, path).items() if k not in ("content", "encoding")}
-    person = {"name": "replaybook[bot]", "email": "bot@example.com", "date": _now()}
-    return _Reply(200 if old is not None else 201, {"content": content, "commit": {
-        "sha": commit, "node_id": f"C_{commit[:8]}", "url": api,
-        "html_url": f"{base}/{fake.owner}/{fake.repo}/commit/{commit}", "author": person, "committer": person,
-        "message": body["message"], "tree": {"sha": "d" * 40, "url": f"{base}{fake.repo_path}/git/trees/{'d' * 40}"},
-        "parents": [{"sha": parent, "url": f"{base}{fake.repo_path}/git/commits/{parent}",
-                     "html_url": f"{base}/{fake.owner}/{fake.repo}/commit/{parent}"}],
-        "verification": {"verified": False, "reason": "unsigned", "signature": None, "payload": None,
-                         "verified_at": None}}})
-
-
-def _delete_contents(fake, base, query, body, path):
-    path, body = unquote(path), body or {}
-    branch = body.get("branch", "main")
-    files = fake.state.files.get(branch, {})
-    if path not in files:
-        raise _error(404, "Not Found")
-    if body.get("sha") != _blob_sha(files[path]):
-        raise _error(409, f"{path} does not match {body.get('sha')}")
-    del files[path]
-    parent = fake.state.refs[branch]
-    commit = hashlib.sha1(f"{parent}-{path}".encode()).hexdigest()
-    fake.state.refs[branch] = commit
-    person = {"name": "replaybook[bot]", "email": "bot@example.com", "date": _now()}
-    return _Reply(200, {"content": None, "commit": {
-        "sha": commit, "node_id": f"C_{commit[:8]}", "url": f"{base}{fake.repo_path}/git/commits/{commit}",
-        "html_url": f"{base}/{fake.owner}/{fake.repo}/commit/{commit}", "author": person, "committer": person,
-        "message": body.get("message", ""), "tree": {"sha": "d" * 40, "url": f"{base}{fake.repo_path}/git/trees/{'d' * 40}"},
-        "parents": [{"sha": parent, "url": f"{base}{fake.repo_path}/git/commits/{parent}",
-                     "html_url": f"{base}/{fake.owner}/{fake.repo}/commit/{parent}"}],
-        "verification": {"verified": False, "reason": "unsigned", "signature": None, "payload": None,
-                         "verified_at": None}}})
-
-
 def _merge_pull(fake, base, query, body, number):
     pull = _get_pull(fake, number)
     if pull["state"] != "open":
@@ -1175,9 +1103,6 @@ _ROUTES = [
     (r"/git/commits", "POST", _create_git_commit),
     (r"/git/trees/([0-9a-f]{40})", "GET", _get_tree),
     (r"/git/trees", "POST", _create_tree),
-    (r"/contents/(.+)", "GET", _get_contents),
-    (r"/contents/(.+)", "PUT", _put_contents),
-    (r"/contents/(.+)", "DELETE", _delete_contents),
 ]
 
 
