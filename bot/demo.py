@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from bot import bundled, capture, config, distill, gate, records
 from bot import rule as rules_mod
-from bot import scenario as scenario_mod
+from bot import suite as suite_mod
 from bot.incident import Incident, IncidentStore
 from bot.markdown import table
 from bot.playbook import Playbook
@@ -221,8 +221,7 @@ def _warm_baselines(book: Playbook, workspace: Path, opts: gate.GateOptions) -> 
     """Replay every scenario once with the current playbook: the first before-run of its own
     gate and its suite baseline in every other gate are that same replay, so the cache serves them."""
     text = book.render_text()
-    jobs = [(scenario_mod.load(folder), text, 0, opts.replay)
-            for folder in sorted((workspace / "scenarios").iterdir()) if (folder / "scenario.yaml").is_file()]
+    jobs = [(loaded, text, 0, opts.replay) for loaded in suite_mod.load(workspace / "scenarios").scenarios]
     gate.Runner(opts).batch(jobs)
 
 

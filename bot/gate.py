@@ -16,10 +16,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Literal
 
-from bot import rule as rules_mod
 from bot import scenario as sc
 from bot import scenario_validate as sv
 from bot import stats
+from bot import suite as suite_mod
 from bot.errors import BadInput
 from bot.playbook import Playbook
 from bot.replay import agents as agents_mod
@@ -360,7 +360,7 @@ def _with_model(replay: ReplayOptions, model: str) -> ReplayOptions:
 
 
 def _suite(runner, opts, own, before_text, after_text, suite_dir, progress) -> list[SuiteEntry]:
-    folders = [f for f in sv.suite_folders(Path(suite_dir)) if f.resolve() != own.folder.resolve()]
+    folders = [f for f in suite_mod.folders(Path(suite_dir)) if f.resolve() != own.folder.resolve()]
     test = suite_test(opts)
     entries = []
     for folder in folders:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from bot import scenario as sc
+from bot import suite as suite_mod
 from bot.errors import BadInput
 from bot.markdown import table
 
@@ -22,19 +23,8 @@ MATRIX_LIMIT = 256  # GitHub Actions runs at most this many jobs per matrix
 
 
 def discover(folder: Path) -> list[sc.LoadedScenario]:
-    """Every scenario under ``folder`` (``<id>/scenario.yaml``), sorted by id; a broken one is BadInput."""
-    if not folder.is_dir():
-        return []
-    found, problems = [], []
-    for file in sorted(folder.glob("*/scenario.yaml")):
-        try:
-            found.append(sc.load(file.parent))
-        except BadInput as exc:
-            problems.append(exc.render())
-    if problems:
-        raise BadInput(f"{folder}: {len(problems)} scenario(s) do not load; fix them before replaying the suite",
-                       problems=problems)
-    return sorted(found, key=lambda s: s.scenario.id)
+    """Every scenario under ``folder``, sorted by id; a broken one is BadInput (see :mod:`bot.suite`)."""
+    return suite_mod.load(folder).require_sound()
 
 
 def listing(scenarios: list[sc.LoadedScenario], root: Path) -> list[dict[str, Any]]:

@@ -226,11 +226,5 @@ def control_problems(loaded: sc.LoadedScenario, result: TrialResult) -> list[str
     return []
 
 
-def suite_folders(suite: Path) -> list[Path]:
-    """The scenario folders of a suite (``<id>/scenario.yaml``), sorted."""
-    suite = Path(suite)
-    return sorted(p.parent for p in suite.glob("*/scenario.yaml")) if suite.is_dir() else []
-
-
 __all__ = ["CONTROL", "DoNothingAgent", "Finding", "control_problems", "exit_code", "fixture_problems",
-           "run_control", "suite_folders", "validate"]
+           "run_control", "validate"]

@@ -8,6 +8,7 @@ import click
 
 from bot import rule as rules_mod
 from bot import scenario_validate as sv
+from bot import suite as suite_mod
 from bot.cli.output import emit_json
 from bot.errors import BadInput, ReplaybookError
 from bot.playbook import STATES, Playbook
@@ -44,7 +45,7 @@ def validate(ctx: click.Context, paths: tuple[Path, ...], no_control: bool, cach
     unsound, 2 when one is bad input.
     """
     settings = ctx.obj.settings
-    folders = [_folder(p) for p in paths] or sv.suite_folders(settings.path("scenarios"))
+    folders = [_folder(p) for p in paths] or suite_mod.folders(settings.path("scenarios"))
     cache = None if no_cache else ReplayCache(cache_dir or settings.path("cache"))
     findings = validate_folders(folders, playbook_for(ctx), control=not no_control, cache=cache)
     if as_json:
