@@ -25,11 +25,9 @@ from bot.github.issue_form import normalised_block
 from bot.incident import Incident, IncidentStore
 from bot.llm import LLM
 from bot.playbook import Playbook
-from bot.replay.answers import AnswerBook
-from bot.replay.gateway import Gateway
 from fakes.port import FakePort
 from helpers import incident_yaml, make_scenario, rule_yaml, write
-from test_github_prs import WORKER, rule_answer
+from test_github_prs import WORKER, model, rule_answer  # noqa: F401, F811  (model is a fixture)
 
 # -- the value itself --------------------------------------------------------------------------
 
@@ -102,17 +100,7 @@ def _diff(before: dict[str, str], after: dict[str, str]) -> Change:
                    **{p: t for p, t in after.items() if before.get(p) != t}})
 
 
-@pytest.fixture
-def model(monkeypatch):
-    book = AnswerBook()
-    with Gateway(book) as gateway:
-        monkeypatch.setenv("ANTHROPIC_API_KEY", gateway.token)
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", gateway.url)
-        gateway.book = book
-        yield gateway
-
-
-def test_a_local_admit_and_a_merged_rule_pr_write_the_same_files(cli, model, tmp_path):
+def test_a_local_admit_and_a_merged_rule_pr_write_the_same_files(cli, model, tmp_path):  # noqa: F811
     model.book.add("gh-1", rule_answer())
     local, remote = cli.root, tmp_path / "checkout"
     _repository(local)

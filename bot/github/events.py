@@ -244,6 +244,11 @@ def _counts_as_agent(pr_path: str, payload: dict, config: Config, event: str) ->
 _GATE_ACTIONS = ("opened", "synchronize", "reopened")
 
 
+def _rejected(number: int, reason: str, html_url: str | None, key: str, review_id: int | None = None
+              ) -> CaptureRejectedPr:
+    return CaptureRejectedPr(number=number, reason=reason, html_url=html_url, key=key, review_id=review_id)
+
+
 def _pull_request(payload: dict, config: Config, event: str) -> list[Action]:
     action = _field(payload, "action", str, event=event)
     number = _field(payload, "number", int, event=event, optional=True)
@@ -255,14 +260,8 @@ def _pull_request(payload: dict, config: Config, event: str) -> list[Action]:
         why_not = _counts_as_agent("pull_request", payload, config, event)
         if why_not:
             return [Ignore(reason=f"PR #{number} closed unmerged, but {why_not}")]
-        return [
-            CaptureRejectedPr(
-                number=number,
-                reason="closed_unmerged",
-                html_url=_field(payload, "pull_request.html_url", str, event=event, optional=True),
-                key=f"pr-{number}-closed",
-            )
-        ]
+        return [_rejected(number, "closed_unmerged", _field(payload, "pull_request.html_url", str, event=event,
+                                                            optional=True), f"pr-{number}-closed")]
     if action in _GATE_ACTIONS:
         # Every PR is gated, whatever its branch or label: the gate passes at once when nothing an
         # agent is told changes, so a rule edit on any branch is replayed.
@@ -300,15 +299,8 @@ def _review(payload: dict, config: Config, event: str) -> list[Action]:
     why_not = _counts_as_agent("pull_request", payload, config, event)
     if why_not:
         return [Ignore(reason=f"changes requested on PR #{number}, but {why_not}")]
-    return [
-        CaptureRejectedPr(
-            number=number,
-            reason="changes_requested",
-            html_url=_field(payload, "review.html_url", str, event=event, optional=True),
-            review_id=review_id,
-            key=f"review-{review_id}",
-        )
-    ]
+    return [_rejected(number, "changes_requested", _field(payload, "review.html_url", str, event=event, optional=True),
+                      f"review-{review_id}", review_id)]
 
 
 def _issues(payload: dict, config: Config, event: str) -> list[Action]:

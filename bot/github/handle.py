@@ -26,24 +26,13 @@ from typing import Any
 from bot import capture as capture_mod
 from bot.github import capture, distill, gate, hits, maintenance
 from bot.github.context import MAX_OPEN_RULE_PRS, Context, GateRunner, GateVerdict, Outcome, code
-from bot.github.events import (
-    Action,
-    CaptureRejectedPr,
-    CaptureRun,
-    CheckPlaybookInvariants,
-    Distill,
-    DistillIfDue,
-    GateRulePr,
-    Ignore,
-    ParseIncidentIssue,
-    RecordHits,
-)
+from bot.github import events
 from bot.github.gate import GATE_CONTEXT, GATE_MARKER, PrGate
 from bot.github.port import GitHubError, GitHubPort
 
 
 def execute(
-    actions: Sequence[Action],
+    actions: Sequence[events.Action],
     port: GitHubPort,
     *,
     root: Path,
@@ -98,20 +87,20 @@ def _pr_writer(handler: Callable[[Any, Context], list[Outcome]]) -> Callable[[An
     return run
 
 
-def _ignore(action: Ignore, ctx: Context) -> list[Outcome]:
+def _ignore(action: events.Ignore, ctx: Context) -> list[Outcome]:
     return [Outcome(action.kind, "skipped", action.reason)]
 
 
 _HANDLERS: dict[type, Callable[[Any, Context], list[Outcome]]] = {
-    CaptureRun: capture.capture_run,
-    CaptureRejectedPr: capture.capture_rejected_pr,
-    ParseIncidentIssue: capture.parse_issue,
-    GateRulePr: gate.gate_rule_pr,
-    CheckPlaybookInvariants: _pr_writer(maintenance.check_invariants),
-    Distill: _pr_writer(distill.distill),
-    RecordHits: _pr_writer(hits.record_hits),
-    DistillIfDue: distill.distill_if_due,
-    Ignore: _ignore,
+    events.CaptureRun: capture.capture_run,
+    events.CaptureRejectedPr: capture.capture_rejected_pr,
+    events.ParseIncidentIssue: capture.parse_issue,
+    events.GateRulePr: gate.gate_rule_pr,
+    events.CheckPlaybookInvariants: _pr_writer(maintenance.check_invariants),
+    events.Distill: _pr_writer(distill.distill),
+    events.RecordHits: _pr_writer(hits.record_hits),
+    events.DistillIfDue: distill.distill_if_due,
+    events.Ignore: _ignore,
 }
 
 __all__ = ["GATE_CONTEXT", "GATE_MARKER", "GateVerdict", "Outcome", "PrGate", "execute"]

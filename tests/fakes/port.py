@@ -14,19 +14,8 @@ import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from bot.github.port import (
-    BOT_LOGINS,
-    CommentRef,
-    CommitRef,
-    FileChange,
-    GitHubError,
-    IssueRef,
-    Job,
-    PullRef,
-    ReviewComment,
-    marker_keys,
-    written_by,
-)
+from bot.github import port as gh
+from bot.github.port import CommentRef, CommitRef, GitHubError, IssueRef, PullRef, marker_keys, written_by
 
 
 @dataclass
@@ -40,7 +29,7 @@ class Branch:
 class FakePort:
     """The bot's view of one repository. ``login`` is who the port writes as."""
 
-    login: str = BOT_LOGINS[0]
+    login: str = gh.BOT_LOGINS[0]
     default: str = "main"
     issues: dict[int, IssueRef] = field(default_factory=dict)
     comments: list[CommentRef] = field(default_factory=list)
@@ -48,7 +37,7 @@ class FakePort:
     branches: dict[str, Branch] = field(default_factory=dict)
     statuses: list[dict] = field(default_factory=list)
     dispatched: list[dict] = field(default_factory=list)
-    jobs: dict[int, list[Job]] = field(default_factory=dict)
+    jobs: dict[int, list[gh.Job]] = field(default_factory=dict)
     logs: dict[int, str] = field(default_factory=dict)
     commits: list[CommitRef] = field(default_factory=list)
     claims: set[str] = field(default_factory=set)
@@ -132,7 +121,7 @@ class FakePort:
         self.statuses.append({"sha": sha, "state": state, "context": context, "description": description,
                               "target_url": target_url})
 
-    def failed_jobs(self, run_id: int) -> list[Job]:
+    def failed_jobs(self, run_id: int) -> list[gh.Job]:
         self._call()
         return [j for j in self.jobs.get(run_id, []) if j.conclusion in ("failure", "timed_out")]
 
@@ -152,12 +141,12 @@ class FakePort:
 
     # -- pull requests and branches
 
-    def pull_files(self, number: int) -> list[FileChange]:
+    def pull_files(self, number: int) -> list[gh.FileChange]:
         self._call()
         pr = self.pulls[number]
-        return [FileChange(p, "modified", 1, 0) for p in sorted(self.branches.get(pr.head_ref, Branch("", {})).files)]
+        return [gh.FileChange(p, "modified", 1, 0) for p in sorted(self.branches.get(pr.head_ref, Branch("", {})).files)]
 
-    def review_comments(self, number: int) -> list[ReviewComment]:
+    def review_comments(self, number: int) -> list[gh.ReviewComment]:
         self._call()
         return []
 
