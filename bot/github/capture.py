@@ -19,7 +19,7 @@ from typing import Any
 from bot import capture as capture_mod
 from bot.errors import BadInput
 from bot.github import issue_form
-from bot.github.context import Context, Outcome, code, fenced
+from bot.github.context import RunContext, Outcome, code, fenced
 from bot.github.events import CaptureRejectedPr, CaptureRun, ParseIncidentIssue
 from bot.github.port import GitHubError, GitHubPort, Job, fit_body, marker
 from bot.incident import Incident
@@ -34,7 +34,7 @@ def _slug(name: str) -> str:
     return f"{readable}-{zlib.crc32(name.encode()):08x}"
 
 
-def capture_run(action: CaptureRun, ctx: Context) -> list[Outcome]:
+def capture_run(action: CaptureRun, ctx: RunContext) -> list[Outcome]:
     jobs = ctx.port.failed_jobs(action.run_id)
     if not jobs:
         return [Outcome(action.kind, "skipped", f"run {action.run_id}: no finished job failed or timed out in its "
@@ -42,13 +42,13 @@ def capture_run(action: CaptureRun, ctx: Context) -> list[Outcome]:
     return [_capture_job(action, job, ctx) for job in jobs]
 
 
-def _capture_job(action: CaptureRun, job: Job, ctx: Context) -> Outcome:
+def _capture_job(action: CaptureRun, job: Job, ctx: RunContext) -> Outcome:
     issue_key = f"run-{action.run_id}-job-{_slug(job.name)}"
     with _claimed(ctx, issue_key):  # concurrent deliveries of one failure take turns: one issue, one comment
         return _capture_claimed(action, job, ctx, issue_key)
 
 
-def _captured_already(action: CaptureRun, job: Job, ctx: Context, issue_key: str) -> tuple[Outcome | None, Any]:
+def _captured_already(action: CaptureRun, job: Job, ctx: RunContext, issue_key: str) -> tuple[Outcome | None, Any]:
     """An ``unchanged`` outcome when this attempt is already on its issue; and the issue, if any."""
     found = ctx.port.find_issue_by_marker(marker(issue_key))
     attempt_mark = marker(f"{action.key}-job-{_slug(job.name)}")
@@ -61,7 +61,7 @@ def _captured_already(action: CaptureRun, job: Job, ctx: Context, issue_key: str
 
 
 @contextlib.contextmanager
-def _claimed(ctx: Context, key: str):
+def _claimed(ctx: RunContext, key: str):
     ctx.port.claim(key)
     try:
         yield
@@ -69,7 +69,7 @@ def _claimed(ctx: Context, key: str):
         ctx.port.release(key)
 
 
-def _capture_claimed(action: CaptureRun, job: Job, ctx: Context, issue_key: str) -> Outcome:
+def _capture_claimed(action: CaptureRun, job: Job, ctx: RunContext, issue_key: str) -> Outcome:
     issue_mark = marker(issue_key)
     attempt_mark = marker(f"{action.key}-job-{_slug(job.name)}")
     what = f"run {action.run_id} attempt {action.run_attempt}, job {job.name!r}"
@@ -139,12 +139,12 @@ def _run_summary(action: CaptureRun, job: Job, incident: Incident, reason: str |
 # ------------------------------------------------------------------ capture_rejected_pr
 
 
-def capture_rejected_pr(action: CaptureRejectedPr, ctx: Context) -> list[Outcome]:
+def capture_rejected_pr(action: CaptureRejectedPr, ctx: RunContext) -> list[Outcome]:
     with _claimed(ctx, action.key):
         return _capture_rejected_claimed(action, ctx)
 
 
-def _capture_rejected_claimed(action: CaptureRejectedPr, ctx: Context) -> list[Outcome]:
+def _capture_rejected_claimed(action: CaptureRejectedPr, ctx: RunContext) -> list[Outcome]:
     mark = marker(action.key)
     what = f"PR #{action.number} ({action.reason.replace('_', ' ')})"
     found = ctx.port.find_issue_by_marker(mark)
@@ -181,7 +181,7 @@ def _capture_rejected_claimed(action: CaptureRejectedPr, ctx: Context) -> list[O
 # ------------------------------------------------------------------ parse_incident_issue
 
 
-def parse_issue(action: ParseIncidentIssue, ctx: Context) -> list[Outcome]:
+def parse_issue(action: ParseIncidentIssue, ctx: RunContext) -> list[Outcome]:
     issue = ctx.port.get_issue(action.number)  # fresh: the payload's body may predate a later edit
     created = action.created_at or datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     data, problems = issue_form.parse_incident_issue(issue.body, number=action.number, created_at=created,

@@ -47,7 +47,7 @@ GateRunner = Callable[[Any], GateVerdict]  # called with a bot.github.events.Gat
 
 
 @dataclass
-class Context:
+class RunContext:
     port: GitHubPort
     root: Path
     settings: Any  # bot.config.Settings

@@ -20,7 +20,7 @@ from bot import playbook_changes
 from bot.change import Change
 from bot.errors import BadInput
 from bot.github import issue_form
-from bot.github.context import Context, Outcome, code, fenced
+from bot.github.context import RunContext, Outcome, code, fenced
 from bot.github.events import Distill, DistillIfDue
 from bot.github.port import IssueRef, fit_body, marker
 from bot.github.pulls import (
@@ -37,7 +37,7 @@ from bot.incident import Incident, IncidentSet
 from bot.neutralise import neutralise
 
 
-def distill(action: Distill, ctx: Context) -> list[Outcome]:
+def distill(action: Distill, ctx: RunContext) -> list[Outcome]:
     """Distill the open incident issues; one PR per proposed rule, an open PR citing the same incidents updated."""
     if ctx.distiller is None:
         return [Outcome(action.kind, "failed", "error: distill needs a model: set ANTHROPIC_API_KEY (and "
@@ -88,7 +88,7 @@ def distill(action: Distill, ctx: Context) -> list[Outcome]:
     return outcomes
 
 
-def incidents_from_issues(ctx: Context) -> tuple[IncidentSet, list[int]]:
+def incidents_from_issues(ctx: RunContext) -> tuple[IncidentSet, list[int]]:
     """The open incident issues as ``gh-N`` incidents, in memory, and the numbers that do not parse.
 
     An issue labelled invalid, or one whose form does not parse, is left out
@@ -106,7 +106,7 @@ def incidents_from_issues(ctx: Context) -> tuple[IncidentSet, list[int]]:
     return IncidentSet(found, "the open incident issues"), unreadable
 
 
-def _incident_of(issue: IssueRef, ctx: Context) -> Incident | None:
+def _incident_of(issue: IssueRef, ctx: RunContext) -> Incident | None:
     if ctx.labels.invalid in issue.labels:
         return None
     created = issue.created or datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -121,7 +121,7 @@ def _incident_of(issue: IssueRef, ctx: Context) -> Incident | None:
         return None
 
 
-def _distill_summary(report: Any, held: list[str], unreadable: list[int], ctx: Context) -> str:
+def _distill_summary(report: Any, held: list[str], unreadable: list[int], ctx: RunContext) -> str:
     parts = [f"{len(report.groups)} group(s), {len(report.proposals)} proposal(s), "
              f"{sum(r.what == 'refused' for r in report.refusals)} refused"]
     if report.simulated:
@@ -142,7 +142,7 @@ def _distill_summary(report: Any, held: list[str], unreadable: list[int], ctx: C
     return "distill: " + "; ".join(parts)
 
 
-def _rule_pr(proposal: Any, rule_id: str, ctx: Context) -> tuple[str, Change]:
+def _rule_pr(proposal: Any, rule_id: str, ctx: RunContext) -> tuple[str, Change]:
     """The PR body and files for a proposal admitted as ``rule_id``.
 
     The files are what merging must change for the admission to be whole:
@@ -176,7 +176,7 @@ def _rule_pr(proposal: Any, rule_id: str, ctx: Context) -> tuple[str, Change]:
     return fit_body({"marker": marks, "summary": summary}), files
 
 
-def admission_change(ctx: Context, proposal: Any, rule_id: str) -> Change:
+def admission_change(ctx: RunContext, proposal: Any, rule_id: str) -> Change:
     """What merging the rule PR for ``proposal`` changes: the planner's admission, less what a PR leaves out.
 
     It is :func:`bot.playbook_changes.admission` on the checkout, the same
@@ -203,7 +203,7 @@ def admission_change(ctx: Context, proposal: Any, rule_id: str) -> Change:
     return admitted | proposal.files.without(f"{folder}/")
 
 
-def distill_if_due(action: DistillIfDue, ctx: Context) -> list[Outcome]:
+def distill_if_due(action: DistillIfDue, ctx: RunContext) -> list[Outcome]:
     """Dispatch distill when this delivery's new incidents brought the undistilled ones to the threshold.
 
     Undistilled: open incident issues that parse and that no open rule PR

@@ -16,7 +16,7 @@ from bot import capture as capture_mod
 from bot.change import Change, OverlayTree
 from bot.errors import BadInput, ReplaybookError
 from bot.github import playbook_diff
-from bot.github.context import Context, GateVerdict, Outcome, Status, code, fenced
+from bot.github.context import RunContext, GateVerdict, Outcome, Status, code, fenced
 from bot.github.events import GateRulePr
 from bot.github.port import fit_body, marker
 
@@ -25,7 +25,7 @@ GATE_MARKER = marker("gate")
 SUMMARY_LIMIT = 1 << 20  # GitHub's cap on one step summary
 
 
-def gate_rule_pr(action: GateRulePr, ctx: Context) -> list[Outcome]:
+def gate_rule_pr(action: GateRulePr, ctx: RunContext) -> list[Outcome]:
     where = f"PR #{action.number}" if action.number else f"merge group {action.head_sha[:12]}"
     # Every PR comes here: the gate passes at once when nothing agents are told changes, and answers
     # error (never success) when a replay is needed but this run has no secrets (a fork).

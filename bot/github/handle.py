@@ -25,7 +25,7 @@ from typing import Any
 
 from bot import capture as capture_mod
 from bot.github import capture, distill, gate, hits, maintenance
-from bot.github.context import MAX_OPEN_RULE_PRS, Context, GateRunner, GateVerdict, Outcome, code
+from bot.github.context import MAX_OPEN_RULE_PRS, RunContext, GateRunner, GateVerdict, Outcome, code
 from bot.github import events
 from bot.github.gate import GATE_CONTEXT, GATE_MARKER, PrGate
 from bot.github.port import GitHubError, GitHubPort
@@ -58,7 +58,7 @@ def execute(
     the effective :class:`bot.config.Config` (the file's, with the flags'
     overrides); by default the settings' own.
     """
-    ctx = Context(port=port, root=Path(root), settings=settings, llm=llm, payload=payload, gate=gate,
+    ctx = RunContext(port=port, root=Path(root), settings=settings, llm=llm, payload=payload, gate=gate,
                   step_summary=step_summary, run_url=run_url, distiller=distiller,
                   max_open_rule_prs=max_open_rule_prs, open_prs=open_prs, today=today, config=config)
     outcomes: list[Outcome] = []
@@ -73,10 +73,10 @@ def execute(
 # ------------------------------------------------------------------ the rest
 
 
-def _pr_writer(handler: Callable[[Any, Context], list[Outcome]]) -> Callable[[Any, Context], list[Outcome]]:
+def _pr_writer(handler: Callable[[Any, RunContext], list[Outcome]]) -> Callable[[Any, RunContext], list[Outcome]]:
     """``handler``, or a clear "not enabled" when this run may not open pull requests."""
 
-    def run(action: Any, ctx: Context) -> list[Outcome]:
+    def run(action: Any, ctx: RunContext) -> list[Outcome]:
         if not ctx.open_prs:
             return [Outcome(action.kind, "not_implemented",
                             "not enabled: set REPLAYBOOK_OPEN_PRS=1 and give the job a GitHub App token as "
@@ -87,11 +87,11 @@ def _pr_writer(handler: Callable[[Any, Context], list[Outcome]]) -> Callable[[An
     return run
 
 
-def _ignore(action: events.Ignore, ctx: Context) -> list[Outcome]:
+def _ignore(action: events.Ignore, ctx: RunContext) -> list[Outcome]:
     return [Outcome(action.kind, "skipped", action.reason)]
 
 
-_HANDLERS: dict[type, Callable[[Any, Context], list[Outcome]]] = {
+_HANDLERS: dict[type, Callable[[Any, RunContext], list[Outcome]]] = {
     events.CaptureRun: capture.capture_run,
     events.CaptureRejectedPr: capture.capture_rejected_pr,
     events.ParseIncidentIssue: capture.parse_issue,

@@ -12,7 +12,7 @@ from datetime import date, datetime, timedelta, timezone
 from bot import markdown, playbook_changes
 from bot import rule as rules_mod
 from bot.errors import BadInput
-from bot.github.context import Context, Outcome, code
+from bot.github.context import RunContext, Outcome, code
 from bot.github.events import RecordHits
 from bot.github.port import fit_body, marker
 from bot.github.pulls import bot_logins, find_mine, pr_url, upsert_pr
@@ -20,7 +20,7 @@ from bot.github.pulls import bot_logins, find_mine, pr_url, upsert_pr
 HITS_KEY = "hits"
 
 
-def record_hits(action: RecordHits, ctx: Context) -> list[Outcome]:
+def record_hits(action: RecordHits, ctx: RunContext) -> list[Outcome]:
     """``[rule-NNNN]`` in the agent's merged PRs and commits since the lookback, as one batch in one PR.
 
     A hit moves the rule's ``last_hit`` forward (never back), so scanning the

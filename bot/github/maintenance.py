@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import date
 
 from bot import playbook_changes
-from bot.github.context import Context, Outcome, code
+from bot.github.context import RunContext, Outcome, code
 from bot.github.events import CheckPlaybookInvariants
 from bot.github.port import fit_body, marker
 from bot.github.pulls import bot_logins, find_mine, pr_url, upsert_pr
@@ -21,7 +21,7 @@ MAINTENANCE_KEY = "maintenance"
 MAINTENANCE_MARKER = marker(MAINTENANCE_KEY)
 
 
-def check_invariants(action: CheckPlaybookInvariants, ctx: Context) -> list[Outcome]:
+def check_invariants(action: CheckPlaybookInvariants, ctx: RunContext) -> list[Outcome]:
     from bot.playbook import Playbook
 
     settings, root = ctx.settings, ctx.root

@@ -13,7 +13,7 @@ import re
 
 from bot import rule_ids
 from bot.change import Change
-from bot.github.context import Context
+from bot.github.context import RunContext
 from bot.github.port import BOT_LOGINS, GitHubError, GitHubPort, PullRef, marker_keys, written_by
 from bot.neutralise import neutralise
 
@@ -23,7 +23,7 @@ RULE_BRANCH = BRANCH_PREFIX + "rule-"
 # ------------------------------------------------------------------ finding and writing the bot's PRs
 
 
-def bot_logins(ctx: Context) -> tuple[str, ...]:
+def bot_logins(ctx: RunContext) -> tuple[str, ...]:
     """The accounts the bot writes as (github.bot_logins); only their PRs are the bot's."""
     return tuple(ctx.github.bot_logins) or BOT_LOGINS
 
@@ -47,7 +47,7 @@ def _bot_branch(ref: str, key: str) -> bool:
     return ref == BRANCH_PREFIX + key or ref.startswith(f"{BRANCH_PREFIX}{key}-")
 
 
-def open_pr(ctx: Context, key: str, title: str, body: str, files: Change, base: str,
+def open_pr(ctx: RunContext, key: str, title: str, body: str, files: Change, base: str,
              from_sha: str, used: set[str]) -> PullRef:
     """A new PR for ``key`` carrying ``files`` (None deletes), on ``replaybook/KEY`` or a fresh variant of it.
 
@@ -74,7 +74,7 @@ def commit_change(port: GitHubPort, branch: str, change: Change, message: str) -
     return int(port.commit_files(branch, dict(change.files), neutralise(message))) if change else 0
 
 
-def refresh_pr(ctx: Context, pr: PullRef, body: str, files: Change, message: str) -> bool:
+def refresh_pr(ctx: RunContext, pr: PullRef, body: str, files: Change, message: str) -> bool:
     """Bring an open PR's files and body up to date in place; whether anything changed."""
     changed = commit_change(ctx.port, pr.head_ref, files, message) > 0
     if pr.body != body:
@@ -106,7 +106,7 @@ def citable(incident_id: str) -> bool:
     return bool(re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._:/@+-]*", incident_id))
 
 
-def upsert_pr(ctx: Context, key: str, title: str, body: str, change: Change, prs: list[PullRef], *,
+def upsert_pr(ctx: RunContext, key: str, title: str, body: str, change: Change, prs: list[PullRef], *,
               from_sha: str | None = None) -> tuple[PullRef, bool]:
     """The bot's open PR for ``key`` brought up to date, else a new one; the PR and whether anything changed."""
     found = find_mine(prs, key, bot_logins(ctx))
