@@ -55,12 +55,13 @@ from bot import rule as rules_mod
 from bot import scenario as scenario_mod
 from bot.config import Settings
 from bot.errors import BadInput, LLMError
-from bot.gate import TWIN_THRESHOLD, similarity
+from bot.gate import TWIN_THRESHOLD
 from bot.incident import Incident, IncidentStore
 from bot.journal import Journal, locked
 from bot.playbook import Playbook
 from bot.replay.policy import parse_policy
 from bot.rule import Rule
+from bot.similarity import jaccard, similarity, words
 
 GROUP_THRESHOLD = 0.25
 BATCH_MAX = 12  # incidents per prompt
@@ -237,28 +238,9 @@ class _SpecPlan:
 # -- grouping --------------------------------------------------------------------------------
 
 
-_STOP = frozenset(
-    "a an and the to of in on for with from by or is are be it its this that then any every when before after if "
-    "do not you your was were has had have would should could will there their them they what which who how into "
-    "out at as so than but each own must".split())
-
-
-def content_words(text: str) -> set[str]:
-    """The words grouping compares (see the module docstring)."""
-    return {_stem(w) for w in re.findall(r"[a-z0-9]+", text.lower()) if w not in _STOP and len(w) > 2}
-
-
-def _stem(word: str) -> str:
-    for suffix in ("ing", "ed", "es", "s"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 4:
-            return word[: -len(suffix)]
-    return word
-
-
 def delta_similarity(a: Incident, b: Incident) -> float:
     """Jaccard overlap of two incidents' belief-delta content words."""
-    wa, wb = (content_words(f"{i.believed} {i.actual}") for i in (a, b))
-    return len(wa & wb) / len(wa | wb) if wa | wb else 0.0
+    return jaccard(*(words(f"{i.believed} {i.actual}") for i in (a, b)))
 
 
 def group_incidents(incidents: list[Incident], threshold: float = GROUP_THRESHOLD) -> list[Group]:

@@ -29,6 +29,7 @@ from typing import Any, Iterator, Literal
 
 from bot import records
 from bot.errors import BadInput
+from bot.similarity import STOP_WORDS, jaccard, terms
 
 __all__ = [
     "DB_FILE", "Conflict", "Lesson", "LessonStore", "MIGRATIONS", "MIGRATIONS_DDL", "MIGRATIONS_TABLE", "REMINDER",
@@ -170,9 +171,6 @@ class Added:
 # a missed contradiction confuses the agent.
 
 DUPLICATE_OVERLAP = 0.6
-_STOP = frozenset("the and for with that this then when from into are was were you your its has have not "
-                  "any all can but before after while each use using".split())
-_WORD = re.compile(r"[a-z0-9][a-z0-9._/+:=-]*[a-z0-9]|[a-z0-9]")
 _SUBJECT = r"(?:(?:the|a|an|any)\s+)?([a-z0-9][\w./+:=-]*)"
 _VERBS = r"(?:use|using|run|running|call|calling|try|trying|rely\s+on|relying\s+on|add|adding|set|setting)"
 _NEGATIVE = re.compile(
@@ -181,23 +179,18 @@ _NEGATIVE = re.compile(
 _POSITIVE = re.compile(rf"\b(?:use|prefer|always|try|run|call)\s+(?:{_VERBS}\s+)?{_SUBJECT}")
 
 
-def _words(text: str) -> set[str]:
-    return {w.strip("._-") for w in _WORD.findall(text.lower()) if len(w) >= 3 and w not in _STOP}
-
-
 def directives(text: str) -> tuple[set[str], set[str]]:
     """(subjects it says to use, subjects it says to avoid)."""
     lowered = text.lower()
     negative = {(m.group(1) or m.group(2)).strip("._-") for m in _NEGATIVE.finditer(lowered)}
     rest = _NEGATIVE.sub(" ", lowered)  # "do not use X" must not also read as "use X"
     positive = {m.group(1).strip("._-") for m in _POSITIVE.finditer(rest)}
-    stop = _STOP | {"it", "to", "of", "in", "on", "be"}
-    return positive - stop, negative - stop
+    return positive - STOP_WORDS, negative - STOP_WORDS
 
 
 def find_conflicts(content: str, existing: list[Lesson]) -> list[Conflict]:
     """The lessons in ``existing`` that ``content`` contradicts or duplicates."""
-    words = _words(content)
+    words = terms(content)
     pos, neg = directives(content)
     found = []
     for other in existing:
@@ -207,9 +200,7 @@ def find_conflicts(content: str, existing: list[Lesson]) -> list[Conflict]:
             found.append(Conflict(other.id, "contradiction",
                                   f"opposite advice on {', '.join(opposed)} than {other.id}"))
             continue
-        other_words = _words(other.content)
-        union = words | other_words
-        overlap = len(words & other_words) / len(union) if union else 1.0
+        overlap = jaccard(words, terms(other.content), empty=1.0)
         if overlap >= DUPLICATE_OVERLAP:
             found.append(Conflict(other.id, "duplicate", f"{overlap:.0%} of its words repeat {other.id}"))
     return found
