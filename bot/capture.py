@@ -25,7 +25,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from bot import log_clues, records
 from bot.errors import BadInput, LLMError
-from bot.incident import EVIDENCE_MAX, FailureClass, Incident, IncidentStore, id_for, one_line
+from bot.incident import EVIDENCE_MAX, FailureClass, Incident, IncidentStore, id_for
+from bot.incident import one_line as delta_line
+from bot.text_safety import clean, one_line
 
 TRIGGER_MAX = 200
 BLOCK = 1 << 20  # bytes read at a time
@@ -61,23 +63,9 @@ class Evidence:
 
 # ---------------------------------------------------------------- text helpers
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
-_STAMP = re.compile(r"^\ufeff?\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z ?")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-
-
-def clean(raw: bytes | str) -> str:
-    """One log line as safe text: any bytes decode, timestamps, colours and control bytes go."""
-    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
-    text = _ANSI.sub("", text.rstrip("\r\n"))
-    # Trailing blanks go too: they are invisible, and they keep YAML from writing the excerpt as a block.
-    return _CONTROL.sub("\ufffd", _STAMP.sub("", text, count=1)).expandtabs(4).rstrip()
-
-
 def one_liner(text: str, limit: int = TRIGGER_MAX) -> str:
-    """Whitespace collapsed to one line, cut to ``limit`` characters."""
-    line = " ".join(clean(text).split())
-    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
+    """:func:`bot.text_safety.one_line` cut to a trigger's length by default."""
+    return one_line(text, limit)
 
 
 def _shown(line: str) -> str:
@@ -635,12 +623,12 @@ class Analysis(BaseModel):
     @field_validator("believed")
     @classmethod
     def _believed(cls, value: str) -> str:
-        return one_line(value, "believed")
+        return delta_line(value, "believed")
 
     @field_validator("actual")
     @classmethod
     def _actual(cls, value: str) -> str:
-        return one_line(value, "found to be actually true")
+        return delta_line(value, "found to be actually true")
 
 
 @dataclass

@@ -62,6 +62,7 @@ from bot.playbook import Playbook
 from bot.replay.policy import parse_policy
 from bot.rule import Rule
 from bot.similarity import jaccard, similarity, words
+from bot.text_safety import block
 
 GROUP_THRESHOLD = 0.25
 BATCH_MAX = 12  # incidents per prompt
@@ -625,16 +626,9 @@ def _spec_markdown(spec_id: str, incidents: list[Incident], plan: _SpecPlan, tod
     for i in incidents:
         lines.append(f"- `{i.id}` ({i.failure_class}): task {json.dumps(i.task)}; believed {json.dumps(i.believed)}; "
                      f"actual {json.dumps(i.actual)}")
-    lines += ["", "## Proposed template change", "", _md_fence(plan.template_change), "", "## Why", "",
-              _md_fence(plan.why), ""]
+    lines += ["", "## Proposed template change", "", block(plan.template_change), "", "## Why", "",
+              block(plan.why), ""]
     return "\n".join(lines)
-
-
-def _md_fence(text: str) -> str:
-    """Model text as an inert block: the fence is longer than any backtick run in it."""
-    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
-    ticks = "`" * max(3, longest + 1)
-    return f"{ticks}text\n{text}\n{ticks}"
 
 
 class _IdAllocator:

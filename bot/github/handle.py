@@ -55,7 +55,7 @@ from bot.github.events import (
 )
 from bot.github.port import GitHubError, GitHubPort, Job, fit_body, marker
 from bot.incident import Incident
-from bot.neutralise import neutralise
+from bot.text_safety import neutralise
 
 GATE_CONTEXT = "replaybook/admit"
 GATE_MARKER = marker("gate")

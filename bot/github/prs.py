@@ -38,7 +38,7 @@ from bot.github.port import (
     marker_keys,
     written_by,
 )
-from bot.neutralise import neutralise
+from bot.text_safety import neutralise
 from bot.incident import Incident, IncidentStore
 
 MAINTENANCE_KEY = "maintenance"
