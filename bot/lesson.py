@@ -12,8 +12,8 @@ lesson is not injected until a person confirms it.
 
 ``LessonStore`` owns the ``lessons`` table in the hindsight database
 (``<root>/.replaybook/hindsight.db``), which it shares with the event store.
-Each store applies its own named migrations, recorded in the shared
-``trace_migrations`` table; ours are named ``lessons-NNNN``.
+Both are ``bot.database.SQLiteStore``s: each applies its own named migration
+set, recorded in the one migrations table; ours are named ``lessons-NNNN``.
 """
 
 from __future__ import annotations
@@ -21,13 +21,13 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Iterator, Literal
+from typing import Any, Literal
 
 from bot import records
+from bot.database import MIGRATIONS_DDL, MIGRATIONS_TABLE, Migrations, SQLiteStore
 from bot.errors import BadInput
 from bot.similarity import STOP_WORDS, jaccard, terms
 
@@ -42,30 +42,24 @@ MAX_INJECTED = 3
 REMINDER = ("The facts of the current task come before these lessons: "
             "if a lesson does not fit what you see, follow what you see.")
 
-#: The same DDL as ``bot.trace_store``: one migrations table per database, whoever opens it first
-#: creates it, and each store's migration names carry its prefix (``trace-``, ``lessons-``).
-MIGRATIONS_TABLE = "trace_migrations"
-MIGRATIONS_DDL = f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
-
-#: Append-only. Never edit an applied migration; add the next one.
-MIGRATIONS: list[tuple[str, list[str]]] = [
-    ("lessons-0001", [
-        """CREATE TABLE lessons (
-            id TEXT PRIMARY KEY,
-            task_type TEXT NOT NULL,
-            content TEXT NOT NULL,
-            source_task TEXT,
-            created TEXT NOT NULL,
-            valid_until TEXT NOT NULL,
-            hit_count INTEGER NOT NULL DEFAULT 0,
-            confirmed INTEGER NOT NULL DEFAULT 0,
-            value REAL NOT NULL DEFAULT 0,
-            doubtful INTEGER NOT NULL DEFAULT 0,
-            conflicts_with TEXT NOT NULL DEFAULT '[]'
-        )""",
-        "CREATE INDEX lessons_by_task_type ON lessons(task_type)",
-    ]),
-]
+#: Append-only, recorded as ``lessons-<step>`` in the database's one migrations table (bot.database).
+MIGRATIONS = Migrations("lessons").add(
+    "0001",
+    """CREATE TABLE lessons (
+        id TEXT PRIMARY KEY,
+        task_type TEXT NOT NULL,
+        content TEXT NOT NULL,
+        source_task TEXT,
+        created TEXT NOT NULL,
+        valid_until TEXT NOT NULL,
+        hit_count INTEGER NOT NULL DEFAULT 0,
+        confirmed INTEGER NOT NULL DEFAULT 0,
+        value REAL NOT NULL DEFAULT 0,
+        doubtful INTEGER NOT NULL DEFAULT 0,
+        conflicts_with TEXT NOT NULL DEFAULT '[]'
+    )""",
+    "CREATE INDEX lessons_by_task_type ON lessons(task_type)",
+)
 
 _COLUMNS = ("id", "task_type", "content", "source_task", "created", "valid_until", "hit_count",
             "confirmed", "value", "doubtful", "conflicts_with")
@@ -219,57 +213,25 @@ def render_injection(lessons: list[Lesson]) -> str:
 # --- the store -------------------------------------------------------------------------------------
 
 
-class LessonStore:
+class LessonStore(SQLiteStore):
     """The ``lessons`` table of the hindsight database. Each change is one transaction."""
 
+    migration_set = MIGRATIONS
+
     def __init__(self, db_path: Path | str, *, timeout_s: float = 10.0):
-        self.path = Path(db_path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._conn = sqlite3.connect(self.path, timeout=timeout_s, isolation_level=None, check_same_thread=False)
-        try:
-            self._conn.execute(f"PRAGMA busy_timeout={int(timeout_s * 1000)}")
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._migrate()
-        except sqlite3.DatabaseError as exc:
-            self._conn.close()
-            raise BadInput(f"{self.path}: not a usable hindsight database ({exc}); nothing was changed. "
-                           f"Move it aside (mv {self.path} {self.path}.damaged) and a new one is created") from None
+        Path(db_path).parent.mkdir(parents=True, exist_ok=True)
+        super().__init__(db_path, timeout_s=timeout_s)
+
+    def _damaged(self, err: sqlite3.DatabaseError) -> BadInput:
+        return BadInput(f"{self.path}: not a usable hindsight database ({err}); nothing was changed. "
+                        f"Move it aside (mv {self.path} {self.path}.damaged) and a new one is created")
 
     @classmethod
     def for_root(cls, root: Path) -> "LessonStore":
         return cls(Path(root) / DB_FILE)
 
-    def close(self) -> None:
-        self._conn.close()
-
     def __enter__(self) -> "LessonStore":
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        # IMMEDIATE takes the write lock up front: read-then-write (ids, hit counts) cannot race.
-        self._conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield self._conn
-        except BaseException:
-            self._conn.execute("ROLLBACK")
-            raise
-        self._conn.execute("COMMIT")
-
-    def _migrate(self) -> None:
-        with self._transaction() as conn:
-            conn.execute(MIGRATIONS_DDL)
-            done = {row[0] for row in conn.execute(f"SELECT name FROM {MIGRATIONS_TABLE}")}
-            for name, statements in MIGRATIONS:
-                if name in done:
-                    continue
-                for statement in statements:
-                    conn.execute(statement)
-                conn.execute(f"INSERT INTO {MIGRATIONS_TABLE} (name, applied_at) VALUES (?, ?)",
-                             (name, _iso(utc_now())))
 
     # --- writes ---
 

@@ -2,8 +2,8 @@
 
 ``TraceStore`` owns one SQLite file (default ``.replaybook/hindsight.db``). It
 opens in WAL mode with a busy timeout, so several processes can record at
-once, and migrates on open: each named migration runs once, in one
-transaction, and is recorded in ``trace_migrations``. Durability trade-off:
+once, and migrates on open (``bot.database``): each migration of the ``trace``
+set runs once, in one transaction, and is recorded in ``trace_migrations``. Durability trade-off:
 ``synchronous=NORMAL`` under WAL, so a commit is flushed to disk at the next
 checkpoint, not at once. A crashed process loses nothing it committed; an OS
 crash or power cut can lose the last few batches, but never corrupts the file.
@@ -38,6 +38,7 @@ from itertools import chain
 from pathlib import Path
 from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
+from bot.database import Migrations, SQLiteStore
 from bot.errors import BadInput
 
 DB_RELPATH = ".replaybook/hindsight.db"
@@ -46,8 +47,8 @@ DEFAULT_NOISE = frozenset({"poll", "heartbeat", "status_poll", "progress"})
 REPR_MARKER = "$repr"
 _SQLITE_HEADER = b"SQLite format 3\x00"
 
-MIGRATIONS: tuple[tuple[str, str], ...] = (
-    ("trace-0001-events", """
+#: Append-only, recorded as ``trace-<step>`` (see bot.database).
+MIGRATIONS = Migrations("trace").add("0001-events", """
         CREATE TABLE events (
             seq INTEGER PRIMARY KEY,
             task_id TEXT NOT NULL,
@@ -60,8 +61,7 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         );
         CREATE INDEX events_task_time ON events(task_id, timestamp);
         CREATE INDEX events_task_type ON events(task_id, event_type);
-    """),
-    ("trace-0002-task-stats", """
+    """).add("0002-task-stats", """
         CREATE TABLE trace_tasks (
             task_id TEXT PRIMARY KEY,
             received INTEGER NOT NULL DEFAULT 0,
@@ -69,8 +69,7 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
             truncated INTEGER NOT NULL DEFAULT 0,
             sampled_out INTEGER NOT NULL DEFAULT 0
         );
-    """),
-)
+    """)
 
 
 def default_path(root: Path) -> Path:
@@ -182,59 +181,34 @@ def _event(row: tuple) -> StoredEvent:
     return StoredEvent(row[0], row[1], row[2], row[3], *(loads(t) if t is not None else None for t in row[4:8]))
 
 
-class TraceStore:
+class TraceStore(SQLiteStore):
     """Owns the SQLite event store: opens, migrates, writes batches, reads tasks."""
 
+    migration_set = MIGRATIONS
+    synchronous = "NORMAL"
+
     def __init__(self, path: Path | str, *, create: bool = True, busy_timeout_ms: int = 30_000):
-        self.path = Path(path)
-        if not self.path.exists():
+        path = Path(path)
+        if not path.exists():
             if not create:
                 raise BadInput(
-                    f"{self.path}: no trace database here; record events first or run "
+                    f"{path}: no trace database here; record events first or run "
                     "`replaybook trace import RUN_DIR` (or pass --db)"
                 )
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            path.parent.mkdir(parents=True, exist_ok=True)
         else:
-            _refuse_non_sqlite(self.path)
-        try:
-            self._conn = sqlite3.connect(self.path, timeout=busy_timeout_ms / 1000, isolation_level=None,
-                                         check_same_thread=False)
-            self._conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
-            self._migrate()
-        except sqlite3.DatabaseError as err:
-            raise self._corrupt(err) from None
-
-    # -- lifecycle -------------------------------------------------------------------------
-
-    def close(self) -> None:
-        self._conn.close()
+            _refuse_non_sqlite(path)
+        super().__init__(path, timeout_s=busy_timeout_ms / 1000)
 
     def __enter__(self) -> "TraceStore":
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def _migrate(self) -> None:
-        with self._transaction():
-            self._conn.execute(
-                "CREATE TABLE IF NOT EXISTS trace_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
-            )
-            done = {r[0] for r in self._conn.execute("SELECT name FROM trace_migrations")}
-            for name, sql in MIGRATIONS:
-                if name in done:
-                    continue
-                for statement in filter(str.strip, sql.split(";")):
-                    self._conn.execute(statement)
-                self._conn.execute("INSERT INTO trace_migrations VALUES (?, ?)", (name, utc_text(_now())))
-
     def migrations(self) -> list[str]:
-        return [r[0] for r in self._conn.execute("SELECT name FROM trace_migrations ORDER BY rowid")]
+        """Every migration recorded in the file (the lesson store's too), in the order they ran."""
+        return self.migrations_applied()
 
-    def _transaction(self):
-        return _Transaction(self)
+    def _damaged(self, err: sqlite3.DatabaseError) -> BadInput:
+        return self._corrupt(err)
 
     def _corrupt(self, err: sqlite3.DatabaseError) -> BadInput:
         return BadInput(
@@ -375,19 +349,6 @@ class TraceStore:
             return self._conn.execute(sql, params).fetchall()
         except sqlite3.DatabaseError as err:
             raise self._corrupt(err) from None
-
-
-class _Transaction:
-    """BEGIN IMMEDIATE … COMMIT: takes the write lock up front, so concurrent writers wait, not fail."""
-
-    def __init__(self, store: TraceStore):
-        self.conn = store._conn
-
-    def __enter__(self) -> None:
-        self.conn.execute("BEGIN IMMEDIATE")
-
-    def __exit__(self, exc_type, *exc: object) -> None:
-        self.conn.execute("COMMIT" if exc_type is None else "ROLLBACK")
 
 
 def _refuse_non_sqlite(path: Path) -> None:
