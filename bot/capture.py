@@ -42,7 +42,7 @@ M = TypeVar("M", bound=BaseModel)
 
 
 class Analyst(Protocol):
-    """What capture needs of a model: ``bot.llm.LLM`` is one. ``ask_json`` raises ``LLMError`` on failure."""
+    """What capture needs of a model: ``bot.model.llm.LLM`` is one. ``ask_json`` raises ``LLMError`` on failure."""
 
     simulated: bool
 
@@ -650,7 +650,7 @@ _PROMPT_TAG = re.compile(r"<(?=\s*/?\s*(?:task|step|trigger|evidence)\b)", re.I)
 def sealed(text: str | None) -> str | None:
     """Untrusted text that cannot open or close the prompt's data tags: the ``<`` of any
     ``<evidence>``, ``</evidence >``, ``</TASK`` … becomes ``‹``. (The backtick fence around
-    it is ``bot.llm.fence``'s.)"""
+    it is ``bot.text_safety.fence``'s.)"""
     return None if text is None else _PROMPT_TAG.sub("‹", text)
 
 

@@ -31,12 +31,12 @@ from bot import scenario as scenario_mod
 from bot.incident import Incident, IncidentStore
 from bot.markdown import table
 from bot.playbook import Playbook
-from bot.replay.answers import AnswerBook
+from bot.model.answers import AnswerBook
 from bot.replay.engine import SCRIPTED, ReplayOptions
 from bot.replay.gateway import Gateway
 
 if TYPE_CHECKING:
-    from bot.llm import LLM
+    from bot.model.llm import LLM
 
 Say = Callable[[str], None]
 DEMO_CAP = 3  # below the four seed rules, so the demo shows a retirement
@@ -97,7 +97,7 @@ class Outcome:
 
 
 def _models(stack: ExitStack, workspace: Path, settings, logs: list[Path], api_key: str | None) -> Models:
-    from bot.llm import LLM  # the anthropic SDK takes over a second to import: only when the demo runs
+    from bot.model.llm import LLM  # the anthropic SDK takes over a second to import: only when the demo runs
 
     runs = workspace / ".replaybook" / "traces"
     if api_key:

@@ -79,7 +79,7 @@ M = TypeVar("M", bound=BaseModel)
 
 
 class AsksJson(Protocol):
-    """What distill needs of a model: ``bot.llm.LLM`` fits. Failures raise an exception."""
+    """What distill needs of a model: ``bot.model.llm.LLM`` fits. Failures raise an exception."""
 
     def ask_json(self, template: str, schema: type[M], **variables: Any) -> M: ...
 

@@ -78,7 +78,7 @@ class TraceEvents:
 
 
 class Analyst(Protocol):
-    """What reflection needs of a model: ``bot.llm.LLM`` is one. ``ask_json`` raises ``LLMError``."""
+    """What reflection needs of a model: ``bot.model.llm.LLM`` is one. ``ask_json`` raises ``LLMError``."""
 
     def ask_json(self, template: str, schema: type[M], **variables: Any) -> M: ...
 

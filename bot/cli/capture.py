@@ -36,7 +36,7 @@ def _analyst(ctx: click.Context):
     api_key = os.environ.get("ANTHROPIC_API_KEY")
     if not api_key:
         return None
-    from bot.llm import LLM  # the adapter: only loaded when a model is used
+    from bot.model.llm import LLM  # the adapter: only loaded when a model is used
 
     model = ctx.obj.settings.config.models.capture
     return LLM.connect(model, api_key=api_key, base_url=os.environ.get("ANTHROPIC_BASE_URL") or None)

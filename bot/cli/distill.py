@@ -55,7 +55,7 @@ def _connect(model: str):
     if not key:
         raise BadInput("distill needs a model: set ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL for a proxy); "
                        "offline, `replaybook demo` shows distill with the simulated model")
-    from bot.llm import LLM  # the adapter imports anthropic; only load it when a model is configured
+    from bot.model.llm import LLM  # the adapter imports anthropic; only load it when a model is configured
 
     llm = LLM.connect(model, api_key=key, base_url=os.environ.get("ANTHROPIC_BASE_URL") or None, timeout_s=300)
     llm.max_tokens = MAX_TOKENS

@@ -139,7 +139,7 @@ def handle(ctx: click.Context, event_name: str | None, event_path: Path | None, 
 def _analyst(settings, api_key: str | None):
     if not api_key:
         return None
-    from bot.llm import LLM
+    from bot.model.llm import LLM
 
     return LLM.connect(settings.config.models.capture, api_key=api_key,
                        base_url=os.environ.get("ANTHROPIC_BASE_URL") or None)
@@ -149,7 +149,7 @@ def _distiller(settings, api_key: str | None):
     if not api_key:
         return None  # the distill action says so in its outcome
     from bot.cli.distill import MAX_TOKENS
-    from bot.llm import LLM
+    from bot.model.llm import LLM
 
     llm = LLM.connect(settings.config.models.distill, api_key=api_key,
                       base_url=os.environ.get("ANTHROPIC_BASE_URL") or None, timeout_s=300)

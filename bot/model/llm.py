@@ -25,7 +25,7 @@ import jinja2
 from pydantic import BaseModel, ValidationError
 
 from bot.errors import LLMError
-from bot.replay import pricing
+from bot.model import pricing
 from bot.text_safety import fence
 
 __all__ = ["LLM", "LLMError", "Usage", "extract_json", "parse_json", "render"]
