@@ -20,14 +20,24 @@ from bot.cli import capture, demo, distill, gate, incident, lessons, playbook, r
 from bot.cli import github
 from bot.cli import init
 from bot.errors import ReplaybookError
+from bot.settings import Environment
 
 
 class Context:
-    """Per-invocation state: the root folder and its lazily loaded settings."""
+    """Per-invocation state: the root folder, its lazily loaded settings, and the environment read once."""
 
     def __init__(self, root: Path | None):
         self._root = root
         self._settings: config_mod.Settings | None = None
+        self._env: Environment | None = None
+
+    @property
+    def env(self) -> Environment:
+        if self._env is None:
+            self._env = Environment.read()
+            for warning in self._env.warnings():
+                click.echo(f"warning: {warning}", err=True)
+        return self._env
 
     @property
     def settings(self) -> config_mod.Settings:

@@ -8,7 +8,6 @@ as a matrix and merges the results (see :mod:`bot.replay_suite`).
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import click
@@ -22,6 +21,7 @@ from bot.cli.output import emit_json, table
 from bot.errors import BadInput, CheckFailed
 from bot.replay import engine
 from bot.replay.agents import AGENTS
+from bot.settings import replay_options
 
 SIMULATED_NOTE = "SIMULATED model (scripted, offline): it shows the harness works, not how a real model behaves"
 
@@ -108,13 +108,8 @@ def run(ctx: click.Context, scenario: str, agent: str, command_template: str | N
     settings = ctx.obj.settings
     loaded = resolve_scenario(settings.root, settings.path("scenarios"), scenario)
     text = playbook_text(settings.root, playbook, rule_file)
-    opts = engine.ReplayOptions(
-        agent=agent, command=command_template, model=model, noise=noise, seed=seed,
-        api_key=os.environ.get("ANTHROPIC_API_KEY") if model != engine.SCRIPTED else None,
-        upstream_url=os.environ.get("REPLAYBOOK_UPSTREAM_URL", "https://api.anthropic.com"),
-        runs_dir=runs_dir or settings.path("traces"), sandbox=sandbox or settings.config.replay.sandbox,
-        keep_runs=settings.config.replay.keep_runs, keep_runs_days=settings.config.replay.keep_runs_days,
-    )
+    opts = replay_options(settings, ctx.obj.env, model=model, runs_dir=runs_dir, sandbox=sandbox,
+                          agent=agent, command=command_template, noise=noise, seed=seed)
     if not as_json:
         click.echo(f"# Replay `{loaded.scenario.id}`: {agent} agent, model `{model}`"
                    + (f"\n\n> {SIMULATED_NOTE}." if opts.simulated else "") + "\n")
