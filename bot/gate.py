@@ -27,6 +27,7 @@ from bot.replay.cache import ReplayCache, trial_key
 from bot.replay.engine import ReplayOptions, TrialResult, run_trial
 from bot.rule import Rule
 from bot.similarity import similarity
+from bot.system_prompt import baseline_prompt, system_prompt
 
 Decision = Literal["admit", "reject", "error"]
 TWIN_THRESHOLD = 0.6
@@ -244,9 +245,7 @@ def run_gate(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions
                         simulated=opts.replay.simulated,
                         traces=str(opts.replay.runs_dir) if opts.replay.runs_dir else None)
     loaded = sc.load(book.root / candidate.replay)
-    admitted = [r for r in book.admitted() if r.id != candidate.id]
-    before_text = book.render_text(admitted)
-    after_text = book.render_text(admitted + [candidate])
+    before_text, after_text = baseline_prompt(book, candidate), system_prompt(book, candidate)
     try:
         _decide(result, runner, opts, loaded, before_text, after_text, suite_dir, progress)
     except BudgetSpent as exc:
