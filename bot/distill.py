@@ -53,6 +53,7 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError, m
 from bot import records, yamlfile
 from bot import rule as rules_mod
 from bot import scenario as scenario_mod
+from bot import spec_change
 from bot.config import Settings
 from bot.errors import BadInput, LLMError
 from bot.gate import TWIN_THRESHOLD
@@ -62,19 +63,16 @@ from bot.playbook import Playbook
 from bot.replay.policy import parse_policy
 from bot.rule import Rule
 from bot.similarity import jaccard, similarity, words
-from bot.text_safety import block
+from bot.spec_change import Refused as _Refused
+from bot.spec_change import SpecChange, SpecChangeAnswer, SpecPlan
 
 GROUP_THRESHOLD = 0.25
 BATCH_MAX = 12  # incidents per prompt
-SPEC_DIR = "spec-changes"
 IDS_FILE = ".replaybook/distill-ids.json"
 MAX_FILES = 40
 MAX_FILE_BYTES = 64 * 1024
 MAX_FIXTURE_BYTES = 256 * 1024
-MAX_SPEC_CHARS = 4000
 EVIDENCE_IN_PROMPT = 1200
-SPEC_MARKER = "<!-- replaybook:spec-change "
-_SPEC_NAME = re.compile(r"^spec-(\d{4,})\.md$")
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -118,13 +116,6 @@ class RuleAnswer(_Loose):
     cites: list[str]
     task_types: list[str] = Field(default_factory=list)
     scenario: ScenarioChoice
-
-
-class SpecChangeAnswer(_Loose):
-    kind: Literal["spec_change"]
-    cites: list[str]
-    template_change: str
-    why: str
 
 
 class Answer(RootModel[Annotated[Union[RuleAnswer, SpecChangeAnswer], Field(discriminator="kind")]]):
@@ -171,16 +162,6 @@ class Proposal:
 
 
 @dataclass
-class SpecChange:
-    id: str
-    group: str
-    cites: list[str]
-    template_change: str
-    why: str
-    path: str | None
-
-
-@dataclass
 class Refusal:
     group: str
     reason: str
@@ -214,10 +195,6 @@ class DistillReport:
         }
 
 
-class _Refused(Exception):
-    """A plan the constraints refuse; the message is the reason."""
-
-
 @dataclass
 class _RulePlan:
     group: Group
@@ -226,14 +203,6 @@ class _RulePlan:
     task_types: list[str]
     scenario_id: str
     staged: Path | None  # a validated new scenario folder, outside the repo until written
-
-
-@dataclass
-class _SpecPlan:
-    group: Group
-    cites: list[str]
-    template_change: str
-    why: str
 
 
 # -- grouping --------------------------------------------------------------------------------
@@ -322,7 +291,7 @@ def distill(settings: Settings, llm: AsksJson, *, min_incidents: int = 1, since:
         else:
             candidates.append(incident)
     report.groups = group_incidents(candidates)
-    plans: list[_RulePlan | _SpecPlan] = []
+    plans: list[_RulePlan | SpecPlan] = []
     with tempfile.TemporaryDirectory(prefix="replaybook-distill-") as staging:
         for group in batches(report.groups, batch_max):
             if len(group.incidents) < min_incidents:
@@ -346,7 +315,7 @@ def _as_utc(value: datetime | date) -> datetime:
 
 
 def _ask(group: Group, llm: AsksJson, book: Playbook, scenarios_dir: Path, staging: Path,
-         report: DistillReport) -> list[_RulePlan | _SpecPlan]:
+         report: DistillReport) -> list[_RulePlan | SpecPlan]:
     """One model call for ``group``, and each proposal's own constraints checked."""
     report.asked += 1
     try:
@@ -360,14 +329,14 @@ def _ask(group: Group, llm: AsksJson, book: Playbook, scenarios_dir: Path, stagi
 
 
 def _plan(group: Group, answer: RuleAnswer | SpecChangeAnswer, scenarios_dir: Path, staging: Path,
-          report: DistillReport) -> _RulePlan | _SpecPlan | None:
+          report: DistillReport) -> _RulePlan | SpecPlan | None:
     try:
         try:
             json.dumps(answer.model_dump(), ensure_ascii=False).encode("utf-8")
         except UnicodeEncodeError:
             raise _Refused("the answer holds text that is not valid UTF-8 (a lone surrogate)") from None
         if isinstance(answer, SpecChangeAnswer):
-            return _spec_plan(group, answer)
+            return spec_change.plan(group, answer)
         return _rule_plan(group, answer, scenarios_dir, staging)
     except _Refused as exc:
         report.refusals.append(Refusal(group.key, str(exc), "refused", group.ids))
@@ -406,15 +375,6 @@ def _errors(exc: ValidationError) -> str:
         loc = ".".join(str(p) for i, p in enumerate(err["loc"]) if i == 0 or p != err["loc"][i - 1])
         parts.append(f"{loc + ': ' if loc else ''}{records.error_message(err)}")
     return "; ".join(parts)
-
-
-def _spec_plan(group: Group, answer: SpecChangeAnswer) -> _SpecPlan:
-    change, why = answer.template_change.strip(), answer.why.strip()
-    if not change or not why:
-        raise _Refused("spec change: `template_change` and `why` must both say something")
-    if len(change) > MAX_SPEC_CHARS or len(why) > MAX_SPEC_CHARS:
-        raise _Refused(f"spec change: keep `template_change` and `why` under {MAX_SPEC_CHARS} characters each")
-    return _SpecPlan(group, answer.cites, change, why)
 
 
 # -- a generated scenario ----------------------------------------------------------------------
@@ -504,7 +464,7 @@ def _bad_path(raw: str) -> bool:
 # -- applying the plans under the lock ----------------------------------------------------------
 
 
-def _apply(plans: list[_RulePlan | _SpecPlan], book: Playbook, settings: Settings, report: DistillReport,
+def _apply(plans: list[_RulePlan | SpecPlan], book: Playbook, settings: Settings, report: DistillReport,
            today: date, *, write: bool, reserved: Iterable[str] = ()) -> None:
     """Check plans against the playbook as it is now, then allocate ids and write (unless ``write`` is off)."""
     entries = book.entries(("proposed", "rules"))
@@ -515,8 +475,8 @@ def _apply(plans: list[_RulePlan | _SpecPlan], book: Playbook, settings: Setting
     for plan in plans:
         try:
             cites = _checked_cites(plan.group, plan.cites, covered, report)
-            if isinstance(plan, _SpecPlan):
-                spec = _write_spec(plan, cites, ids, book, today, write)
+            if isinstance(plan, SpecPlan):
+                spec = spec_change.write(plan, cites, ids, book.folder, today, write)
                 report.spec_changes.append(spec)
                 covered.update({c: spec.id for c in cites})
                 continue
@@ -600,37 +560,6 @@ def _place_scenario(staged: Path, target: Path) -> None:
         raise _Refused(f"scenario folder {target} appeared meanwhile; run distill again") from None
 
 
-def _write_spec(plan: _SpecPlan, cites: list[str], ids: "_IdAllocator", book: Playbook, today: date,
-                write: bool) -> SpecChange:
-    folder = book.folder / SPEC_DIR
-    by_id = {i.id: i for i in plan.group.incidents}
-    while True:
-        spec_id = ids.next_spec()
-        path = folder / f"{spec_id}.md"
-        if not write:
-            break
-        text = _spec_markdown(spec_id, [by_id[c] for c in cites], plan, today)
-        try:
-            yamlfile.write_new(path, text)
-            break
-        except FileExistsError:
-            continue
-    return SpecChange(spec_id, plan.group.key, cites, plan.template_change, plan.why, str(path) if write else None)
-
-
-def _spec_markdown(spec_id: str, incidents: list[Incident], plan: _SpecPlan, today: date) -> str:
-    marker = SPEC_MARKER + json.dumps({"id": spec_id, "cites": [i.id for i in incidents]}) + " -->"
-    lines = [marker, f"# {spec_id}: a change to the task spec template", "",
-             f"Proposed by `replaybook distill` on {today.isoformat()}: these incidents trace back to an ambiguous "
-             "task spec, so the fix belongs in the template, not in the playbook.", "", "## Cited incidents", ""]
-    for i in incidents:
-        lines.append(f"- `{i.id}` ({i.failure_class}): task {json.dumps(i.task)}; believed {json.dumps(i.believed)}; "
-                     f"actual {json.dumps(i.actual)}")
-    lines += ["", "## Proposed template change", "", block(plan.template_change), "", "## Why", "",
-              block(plan.why), ""]
-    return "\n".join(lines)
-
-
 class _IdAllocator:
     """Rule and spec ids above every one in any state and every one handed out before."""
 
@@ -641,9 +570,7 @@ class _IdAllocator:
         except (FileNotFoundError, ValueError):
             marks = {}
         used_rule = rules_mod.id_number(book.next_id()) - 1  # next_id scans proposed, rules and archive
-        spec_dir = book.folder / SPEC_DIR
-        used_spec = max((int(m.group(1)) for p in (spec_dir.iterdir() if spec_dir.is_dir() else [])
-                         if (m := _SPEC_NAME.match(p.name))), default=0)
+        used_spec = spec_change.highest_number(book.folder)
         taken = [rules_mod.id_number(r) for r in reserved if re.fullmatch(r"rule-\d{4,}", r)]
         self.rule = max(used_rule, int(marks.get("rule", 0)), *taken)
         self.spec = max(used_spec, int(marks.get("spec", 0)))
@@ -669,16 +596,8 @@ def _covered(book: Playbook, entries=None) -> dict[str, str]:
     for entry in entries if entries is not None else book.entries(("proposed", "rules")):
         for cite in entry.rule.cites:
             out.setdefault(cite, f"{entry.rule.id} ({'admitted' if entry.state == 'rules' else 'pending'})")
-    spec_dir = book.folder / SPEC_DIR
-    for path in sorted(spec_dir.glob("spec-*.md")) if spec_dir.is_dir() else []:
-        first = path.read_text(encoding="utf-8").split("\n", 1)[0]
-        if first.startswith(SPEC_MARKER) and first.endswith("-->"):
-            try:
-                meta = json.loads(first[len(SPEC_MARKER):-3])
-            except ValueError:
-                continue
-            for cite in meta.get("cites", []):
-                out.setdefault(str(cite), f"{path.stem} (spec change)")
+    for cite, label in spec_change.cited(book.folder).items():
+        out.setdefault(cite, label)
     return out
 
 
