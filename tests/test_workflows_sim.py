@@ -1,6 +1,6 @@
 """Our own workflows, run locally: each event through the real workflow file, against the fake GitHub.
 
-tests/actsim.py runs each workflow's jobs and their ``run:`` steps in real
+tests/actsim/ runs each workflow's jobs and their ``run:`` steps in real
 shells, with a real webhook payload (``@octokit/webhooks-examples``, edited
 where the examples lack the case) in GITHUB_EVENT_PATH, in a workspace that is
 a small git repository holding our workflows and composite actions. The
