@@ -26,8 +26,7 @@ from bot.capture.log import LogScanner, evidence_from_log
 from bot.capture.pr import evidence_from_pr
 from bot.capture.transcript import TranscriptScanner, evidence_from_transcript
 from bot.errors import BadInput, LLMError
-from bot.incident import FailureClass, Incident, IncidentStore, id_for
-from bot.incident import one_line as delta_line
+from bot.incident import Actual, Believed, FailureClass, Incident, IncidentStore, id_for
 
 # The scanners live in their own modules (evidence.py, log.py, transcript.py, pr.py); callers keep
 # importing every name from bot.capture.
@@ -46,8 +45,8 @@ class Analysis(BaseModel):
     model_config = ConfigDict(extra="ignore", str_strip_whitespace=True)
 
     task: str = Field(min_length=1, max_length=300)
-    believed: str
-    actual: str
+    believed: Believed
+    actual: Actual
     failure_class: FailureClass
     cost_minutes: int = Field(default=0, ge=0, le=10_000)
 
@@ -58,15 +57,6 @@ class Analysis(BaseModel):
             raise ValueError("must be one line")
         return value
 
-    @field_validator("believed")
-    @classmethod
-    def _believed(cls, value: str) -> str:
-        return delta_line(value, "believed")
-
-    @field_validator("actual")
-    @classmethod
-    def _actual(cls, value: str) -> str:
-        return delta_line(value, "found to be actually true")
 
 
 @dataclass
