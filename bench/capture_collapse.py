@@ -19,7 +19,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bot.capture import clean  # noqa: E402
+from bot.text_safety import clean  # noqa: E402
 from bot.log_clues import collapse  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -27,6 +27,7 @@ from typing import Any, Literal, Sequence
 
 from bot.trace_store import Outline, StoredEvent, TraceStore
 from bot.errors import BadInput
+from bot.text_safety import one_line
 
 NodeKind = Literal["first_failure", "hesitation", "anomaly"]
 SUMMARY_CHARS = 50
@@ -120,8 +121,7 @@ def _chronicle(task_id: str, outline: Sequence[Outline], found: list, events: di
 
 
 def shorten(text: str, limit: int = SUMMARY_CHARS) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return one_line(text, limit)
 
 
 # -- detectors -------------------------------------------------------------------------------

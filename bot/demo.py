@@ -14,7 +14,6 @@ the same run uses Claude for all three.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 from collections.abc import Callable
@@ -31,12 +30,13 @@ from bot import suite as suite_mod
 from bot.incident import Incident, IncidentStore
 from bot.markdown import table
 from bot.playbook import Playbook
-from bot.replay.answers import AnswerBook
+from bot.model.answers import AnswerBook
 from bot.replay.engine import SCRIPTED, ReplayOptions
 from bot.replay.gateway import Gateway
+from bot.settings import Environment, replay_options
 
 if TYPE_CHECKING:
-    from bot.llm import LLM
+    from bot.model.llm import LLM
 
 Say = Callable[[str], None]
 DEMO_CAP = 3  # below the four seed rules, so the demo shows a retirement
@@ -70,7 +70,7 @@ def build_workspace(workspace: Path) -> Path:
     return workspace
 
 
-def run(workspace: Path, say: Say, today: date, api_key: str | None = None,
+def run(workspace: Path, say: Say, today: date, env: Environment | None = None,
         progress: Say = lambda _: None) -> Path:
     """The loop on ``workspace`` (an empty folder); return the playbook folder."""
     build_workspace(workspace)
@@ -79,7 +79,7 @@ def run(workspace: Path, say: Say, today: date, api_key: str | None = None,
     book = Playbook(settings.path("playbook"), root=workspace, cap=DEMO_CAP, incidents=store)
     logs = sorted((workspace / "scenarios").glob("*/logs/*.log"))
     with ExitStack() as stack:
-        models = _models(stack, workspace, settings, logs, api_key)
+        models = _models(stack, workspace, settings, logs, env or Environment())
         say(f"Models: {'Claude (ANTHROPIC_API_KEY is set)' if not models.simulated else SIMULATED}.\n")
         captured = capture_logs(logs, store, models, say)
         report = distill_incidents(settings, models, say)
@@ -96,18 +96,14 @@ class Outcome:
     refused: dict[str, str]  # rule id -> why the gate did not admit it
 
 
-def _models(stack: ExitStack, workspace: Path, settings, logs: list[Path], api_key: str | None) -> Models:
-    from bot.llm import LLM  # the anthropic SDK takes over a second to import: only when the demo runs
+def _models(stack: ExitStack, workspace: Path, settings, logs: list[Path], env: Environment) -> Models:
+    from bot.model.llm import LLM  # the anthropic SDK takes over a second to import: only when the demo runs
 
     runs = workspace / ".replaybook" / "traces"
-    if api_key:
+    if env.api_key:
         cfg = settings.config.models
-        base_url = os.environ.get("ANTHROPIC_BASE_URL")  # a proxy, if the user has one
-        upstream = base_url or "https://api.anthropic.com"
-        return Models(LLM.connect(cfg.capture, api_key=api_key, base_url=base_url),
-                      LLM.connect(cfg.distill, api_key=api_key, base_url=base_url, max_tokens=8192),
-                      ReplayOptions(model=cfg.agent, api_key=api_key, upstream_url=upstream, runs_dir=runs),
-                      simulated=False)
+        return Models(env.llm(cfg.capture), env.llm(cfg.distill, max_tokens=8192),
+                      replay_options(settings, env, model=cfg.agent, runs_dir=runs), simulated=False)
     book = simulated_answers(logs)
     gateway = stack.enter_context(Gateway(book))
     llm = LLM.connect(SCRIPTED, api_key=gateway.token, base_url=gateway.url, simulated=True, max_retries=0)

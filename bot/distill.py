@@ -52,30 +52,30 @@ from bot import records, rule_ids, yamlfile
 from bot import scenario as scenario_mod
 from bot.config import Settings
 from bot.errors import BadInput, LLMError
-from bot.gate import TWIN_THRESHOLD, similarity
+from bot.gate import TWIN_THRESHOLD
 from bot.change import Change, OverlayTree, apply_local, relative
 from bot.incident import Incident, IncidentSet, IncidentStore
 from bot.journal import Journal, locked
 from bot.playbook import Playbook
 from bot.replay.policy import parse_policy
+from bot.similarity import jaccard, similarity, words
+from bot import spec_change
+from bot.spec_change import Refused as _Refused
+from bot.spec_change import SpecChange, SpecChangeAnswer, SpecPlan
 from bot.rule import Rule
 
 GROUP_THRESHOLD = 0.25
 BATCH_MAX = 12  # incidents per prompt
-SPEC_DIR = "spec-changes"
 IDS_FILE = rule_ids.MARKS_FILE
 MAX_FILES = 40
 MAX_FILE_BYTES = 64 * 1024
 MAX_FIXTURE_BYTES = 256 * 1024
-MAX_SPEC_CHARS = 4000
 EVIDENCE_IN_PROMPT = 1200
-SPEC_MARKER = "<!-- replaybook:spec-change "
-_SPEC_NAME = re.compile(r"^spec-(\d{4,})\.md$")
 M = TypeVar("M", bound=BaseModel)
 
 
 class AsksJson(Protocol):
-    """What distill needs of a model: ``bot.llm.LLM`` fits. Failures raise an exception."""
+    """What distill needs of a model: ``bot.model.llm.LLM`` fits. Failures raise an exception."""
 
     def ask_json(self, template: str, schema: type[M], **variables: Any) -> M: ...
 
@@ -114,13 +114,6 @@ class RuleAnswer(_Loose):
     cites: list[str]
     task_types: list[str] = Field(default_factory=list)
     scenario: ScenarioChoice
-
-
-class SpecChangeAnswer(_Loose):
-    kind: Literal["spec_change"]
-    cites: list[str]
-    template_change: str
-    why: str
 
 
 class Answer(RootModel[Annotated[Union[RuleAnswer, SpecChangeAnswer], Field(discriminator="kind")]]):
@@ -168,16 +161,6 @@ class Proposal:
 
 
 @dataclass
-class SpecChange:
-    id: str
-    group: str
-    cites: list[str]
-    template_change: str
-    why: str
-    path: str | None
-
-
-@dataclass
 class Refusal:
     group: str
     reason: str
@@ -213,10 +196,6 @@ class DistillReport:
         }
 
 
-class _Refused(Exception):
-    """A plan the constraints refuse; the message is the reason."""
-
-
 @dataclass
 class _RulePlan:
     group: Group
@@ -227,39 +206,12 @@ class _RulePlan:
     staged: Path | None  # a validated new scenario folder, outside the repo until written
 
 
-@dataclass
-class _SpecPlan:
-    group: Group
-    cites: list[str]
-    template_change: str
-    why: str
-
-
 # -- grouping --------------------------------------------------------------------------------
-
-
-_STOP = frozenset(
-    "a an and the to of in on for with from by or is are be it its this that then any every when before after if "
-    "do not you your was were has had have would should could will there their them they what which who how into "
-    "out at as so than but each own must".split())
-
-
-def content_words(text: str) -> set[str]:
-    """The words grouping compares (see the module docstring)."""
-    return {_stem(w) for w in re.findall(r"[a-z0-9]+", text.lower()) if w not in _STOP and len(w) > 2}
-
-
-def _stem(word: str) -> str:
-    for suffix in ("ing", "ed", "es", "s"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 4:
-            return word[: -len(suffix)]
-    return word
 
 
 def delta_similarity(a: Incident, b: Incident) -> float:
     """Jaccard overlap of two incidents' belief-delta content words."""
-    wa, wb = (content_words(f"{i.believed} {i.actual}") for i in (a, b))
-    return len(wa & wb) / len(wa | wb) if wa | wb else 0.0
+    return jaccard(*(words(f"{i.believed} {i.actual}") for i in (a, b)))
 
 
 def group_incidents(incidents: list[Incident], threshold: float = GROUP_THRESHOLD) -> list[Group]:
@@ -344,7 +296,7 @@ def distill(settings: Settings, llm: AsksJson, *, min_incidents: int = 1, since:
         else:
             candidates.append(incident)
     report.groups = group_incidents(candidates)
-    plans: list[_RulePlan | _SpecPlan] = []
+    plans: list[_RulePlan | SpecPlan] = []
     with tempfile.TemporaryDirectory(prefix="replaybook-distill-") as staging:
         for group in batches(report.groups, batch_max):
             if len(group.incidents) < min_incidents:
@@ -373,7 +325,7 @@ def _as_utc(value: datetime | date) -> datetime:
 
 
 def _ask(group: Group, llm: AsksJson, book: Playbook, scenarios_dir: Path, staging: Path,
-         report: DistillReport) -> list[_RulePlan | _SpecPlan]:
+         report: DistillReport) -> list[_RulePlan | SpecPlan]:
     """One model call for ``group``, and each proposal's own constraints checked."""
     report.asked += 1
     try:
@@ -387,14 +339,14 @@ def _ask(group: Group, llm: AsksJson, book: Playbook, scenarios_dir: Path, stagi
 
 
 def _plan(group: Group, answer: RuleAnswer | SpecChangeAnswer, scenarios_dir: Path, staging: Path,
-          report: DistillReport) -> _RulePlan | _SpecPlan | None:
+          report: DistillReport) -> _RulePlan | SpecPlan | None:
     try:
         try:
             json.dumps(answer.model_dump(), ensure_ascii=False).encode("utf-8")
         except UnicodeEncodeError:
             raise _Refused("the answer holds text that is not valid UTF-8 (a lone surrogate)") from None
         if isinstance(answer, SpecChangeAnswer):
-            return _spec_plan(group, answer)
+            return spec_change.plan(group, answer)
         return _rule_plan(group, answer, scenarios_dir, staging)
     except _Refused as exc:
         report.refusals.append(Refusal(group.key, str(exc), "refused", group.ids))
@@ -433,15 +385,6 @@ def _errors(exc: ValidationError) -> str:
         loc = ".".join(str(p) for i, p in enumerate(err["loc"]) if i == 0 or p != err["loc"][i - 1])
         parts.append(f"{loc + ': ' if loc else ''}{records.error_message(err)}")
     return "; ".join(parts)
-
-
-def _spec_plan(group: Group, answer: SpecChangeAnswer) -> _SpecPlan:
-    change, why = answer.template_change.strip(), answer.why.strip()
-    if not change or not why:
-        raise _Refused("spec change: `template_change` and `why` must both say something")
-    if len(change) > MAX_SPEC_CHARS or len(why) > MAX_SPEC_CHARS:
-        raise _Refused(f"spec change: keep `template_change` and `why` under {MAX_SPEC_CHARS} characters each")
-    return _SpecPlan(group, answer.cites, change, why)
 
 
 # -- a generated scenario ----------------------------------------------------------------------
@@ -531,7 +474,7 @@ def _bad_path(raw: str) -> bool:
 # -- the plans as one change, under the lock ----------------------------------------------------
 
 
-def _apply(plans: list[_RulePlan | _SpecPlan], book: Playbook, settings: Settings, report: DistillReport,
+def _apply(plans: list[_RulePlan | SpecPlan], book: Playbook, settings: Settings, report: DistillReport,
            today: date, *, reserved: Iterable[str] = ()) -> Change:
     """Check plans against the playbook as it is now, allocate ids, and return every file they add, as one change."""
     entries = book.entries(("proposed", "rules"))
@@ -543,8 +486,8 @@ def _apply(plans: list[_RulePlan | _SpecPlan], book: Playbook, settings: Setting
     for plan in plans:
         try:
             cites = _checked_cites(plan.group, plan.cites, covered, report)
-            if isinstance(plan, _SpecPlan):
-                spec, files = _spec_files(plan, cites, ids, book, today, change)
+            if isinstance(plan, SpecPlan):
+                spec, files = spec_change.planned(plan, cites, ids, book, today, change)
                 report.spec_changes.append(spec)
                 change = change | files
                 covered.update({c: spec.id for c in cites})
@@ -617,44 +560,9 @@ def _rule_files(plan: _RulePlan, cites: list[str], ids: rule_ids.Allocator, book
                     plan.staged is not None, str(settings.root / path), files=Change(files))
 
 
-def _spec_files(plan: _SpecPlan, cites: list[str], ids: rule_ids.Allocator, book: Playbook, today: date,
-                pending: Change) -> tuple[SpecChange, Change]:
-    tree = OverlayTree(book.tree, pending)
-    by_id = {i.id: i for i in plan.group.incidents}
-    while True:
-        spec_id = ids.next_spec()
-        path = book.path_of(SPEC_DIR, f"{spec_id}.md")
-        if tree.read(path) is None:
-            break
-    text = _spec_markdown(spec_id, [by_id[c] for c in cites], plan, today)
-    spec = SpecChange(spec_id, plan.group.key, cites, plan.template_change, plan.why, str(book.root / path))
-    return spec, Change({path: text})
-
-
-def _spec_markdown(spec_id: str, incidents: list[Incident], plan: _SpecPlan, today: date) -> str:
-    marker = SPEC_MARKER + json.dumps({"id": spec_id, "cites": [i.id for i in incidents]}) + " -->"
-    lines = [marker, f"# {spec_id}: a change to the task spec template", "",
-             f"Proposed by `replaybook distill` on {today.isoformat()}: these incidents trace back to an ambiguous "
-             "task spec, so the fix belongs in the template, not in the playbook.", "", "## Cited incidents", ""]
-    for i in incidents:
-        lines.append(f"- `{i.id}` ({i.failure_class}): task {json.dumps(i.task)}; believed {json.dumps(i.believed)}; "
-                     f"actual {json.dumps(i.actual)}")
-    lines += ["", "## Proposed template change", "", _md_fence(plan.template_change), "", "## Why", "",
-              _md_fence(plan.why), ""]
-    return "\n".join(lines)
-
-
-def _md_fence(text: str) -> str:
-    """Model text as an inert block: the fence is longer than any backtick run in it."""
-    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
-    ticks = "`" * max(3, longest + 1)
-    return f"{ticks}text\n{text}\n{ticks}"
-
-
 def _allocator(book: Playbook, root: Path, reserved: Iterable[str] = ()) -> rule_ids.Allocator:
     """Rule and spec ids above every one in any state, every reserved one and every one handed out before."""
-    specs = [int(m.group(1)) for rel in book.tree.list(f"{book.rel}/{SPEC_DIR}")
-             if (m := _SPEC_NAME.match(rel.rsplit("/", 1)[-1]))]
+    specs = [spec_change.highest_number(book.folder)]
     return rule_ids.Allocator([e.rule.id for e in book.entries()], specs, reserved=reserved,
                               marks=rule_ids.read_marks(root))
 
@@ -665,16 +573,8 @@ def _covered(book: Playbook, entries=None) -> dict[str, str]:
     for entry in entries if entries is not None else book.entries(("proposed", "rules")):
         for cite in entry.rule.cites:
             out.setdefault(cite, f"{entry.rule.id} ({'admitted' if entry.state == 'rules' else 'pending'})")
-    spec_dir = book.folder / SPEC_DIR
-    for path in sorted(spec_dir.glob("spec-*.md")) if spec_dir.is_dir() else []:
-        first = path.read_text(encoding="utf-8").split("\n", 1)[0]
-        if first.startswith(SPEC_MARKER) and first.endswith("-->"):
-            try:
-                meta = json.loads(first[len(SPEC_MARKER):-3])
-            except ValueError:
-                continue
-            for cite in meta.get("cites", []):
-                out.setdefault(str(cite), f"{path.stem} (spec change)")
+    for cite, label in spec_change.cited(book.folder).items():
+        out.setdefault(cite, label)
     return out
 
 

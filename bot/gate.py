@@ -26,6 +26,8 @@ from bot.replay import agents as agents_mod
 from bot.replay.cache import ReplayCache, trial_key
 from bot.replay.engine import ReplayOptions, TrialResult, run_trial
 from bot.rule import Rule
+from bot.similarity import similarity
+from bot.system_prompt import baseline_prompt, system_prompt
 
 Decision = Literal["admit", "reject", "error"]
 TWIN_THRESHOLD = 0.6
@@ -204,21 +206,6 @@ class Runner:
 
 # -- cheap checks -----------------------------------------------------------
 
-_STOP = frozenset("a an and the to of in on for with from by or is are be it its this that then any every "
-                  "when before after if do not you your".split())
-
-
-def _words(text: str) -> set[str]:
-    import re
-
-    return {w for w in re.findall(r"[a-z0-9][a-z0-9_.-]*", text.lower()) if w not in _STOP and len(w) > 2}
-
-
-def similarity(a: str, b: str) -> float:
-    """Word-set overlap (Jaccard) of two rules' content words."""
-    wa, wb = _words(a), _words(b)
-    return len(wa & wb) / len(wa | wb) if wa | wb else 0.0
-
 
 def cheap_checks(book: Playbook, path: Path) -> tuple[Rule | None, list[str]]:
     """The rule, or the reasons it is rejected before any replay."""
@@ -258,9 +245,7 @@ def run_gate(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions
                         simulated=opts.replay.simulated,
                         traces=str(opts.replay.runs_dir) if opts.replay.runs_dir else None)
     loaded = sc.load(book.root / candidate.replay)
-    admitted = [r for r in book.admitted() if r.id != candidate.id]
-    before_text = book.render_text(admitted)
-    after_text = book.render_text(admitted + [candidate])
+    before_text, after_text = baseline_prompt(book, candidate), system_prompt(book, candidate)
     try:
         _decide(result, runner, opts, loaded, before_text, after_text, suite_dir, progress)
     except BudgetSpent as exc:

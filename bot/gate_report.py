@@ -7,7 +7,7 @@ from typing import Any
 import jinja2
 
 from bot.gate import GateResult, Side
-from bot.neutralise import neutralise
+from bot.text_safety import neutralise
 from bot.stats import SequentialTest
 
 _templates = jinja2.Environment(loader=jinja2.PackageLoader("bot", "templates"), keep_trailing_newline=True,

@@ -31,6 +31,7 @@ from bot import records
 from bot.errors import LLMError
 from bot.incident import EVIDENCE_MAX, ONE_LINE_MAX, Incident, Source
 from bot.lesson import Added, Conflict, Lesson, LessonStore, directives
+from bot.text_safety import one_line
 
 __all__ = ["EventStore", "Feedback", "Hindsight", "Reflection", "TraceEvents", "reflect", "reflection_to_incident"]
 
@@ -77,7 +78,7 @@ class TraceEvents:
 
 
 class Analyst(Protocol):
-    """What reflection needs of a model: ``bot.llm.LLM`` is one. ``ask_json`` raises ``LLMError``."""
+    """What reflection needs of a model: ``bot.model.llm.LLM`` is one. ``ask_json`` raises ``LLMError``."""
 
     def ask_json(self, template: str, schema: type[M], **variables: Any) -> M: ...
 
@@ -96,7 +97,7 @@ class _Answer(BaseModel):
     @field_validator("root_cause", "general_rule", mode="before")
     @classmethod
     def _one_line(cls, value: Any) -> Any:
-        return " ".join(value.split()) if isinstance(value, str) else value
+        return one_line(value) if isinstance(value, str) else value
 
     @field_validator("suggestions", mode="before")
     @classmethod
@@ -347,6 +348,5 @@ _UNKNOWN = "unknown: the reflection did not say; read the evidence"
 
 
 def _line(text: str) -> str:
-    line = " ".join((text or "").split())
-    return line if len(line) <= ONE_LINE_MAX else line[: ONE_LINE_MAX - 1] + "…"
+    return one_line(text, ONE_LINE_MAX)
 

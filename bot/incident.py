@@ -10,9 +10,9 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from bot import records, yamlfile
 from bot.change import Change, relative
@@ -63,6 +63,11 @@ def one_line(value: str, what: str) -> str:
     return value
 
 
+#: The belief delta's two lines, checked by :func:`one_line` (incidents and capture's analysis share them).
+Believed = Annotated[str, AfterValidator(lambda value: one_line(value, "believed"))]
+Actual = Annotated[str, AfterValidator(lambda value: one_line(value, "found to be actually true"))]
+
+
 def _file_defaults(schema: dict) -> None:
     """In a file, ``id`` and ``created`` may be left out: the loader takes them from the file name."""
     schema["required"] = [f for f in schema.get("required", []) if f not in ("id", "created")]
@@ -79,8 +84,8 @@ class Incident(records.Record):
     task_type: str | None = Field(default=None, pattern=records.SLUG, description="Scopes which rules/lessons a run gets.")
     failure_class: FailureClass
     trigger: str = Field(min_length=1, description="What made the failure visible (CI, review, a person).")
-    believed: str = Field(description="ONE line: what the agent assumed.")
-    actual: str = Field(description="ONE line: what was true.")
+    believed: Believed = Field(description="ONE line: what the agent assumed.")
+    actual: Actual = Field(description="ONE line: what was true.")
     cost_minutes: int = Field(default=0, ge=0, description="Whole minutes of human review/cleanup.")
     resolved_by: ResolvedBy = "unresolved"
     source: Source | None = None
@@ -89,15 +94,6 @@ class Incident(records.Record):
     evidence: str | None = Field(default=None, max_length=EVIDENCE_MAX,
                                  description="A size-bounded excerpt of the failure evidence (log lines, review).")
 
-    @field_validator("believed")
-    @classmethod
-    def _believed_one_line(cls, value: str) -> str:
-        return one_line(value, "believed")
-
-    @field_validator("actual")
-    @classmethod
-    def _actual_one_line(cls, value: str) -> str:
-        return one_line(value, "found to be actually true")
 
     @field_validator("created")
     @classmethod

@@ -12,8 +12,8 @@ lesson is not injected until a person confirms it.
 
 ``LessonStore`` owns the ``lessons`` table in the hindsight database
 (``<root>/.replaybook/hindsight.db``), which it shares with the event store.
-Each store applies its own named migrations, recorded in the shared
-``trace_migrations`` table; ours are named ``lessons-NNNN``.
+Both are ``bot.database.SQLiteStore``s: each applies its own named migration
+set, recorded in the one migrations table; ours are named ``lessons-NNNN``.
 """
 
 from __future__ import annotations
@@ -21,14 +21,15 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Iterator, Literal
+from typing import Any, Literal
 
 from bot import records
+from bot.database import MIGRATIONS_DDL, MIGRATIONS_TABLE, Migrations, SQLiteStore
 from bot.errors import BadInput
+from bot.similarity import STOP_WORDS, jaccard, terms
 
 __all__ = [
     "DB_FILE", "Conflict", "Lesson", "LessonStore", "MIGRATIONS", "MIGRATIONS_DDL", "MIGRATIONS_TABLE", "REMINDER",
@@ -41,30 +42,24 @@ MAX_INJECTED = 3
 REMINDER = ("The facts of the current task come before these lessons: "
             "if a lesson does not fit what you see, follow what you see.")
 
-#: The same DDL as ``bot.trace_store``: one migrations table per database, whoever opens it first
-#: creates it, and each store's migration names carry its prefix (``trace-``, ``lessons-``).
-MIGRATIONS_TABLE = "trace_migrations"
-MIGRATIONS_DDL = f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
-
-#: Append-only. Never edit an applied migration; add the next one.
-MIGRATIONS: list[tuple[str, list[str]]] = [
-    ("lessons-0001", [
-        """CREATE TABLE lessons (
-            id TEXT PRIMARY KEY,
-            task_type TEXT NOT NULL,
-            content TEXT NOT NULL,
-            source_task TEXT,
-            created TEXT NOT NULL,
-            valid_until TEXT NOT NULL,
-            hit_count INTEGER NOT NULL DEFAULT 0,
-            confirmed INTEGER NOT NULL DEFAULT 0,
-            value REAL NOT NULL DEFAULT 0,
-            doubtful INTEGER NOT NULL DEFAULT 0,
-            conflicts_with TEXT NOT NULL DEFAULT '[]'
-        )""",
-        "CREATE INDEX lessons_by_task_type ON lessons(task_type)",
-    ]),
-]
+#: Append-only, recorded as ``lessons-<step>`` in the database's one migrations table (bot.database).
+MIGRATIONS = Migrations("lessons").add(
+    "0001",
+    """CREATE TABLE lessons (
+        id TEXT PRIMARY KEY,
+        task_type TEXT NOT NULL,
+        content TEXT NOT NULL,
+        source_task TEXT,
+        created TEXT NOT NULL,
+        valid_until TEXT NOT NULL,
+        hit_count INTEGER NOT NULL DEFAULT 0,
+        confirmed INTEGER NOT NULL DEFAULT 0,
+        value REAL NOT NULL DEFAULT 0,
+        doubtful INTEGER NOT NULL DEFAULT 0,
+        conflicts_with TEXT NOT NULL DEFAULT '[]'
+    )""",
+    "CREATE INDEX lessons_by_task_type ON lessons(task_type)",
+)
 
 _COLUMNS = ("id", "task_type", "content", "source_task", "created", "valid_until", "hit_count",
             "confirmed", "value", "doubtful", "conflicts_with")
@@ -170,9 +165,6 @@ class Added:
 # a missed contradiction confuses the agent.
 
 DUPLICATE_OVERLAP = 0.6
-_STOP = frozenset("the and for with that this then when from into are was were you your its has have not "
-                  "any all can but before after while each use using".split())
-_WORD = re.compile(r"[a-z0-9][a-z0-9._/+:=-]*[a-z0-9]|[a-z0-9]")
 _SUBJECT = r"(?:(?:the|a|an|any)\s+)?([a-z0-9][\w./+:=-]*)"
 _VERBS = r"(?:use|using|run|running|call|calling|try|trying|rely\s+on|relying\s+on|add|adding|set|setting)"
 _NEGATIVE = re.compile(
@@ -181,23 +173,18 @@ _NEGATIVE = re.compile(
 _POSITIVE = re.compile(rf"\b(?:use|prefer|always|try|run|call)\s+(?:{_VERBS}\s+)?{_SUBJECT}")
 
 
-def _words(text: str) -> set[str]:
-    return {w.strip("._-") for w in _WORD.findall(text.lower()) if len(w) >= 3 and w not in _STOP}
-
-
 def directives(text: str) -> tuple[set[str], set[str]]:
     """(subjects it says to use, subjects it says to avoid)."""
     lowered = text.lower()
     negative = {(m.group(1) or m.group(2)).strip("._-") for m in _NEGATIVE.finditer(lowered)}
     rest = _NEGATIVE.sub(" ", lowered)  # "do not use X" must not also read as "use X"
     positive = {m.group(1).strip("._-") for m in _POSITIVE.finditer(rest)}
-    stop = _STOP | {"it", "to", "of", "in", "on", "be"}
-    return positive - stop, negative - stop
+    return positive - STOP_WORDS, negative - STOP_WORDS
 
 
 def find_conflicts(content: str, existing: list[Lesson]) -> list[Conflict]:
     """The lessons in ``existing`` that ``content`` contradicts or duplicates."""
-    words = _words(content)
+    words = terms(content)
     pos, neg = directives(content)
     found = []
     for other in existing:
@@ -207,9 +194,7 @@ def find_conflicts(content: str, existing: list[Lesson]) -> list[Conflict]:
             found.append(Conflict(other.id, "contradiction",
                                   f"opposite advice on {', '.join(opposed)} than {other.id}"))
             continue
-        other_words = _words(other.content)
-        union = words | other_words
-        overlap = len(words & other_words) / len(union) if union else 1.0
+        overlap = jaccard(words, terms(other.content), empty=1.0)
         if overlap >= DUPLICATE_OVERLAP:
             found.append(Conflict(other.id, "duplicate", f"{overlap:.0%} of its words repeat {other.id}"))
     return found
@@ -228,57 +213,25 @@ def render_injection(lessons: list[Lesson]) -> str:
 # --- the store -------------------------------------------------------------------------------------
 
 
-class LessonStore:
+class LessonStore(SQLiteStore):
     """The ``lessons`` table of the hindsight database. Each change is one transaction."""
 
+    migration_set = MIGRATIONS
+
     def __init__(self, db_path: Path | str, *, timeout_s: float = 10.0):
-        self.path = Path(db_path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._conn = sqlite3.connect(self.path, timeout=timeout_s, isolation_level=None, check_same_thread=False)
-        try:
-            self._conn.execute(f"PRAGMA busy_timeout={int(timeout_s * 1000)}")
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._migrate()
-        except sqlite3.DatabaseError as exc:
-            self._conn.close()
-            raise BadInput(f"{self.path}: not a usable hindsight database ({exc}); nothing was changed. "
-                           f"Move it aside (mv {self.path} {self.path}.damaged) and a new one is created") from None
+        Path(db_path).parent.mkdir(parents=True, exist_ok=True)
+        super().__init__(db_path, timeout_s=timeout_s)
+
+    def _damaged(self, err: sqlite3.DatabaseError) -> BadInput:
+        return BadInput(f"{self.path}: not a usable hindsight database ({err}); nothing was changed. "
+                        f"Move it aside (mv {self.path} {self.path}.damaged) and a new one is created")
 
     @classmethod
     def for_root(cls, root: Path) -> "LessonStore":
         return cls(Path(root) / DB_FILE)
 
-    def close(self) -> None:
-        self._conn.close()
-
     def __enter__(self) -> "LessonStore":
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        # IMMEDIATE takes the write lock up front: read-then-write (ids, hit counts) cannot race.
-        self._conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield self._conn
-        except BaseException:
-            self._conn.execute("ROLLBACK")
-            raise
-        self._conn.execute("COMMIT")
-
-    def _migrate(self) -> None:
-        with self._transaction() as conn:
-            conn.execute(MIGRATIONS_DDL)
-            done = {row[0] for row in conn.execute(f"SELECT name FROM {MIGRATIONS_TABLE}")}
-            for name, statements in MIGRATIONS:
-                if name in done:
-                    continue
-                for statement in statements:
-                    conn.execute(statement)
-                conn.execute(f"INSERT INTO {MIGRATIONS_TABLE} (name, applied_at) VALUES (?, ?)",
-                             (name, _iso(utc_now())))
 
     # --- writes ---
 

@@ -34,7 +34,8 @@ def _isolated(monkeypatch, tmp_path_factory):
     monkeypatch.setenv("HOME", str(home))
     # One shim cache for the session: building shims costs ~0.5 s, reusing them ~1 ms.
     monkeypatch.setenv("REPLAYBOOK_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "replaybook-cache"))
-    for name in ("ANTHROPIC_API_KEY", "GITHUB_TOKEN", "GH_TOKEN", "REPLAYBOOK_CONFIG"):
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "REPLAYBOOK_UPSTREAM_URL", "GITHUB_TOKEN", "GH_TOKEN",
+                 "REPLAYBOOK_CONFIG"):
         monkeypatch.delenv(name, raising=False)
 
 

@@ -1,4 +1,4 @@
-"""The local GitHub Actions simulator (tests/actsim.py), on small sample workflows in tests/data/actsim."""
+"""The local GitHub Actions simulator (tests/actsim/), on small sample workflows in tests/data/actsim."""
 
 from __future__ import annotations
 

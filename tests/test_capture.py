@@ -21,8 +21,9 @@ from bot import capture
 from bot.capture import ACTUAL_UNKNOWN, BELIEVED_UNKNOWN, Analysis
 from bot.errors import BadInput
 from bot.incident import EVIDENCE_MAX, FAILURE_CLASSES, IncidentStore
-from bot.llm import LLM, fence, render
-from bot.replay.answers import AnswerBook
+from bot.model.llm import LLM, render
+from bot.text_safety import fence
+from bot.model.answers import AnswerBook
 from bot.replay.gateway import Gateway
 
 from helpers import REPO, snapshot, write

@@ -23,7 +23,7 @@ from bot.github.events import CheckPlaybookInvariants, Distill
 from bot.github.handle import execute
 from bot.github.issue_form import normalised_block
 from bot.incident import Incident, IncidentStore
-from bot.llm import LLM
+from bot.model.llm import LLM
 from bot.playbook import Playbook
 from fakes.port import FakePort
 from helpers import incident_yaml, make_scenario, rule_yaml, write

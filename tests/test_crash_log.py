@@ -34,5 +34,11 @@ def test_each_crash_gets_a_private_unique_report_with_version_python_and_platfor
     assert not (tmp_path / "victim").exists()
     assert stat.S_IMODE(first.stat().st_mode) == 0o600
     text = first.read_text()
-    assert f"replaybook {bot.__version__}" in text and "python 3." in text and "platform " in text
-    assert "RuntimeError: boom" in text
+    # pre-commit's layout: two markdown sections, each fact on a line of its own, ready for an issue
+    version, error = text.split("### error information")
+    assert version.startswith("### version information\n\n```\n")
+    assert f"replaybook version: {bot.__version__}\nsys.version:\n    3." in version
+    for line in (f"sys.executable: {sys.executable}", "os.name: posix", f"sys.platform: {sys.platform}", "platform: "):
+        assert f"\n{line}" in version
+    assert "```\nRuntimeError: boom\n```" in error
+    assert "Traceback (most recent call last):" in error and error.rstrip().endswith("RuntimeError: boom\n```")

@@ -16,9 +16,9 @@ from bot.cli import distill as distill_cli
 from bot.cli.main import Context
 from bot.distill import distill, group_incidents
 from bot.incident import Incident, IncidentStore
-from bot.llm import LLM, render
+from bot.model.llm import LLM, render
 from bot.playbook import Playbook
-from bot.replay.answers import AnswerBook
+from bot.model.answers import AnswerBook
 from bot.replay.gateway import Gateway
 from helpers import incident_yaml, make_scenario, rule_yaml, snapshot, write
 

@@ -20,7 +20,7 @@ from bot.github.handle import GATE_MARKER, PrGate, execute
 from bot.github.issue_form import MARKER as BLOCK_MARKER
 from bot.github.issue_form import parse_incident_issue
 from bot.github.port import marker
-from bot.neutralise import neutralise
+from bot.text_safety import neutralise
 from bot.replay.engine import ReplayOptions
 from fakes.github import BOT_LOGIN
 from helpers import incident_yaml, make_scenario, rule_yaml, write

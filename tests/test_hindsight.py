@@ -10,8 +10,8 @@ import pytest
 from bot.hindsight import Hindsight, Reflection, TraceEvents, reflect, reflection_to_incident
 from bot.incident import IncidentStore
 from bot.lesson import REMINDER, Lesson, LessonStore
-from bot.llm import LLM
-from bot.replay.answers import AnswerBook
+from bot.model.llm import LLM
+from bot.model.answers import AnswerBook
 from bot.replay.gateway import Gateway
 from bot.trace_store import TraceStore
 

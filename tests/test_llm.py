@@ -7,8 +7,9 @@ from typing import Literal
 import pytest
 from pydantic import BaseModel
 
-from bot.llm import LLM, LLMError, fence, render
-from bot.replay.answers import AnswerBook
+from bot.model.llm import LLM, LLMError, render
+from bot.text_safety import fence
+from bot.model.answers import AnswerBook
 from bot.replay.gateway import Gateway
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from bot.replay.gateway import Gateway
 from bot.replay.policy import load_policy
 from helpers import REPO
@@ -47,14 +49,18 @@ def test_bad_input_exits_2(cli, tmp_path):
     assert cli("replay", "lint-disable", "--rule", str(tmp_path / "missing.yaml")).code == 2
 
 
-def test_a_real_model_is_reached_only_through_the_gateway(cli, monkeypatch):
-    """Upstream mode, with a local stand-in for the provider: the key stays in the gateway."""
+@pytest.mark.parametrize("variable", ["ANTHROPIC_BASE_URL", "REPLAYBOOK_UPSTREAM_URL"])
+def test_a_real_model_is_reached_only_through_the_gateway(cli, monkeypatch, variable):
+    """Upstream mode, with a local stand-in for the provider: the key stays in the gateway.
+
+    The upstream is ANTHROPIC_BASE_URL; REPLAYBOOK_UPSTREAM_URL still works, with a warning."""
     policy = load_policy(REPO / "scenarios" / "lint-disable" / "policy.yaml")
     with Gateway(policy) as provider:  # plays Anthropic; its token plays the real key
         monkeypatch.setenv("ANTHROPIC_API_KEY", provider.token)
-        monkeypatch.setenv("REPLAYBOOK_UPSTREAM_URL", provider.url)
+        monkeypatch.setenv(variable, provider.url)
         result = cli("replay", "lint-disable", "--model", "claude-sonnet-5-5", "--rule", RULE, "--json")
         assert provider.calls, "the provider was never called"
+    assert ("REPLAYBOOK_UPSTREAM_URL is deprecated; set ANTHROPIC_BASE_URL" in result.err) == (variable != "ANTHROPIC_BASE_URL")
     data = json.loads(result.out)
     assert data["simulated"] is False
     [trial] = data["trials"]

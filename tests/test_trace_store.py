@@ -346,11 +346,11 @@ def test_only_the_section_over_the_limit_is_cut(db):
 
 
 def test_without_the_c_json_accelerator_the_encoder_falls_back_to_the_same_output(monkeypatch):
-    from bot import trace_store
+    from bot.trace_store import recorder
 
     value = {"é": [1, 2.5, None, True], "s": {1}}
     monkeypatch.setattr(json.encoder, "c_make_encoder", None)
-    chunks = trace_store._make_json_chunks()
+    chunks = recorder._make_json_chunks()
     assert "".join(chunks(value, 0)) == _dumps(value) == '{"é":[1,2.5,null,true],"s":{"$repr":"{1}"}}'
 
 

@@ -1,6 +1,6 @@
 """Our own workflows, run locally: each event through the real workflow file, against the fake GitHub.
 
-tests/actsim.py runs each workflow's jobs and their ``run:`` steps in real
+tests/actsim/ runs each workflow's jobs and their ``run:`` steps in real
 shells, with a real webhook payload (``@octokit/webhooks-examples``, edited
 where the examples lack the case) in GITHUB_EVENT_PATH, in a workspace that is
 a small git repository holding our workflows and composite actions. The
@@ -29,7 +29,7 @@ import pytest
 from actsim import ActionContext, ActionFailed, WorkflowResult, run_workflow, stub_python
 from bot.github.issue_form import MARKER, read_block
 from bot.playbook import Playbook
-from bot.replay.answers import AnswerBook
+from bot.model.answers import AnswerBook
 from bot.replay.gateway import Gateway
 from bot.replay.policy import load_policy
 from fakes.github import FakeGitHub

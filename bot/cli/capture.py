@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -33,13 +32,10 @@ def _common(command: Callable[..., Any]) -> Callable[..., Any]:
 
 def _analyst(ctx: click.Context):
     """Claude when ANTHROPIC_API_KEY is set, else None (the incident is then marked for triage)."""
-    api_key = os.environ.get("ANTHROPIC_API_KEY")
-    if not api_key:
+    env = ctx.obj.env
+    if not env.api_key:
         return None
-    from bot.llm import LLM  # the adapter: only loaded when a model is used
-
-    model = ctx.obj.settings.config.models.capture
-    return LLM.connect(model, api_key=api_key, base_url=os.environ.get("ANTHROPIC_BASE_URL") or None)
+    return env.llm(ctx.obj.settings.config.models.capture)  # imports the adapter only when a model is used
 
 
 def _run(ctx: click.Context, evidence: capture_mod.Evidence, *, source_url: str | None, source_key: str | None,

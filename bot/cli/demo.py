@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
@@ -16,7 +15,8 @@ from bot.errors import BadInput, CheckFailed
 @click.command("demo")
 @click.option("--workspace", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Empty or new folder to build the demo repository in (default: a temporary folder, kept).")
-def command(workspace: Path | None) -> None:
+@click.pass_context
+def command(ctx: click.Context, workspace: Path | None) -> None:
     """Run the whole loop on bundled material: capture, distill, admit.
 
     It builds a scratch repository from the four seed failures, captures
@@ -33,9 +33,10 @@ def command(workspace: Path | None) -> None:
     elif workspace.exists() and any(workspace.iterdir()):
         raise BadInput(f"{workspace}: --workspace must be empty or new; the demo never writes over files")
     workspace.mkdir(parents=True, exist_ok=True)
-    key = os.environ.get("ANTHROPIC_API_KEY")
+    env = ctx.obj.env
+    key = env.api_key
     click.echo(f"# Replaybook demo ({'Claude' if key else 'offline, SIMULATED model'})\n\nWorkspace: `{workspace}`\n")
-    outcome = demo.run(workspace, click.echo, datetime.now(timezone.utc).date(), api_key=key,
+    outcome = demo.run(workspace, click.echo, datetime.now(timezone.utc).date(), env=env,
                        progress=lambda msg: click.echo(msg, err=True))
     click.echo(f"Look around: `cd {workspace}` then `replaybook playbook list --all`, "
                f"or read `{outcome.playbook / 'PLAYBOOK.md'}`.")

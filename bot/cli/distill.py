@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from datetime import date, datetime, timezone
 
 import click
 
 from bot import distill as distill_mod
 from bot.cli.output import emit_json, table
+from bot.settings import Environment
 from bot.errors import BadInput, CheckFailed
 
 # A new scenario carries its fixture files in the answer: allow far more than a capture answer needs.
@@ -37,7 +37,7 @@ def command(ctx: click.Context, min_incidents: int, since: str | None, dry_run: 
     Exit 1 when the model failed for every group it was asked about.
     """
     settings = ctx.obj.settings
-    llm = _connect(settings.config.models.distill)
+    llm = _connect(ctx.obj.env, settings.config.models.distill)
     report = distill_mod.distill(settings, llm, min_incidents=min_incidents, since=_since(since), dry_run=dry_run)
     if as_json:
         emit_json(report.as_json())
@@ -50,14 +50,11 @@ def command(ctx: click.Context, min_incidents: int, since: str | None, dry_run: 
         raise CheckFailed(f"the model failed for all {report.asked} group(s); see the refusals above")
 
 
-def _connect(model: str):
-    key = os.environ.get("ANTHROPIC_API_KEY")
-    if not key:
+def _connect(env: Environment, model: str):
+    if not env.api_key:
         raise BadInput("distill needs a model: set ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL for a proxy); "
                        "offline, `replaybook demo` shows distill with the simulated model")
-    from bot.llm import LLM  # the adapter imports anthropic; only load it when a model is configured
-
-    llm = LLM.connect(model, api_key=key, base_url=os.environ.get("ANTHROPIC_BASE_URL") or None, timeout_s=300)
+    llm = env.llm(model, timeout_s=300)  # the adapter imports anthropic; only loaded when a model is configured
     llm.max_tokens = MAX_TOKENS
     return llm
 

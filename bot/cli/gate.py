@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -16,7 +15,8 @@ from bot.cli.playbook import open_playbook
 from bot.errors import BadInput, CheckFailed
 from bot.playbook import Playbook
 from bot.replay.agents import AGENTS
-from bot.replay.engine import SCRIPTED, ReplayOptions
+from bot.replay.engine import SCRIPTED
+from bot.settings import replay_options
 
 
 @click.command("gate")
@@ -68,12 +68,9 @@ def command(ctx: click.Context, rule_file: Path, playbook_dir: Path | None, suit
     book = open_playbook(ctx)
     if playbook_dir is not None:
         book = Playbook(playbook_dir, root=settings.root, cap=settings.cap, incidents=book.incidents)
-    key = os.environ.get("ANTHROPIC_API_KEY")
-    replay = ReplayOptions(agent=agent, command=command_template, model=model, noise=noise, seed=seed,
-                           api_key=key, runs_dir=runs_dir or settings.path("traces"),
-                           sandbox=sandbox or settings.config.replay.sandbox, keep_runs=settings.config.replay.keep_runs,
-                           keep_runs_days=settings.config.replay.keep_runs_days,
-                           upstream_url=os.environ.get("REPLAYBOOK_UPSTREAM_URL", "https://api.anthropic.com"))
+    key = ctx.obj.env.api_key  # the screen model may be real when the agent's is not
+    replay = replay_options(settings, ctx.obj.env, model=model, runs_dir=runs_dir, sandbox=sandbox, api_key=key,
+                            agent=agent, command=command_template, noise=noise, seed=seed)
     if (model != SCRIPTED or (screen_model and screen_model != SCRIPTED)) and not key:
         raise BadInput("a real --model or --screen-model needs ANTHROPIC_API_KEY; use `scripted` for the simulated model")
     opts = gate_mod.GateOptions(replay=replay, suite_trials=trials, jobs=jobs, max_cost_usd=max_cost_usd,

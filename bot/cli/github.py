@@ -12,6 +12,7 @@ from bot.cli.output import emit_json, table
 from bot.errors import BadInput, CheckFailed
 from bot.config import Config
 from bot.github.events import ACTIONS, plan
+from bot.settings import Environment
 
 
 @click.group("github")
@@ -106,17 +107,16 @@ def handle(ctx: click.Context, event_name: str | None, event_path: Path | None, 
                            backoff=_float_env("REPLAYBOOK_GITHUB_BACKOFF", 1.0),
                            seconds_between_requests=0.25 * throttle, seconds_between_writes=1.0 * throttle,
                            bot_logins=config.github.bot_logins)
-    api_key = os.environ.get("ANTHROPIC_API_KEY")
+    env = ctx.obj.env
     open_prs = os.environ.get("REPLAYBOOK_OPEN_PRS", "") in ("1", "true", "yes")
     wants_distill = open_prs and any(a.kind == "distill" for a in actions)
     try:
         outcomes = handle_mod.execute(
-            actions, port, root=settings.root, settings=settings, llm=_analyst(settings, api_key), payload=payload,
-            gate=handle_mod.PrGate(settings.root, settings, api_key=api_key,
-                                    base_url=os.environ.get("ANTHROPIC_BASE_URL") or None),
+            actions, port, root=settings.root, settings=settings, llm=_analyst(settings, env), payload=payload,
+            gate=handle_mod.PrGate(settings.root, settings, env=env),
             step_summary=Path(os.environ["GITHUB_STEP_SUMMARY"]) if os.environ.get("GITHUB_STEP_SUMMARY") else None,
             run_url=_run_url(), open_prs=open_prs, max_open_rule_prs=_max_open_rule_prs(settings), config=config,
-            distiller=_distiller(settings, api_key) if wants_distill else None,
+            distiller=_distiller(settings, env) if wants_distill else None,
         )
     finally:
         port.close()
@@ -137,23 +137,16 @@ def handle(ctx: click.Context, event_name: str | None, event_path: Path | None, 
         raise CheckFailed("the admit gate did not admit: " + "; ".join(o.summary for o in rejected))
 
 
-def _analyst(settings, api_key: str | None):
-    if not api_key:
-        return None
-    from bot.llm import LLM
-
-    return LLM.connect(settings.config.models.capture, api_key=api_key,
-                       base_url=os.environ.get("ANTHROPIC_BASE_URL") or None)
+def _analyst(settings, env: Environment):
+    return env.llm(settings.config.models.capture) if env.api_key else None
 
 
-def _distiller(settings, api_key: str | None):
-    if not api_key:
+def _distiller(settings, env: Environment):
+    if not env.api_key:
         return None  # the distill action says so in its outcome
     from bot.cli.distill import MAX_TOKENS
-    from bot.llm import LLM
 
-    llm = LLM.connect(settings.config.models.distill, api_key=api_key,
-                      base_url=os.environ.get("ANTHROPIC_BASE_URL") or None, timeout_s=300)
+    llm = env.llm(settings.config.models.distill, timeout_s=300)
     llm.max_tokens = MAX_TOKENS
     return llm
 

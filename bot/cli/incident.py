@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from bot import incident as incident_mod
 from bot import records
 from bot.capture import read_bounded
-from bot.cli.output import emit_json, table, warn
+from bot.cli.output import each_valid, emit_json, table
 from bot.errors import BadInput
 from bot.incident import Incident, IncidentStore
 
@@ -167,15 +167,9 @@ def validate(ctx: click.Context, paths: tuple[Path, ...]) -> None:
         return
     if not files:
         raise BadInput(f"no incident files (*.yaml) in {', '.join(map(str, paths))}; pass incident files or their folder")
-    problems = []
-    for file in files:
-        try:
-            incident = s.load(file)
-        except BadInput as exc:
-            problems.append(exc.render())
-            continue
-        for w in records.warnings_for(incident, file):
-            warn(w)
+    problems: list[str] = []
+    for _ in each_valid(files, s.load, problems):
+        pass
     if problems:
         raise BadInput(f"{len(problems)} of {len(files)} incident file(s) are invalid", problems=problems)
     click.echo(f"{len(files)} incident file(s) valid")

@@ -6,9 +6,7 @@ usage; 3 a bug in Replaybook (the report is written to a file); 130 Ctrl-C.
 
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
 import traceback
 from pathlib import Path
 
@@ -16,18 +14,29 @@ import click
 
 from bot import __version__
 from bot import config as config_mod
+from bot import crash_log
 from bot.cli import capture, demo, distill, gate, incident, lessons, playbook, replay, rule, scenario, schema, trace
 from bot.cli import github
 from bot.cli import init
 from bot.errors import ReplaybookError
+from bot.settings import Environment
 
 
 class Context:
-    """Per-invocation state: the root folder and its lazily loaded settings."""
+    """Per-invocation state: the root folder, its lazily loaded settings, and the environment read once."""
 
     def __init__(self, root: Path | None):
         self._root = root
         self._settings: config_mod.Settings | None = None
+        self._env: Environment | None = None
+
+    @property
+    def env(self) -> Environment:
+        if self._env is None:
+            self._env = Environment.read()
+            for warning in self._env.warnings():
+                click.echo(f"warning: {warning}", err=True)
+        return self._env
 
     @property
     def settings(self) -> config_mod.Settings:
@@ -104,26 +113,13 @@ def run(argv: list[str] | None = None) -> int:
 
 def _report_bug() -> int:
     exc = sys.exc_info()[1]
-    report = _crash_log(traceback.format_exc())
+    report = crash_log.write(exc, traceback.format_exc())
     click.echo(
         f"internal error: {type(exc).__name__}: {exc}\n"
         f"This is a bug in Replaybook, not in your input. The full report is in {report}; please attach it to an issue.",
         err=True,
     )
     return 3
-
-
-def _crash_log(trace: str) -> Path:
-    """The report, in a new file only this user can read (``mkstemp``: 0600, a unique name, never a symlink)."""
-    import platform
-
-
-    fd, name = tempfile.mkstemp(prefix="replaybook-crash-", suffix=".log")
-    header = (f"replaybook {__version__}\npython {platform.python_version()} ({sys.executable})\n"
-              f"platform {platform.platform()}\nargv {sys.argv!r}\n\n")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(header + trace)
-    return Path(name)
 
 
 def main() -> None:

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 
+from bot import records
+from bot.errors import BadInput
 from bot.markdown import table  # noqa: F401  (re-exported for the commands)
+
+T = TypeVar("T")
 
 
 def emit_json(data: Any) -> None:
@@ -16,3 +22,16 @@ def emit_json(data: Any) -> None:
 
 def warn(message: str) -> None:
     click.echo(f"warning: {message}", err=True)
+
+
+def each_valid(paths: Iterable[Path], load: Callable[[Path], T], problems: list[str]) -> Iterator[tuple[Path, T]]:
+    """``(path, record)`` for each file ``load`` accepts, its warnings shown; the rest go to ``problems``."""
+    for path in paths:
+        try:
+            record = load(path)
+        except BadInput as exc:
+            problems.append(exc.render())
+            continue
+        for w in records.warnings_for(record, path):
+            warn(w)
+        yield path, record

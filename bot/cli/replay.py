@@ -8,7 +8,6 @@ as a matrix and merges the results (see :mod:`bot.replay_suite`).
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import click
@@ -19,9 +18,13 @@ from bot import rule as rules_mod
 from bot import replay_suite
 from bot import scenario as sc
 from bot.cli.output import emit_json, table
+from bot.cli.playbook import open_playbook
 from bot.errors import BadInput, CheckFailed
 from bot.replay import engine
 from bot.replay.agents import AGENTS
+from bot.playbook import Playbook
+from bot.settings import replay_options
+from bot.system_prompt import system_prompt
 
 SIMULATED_NOTE = "SIMULATED model (scripted, offline): it shows the harness works, not how a real model behaves"
 
@@ -37,18 +40,19 @@ def resolve_scenario(root: Path, scenarios_dir: Path, name: str) -> sc.LoadedSce
     raise BadInput(f"scenario {name!r} not found as a path, in {scenarios_dir}/ or among the bundled scenarios")
 
 
-def playbook_text(root: Path, playbook: Path | None, rule_file: Path | None) -> str:
-    """The playbook under test: a file (default: playbook/PLAYBOOK.md if present) plus a candidate rule."""
-    text = ""
-    source = playbook or root / "playbook" / "PLAYBOOK.md"
-    if playbook is not None and not playbook.is_file():
-        raise BadInput(f"{playbook}: no such playbook file")
-    if source.is_file():
-        text = source.read_text(encoding="utf-8")
+def playbook_text(book: Playbook, playbook: Path | None, rule_file: Path | None) -> str:
+    """The system prompt: the admitted rules plus a candidate, as the gate builds it; or a given file's text."""
+    candidate = None
     if rule_file is not None:
         if bundled.named(rule_file) is not None:
             rule_file = bundled.rule_file(bundled.named(rule_file))
         candidate = rules_mod.load(rule_file, named_by_id=False)
+    if playbook is None:
+        return system_prompt(book, candidate)
+    if not playbook.is_file():
+        raise BadInput(f"{playbook}: no such playbook file")
+    text = playbook.read_text(encoding="utf-8")  # a hand-written playbook: the candidate is appended as a line
+    if candidate is not None:
         text = (text.rstrip() + "\n\n" if text.strip() else "") + f"- [{candidate.id}] {candidate.rule}\n"
     return text
 
@@ -85,7 +89,7 @@ def command() -> None:
 @click.option("--model", default="scripted", show_default=True,
               help="A model id (needs ANTHROPIC_API_KEY), or `scripted` for the offline simulated model.")
 @click.option("--playbook", type=click.Path(dir_okay=False, path_type=Path),
-              help="Playbook text for the system prompt (default: playbook/PLAYBOOK.md if it exists).")
+              help="A playbook file whose text is the system prompt (default: the admitted rules, as the gate renders them).")
 @click.option("--rule", "rule_file", type=click.Path(dir_okay=False, path_type=Path),
               help="A candidate rule file whose rule is added to the playbook, or bundled:ID for a bundled scenario's rule.")
 @click.option("--trials", type=click.IntRange(1, 1000), default=1, show_default=True, help="Independent trials.")
@@ -107,14 +111,9 @@ def run(ctx: click.Context, scenario: str, agent: str, command_template: str | N
     """
     settings = ctx.obj.settings
     loaded = resolve_scenario(settings.root, settings.path("scenarios"), scenario)
-    text = playbook_text(settings.root, playbook, rule_file)
-    opts = engine.ReplayOptions(
-        agent=agent, command=command_template, model=model, noise=noise, seed=seed,
-        api_key=os.environ.get("ANTHROPIC_API_KEY") if model != engine.SCRIPTED else None,
-        upstream_url=os.environ.get("REPLAYBOOK_UPSTREAM_URL", "https://api.anthropic.com"),
-        runs_dir=runs_dir or settings.path("traces"), sandbox=sandbox or settings.config.replay.sandbox,
-        keep_runs=settings.config.replay.keep_runs, keep_runs_days=settings.config.replay.keep_runs_days,
-    )
+    text = playbook_text(open_playbook(ctx), playbook, rule_file)
+    opts = replay_options(settings, ctx.obj.env, model=model, runs_dir=runs_dir, sandbox=sandbox,
+                          agent=agent, command=command_template, noise=noise, seed=seed)
     if not as_json:
         click.echo(f"# Replay `{loaded.scenario.id}`: {agent} agent, model `{model}`"
                    + (f"\n\n> {SIMULATED_NOTE}." if opts.simulated else "") + "\n")

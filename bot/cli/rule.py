@@ -6,8 +6,7 @@ from pathlib import Path
 
 import click
 
-from bot import records
-from bot.cli.output import warn
+from bot.cli.output import each_valid
 from bot.cli.playbook import open_playbook
 from bot.errors import BadInput
 
@@ -26,15 +25,8 @@ def validate(ctx: click.Context, paths: tuple[Path, ...]) -> None:
     Exit 2 when any file is invalid; nothing is changed either way.
     """
     book = open_playbook(ctx)
-    problems = []
-    for path in paths:
-        try:
-            rule = book.vet(path)
-        except BadInput as exc:
-            problems.append(exc.render())
-            continue
-        for w in records.warnings_for(rule, path):
-            warn(w)
+    problems: list[str] = []
+    for path, rule in each_valid(paths, book.vet, problems):
         click.echo(f"{path}: ok{' (provisional: cites fewer than two incidents)' if rule.provisional else ''}")
     if problems:
         raise BadInput(f"{len(problems)} of {len(paths)} rule file(s) are invalid", problems=problems)

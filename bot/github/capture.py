@@ -23,7 +23,7 @@ from bot.github.context import RunContext, Outcome, code, fenced
 from bot.github.events import CaptureRejectedPr, CaptureRun, ParseIncidentIssue
 from bot.github.port import GitHubError, GitHubPort, Job, fit_body, marker
 from bot.incident import Incident
-from bot.neutralise import neutralise
+from bot.text_safety import neutralise
 
 FORM_MARKER = marker("incident-form")
 

@@ -2,13 +2,12 @@
 
 Text from payloads, logs and model answers is untrusted. It reaches GitHub
 only through :func:`code` (one inline code span) or :func:`fenced` (a fence it
-cannot close), both of which :func:`~bot.neutralise.neutralise` it first: no
+cannot close), both of which :func:`~bot.text_safety.neutralise` it first: no
 @mention, link, image, closing keyword or hidden marker from a log survives.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
@@ -17,7 +16,7 @@ from typing import Any, Literal
 
 from bot import capture as capture_mod
 from bot.github.port import GitHubPort
-from bot.neutralise import neutralise
+from bot.text_safety import code, fenced  # noqa: F401 (the handlers import them from here)
 
 Status = Literal["done", "unchanged", "skipped", "failed", "not_implemented"]
 MAX_OPEN_RULE_PRS = 5
@@ -48,6 +47,8 @@ GateRunner = Callable[[Any], GateVerdict]  # called with a bot.github.events.Gat
 
 @dataclass
 class RunContext:
+    """One run of the bot: the port, the checkout, the settings and models, and what the run has done so far."""
+
     port: GitHubPort
     root: Path
     settings: Any  # bot.config.Settings
@@ -75,17 +76,3 @@ class RunContext:
     def github(self) -> Any:
         """The ``github:`` section in effect: agent and bot accounts, the threshold."""
         return self.effective.github
-
-
-def code(text: str, limit: int = 300) -> str:
-    """``text`` as one inline code span: nothing in it renders, pings or links."""
-    line = neutralise(capture_mod.one_liner(text, limit))
-    ticks = "`" * (max((len(r) for r in re.findall(r"`+", line)), default=0) + 1)
-    return f"{ticks} {line} {ticks}"
-
-
-def fenced(text: str, info: str = "text") -> str:
-    """``text``, neutralised, in a fence it cannot close."""
-    text = neutralise(text)
-    ticks = "`" * max(3, max((len(r) for r in re.findall(r"`+", text)), default=0) + 1)
-    return f"{ticks}{info}\n{text.rstrip()}\n{ticks}"

@@ -34,7 +34,7 @@ from bot.github.pulls import (
     rule_id_of,
 )
 from bot.incident import Incident, IncidentSet
-from bot.neutralise import neutralise
+from bot.text_safety import neutralise
 
 
 def distill(action: Distill, ctx: RunContext) -> list[Outcome]:

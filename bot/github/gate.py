@@ -19,6 +19,7 @@ from bot.github import playbook_diff
 from bot.github.context import RunContext, GateVerdict, Outcome, Status, code, fenced
 from bot.github.events import GateRulePr
 from bot.github.port import fit_body, marker
+from bot.settings import Environment
 
 GATE_CONTEXT = "replaybook/admit"
 GATE_MARKER = marker("gate")
@@ -63,10 +64,9 @@ class PrGate:
     admits a real rule.
     """
 
-    def __init__(self, root: Path, settings: Any, replay: Any = None, api_key: str | None = None,
-                 base_url: str | None = None):
-        self.root, self.settings, self.replay, self.api_key = Path(root), settings, replay, api_key
-        self.base_url = base_url  # ANTHROPIC_BASE_URL: a proxy in front of the Messages API
+    def __init__(self, root: Path, settings: Any, replay: Any = None, env: Environment | None = None):
+        self.root, self.settings, self.replay = Path(root), settings, replay
+        self.env = env or Environment()  # the key and ANTHROPIC_BASE_URL, read once by the command
         self.git = playbook_diff.Git(self.root)
 
     def change(self, base_sha: str) -> playbook_diff.Meaning:
@@ -130,15 +130,14 @@ class PrGate:
         from bot import gate as gate_mod
         from bot import gate_report
         from bot.replay import isolation
-        from bot.replay.engine import ReplayOptions
+        from bot.settings import replay_options
 
         replay = self.replay
         if replay is None:
-            if not self.api_key:
+            if not self.env.api_key:
                 raise BadInput("ANTHROPIC_API_KEY is not set, so the replay cannot run")
-            replay = ReplayOptions(model=settings.config.models.agent, api_key=self.api_key,
-                                   sandbox=settings.config.replay.sandbox,  # the base's: a PR cannot lift it
-                                   **({"upstream_url": self.base_url} if self.base_url else {}))
+            # The base's settings: a PR cannot lift the sandbox, nor move where runs go.
+            replay = replay_options(settings, self.env, model=settings.config.models.agent)
         if isolation.backend(replay.sandbox).name == "none":
             return GateVerdict("failure", "the gate refuses to replay without a sandbox",
                                "## Replaybook gate: no sandbox\n\nThe replay was asked to run with `--sandbox none` "

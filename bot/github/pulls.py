@@ -15,7 +15,7 @@ from bot import rule_ids
 from bot.change import Change
 from bot.github.context import RunContext
 from bot.github.port import BOT_LOGINS, GitHubError, GitHubPort, PullRef, marker_keys, written_by
-from bot.neutralise import neutralise
+from bot.text_safety import neutralise
 
 BRANCH_PREFIX = "replaybook/"
 RULE_BRANCH = BRANCH_PREFIX + "rule-"

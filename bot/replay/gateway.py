@@ -26,7 +26,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from bot.replay import pricing
+from bot.model import pricing
 from bot.replay.policy import SIMULATED_MODEL, Reply, estimate_input_tokens
 
 log = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 import anthropic
 import pytest
 
-from bot.replay import pricing
+from bot.model import pricing
 from bot.replay.gateway import Gateway, ModelCall, Upstream
 from bot.replay.policy import parse_policy
 

@@ -1,30 +1,6 @@
-"""The trace store: every step an agent took, in SQLite, for hindsight.
+"""The trace store's database side: ``TraceStore``, its records, and the stored time form.
 
-``TraceStore`` owns one SQLite file (default ``.replaybook/hindsight.db``). It
-opens in WAL mode with a busy timeout, so several processes can record at
-once, and migrates on open: each named migration runs once, in one
-transaction, and is recorded in ``trace_migrations``. Durability trade-off:
-``synchronous=NORMAL`` under WAL, so a commit is flushed to disk at the next
-checkpoint, not at once. A crashed process loses nothing it committed; an OS
-crash or power cut can lose the last few batches, but never corrupts the file.
-
-``Recorder`` is the write side. The caller supplies each event's timestamp
-(a timezone-aware datetime or ISO 8601 text with a zone; stored as UTC text
-with microseconds, ``2026-07-14T09:32:00.123456Z``, so text order is time
-order and clocks of different processes never mix; text already in that form
-is taken as it is). Rows are buffered and written in batches, one transaction
-per batch, 100 rows to an INSERT statement. Volume controls:
-
-- *noise*: events whose type is in ``noise`` (``poll``, ``heartbeat``, …) and
-  that are not decision points, failures or anomalies are dropped;
-- *truncation*: strings longer than ``max_chars`` (500) are cut, and lists and
-  objects longer than ``max_items`` (50) are shortened, each with a marker;
-- *sampling*: when the recorder closes, a task with more than ``sample_over``
-  (500) events is compacted (``TraceStore.compact``): every failure, anomaly
-  and chronicle node is kept, plus an evenly spaced sample of the rest.
-
-Values JSON cannot encode are stored as ``{"$repr": repr(value)}``; recording
-never fails because of an event's content.
+See the package docstring (``bot.trace_store``) for the durability trade-off and the time form.
 """
 
 from __future__ import annotations
@@ -33,11 +9,12 @@ import json
 import re
 import sqlite3
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta, timezone
+from datetime import date, datetime, timezone
 from itertools import chain
 from pathlib import Path
 from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
+from bot.database import Migrations, SQLiteStore
 from bot.errors import BadInput
 
 DB_RELPATH = ".replaybook/hindsight.db"
@@ -46,8 +23,8 @@ DEFAULT_NOISE = frozenset({"poll", "heartbeat", "status_poll", "progress"})
 REPR_MARKER = "$repr"
 _SQLITE_HEADER = b"SQLite format 3\x00"
 
-MIGRATIONS: tuple[tuple[str, str], ...] = (
-    ("trace-0001-events", """
+#: Append-only, recorded as ``trace-<step>`` (see bot.database).
+MIGRATIONS = Migrations("trace").add("0001-events", """
         CREATE TABLE events (
             seq INTEGER PRIMARY KEY,
             task_id TEXT NOT NULL,
@@ -60,8 +37,7 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         );
         CREATE INDEX events_task_time ON events(task_id, timestamp);
         CREATE INDEX events_task_type ON events(task_id, event_type);
-    """),
-    ("trace-0002-task-stats", """
+    """).add("0002-task-stats", """
         CREATE TABLE trace_tasks (
             task_id TEXT PRIMARY KEY,
             received INTEGER NOT NULL DEFAULT 0,
@@ -69,8 +45,7 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
             truncated INTEGER NOT NULL DEFAULT 0,
             sampled_out INTEGER NOT NULL DEFAULT 0
         );
-    """),
-)
+    """)
 
 
 def default_path(root: Path) -> Path:
@@ -182,59 +157,34 @@ def _event(row: tuple) -> StoredEvent:
     return StoredEvent(row[0], row[1], row[2], row[3], *(loads(t) if t is not None else None for t in row[4:8]))
 
 
-class TraceStore:
+class TraceStore(SQLiteStore):
     """Owns the SQLite event store: opens, migrates, writes batches, reads tasks."""
 
+    migration_set = MIGRATIONS
+    synchronous = "NORMAL"
+
     def __init__(self, path: Path | str, *, create: bool = True, busy_timeout_ms: int = 30_000):
-        self.path = Path(path)
-        if not self.path.exists():
+        path = Path(path)
+        if not path.exists():
             if not create:
                 raise BadInput(
-                    f"{self.path}: no trace database here; record events first or run "
+                    f"{path}: no trace database here; record events first or run "
                     "`replaybook trace import RUN_DIR` (or pass --db)"
                 )
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            path.parent.mkdir(parents=True, exist_ok=True)
         else:
-            _refuse_non_sqlite(self.path)
-        try:
-            self._conn = sqlite3.connect(self.path, timeout=busy_timeout_ms / 1000, isolation_level=None,
-                                         check_same_thread=False)
-            self._conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
-            self._migrate()
-        except sqlite3.DatabaseError as err:
-            raise self._corrupt(err) from None
-
-    # -- lifecycle -------------------------------------------------------------------------
-
-    def close(self) -> None:
-        self._conn.close()
+            _refuse_non_sqlite(path)
+        super().__init__(path, timeout_s=busy_timeout_ms / 1000)
 
     def __enter__(self) -> "TraceStore":
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def _migrate(self) -> None:
-        with self._transaction():
-            self._conn.execute(
-                "CREATE TABLE IF NOT EXISTS trace_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
-            )
-            done = {r[0] for r in self._conn.execute("SELECT name FROM trace_migrations")}
-            for name, sql in MIGRATIONS:
-                if name in done:
-                    continue
-                for statement in filter(str.strip, sql.split(";")):
-                    self._conn.execute(statement)
-                self._conn.execute("INSERT INTO trace_migrations VALUES (?, ?)", (name, utc_text(_now())))
-
     def migrations(self) -> list[str]:
-        return [r[0] for r in self._conn.execute("SELECT name FROM trace_migrations ORDER BY rowid")]
+        """Every migration recorded in the file (the lesson store's too), in the order they ran."""
+        return self.migrations_applied()
 
-    def _transaction(self):
-        return _Transaction(self)
+    def _damaged(self, err: sqlite3.DatabaseError) -> BadInput:
+        return self._corrupt(err)
 
     def _corrupt(self, err: sqlite3.DatabaseError) -> BadInput:
         return BadInput(
@@ -377,19 +327,6 @@ class TraceStore:
             raise self._corrupt(err) from None
 
 
-class _Transaction:
-    """BEGIN IMMEDIATE … COMMIT: takes the write lock up front, so concurrent writers wait, not fail."""
-
-    def __init__(self, store: TraceStore):
-        self.conn = store._conn
-
-    def __enter__(self) -> None:
-        self.conn.execute("BEGIN IMMEDIATE")
-
-    def __exit__(self, exc_type, *exc: object) -> None:
-        self.conn.execute("COMMIT" if exc_type is None else "ROLLBACK")
-
-
 def _refuse_non_sqlite(path: Path) -> None:
     """A file that is not SQLite is refused before SQLite touches it (it would write a WAL next to it)."""
     if path.is_dir():
@@ -493,286 +430,3 @@ _INSERT_PACKED = (
     "(?1, ?2, ?3, nullif(?4 -> '$[0]', 'null'), nullif(?4 -> '$[1]', 'null'), "
     "nullif(?4 -> '$[2]', 'null'), nullif(?4 -> '$[3]', 'null'))"
 )
-
-
-class _Encoder:
-    """JSON text of one event's sections, truncated, never raising."""
-
-    def __init__(self, max_chars: int | None, max_items: int | None):
-        self.max_chars = max_chars
-        self.max_items = max_items
-        self.truncated = False
-
-    def encode(self, value: Any) -> str | None:
-        if value is None:
-            return None
-        try:
-            text = _dumps(value)
-        except (TypeError, ValueError, RecursionError):
-            text = _dumps(_sanitise(value, set(), 0))
-        return self.fit(text)
-
-    def fit(self, text: str | None) -> str | None:
-        """``text`` (one section's JSON) with long strings and lists cut, if it is over max_chars."""
-        if text is None or self.max_chars is None or len(text) <= self.max_chars:
-            return text  # nothing inside can be longer than the whole
-        before = self.truncated
-        self.truncated = False
-        cut = self._cut(json.loads(text))
-        changed, self.truncated = self.truncated, before or self.truncated
-        return _dumps(cut) if changed else text
-
-    def _cut(self, value: Any) -> Any:
-        if isinstance(value, str):
-            if len(value) > self.max_chars:
-                self.truncated = True
-                return value[: self.max_chars] + f"…[+{len(value) - self.max_chars} chars]"
-            return value
-        limit = self.max_items
-        if isinstance(value, list):
-            items = [self._cut(v) for v in (value if limit is None else value[:limit])]
-            if limit is not None and len(value) > limit:
-                self.truncated = True
-                items.append(f"…[+{len(value) - limit} items]")
-            return items
-        if isinstance(value, dict):
-            pairs = list(value.items())
-            out = {k: self._cut(v) for k, v in (pairs if limit is None else pairs[:limit])}
-            if limit is not None and len(pairs) > limit:
-                self.truncated = True
-                out["…"] = f"+{len(pairs) - limit} keys"
-            return out
-        return value
-
-
-def _repr_marker(value: Any) -> dict[str, str]:
-    try:
-        text = repr(value)
-    except Exception as err:  # a broken __repr__ must not lose the event
-        text = f"<unrepresentable {type(value).__name__}: {type(err).__name__}>"
-    return {REPR_MARKER: text}
-
-
-def _make_json_chunks():
-    """``chunks(value, 0)``: the compact JSON text of ``value`` in pieces; non-ASCII kept, NaN refused,
-    unknown types as repr markers.
-
-    The C encoder is built once and called directly: ``JSONEncoder.encode``
-    builds it again on every call, about a quarter of the encoding time.
-    Same output and errors. check_circular is off (faster); a cycle then ends
-    in RecursionError, which the callers catch and turn into repr markers.
-    """
-    encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"), default=_repr_marker,
-                               check_circular=False)
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:  # no C accelerator (e.g. PyPy)
-        return lambda value, _level: (encoder.encode(value),)
-    return make(None, encoder.default, json.encoder.encode_basestring, None, encoder.key_separator,
-                encoder.item_separator, False, False, False)
-
-
-_json_chunks = _make_json_chunks()
-
-
-def _dumps(value: Any) -> str:
-    return "".join(_json_chunks(value, 0))
-
-
-def _sanitise(value: Any, seen: set[int], depth: int) -> Any:
-    """A JSON-safe copy: str keys, no NaN, no cycles, no unknown types (those become repr markers)."""
-    if value is None or isinstance(value, (str, bool, int)):
-        return value
-    if isinstance(value, float):
-        return value if value == value and value not in (float("inf"), float("-inf")) else _repr_marker(value)
-    if isinstance(value, (dict, list, tuple)):
-        if id(value) in seen or depth > 50:
-            return {REPR_MARKER: "<cycle or too deep>"}
-        seen = seen | {id(value)}
-        if isinstance(value, dict):
-            return {(k if isinstance(k, str) else repr(k)): _sanitise(v, seen, depth + 1) for k, v in value.items()}
-        return [_sanitise(v, seen, depth + 1) for v in value]
-    return _repr_marker(value)
-
-
-# -- recording -------------------------------------------------------------------------------
-
-
-def is_failure(result: Any) -> bool:
-    return isinstance(result, dict) and str(result.get("status", "")).lower() in ("failed", "error")
-
-
-class Recorder:
-    """Buffers events and writes them in batches; see the module docstring for the volume controls.
-
-    Use it as a context manager (or call ``close``) so the last batch is
-    written and long tasks are sampled. ``noise=()``, ``max_chars=None`` and
-    ``sample_over=None`` record everything as given.
-    """
-
-    def __init__(self, store: TraceStore | Path | str, *, batch_size: int = 1000, max_chars: int | None = 500,
-                 max_items: int | None = 50, noise: Iterable[str] = DEFAULT_NOISE, sample_over: int | None = 500):
-        self._owns_store = not isinstance(store, TraceStore)
-        self.store = TraceStore(store) if self._owns_store else store
-        self.batch_size = batch_size
-        self.max_chars = max_chars
-        self.max_items = max_items
-        self.noise = frozenset(noise)
-        self.sample_over = sample_over
-        self._rows: list[tuple] = []
-        self._stats: dict[str, list[int]] = {}
-        self._touched: set[str] = set()
-
-    def record(self, task_id: str, event: Mapping[str, Any], timestamp: datetime | str) -> bool:
-        """Buffer one event; return False when the volume controls dropped it as noise."""
-        row, truncated = self.row(task_id, event, timestamp)
-        stats = self._stats.get(task_id)
-        if stats is None:  # not setdefault: its default list would be built on every call
-            stats = self._stats[task_id] = [0, 0, 0]
-        stats[0] += 1
-        if row is None:
-            stats[1] += 1
-            return False
-        stats[2] += truncated
-        self._rows.append(row)
-        if len(self._rows) >= self.batch_size:
-            self.flush()
-        return True
-
-    def row(self, task_id: str, event: Mapping[str, Any], timestamp: datetime | str) -> tuple[tuple | None, bool]:
-        """The row to store for ``event`` (None if it is noise) and whether anything was truncated."""
-        if not isinstance(task_id, str) or not task_id:
-            raise BadInput(f"task_id {task_id!r} must be a non-empty string")
-        if type(event) is not dict and not isinstance(event, Mapping):
-            raise BadInput(f"event for task {task_id} is a {type(event).__name__}; pass a mapping with `type`")
-        ts = utc_text(timestamp)
-        get = event.get
-        event_type = str(get("type") or get("event_type") or "unknown")
-        if event_type in self.noise and not self._is_key(event):
-            return None, False
-        # Each section is encoded once; a section within max_chars (most of them) cannot need cutting,
-        # so it is stored as encoded. SECTIONS, unrolled: this runs for every event.
-        chunks, join = _json_chunks, "".join  # _dumps, inlined
-        try:
-            a = get("agent_state")
-            if a is not None:
-                a = join(chunks(a, 0))
-            i = get("input")
-            if i is not None:
-                i = join(chunks(i, 0))
-            d = get("decision")
-            if d is not None:
-                d = join(chunks(d, 0))
-            r = get("result")
-            if r is not None:
-                r = join(chunks(r, 0))
-        except (TypeError, ValueError, RecursionError):  # unencodable content: the careful path
-            encoder = _Encoder(self.max_chars, self.max_items)
-            row = (task_id, ts, event_type, *(encoder.encode(get(name)) for name in SECTIONS))
-            return row, encoder.truncated
-        limit = self.max_chars
-        if limit is None or ((a is None or len(a) <= limit) and (i is None or len(i) <= limit)
-                             and (d is None or len(d) <= limit) and (r is None or len(r) <= limit)):
-            return (task_id, ts, event_type, a, i, d, r), False
-        encoder = _Encoder(limit, self.max_items)
-        return (task_id, ts, event_type, encoder.fit(a), encoder.fit(i), encoder.fit(d), encoder.fit(r)), \
-            encoder.truncated
-
-    @staticmethod
-    def _is_key(event: Mapping[str, Any]) -> bool:
-        result = event.get("result")
-        return bool(event.get("decision")) or is_failure(result) or (
-            isinstance(result, dict) and bool(result.get("anomaly")))
-
-    def flush(self) -> None:
-        if not self._rows and not self._stats:
-            return
-        rows, stats = self._rows, self._stats
-        self._rows, self._stats = [], {}
-        self.store.write(rows, stats)
-        self._touched.update(stats)
-
-    def close(self) -> None:
-        try:
-            self.flush()
-            if self.sample_over is not None:
-                for task_id in sorted(self._touched):
-                    if self.store.count(task_id) > self.sample_over:
-                        self.store.compact(task_id, keep=self.sample_over)
-            self._touched.clear()
-        finally:
-            if self._owns_store:
-                self.store.close()
-
-    def __enter__(self) -> "Recorder":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-# -- replay traces ---------------------------------------------------------------------------
-
-
-def import_trace(store: TraceStore, path: Path | str, task_id: str | None = None, **recorder_options: Any) -> int:
-    """Load a replay run (its folder or its ``trace.jsonl``) into the store as one task; return the event count.
-
-    The task id defaults to the run folder's name. Re-importing replaces the
-    task's events. Mapping: ``command`` (failed when exit code != 0),
-    ``tool_call`` (a decision; failed when ``is_error``), ``model_call``,
-    ``run_start``, ``file_change``, ``agent_output`` and ``run_end`` (failed
-    when the run failed).
-    """
-    from bot.replay.trace import read_trace
-
-    trace = _trace_file(path)
-    task = task_id or replay_task_id(path)
-    events = read_trace(trace)
-    start = next((e.started_at for e in events if e.kind == "run_start"), None)
-    start = start or datetime.fromtimestamp(trace.stat().st_mtime, timezone.utc)
-    recorder = Recorder(store, **{"noise": (), **recorder_options})
-    rows = []
-    for event in events:
-        mapped, when = _from_replay(event, start)
-        row, _ = recorder.row(task, mapped, when)
-        if row is not None:
-            rows.append(row)
-    store.write(rows, {task: (len(events), len(events) - len(rows), 0)}, replace_task=task)
-    return len(rows)
-
-
-def replay_task_id(path: Path | str) -> str:
-    """The default task id of a replay run: its folder's name (or the trace file's stem)."""
-    trace = _trace_file(path)
-    return trace.parent.name if trace.name == "trace.jsonl" else trace.stem
-
-
-def _trace_file(path: Path | str) -> Path:
-    path = Path(path)
-    return path / "trace.jsonl" if path.is_dir() else path
-
-
-def _from_replay(event: Any, start: datetime) -> tuple[dict[str, Any], datetime]:
-    when = start + timedelta(seconds=event.t or 0.0)
-    kind = event.kind
-    if kind == "command":
-        failed = event.exit_code != 0
-        result = {"status": "failed" if failed else "ok", "exit_code": event.exit_code,
-                  "duration_ms": event.duration_ms}
-        if failed:
-            result["error_type"] = "ExitCode"
-            result["error_message"] = f"exit code {event.exit_code}"
-        mapped = {"input": {"argv": event.argv, "cwd": event.cwd, "depth": event.depth}, "result": result}
-        when = event.started_at
-    elif kind == "tool_call":
-        mapped = {"input": {"name": event.name, "input": event.input},
-                  "decision": {"chosen_action": event.name},
-                  "result": {"status": "failed" if event.is_error else "ok", "output": event.output_excerpt}}
-    elif kind == "model_call":
-        mapped = {"agent_state": {"model": event.model},
-                  "result": {"status": "ok", "input_tokens": event.input_tokens, "output_tokens": event.output_tokens}}
-    elif kind == "run_end":
-        mapped = {"result": {"status": "failed" if event.status == "failed" else "ok", "run_status": event.status,
-                             "error_message": event.reason}}
-    else:
-        mapped = {"input": event.model_dump(mode="json", exclude={"kind", "seq", "t"})}
-    return {"type": kind, **mapped}, when

@@ -25,9 +25,10 @@ import jinja2
 from pydantic import BaseModel, ValidationError
 
 from bot.errors import LLMError
-from bot.replay import pricing
+from bot.model import pricing
+from bot.text_safety import fence
 
-__all__ = ["LLM", "LLMError", "Usage", "extract_json", "fence", "parse_json", "render"]
+__all__ = ["LLM", "LLMError", "Usage", "extract_json", "parse_json", "render"]
 
 TEMPERATURE = 0.2
 M = TypeVar("M", bound=BaseModel)
@@ -139,14 +140,3 @@ def parse_json(text: str, schema: type[M]) -> M:
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'answer'}: {e['msg']}" for e in exc.errors()[:5])
         raise LLMError(f"the JSON does not match the expected shape: {problems}") from None
-
-
-def fence(text: str, label: str = "data") -> str:
-    """Untrusted text (logs, PR bodies) as inert data inside a prompt.
-
-    The fence is longer than any run of backticks in the text, so the text
-    cannot close it and speak as the prompt.
-    """
-    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
-    ticks = "`" * max(3, longest + 1)
-    return f"<{label}>\n{ticks}text\n{text}\n{ticks}\n</{label}>"

@@ -1,0 +1,137 @@
+"""Running a workflow file, and the helpers tests use around it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+
+from .expressions import _number, _Strict, Evaluator, parse_condition, parse_expression, split_template, to_string
+from .results import WorkflowResult
+from .runner import _Run, load_yaml
+from .triggers import match_trigger
+
+
+# ---------------------------------------------------------------- entry
+
+
+def _dispatch_inputs(on, event_name, payload, inputs):
+    """The inputs context: workflow_dispatch defaults, then payload["inputs"], then ``inputs``."""
+    spec = on.get("workflow_dispatch") if isinstance(on, dict) else None
+    declared = (spec or {}).get("inputs") or {}
+    ctx = _Strict("inputs", {k: None for k in declared})
+    if event_name == "workflow_dispatch":
+        given = {**(payload.get("inputs") or {}), **(inputs or {})}
+        for key, d in declared.items():
+            d = d or {}
+            value = given.get(key, d.get("default"))
+            if value is None and d.get("required"):
+                raise ValueError(f"workflow_dispatch input {key!r} is required")
+            kind = d.get("type", "string")
+            if kind == "boolean":
+                value = value if isinstance(value, bool) else str(value).lower() == "true"
+            elif kind == "number" and value is not None:
+                value = _number(value)
+            elif kind == "choice" and value is not None and value not in (d.get("options") or []):
+                raise ValueError(f"workflow_dispatch input {key!r}: {value!r} is not one of {d.get('options')}")
+            elif kind not in ("string", "choice", "environment", "number"):
+                raise NotImplementedError(f"workflow_dispatch input type {kind!r}")
+            ctx[key] = value
+        payload["inputs"] = {k: to_string(v) for k, v in ctx.items()}
+    elif inputs:
+        ctx.update(inputs)
+    return ctx
+
+
+def run_workflow(workflow: Path, event_name: str, payload: dict, *, workspace: Path, env: dict[str, str] | None = None,
+                 secrets: dict[str, str] | None = None, vars: dict[str, str] | None = None, inputs: dict | None = None,
+                 repository: str = "octo/app", api_url: str | None = None, shims: dict[str, str] | None = None,
+                 uses: dict[str, Callable | str | Path] | None = None, timeout: float = 300, run_id: int = 1,
+                 ref: str | None = None, sha: str | None = None) -> WorkflowResult:
+    """Run ``workflow`` for one event. See the module docstring.
+
+    ``api_url`` defaults to a closed port on 127.0.0.1, so a step that calls GitHub without a fake fails fast.
+    ``uses`` maps "owner/repo" (or "owner/repo/path") to a callable(with_inputs, ActionContext) -> outputs,
+    or to the folder of a composite action; it overrides the built-ins (e.g. to make setup-python's
+    ``python-path`` output a stub). A callable fails its step by raising ActionFailed.
+    """
+    doc = load_yaml(Path(workflow))
+    on = doc.get("on")
+    if not on:
+        raise ValueError(f"{workflow}: no on:")
+    payload = json.loads(json.dumps(payload))
+    ok, why = match_trigger(on, event_name, payload)
+    if not ok:
+        return WorkflowResult(False, why)
+    ctx_inputs = _dispatch_inputs(on, event_name, payload, inputs)
+    with tempfile.TemporaryDirectory(prefix="actsim-") as tmp:
+        run = _Run(doc, event_name, payload, workspace=workspace, env=env, secrets=secrets, vars=vars, inputs=ctx_inputs,
+                   repository=repository, api_url=(api_url or "http://127.0.0.1:9").rstrip("/"), shims=shims,
+                   uses=uses, timeout=timeout, run_dir=Path(tmp), run_id=run_id, ref=ref, sha=sha)
+        result = run.run()
+    result.why = why
+    return result
+
+
+def stub_python(folder: Path, pip_log: Path, scripts: tuple[str, ...] = ("replaybook",)) -> Path:
+    """An interpreter to hand out as setup-python's ``python-path`` output, for actions that install us into a venv.
+
+    It is this interpreter, except that ``-m pip ...`` only appends its arguments to ``pip_log``, and
+    ``-m venv [opts] DIR`` makes DIR/bin/python (the stub again) and DIR/bin/<script> for each console script of
+    this install. So the action runs the code under test, offline::
+
+        py = stub_python(tmp_path / "py", tmp_path / "pip.log")
+        run_workflow(..., uses={"actions/setup-python": lambda w, ctx: {"python-path": str(py)}})
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    stub, q = folder / "python", shlex.quote
+    links = "".join(f'  ln -sf {q(shutil.which(s, path=os.path.dirname(sys.executable)) or s)} "$dir/bin/{s}"\n'
+                    for s in scripts)
+    stub.write_text(f"""#!/usr/bin/env bash
+if [ "${{1:-}} ${{2:-}}" = "-m pip" ]; then shift 2; echo "pip $*" >> {q(str(pip_log))}; exit 0; fi
+if [ "${{1:-}} ${{2:-}}" = "-m venv" ]; then
+  dir="${{@: -1}}"; mkdir -p "$dir/bin"; ln -sf {q(str(stub))} "$dir/bin/python"
+{links}  exit 0
+fi
+exec {q(sys.executable)} "$@"
+""")
+    stub.chmod(0o755)
+    for s in scripts:
+        if not shutil.which(s, path=os.path.dirname(sys.executable)):
+            raise FileNotFoundError(f"stub_python: no {s!r} next to {sys.executable}")
+    return stub
+
+
+def evaluate(expression: str, contexts: dict | None = None, status: dict | None = None):
+    """Evaluate one expression (bare, or a template with ``${{ }}``) against plain dict contexts."""
+    ev = Evaluator(contexts or {}, status)
+    return ev.template(expression) if "${{" in expression else ev.eval(parse_expression(expression))
+
+
+def check_expressions(path: Path) -> int:
+    """Parse every ``${{ }}`` and ``if:`` in a workflow or action file (unknown contexts and
+    functions are errors); return how many expressions there were."""
+    count = 0
+
+    def walk(node, key=None):
+        nonlocal count
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(v, k)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+        elif key == "if":
+            parse_condition(node)
+            count += 1
+        elif isinstance(node, str) and "${{" in node:
+            count += len(split_template(node)) // 2
+
+    walk(load_yaml(Path(path)))
+    return count
