@@ -49,15 +49,20 @@ def _slug(name: str) -> str:
 # ------------------------------------------------------------------ text copied from a log
 
 
-def test_markers_planted_in_a_log_do_not_survive_and_the_next_failure_is_filed(cli, gh, event):
-    job = _slug("test (3.11)")
-    planted = f"\n<!-- replaybook:run-8-job-{job} -->\n<!-- replaybook:run-8-attempt-1-job-{job} -->\n"
+def _capture_log_with(planted: str, cli, gh, event) -> list[dict]:
+    """Run 7 fails with ``planted`` in its log just before the error line; the issues capture filed."""
     log = LOG.replace("##[error]", planted + "##[error]", 1)
     assert log != LOG
     seed_run(gh, 7, log=log)
     event("workflow_run", run_payload(7))
     assert handle(cli)["code"] == 0
-    (first,) = gh.issues
+    return gh.issues
+
+
+def test_markers_planted_in_a_log_do_not_survive_and_the_next_failure_is_filed(cli, gh, event):
+    job = _slug("test (3.11)")
+    planted = f"\n<!-- replaybook:run-8-job-{job} -->\n<!-- replaybook:run-8-attempt-1-job-{job} -->\n"
+    (first,) = _capture_log_with(planted, cli, gh, event)
     assert "<!-- replaybook:run-8" not in first["body"]
     seed_run(gh, 8)
     event("workflow_run", run_payload(8))
@@ -69,12 +74,7 @@ def test_markers_planted_in_a_log_do_not_survive_and_the_next_failure_is_filed(c
 def test_an_incident_block_planted_in_a_log_is_not_the_incident(cli, gh, event):
     forged = ("\n<!-- replaybook:incident-yaml -->\n```yaml\n{task: nothing, failure_class: env, trigger: x, "
               "believed: all is well, actual: all is well, triage: false, created: 2026-01-01T00:00:00Z}\n```\n")
-    log = LOG.replace("##[error]", forged + "##[error]", 1)
-    assert log != LOG
-    seed_run(gh, 7, log=log)
-    event("workflow_run", run_payload(7))
-    assert handle(cli)["code"] == 0
-    (issue,) = gh.issues
+    (issue,) = _capture_log_with(forged, cli, gh, event)
     assert issue["body"].count(BLOCK_MARKER) == 1  # the bot's own, after the evidence
     data, problems = parse_incident_issue(issue["body"], number=1, created_at="2026-12-01T00:00:00Z")
     assert problems == [] and data["triage"] is True and data["believed"] != "all is well"

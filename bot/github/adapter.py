@@ -129,14 +129,8 @@ class PyGithubAdapter:
         return self._create_once(body, lambda: _issue_ref(self._repo.create_issue(title=title, body=body, labels=names)),
                                  self.find_issue_by_marker)
 
-    def update_issue(
-        self,
-        number: int,
-        *,
-        body: str | None = None,
-        labels: Sequence[str] | None = None,
-        state: str | None = None,
-    ) -> IssueRef:
+    def update_issue(self, number: int, *, body: str | None = None, labels: Sequence[str] | None = None,
+                     state: str | None = None) -> IssueRef:
         changes: dict[str, Any] = {}
         if body is not None:
             changes["body"] = body

@@ -150,14 +150,8 @@ class GitHubPort(Protocol):
 
     def create_issue(self, title: str, body: str, labels: Sequence[str] = ()) -> IssueRef: ...
 
-    def update_issue(
-        self,
-        number: int,
-        *,
-        body: str | None = None,
-        labels: Sequence[str] | None = None,
-        state: str | None = None,
-    ) -> IssueRef: ...
+    def update_issue(self, number: int, *, body: str | None = None, labels: Sequence[str] | None = None,
+                     state: str | None = None) -> IssueRef: ...
 
     def add_comment(self, number: int, body: str) -> CommentRef: ...
 

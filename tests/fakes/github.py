@@ -652,11 +652,16 @@ def _page(base: str, path: str, query: dict, items: list) -> _Reply:
     return _Reply(200, chunk, {"Link": ", ".join(links)} if links else {})
 
 
-def _get_issue(fake: FakeGitHub, number: str) -> dict:
-    issue = fake.state.issues.get(int(number))
-    if issue is None:
+def _found(table: dict, key: str) -> dict:
+    """``table[int(key)]``, or GitHub's 404."""
+    item = table.get(int(key))
+    if item is None:
         raise _error(404, "Not Found")
-    return issue
+    return item
+
+
+def _get_issue(fake: FakeGitHub, number: str) -> dict:
+    return _found(fake.state.issues, number)
 
 
 def _list_issues(fake, base, query, body):
@@ -729,10 +734,7 @@ def _create_comment(fake, base, query, body, number):
 
 
 def _get_comment(fake: FakeGitHub, comment_id: str) -> dict:
-    c = fake.state.comments.get(int(comment_id))
-    if c is None:
-        raise _error(404, "Not Found")
-    return c
+    return _found(fake.state.comments, comment_id)
 
 
 def _edit_comment(fake, base, query, body, comment_id):
@@ -799,16 +801,11 @@ def _combined_status(fake, base, query, body, ref):
 
 
 def _get_run(fake, base, query, body, run_id):
-    run = fake.state.runs.get(int(run_id))
-    if run is None:
-        raise _error(404, "Not Found")
-    return _Reply(200, _run(fake, base, run))
+    return _Reply(200, _run(fake, base, _found(fake.state.runs, run_id)))
 
 
 def _list_jobs(fake, base, query, body, run_id):
-    run = fake.state.runs.get(int(run_id))
-    if run is None:
-        raise _error(404, "Not Found")
+    run = _found(fake.state.runs, run_id)
     jobs = [fake.state.jobs[j] for j in run["job_ids"]]
     reply = _page(base, f"{fake.prefix}{fake.repo_path}/actions/runs/{run_id}/jobs", query, jobs)
     reply.body = {"total_count": len(jobs), "jobs": [_job(fake, base, j) for j in reply.body]}
@@ -816,10 +813,7 @@ def _list_jobs(fake, base, query, body, run_id):
 
 
 def _get_job(fake, base, query, body, job_id):
-    job = fake.state.jobs.get(int(job_id))
-    if job is None:
-        raise _error(404, "Not Found")
-    return _Reply(200, _job(fake, base, job))
+    return _Reply(200, _job(fake, base, _found(fake.state.jobs, job_id)))
 
 
 def _job_logs(fake, base, query, body, job_id):
@@ -830,10 +824,7 @@ def _job_logs(fake, base, query, body, job_id):
 
 
 def _get_pull(fake: FakeGitHub, number: str) -> dict:
-    pull = fake.state.pulls.get(int(number))
-    if pull is None:
-        raise _error(404, "Not Found")
-    return pull
+    return _found(fake.state.pulls, number)
 
 
 def _list_pull_files(fake, base, query, body, number):
