@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -23,21 +22,8 @@ from bot.model.answers import AnswerBook
 from bot.replay.gateway import Gateway
 from bot.replay.policy import load_policy
 from fakes.github import FakeGitHub
-from helpers import REPO
 
-LOG = (REPO / "tests" / "data" / "logs" / "gha_pytest.log").read_text(encoding="utf-8")
-SCENARIO = REPO / "scenarios" / "monorepo-test-cwd"
-RULE = ("Before running any test command, check for a package-local test config (pytest.ini, jest.config.*) "
-        "and run from that directory.")
-CAPTURED = {"task": "Add rate limiting to /v1/upload", "believed": "Tests are run from the repo root with `pytest`",
-            "actual": "Each package has its own pytest.ini; the tests must run from packages/api",
-            "failure_class": "wrong_assumption", "cost_minutes": 20}
-
-
-def git(cwd: Path, *args: str) -> str:
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@e",
-           "HOME": str(cwd), "PATH": "/usr/bin:/bin:/usr/local/bin"}
-    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout.strip()
+from test_workflows_sim import CAPTURED, LOG, RULE, SCENARIO, git  # one copy of the material
 
 
 @pytest.fixture
