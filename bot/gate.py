@@ -222,6 +222,10 @@ class Runner:
         return Stream(self.pool, lambda index: self._attempt(loaded, text, index, replay))
 
     def _read(self, stream: Stream, ahead: int) -> TrialResult:
+        # The budget stops a test between two reads, on what was read, not on what ran ahead.
+        with self._lock:
+            if self.opts.max_cost_usd is not None and self.cost >= self.opts.max_cost_usd:
+                raise BudgetSpent(f"the gate's budget of ${self.opts.max_cost_usd:.2f} is spent")
         return self._count(*stream.next(ahead))
 
     def sequential(self, side: Side, loaded: sc.LoadedScenario, text: str,
