@@ -56,15 +56,15 @@ def worker(tree: Path, env: dict[str, str], what: str, n: int, width: int) -> di
     return out
 
 
-def whole(tree: Path, env: dict[str, str], argv: list[str], cwd: Path) -> tuple[float, float]:
-    """(wall seconds, peak RSS MiB) of one process."""
+def whole(tree: Path, env: dict[str, str], argv: list[str], cwd: Path) -> tuple[float, float, float]:
+    """(wall seconds, peak RSS MiB, CPU seconds) of one process (its children's CPU not counted)."""
     start = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "bot", *argv], env=_env(tree, env), cwd=cwd,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
     proc.returncode = os.waitstatus_to_exitcode(status)
-    return wall, usage.ru_maxrss / 1024
+    return wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
 def gate_workspace(root: Path, suite_size: int) -> Path:
@@ -116,6 +116,7 @@ def main() -> None:
     parser.add_argument("--suite-size", type=int, default=8)
     parser.add_argument("--with-inspect", action="store_true", help="also inspect_ai (bench/inspect_compare.py)")
     parser.add_argument("--skip-gate", action="store_true")
+    parser.add_argument("--only-whole", action="store_true", help="only the whole-process rows (implies --skip-gate)")
     args = parser.parse_args()
     trees = {"floor": AFTER, "before": args.before.resolve(), "after": AFTER}
     if not (trees["before"] / "bot").is_dir():
@@ -127,7 +128,7 @@ def main() -> None:
     print(f"# Replays against the floor\n\n{machine()}; {args.rounds} interleaved rounds of {args.n} samples, "
           f"medians over rounds.\n", flush=True)
     rows: dict[tuple[str, int], list[dict]] = {}
-    for r in range(args.rounds):
+    for r in range(0 if args.only_whole else args.rounds):
         order = ["floor", "before", "after"] if r % 2 == 0 else ["after", "before", "floor"]
         for width in (1, args.width):
             for side in order:
@@ -139,32 +140,31 @@ def main() -> None:
         return median([m[key] for m in rows[(side, width)]]) * 1000
 
     out = []
-    for width, label in ((1, "serial"), (args.width, f"{args.width} at once")):
+    for width, label in () if args.only_whole else ((1, "serial"), (args.width, f"{args.width} at once")):
         floor = cell("floor", width, "wall_per_sample")
         for side in ("floor", "before", "after"):
             wall, cpu = cell(side, width, "wall_per_sample"), cell(side, width, "cpu_per_sample")
             spread = [m["wall_per_sample"] * 1000 for m in rows[(side, width)]]
             out.append([label, side, f"{wall:.1f}", f"{min(spread):.0f}–{max(spread):.0f}", f"{cpu:.1f}",
                         f"{wall / floor:.2f}×"])
-    print("## Per sample (bwrap sandbox on)\n")
-    print(table(["run", "code", "wall ms/sample (median)", "range over rounds", "CPU ms/sample", "× floor"], out))
+    if out:
+        print("## Per sample (bwrap sandbox on)\n")
+        print(table(["run", "code", "wall ms/sample (median)", "range over rounds", "CPU ms/sample", "× floor"], out))
 
     work = tmp / "ws"
     work.mkdir()
     procs = []
-    for r in range(max(3, args.rounds)):
+    for r in range(max(3, args.rounds)):  # noqa: B007
         for side in (("before", "after") if r % 2 == 0 else ("after", "before")):
-            wall, rss = whole(trees[side], env, ["replay", "run", str(SCENARIO), "--runs-dir", str(tmp / "runs")], work)
-            hwall, hrss = whole(trees[side], env, ["--help"], work)
-            procs.append((side, wall, rss, hwall, hrss))
-    print("\n## Whole process\n")
-    print(table(["code", "one replay: wall s", "peak MiB", "`--help`: wall s", "peak MiB"],
-                [[side, f"{median([p[1] for p in procs if p[0] == side]):.2f}",
-                  f"{median([p[2] for p in procs if p[0] == side]):.0f}",
-                  f"{median([p[3] for p in procs if p[0] == side]):.2f}",
-                  f"{median([p[4] for p in procs if p[0] == side]):.0f}"] for side in ("before", "after")]))
+            wall, rss, cpu = whole(trees[side], env, ["replay", "run", str(SCENARIO), "--runs-dir", str(tmp / "runs")], work)
+            hwall, hrss, hcpu = whole(trees[side], env, ["--help"], work)
+            procs.append((side, wall, rss, cpu, hwall, hrss, hcpu))
+    print("\n## Whole process (CPU: the Python process itself, without its children)\n")
+    print(table(["code", "one replay: wall s", "CPU s", "peak MiB", "`--help`: wall s", "CPU s", "peak MiB"],
+                [[side, *(f"{median([p[i] for p in procs if p[0] == side]):.2f}" for i in range(1, 7))]
+                 for side in ("before", "after")]))
 
-    if not args.skip_gate:
+    if not (args.skip_gate or args.only_whole):
         gates = []
         for r in range(args.gate_rounds):
             for side in (("before", "after") if r % 2 == 0 else ("after", "before")):
