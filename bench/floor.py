@@ -160,7 +160,7 @@ def main() -> None:
             hwall, hrss, hcpu = whole(trees[side], env, ["--help"], work)
             procs.append((side, wall, rss, cpu, hwall, hrss, hcpu))
     print("\n## Whole process (CPU: the Python process itself, without its children)\n")
-    print(table(["code", "one replay: wall s", "CPU s", "peak MiB", "`--help`: wall s", "CPU s", "peak MiB"],
+    print(table(["code", "one replay: wall s", "peak MiB", "CPU s", "`--help`: wall s", "peak MiB", "CPU s"],
                 [[side, *(f"{median([p[i] for p in procs if p[0] == side]):.2f}" for i in range(1, 7))]
                  for side in ("before", "after")]))
 

@@ -9,6 +9,10 @@ Per sample = (wall of an eval of N samples − wall of an eval of 1) / (N − 1)
 so eval start-up is left out; serial (``max_samples=1``) and 8 at once.
 
     python bench/inspect_compare.py --n 16
+
+Offline, inspect_ai 0.3.285 fails every sample: it counts tokens with tiktoken,
+which downloads ``o200k_base.tiktoken`` on first use (seen 2026-12-02). Point
+``TIKTOKEN_CACHE_DIR`` at a folder that already holds it.
 """
 
 from __future__ import annotations
