@@ -21,6 +21,7 @@ from bot import scenario_validate as sv
 from bot import stats
 from bot import suite as suite_mod
 from bot.errors import BadInput
+from bot.gate_pool import Pool, Stream, cores
 from bot.playbook import Playbook
 from bot.replay import agents as agents_mod
 from bot.replay.cache import ReplayCache, trial_key
@@ -43,7 +44,7 @@ class GateOptions:
     test: stats.SequentialTest = field(default_factory=stats.SequentialTest)
     suite: stats.SuiteTest = field(default_factory=stats.SuiteTest)
     suite_trials: int | None = None  # baseline trials per suite scenario; None: suite.baseline_n
-    jobs: int = 1
+    jobs: int = field(default_factory=cores)  # trials at once, across every scenario
     max_cost_usd: float | None = None
     screen_model: str | None = None
     max_unscored: int = 3  # extra attempts per side before the gate gives up
@@ -111,6 +112,8 @@ class GateResult:
     admitted: dict | None = None
     warnings: list[str] = field(default_factory=list)  # e.g. replayed without a sandbox
     suite_test: str = ""  # how the suite was judged, for the report
+    speculative: int = 0  # replays run ahead that no test read (parallel gates only; not in the decision)
+    speculative_cost_usd: float = 0.0
 
     @property
     def regressions(self) -> list[SuiteEntry]:
@@ -123,7 +126,12 @@ class GateResult:
 
 
 class Runner:
-    """Runs trials through the cache, within the budget, ``jobs`` at a time."""
+    """Runs trials through the cache, within the budget, ``jobs`` at a time.
+
+    Trials run on one pool shared by every scenario (``bot.gate_pool``) and are
+    read in trial order; ``cost``, ``model_calls``, ``replays`` and ``hits``
+    count the trials read, ``speculative`` those run ahead and never read.
+    """
 
     def __init__(self, opts: GateOptions):
         self.opts = opts
@@ -131,75 +139,127 @@ class Runner:
         self.cost = 0.0
         self.model_calls = 0
         self.replays = 0
+        self.hits = 0
+        self.spent = 0.0  # every trial run, read or not: what the budget counts
+        self._ran = 0
         self.warnings: dict[str, None] = {}  # each trial's warnings, once each, in order
         self._lock = threading.Lock()
         self._agents: dict[str, object] = {}
+        self._pool: Pool | None = None
+
+    @property
+    def pool(self) -> Pool:
+        with self._lock:
+            if self._pool is None:
+                self._pool = Pool(self.opts.jobs)
+            return self._pool
+
+    @property
+    def speculative(self) -> int:
+        """Replays run ahead that no test read (cached for a later gate)."""
+        return self._ran - self.replays
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
 
     def _agent(self, replay: ReplayOptions):
         name = f"{replay.agent}:{replay.command}"
-        if name not in self._agents:
-            self._agents[name] = agents_mod.make(replay.agent, command=replay.command)
-        return self._agents[name]
+        with self._lock:
+            if name not in self._agents:
+                self._agents[name] = agents_mod.make(replay.agent, command=replay.command)
+            return self._agents[name]
 
-    def trial(self, loaded: sc.LoadedScenario, text: str, index: int, replay: ReplayOptions) -> TrialResult:
+    def _attempt(self, loaded: sc.LoadedScenario, text: str, index: int, replay: ReplayOptions) -> tuple[TrialResult, bool]:
+        """(result, came from the cache); runs on the pool."""
         agent = self._agent(replay)
         key = trial_key(loaded, text, replay, index, agent.version) if self.cache else None
         cached = self.cache.get(key) if self.cache else None
         if cached is not None:
-            self.warnings.update(dict.fromkeys(cached.warnings))
-            return cached
+            return cached, True
         with self._lock:
-            if self.opts.max_cost_usd is not None and self.cost >= self.opts.max_cost_usd:
+            if self.opts.max_cost_usd is not None and self.spent >= self.opts.max_cost_usd:
                 raise BudgetSpent(f"the gate's budget of ${self.opts.max_cost_usd:.2f} is spent")
         result = run_trial(loaded, text, replay, index, agent)
         with self._lock:
-            self.cost += result.cost_usd
-            self.model_calls += result.model_calls
-            self.replays += 1
-            self.warnings.update(dict.fromkeys(result.warnings))
+            self.spent += result.cost_usd
+            self._ran += 1
         if self.cache:
             self.cache.put(key, result)
+        return result, False
+
+    def _count(self, result: TrialResult, hit: bool) -> TrialResult:
+        """Account for a trial a test read."""
+        with self._lock:
+            self.warnings.update(dict.fromkeys(result.warnings))
+            if hit:
+                self.hits += 1
+            else:
+                self.cost += result.cost_usd
+                self.model_calls += result.model_calls
+                self.replays += 1
         return result
+
+    def trial(self, loaded: sc.LoadedScenario, text: str, index: int, replay: ReplayOptions) -> TrialResult:
+        return self._count(*self._attempt(loaded, text, index, replay))
 
     def control(self, folder: Path, *, policy: bool) -> sv.Finding:
         """Validate a scenario, do-nothing control included (cached like any replay, counted when run)."""
         hits = self.cache.hits if self.cache else 0
         finding = sv.validate(folder, control=True, policy=policy, cache=self.cache)
-        if finding.control is not None and (self.cache.hits if self.cache else 0) == hits:
+        if finding.control is not None:
             with self._lock:
-                self.replays += 1
+                if (self.cache.hits if self.cache else 0) == hits:
+                    self.replays += 1
+                    self._ran += 1
+                else:
+                    self.hits += 1
         return finding
 
     def batch(self, jobs: list[tuple[sc.LoadedScenario, str, int, ReplayOptions]]) -> list[TrialResult]:
-        if self.opts.jobs <= 1 or len(jobs) <= 1:
-            return [self.trial(*job) for job in jobs]
-        with ThreadPoolExecutor(max_workers=self.opts.jobs) as pool:
-            return list(pool.map(lambda job: self.trial(*job), jobs))
+        futures = [self.pool.submit(self._attempt, *job) for job in jobs]
+        return [self._count(*f.result()) for f in futures]
+
+    def _stream(self, loaded: sc.LoadedScenario, text: str, replay: ReplayOptions) -> Stream:
+        return Stream(self.pool, lambda index: self._attempt(loaded, text, index, replay))
+
+    def _read(self, stream: Stream, ahead: int) -> TrialResult:
+        # The budget stops a test between two reads, on what was read, not on what ran ahead.
+        with self._lock:
+            if self.opts.max_cost_usd is not None and self.cost >= self.opts.max_cost_usd:
+                raise BudgetSpent(f"the gate's budget of ${self.opts.max_cost_usd:.2f} is spent")
+        return self._count(*stream.next(ahead))
 
     def sequential(self, side: Side, loaded: sc.LoadedScenario, text: str,
                    decide: Callable[[int, int], str], limit: int, replay: ReplayOptions) -> Side:
-        """Run trials until ``decide`` says pass or fail; unscored trials are retried, never counted."""
-        index = 0
-        while True:
-            state = decide(side.passes, side.n - side.passes)
-            if state != "continue":
-                side.outcome = state
-                return side
-            if side.unscored > self.opts.max_unscored:
-                side.outcome = "error"
-                return side
-            # Run only as many at once as could still be needed.
-            width = max(1, min(self.opts.jobs, limit - side.n))
-            side.trials += self.batch([(loaded, text, index + i, replay) for i in range(width)])
-            index += width
+        """Run trials until ``decide`` says pass or fail; unscored trials are retried, never counted.
+
+        ``decide`` is asked after every trial, in trial order, so the test stops
+        where a one-job gate would, whatever ran ahead.
+        """
+        stream = self._stream(loaded, text, replay)
+        try:
+            while True:
+                state = decide(side.passes, side.n - side.passes)
+                if state != "continue":
+                    side.outcome = state
+                    return side
+                if side.unscored > self.opts.max_unscored:
+                    side.outcome = "error"
+                    return side
+                # Run ahead only as many as could still be needed.
+                side.trials.append(self._read(stream, ahead=min(self.opts.jobs, limit - side.n)))
+        finally:
+            stream.close()
 
     def fixed(self, side: Side, loaded: sc.LoadedScenario, text: str, n: int, replay: ReplayOptions) -> Side:
         """``n`` scored trials (unscored ones retried, within the limit)."""
-        index = 0
-        while side.n < n and side.unscored <= self.opts.max_unscored:
-            width = n - side.n
-            side.trials += self.batch([(loaded, text, index + i, replay) for i in range(width)])
-            index += width
+        stream = self._stream(loaded, text, replay)
+        try:
+            while side.n < n and side.unscored <= self.opts.max_unscored:
+                side.trials.append(self._read(stream, ahead=n - side.n))
+        finally:
+            stream.close()
         side.outcome = "pass" if side.n >= n else "error"
         return side
 
@@ -250,9 +310,13 @@ def run_gate(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions
         _decide(result, runner, opts, loaded, before_text, after_text, suite_dir, progress)
     except BudgetSpent as exc:
         result.decision, result.reason = "error", str(exc)
+    finally:
+        runner.close()
     result.cost_usd = round(runner.cost, 6)
     result.model_calls, result.replays = runner.model_calls, runner.replays
-    result.cache_hits = runner.cache.hits if runner.cache else 0
+    result.cache_hits = runner.hits
+    result.speculative = runner.speculative
+    result.speculative_cost_usd = round(max(0.0, runner.spent - runner.cost), 6)
     result.warnings = list(runner.warnings)
     return result
 
@@ -347,19 +411,28 @@ def _with_model(replay: ReplayOptions, model: str) -> ReplayOptions:
 def _suite(runner, opts, own, before_text, after_text, suite_dir, progress) -> list[SuiteEntry]:
     folders = [f for f in suite_mod.folders(Path(suite_dir)) if f.resolve() != own.folder.resolve()]
     test = suite_test(opts)
-    entries = []
-    for folder in folders:
+
+    def one(folder: Path) -> SuiteEntry:
         finding = sv.validate(folder, control=False, policy=opts.replay.simulated)
         if not finding.ok:
-            entries.append(_broken(finding.scenario, "does not load: " + "; ".join(finding.lines())))
-            continue
+            return _broken(finding.scenario, "does not load: " + "; ".join(finding.lines()))
         loaded = sc.load(folder)
         progress(f"suite `{loaded.scenario.id}`")
         try:
-            entries.append(_judge(runner, opts, test, len(folders), loaded, before_text, after_text))
+            return _judge(runner, opts, test, len(folders), loaded, before_text, after_text)
         except BadInput as exc:  # e.g. a sandbox that refuses the fixture: this scenario, not the gate
-            entries.append(_broken(loaded.scenario.id, "could not be replayed: " + exc.render()))
-    return entries
+            return _broken(loaded.scenario.id, "could not be replayed: " + exc.render())
+
+    if len(folders) <= 1:
+        return [one(f) for f in folders]
+    # Every scenario at once: each waits on its own trials, which share the runner's pool.
+    with ThreadPoolExecutor(max_workers=len(folders), thread_name_prefix="gate-suite") as judges:
+        futures = [judges.submit(one, f) for f in folders]
+        try:
+            return [f.result() for f in futures]
+        except BaseException:
+            runner.close()  # e.g. the budget is spent: stop every other scenario's trials too
+            raise
 
 
 def suite_test(opts: GateOptions) -> stats.SuiteTest:

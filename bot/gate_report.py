@@ -54,7 +54,8 @@ def as_json(result: GateResult) -> dict[str, Any]:
         "regressions": [e.scenario for e in result.regressions],
         "suite_incomplete": [e.scenario for e in result.broken],
         "cost_usd": result.cost_usd, "model_calls": result.model_calls, "replays": result.replays,
-        "cache_hits": result.cache_hits, "traces": result.traces, "admitted": result.admitted,
+        "cache_hits": result.cache_hits, "speculative_replays": result.speculative,
+        "speculative_cost_usd": result.speculative_cost_usd, "traces": result.traces, "admitted": result.admitted,
         "warnings": result.warnings,
     }
 

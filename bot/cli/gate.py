@@ -13,6 +13,7 @@ from bot import gate_report
 from bot.cli.output import emit_json
 from bot.cli.playbook import open_playbook
 from bot.errors import BadInput, CheckFailed
+from bot.gate_pool import cores
 from bot.playbook import Playbook
 from bot.replay.agents import AGENTS
 from bot.replay.engine import SCRIPTED
@@ -35,7 +36,9 @@ from bot.settings import replay_options
 @click.option("--screen-model", help="Screen with this cheaper model first; run the full gate only if the rule can matter.")
 @click.option("--trials", type=click.IntRange(1, 500), default=None,
               help="Baseline trials per suite scenario, shared and cached (default 40; see docs/gate.md).")
-@click.option("--jobs", type=click.IntRange(1, 64), default=1, show_default=True, help="Trials run at once.")
+@click.option("--jobs", type=click.IntRange(1, 64), default=None,
+              help="Trials run at once, across every scenario (default: the cores this process may use). "
+                   "The decision is the same whatever it is.")
 @click.option("--max-cost-usd", type=click.FloatRange(min=0), help="Stop the gate once it has spent this much.")
 @click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path),
               help="Replay cache (default: config paths.cache).")
@@ -51,7 +54,7 @@ from bot.settings import replay_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of markdown.")
 @click.pass_context
 def command(ctx: click.Context, rule_file: Path, playbook_dir: Path | None, suite_dir: Path | None, agent: str,
-            command_template: str | None, model: str, screen_model: str | None, trials: int | None, jobs: int,
+            command_template: str | None, model: str, screen_model: str | None, trials: int | None, jobs: int | None,
             max_cost_usd: float | None, cache_dir: Path | None, no_cache: bool, runs_dir: Path | None,
             noise: float, seed: int, report_file: Path | None, do_admit: bool, as_json: bool,
             sandbox: str | None) -> None:
@@ -73,7 +76,7 @@ def command(ctx: click.Context, rule_file: Path, playbook_dir: Path | None, suit
                             agent=agent, command=command_template, noise=noise, seed=seed)
     if (model != SCRIPTED or (screen_model and screen_model != SCRIPTED)) and not key:
         raise BadInput("a real --model or --screen-model needs ANTHROPIC_API_KEY; use `scripted` for the simulated model")
-    opts = gate_mod.GateOptions(replay=replay, suite_trials=trials, jobs=jobs, max_cost_usd=max_cost_usd,
+    opts = gate_mod.GateOptions(replay=replay, suite_trials=trials, jobs=jobs or cores(), max_cost_usd=max_cost_usd,
                                 screen_model=screen_model, cache_dir=None if no_cache else (cache_dir or settings.path("cache")))
     progress = (lambda msg: None) if as_json else (lambda msg: click.echo(f"… {msg}", err=True))
     result = gate_mod.run_gate(book, rule_file, suite_dir or settings.path("scenarios"), opts, progress)

@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from bot.errors import BadInput
-from bot.replay import isolation, shims
+from bot.replay import baseline as baseline_mod
+from bot.replay import isolation, launchers, shims
 from bot.replay.bridge import UnixBridge
 from bot.replay.process import Completed, Watch, run_process, tree_bytes
 from bot.replay.toolchain import HOST, Toolchain
@@ -44,6 +45,7 @@ PATCH_CAP = 8 << 20  # diff.patch keeps at most this much; the rest is counted
 SETUP_TIMEOUT_S = 300
 
 TMP_ENV = "REPLAYBOOK_TMPDIR"
+TMPFS_MIN_FREE = 4 << 30  # /dev/shm is used only with this much room (a sandbox may hold max_disk_mb)
 _GIT_ID = {
     "GIT_AUTHOR_NAME": "Replaybook",
     "GIT_AUTHOR_EMAIL": "replaybook@localhost",
@@ -111,7 +113,7 @@ class Sandbox:
         self.scrub = tuple(scrub)
         self.shim_cache = shim_cache
         # Where the sandbox's temp dir goes; a tmpfs here makes setup and cleanup far cheaper.
-        self.tmp_root = tmp_root or os.environ.get(TMP_ENV) or None
+        self.tmp_root = tmp_root or os.environ.get(TMP_ENV) or _tmpfs()
         self.backend = backend if backend is not None and not isinstance(backend, str) else isolation.backend(backend)
         self.toolchain = toolchain
         self.setup_commands = tuple(setup)
@@ -128,7 +130,7 @@ class Sandbox:
         if not self.fixture.is_dir():
             raise BadInput(f"{self.fixture}: fixture folder not found; check the scenario's `repo` path")
         _check_fixture(self.fixture)
-        path = os.environ.get("PATH", "")
+        path = launchers.resolve_path(os.environ.get("PATH", ""), self.fixture)  # python, not pyenv's launcher
         if self.toolchain.bin_dir:
             path = self.toolchain.bin_dir + os.pathsep + path
         self.shims = shims.build_shims(path, self.scrub, cache_dir=self.shim_cache)
@@ -168,7 +170,7 @@ class Sandbox:
         self._run_setup()
         _copy_fixture(self.root, self.pristine)  # after setup: `unchanged` compares with what the agent got
         self.baseline = self._commit_baseline()
-        self._ro = (*self._ro, str(self._base / "baseline.git" / "objects"))  # the agent's .git borrows them
+        self._ro = (*self._ro, str(self._base / "baseline.git" / "objects"), *self._borrowed)  # the agent's .git borrows them
 
     def _run_setup(self) -> None:
         for line in self.setup_commands:
@@ -370,6 +372,15 @@ class Sandbox:
         gitdir = self._base / "baseline.git"
         # An empty --template means no sample hooks and nothing from the user's templates.
         init_env = {k: v for k, v in env.items() if k not in ("GIT_DIR", "GIT_WORK_TREE")}
+        self._borrowed: tuple[str, ...] = ()
+        if not self.setup_commands and not os.path.lexists(self.root / ".git"):
+            # Built once per fixture content; this sandbox borrows its objects (bot.replay.baseline).
+            tpl = baseline_mod.template(self.fixture, self.shim_cache or shims.default_cache_dir(), git=self._git_bin,
+                                        env=init_env, copy=_copy_fixture)
+            baseline_mod.borrow(tpl, gitdir, self._base / "baseline.index")
+            self._borrowed = (os.path.realpath(tpl.objects),)
+            self._give_agent_git(gitdir)
+            return tpl.sha
         self._git(["init", "-q", "--bare", "--template=", "--initial-branch=main", str(gitdir)], init_env)
         if os.path.lexists(self.root / ".git"):  # setup made history: the agent keeps it
             return self._adopt_setup_history(gitdir)
@@ -440,13 +451,14 @@ class _CommandLog:
         self._file = open(out, "ab")
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._wake_r, self._wake_w = os.pipe()  # close() wakes the thread at once, not at its next poll
         self._thread = threading.Thread(target=self._run, name="command-log", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            ready, _, _ = select.select([self._fd], [], [], 0.05)
-            if ready:
+            ready, _, _ = select.select([self._fd, self._wake_r], [], [], 1.0)
+            if self._fd in ready:
                 self.drain()
 
     def drain(self) -> None:
@@ -465,12 +477,29 @@ class _CommandLog:
 
     def close(self) -> None:
         self._stop.set()
+        os.write(self._wake_w, b"x")
         self._thread.join(timeout=1)
         self.drain()
         with self._lock:
             os.close(self._fd)
             self._fd = -1
             self._file.close()
+        os.close(self._wake_r)
+        os.close(self._wake_w)
+
+
+@functools.lru_cache(maxsize=1)
+def _tmpfs() -> str | None:
+    """/dev/shm when it is a writable tmpfs with room (setup and removal cost far less in memory), else None."""
+    shm = "/dev/shm"
+    try:
+        st = os.statvfs(shm)
+        with open("/proc/mounts", encoding="utf-8") as mounts:
+            is_tmpfs = any(line.split()[1:3] == [shm, "tmpfs"] for line in mounts if len(line.split()) > 2)
+    except OSError:
+        return None
+    room = st.f_bavail * st.f_frsize
+    return shm if is_tmpfs and room >= TMPFS_MIN_FREE and os.access(shm, os.W_OK | os.X_OK) else None
 
 
 def _relative(path: str) -> str:

@@ -1,4 +1,4 @@
-"""``builtin``: our own tool-use loop over the anthropic SDK.
+"""``builtin``: our own tool-use loop over the Messages API (``messages.create``, no SDK).
 
 Tools: ``bash``, ``read``, ``write`` and ``edit``, all confined to the
 sandbox. The loop runs in-process (no interpreter start-up per replay); each
@@ -8,14 +8,12 @@ under the run's remaining time.
 
 from __future__ import annotations
 
-import functools
 import json
 from pathlib import Path
 from typing import Any
 
-import anthropic
-
 from bot.replay.agents import AgentResult, AgentRun
+from bot.replay.agents import messages
 from bot.replay.shims import TOOL_ENV
 
 VERSION = "builtin-1"
@@ -43,43 +41,36 @@ class ToolError(Exception):
     pass
 
 
-@functools.lru_cache(maxsize=1)
-def _http() -> anthropic.DefaultHttpxClient:
-    """One HTTP client for every replay: building one loads the CA bundle (~50 ms)."""
-    return anthropic.DefaultHttpxClient()
-
-
 class BuiltinAgent:
     name = "builtin"
     version = VERSION
 
     def run(self, job: AgentRun) -> AgentResult:
-        client = anthropic.Anthropic(base_url=job.gateway.url, api_key=job.gateway.token, http_client=_http(),
-                                     max_retries=2, timeout=max(5.0, min(600.0, job.remaining_s)))
         system = SYSTEM + ("\n\n" + job.system_prompt if job.system_prompt.strip() else "")
-        messages: list[dict[str, Any]] = [{"role": "user", "content": job.task}]
+        history: list[dict[str, Any]] = [{"role": "user", "content": job.task}]
         transcript: list[dict[str, Any]] = []
         for turn in range(1, job.max_turns + 1):
             if job.remaining_s <= 0:
                 return self._result("timeout", transcript, turn - 1, reason="wall-clock timeout")
             try:
-                reply = client.with_options(timeout=max(1.0, job.remaining_s)).messages.create(
-                    model=job.model, max_tokens=4096, system=system, messages=messages, tools=TOOLS)
-            except anthropic.APITimeoutError:
+                reply = messages.create(job.gateway.url, job.gateway.token, {
+                    "model": job.model, "max_tokens": 4096, "system": system, "messages": history, "tools": TOOLS},
+                    timeout=max(1.0, min(600.0, job.remaining_s)))
+            except messages.APITimeoutError:
                 return self._result("timeout", transcript, turn - 1, reason="model call timed out")
-            except anthropic.APIError as exc:
-                status = getattr(exc, "status_code", None)
-                kind = "budget" if status == 402 else "api_error"
+            except messages.APIError as exc:
+                kind = "budget" if exc.status_code == 402 else "api_error"
                 return self._result(kind, transcript, turn - 1, reason=f"model API error: {exc}"[:300])
-            content = [block.model_dump(exclude_none=True) for block in reply.content]
-            messages.append({"role": "assistant", "content": content})
-            transcript.append({"role": "assistant", "content": content, "stop_reason": reply.stop_reason})
+            content = [{k: v for k, v in block.items() if v is not None}
+                       for block in reply.get("content") or [] if isinstance(block, dict)]
+            history.append({"role": "assistant", "content": content})
+            transcript.append({"role": "assistant", "content": content, "stop_reason": reply.get("stop_reason")})
             uses = [b for b in content if b.get("type") == "tool_use"]
             if not uses:
                 text = "\n".join(b.get("text", "") for b in content if b.get("type") == "text")
                 return self._result("finished", transcript, turn, final_text=text)
             results = [self._call(job, use) for use in uses]
-            messages.append({"role": "user", "content": results})
+            history.append({"role": "user", "content": results})
             transcript.append({"role": "user", "content": results})
         return self._result("max_turns", transcript, job.max_turns, reason=f"used all {job.max_turns} turns")
 

@@ -1,0 +1,98 @@
+"""One measurement for bench/floor.py, run in its own process against one copy of the code.
+
+``PYTHONPATH`` picks the copy (this worktree, or the "before" one); this file
+imports only ``bot``, never ``_common``, so it runs against either. Prints one
+JSON line: wall seconds and CPU seconds (this process and its children) per sample.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+FLOOR_SH = r"""
+set -e
+fixture=$1; work=$(mktemp -d "${2:-/tmp}/floor-XXXXXX")
+cp -a "$fixture/." "$work/"
+cd "$work"
+export GIT_AUTHOR_NAME=f GIT_AUTHOR_EMAIL=f@l GIT_COMMITTER_NAME=f GIT_COMMITTER_EMAIL=f@l
+git init -q && git add -A && git commit -qm base
+bash -c 'ls' > /dev/null
+bash -c 'cat file_0.txt' > /dev/null
+bash -c "python3 -c 'print(1)' | tee result.txt" > /dev/null
+grep -qx 1 result.txt
+cd / && rm -rf "$work"
+"""
+
+
+def cpu() -> float:
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def floor_sample(fixture: Path, tmp: str) -> None:
+    subprocess.run(["bash", "-c", FLOOR_SH, "floor", str(fixture), tmp], check=True)
+
+
+def replay_sample_factory(scenario: Path, sandbox: str):
+    from bot import scenario as sc
+    from bot.replay import agents, engine
+
+    loaded = sc.load(scenario)
+    agent = agents.make("builtin")
+    opts = engine.ReplayOptions(sandbox=sandbox)
+
+    def sample(i: int) -> None:
+        result = engine.run_trial(loaded, "", opts, i, agent)
+        if result.verdict != "passed":
+            raise SystemExit(f"replay did not pass: {result.reason}")
+
+    return sample
+
+
+def measure(sample, n: int, width: int) -> dict:
+    """``n`` samples, ``width`` at once; per-sample wall and CPU."""
+    sample(0)  # warm: shims, caches, the baseline template
+    start_wall, start_cpu = time.perf_counter(), cpu()
+    done = 0
+    while done < n:
+        batch = min(width, n - done)
+        threads = [threading.Thread(target=sample, args=(done + k + 1,)) for k in range(batch)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        done += batch
+    wall, used = time.perf_counter() - start_wall, cpu() - start_cpu
+    return {"wall_per_sample": wall / n, "cpu_per_sample": used / n}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("what", choices=["floor", "replay"])
+    parser.add_argument("--scenario", type=Path, required=True)
+    parser.add_argument("--n", type=int, default=16)
+    parser.add_argument("--width", type=int, default=1)
+    parser.add_argument("--sandbox", default="bwrap")
+    args = parser.parse_args()
+    if args.what == "floor":
+        tmp = os.environ.get("REPLAYBOOK_TMPDIR") or "/tmp"
+        out = measure(lambda i: floor_sample(args.scenario / "repo", tmp), args.n, args.width)
+    else:
+        out = measure(replay_sample_factory(args.scenario, args.sandbox), args.n, args.width)
+    import bot
+
+    out["bot"] = str(Path(bot.__file__).parent.parent)
+    json.dump(out, sys.stdout)
+    print()
+
+
+if __name__ == "__main__":
+    main()

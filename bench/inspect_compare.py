@@ -1,0 +1,111 @@
+"""Optional: issue #17's workload in inspect_ai (pinned), for bench/floor.py --with-inspect.
+
+inspect_ai is not a dependency: this script makes its own venv
+(``$REPLAYBOOK_BENCH_DIR/inspect-venv``, default ``~/.cache/replaybook-bench``)
+with ``inspect_ai==0.3.285`` the first time it runs, then runs the same
+workload there as a task: ``mockllm`` scripted to make the three bash tool
+calls, the ``local`` sandbox, a scorer that checks result.txt holds 1.
+Per sample = (wall of an eval of N samples − wall of an eval of 1) / (N − 1),
+so eval start-up is left out; serial (``max_samples=1``) and 8 at once.
+
+    python bench/inspect_compare.py --n 16
+
+Offline, inspect_ai 0.3.285 fails every sample: it counts tokens with tiktoken,
+which downloads ``o200k_base.tiktoken`` on first use (seen 2026-12-02). Point
+``TIKTOKEN_CACHE_DIR`` at a folder that already holds it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+PIN = "inspect_ai==0.3.285"
+
+TASK = r'''
+import sys, time
+from inspect_ai import Task, eval
+from inspect_ai.dataset import Sample
+from inspect_ai.model import ModelOutput, get_model
+from inspect_ai.scorer import CORRECT, INCORRECT, Score, accuracy, scorer
+from inspect_ai.solver import generate, use_tools
+from inspect_ai.tool import bash
+from inspect_ai.util import sandbox
+
+CALLS = ["ls", "cat file_0.txt", "python3 -c 'print(1)' | tee result.txt"]
+FILES = {f"file_{i}.txt": f"line of file {i}\n" for i in range(10)}
+
+
+def outputs(n):
+    for _ in range(n):
+        for cmd in CALLS:
+            yield ModelOutput.for_tool_call(model="mockllm/model", tool_name="bash", tool_arguments={"cmd": cmd})
+        yield ModelOutput.from_content(model="mockllm/model", content="Wrote result.txt.")
+
+
+@scorer(metrics=[accuracy()])
+def holds_one():
+    async def score(state, target):
+        done = await sandbox().exec(["grep", "-qx", "1", "result.txt"])
+        return Score(value=CORRECT if done.returncode == 0 else INCORRECT)
+    return score
+
+
+def run(n, width, log_dir):
+    task = Task(dataset=[Sample(input="Write 1 into result.txt.", files=FILES) for _ in range(n)],
+                solver=[use_tools([bash()]), generate()], scorer=holds_one(), sandbox="local")
+    model = get_model("mockllm/model", custom_outputs=outputs(n))
+    start = time.perf_counter()
+    logs = eval(task, model=model, max_samples=width, log_dir=log_dir, display="none")
+    wall = time.perf_counter() - start
+    assert logs[0].status == "success", logs[0].status
+    return wall
+
+
+n, width, log_dir = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+one = run(1, 1, log_dir)
+many = run(n, width, log_dir)
+print(f"{(many - one) / (n - 1)}")
+'''
+
+
+def venv() -> Path:
+    base = Path(os.environ.get("REPLAYBOOK_BENCH_DIR") or Path.home() / ".cache" / "replaybook-bench")
+    env_dir = base / "inspect-venv"
+    python = env_dir / "bin" / "python"
+    if not (env_dir / ".done").exists():
+        subprocess.run([sys.executable, "-m", "venv", str(env_dir)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", PIN], check=True)
+        (env_dir / ".done").write_text(PIN + "\n")
+    return python
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=16)
+    parser.add_argument("--width", type=int, default=8)
+    parser.add_argument("--python", help="an interpreter with inspect_ai installed (default: make a venv)")
+    args = parser.parse_args()
+    python = args.python or str(venv())
+    script = Path(os.environ.get("TMPDIR", "/tmp")) / "replaybook-inspect-task.py"
+    script.write_text(TASK)
+    out = {}
+    for width, label in ((1, "serial"), (args.width, f"{args.width} at once")):
+        done = subprocess.run([python, str(script), str(args.n), str(width), str(script.parent / "inspect-logs")],
+                              capture_output=True, text=True, timeout=3600)
+        if done.returncode != 0:
+            raise SystemExit(f"inspect_ai run failed: {done.stderr[-1500:]}")
+        out[label] = float(done.stdout.strip().splitlines()[-1]) * 1000
+    print(f"\n## inspect_ai ({PIN}), same workload\n")
+    print("| run | ms/sample |\n|---|---|")
+    for label, value in out.items():
+        print(f"| {label} | {value:.1f} |")
+    print(json.dumps(out), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
