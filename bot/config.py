@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from bot import records, yamlfile
 from bot.errors import BadInput
@@ -96,11 +96,29 @@ class Config(_Section):
         default_factory=list,
         description="Files (e.g. CLAUDE.md, AGENTS.md) whose marked playbook section `check` keeps in sync.",
     )
+    render: list[str] = Field(
+        default_factory=list,
+        description="Hosts whose instruction files `playbook render` and the maintenance PR keep in sync: claude "
+        "(CLAUDE.md), agents (AGENTS.md), copilot, cursor, gemini, windsurf. `NAME:PATH` moves the main file, "
+        "e.g. `claude:.claude/rules/replaybook.md`.",
+    )
     models: Models = Field(default_factory=Models)
     paths: Paths = Field(default_factory=Paths)
     labels: Labels = Field(default_factory=Labels)
     github: GitHub = Field(default_factory=GitHub)
     replay: Replay = Field(default_factory=Replay)
+
+
+    @field_validator("render")
+    @classmethod
+    def _targets(cls, value: list[str]) -> list[str]:
+        from bot.render.hosts import parse_all
+
+        try:
+            parse_all(value)
+        except BadInput as exc:
+            raise ValueError(exc.message) from None
+        return value
 
 
 class Settings:
