@@ -174,3 +174,63 @@ def test_a_rule_proven_on_some_agents_renders_only_into_their_files(cli, seeded)
     for name in ("claude", "copilot", "cursor", "gemini", "windsurf"):
         assert b"rule-0002" not in (seeded / MAINS[name]).read_bytes(), name
     assert all(b"rule-0001" in (seeded / rel).read_bytes() for rel in MAINS.values())  # no `agents`: everywhere
+
+
+def many_rules(root, n, start=2):
+    for i in range(start, start + n):
+        add_rule(root, f"rule-{i:04d}", text=f"When touching module m{i}, run its own tests first, read its README and "
+                 "its changelog, and check every caller of each public function you change with a search over the "
+                 "whole repository, before you change any public function or its documented behaviour in any way.")
+
+
+def test_render_refuses_before_copilot_code_review_would_cut_the_file(cli, seeded):
+    configure(seeded, ["copilot", "agents"])
+    assert cli("playbook", "render").code == 0
+    many_rules(seeded, 40)
+    before = snapshot(seeded)
+    result = cli("playbook", "render")
+    assert result.code == 2 and "nothing was written" in result.err
+    assert ".github/copilot-instructions.md: would be" in result.err and "over the 4,000 characters limit" in result.err
+    assert "github/docs/issues/42761" in result.err and "AGENTS.md" not in result.err
+    assert snapshot(seeded) == before
+    check = cli("playbook", "check")
+    assert check.code == 1 and "over the 4,000 characters limit" in check.err
+
+
+def test_windsurf_rule_file_limit(cli, seeded):
+    configure(seeded, ["windsurf"])
+    many_rules(seeded, 50)
+    result = cli("playbook", "render")
+    assert result.code == 2 and ".windsurf/rules/replaybook.md: would be" in result.err
+    assert "12,000 characters" in result.err
+    for i in range(32, 52):
+        (seeded / f"playbook/rules/rule-{i:04d}.yaml").unlink()
+    assert cli("playbook", "render").code == 0  # 30 rules, about 9,000 characters: under Windsurf's cap
+
+
+def test_claude_md_limit_counts_the_users_text_too(cli, seeded):
+    configure(seeded, ["claude"])
+    (seeded / "CLAUDE.md").write_text("x" * 39_500 + "\n")
+    result = cli("playbook", "render")
+    assert result.code == 2 and "CLAUDE.md: would be" in result.err and "40,000 characters" in result.err
+    assert (seeded / "CLAUDE.md").read_text() == "x" * 39_500 + "\n"
+    (seeded / "CLAUDE.md").write_text("x" * 30_000 + "\n")
+    assert cli("playbook", "render").code == 0
+
+
+def test_memory_md_lines_and_a_stale_sections_file_are_checked(cli, seeded):
+    configure(seeded, ["claude:MEMORY.md"])
+    (seeded / "MEMORY.md").write_text("note\n" * 190)
+    result = cli("playbook", "render")
+    assert result.code == 2 and "MEMORY.md: would be" in result.err and "over the 200 lines limit" in result.err
+    # A `sections` file (rendered the old way) is held to its host's limit as well.
+    write(seeded / ".replaybook.yml", "sections: [.github/copilot-instructions.md]\n")
+    write(seeded / ".github/copilot-instructions.md", "y" * 4_100)
+    result = cli("playbook", "check")
+    assert result.code == 1 and ".github/copilot-instructions.md: would be 4,1" in result.err
+
+
+def test_a_file_both_in_sections_and_render_is_reported(cli, seeded):
+    configure(seeded, ["agents"], more="sections: [AGENTS.md]\n")
+    result = cli("playbook", "check")
+    assert result.code == 1 and "AGENTS.md: is both in `sections` and a `render` target" in result.err

@@ -401,7 +401,9 @@ def check_invariants(action: CheckPlaybookInvariants, ctx: Context) -> list[Outc
     store = IncidentStore(settings.path("incidents"))
     sections = [root / s for s in settings.config.sections]
     book = Playbook(settings.path("playbook"), root=root, cap=settings.cap, incidents=store)
-    problems = book.check(sections)
+    from bot import render as render_mod
+
+    problems = book.check(sections) + render_mod.check(book, root, settings.config.render, sections)
     where = f"the playbook at {action.after_sha[:12]}"
     if not problems:
         return [Outcome(action.kind, "unchanged", f"ok: {where} holds every invariant")]
@@ -469,13 +471,17 @@ def _mechanical_fixes(ctx: Context, tmp: Path, sections: list[Path], store: Any,
             fixed.append("syncs the playbook section of " + ", ".join(synced))
     except BadInput:
         pass  # a broken rule file or a twin id: nothing is safe to rewrite until a person fixes it
+    from bot.render.maintenance import rendered_fixes
+
+    rendered, render_left = rendered_fixes(book, root, settings.config.render, fixed)
     files = _changed(source, copy, folder)
+    files.update(rendered)
     for rel, path in copied.items():
         old, new = root / rel, path
         if new.exists() and (not old.exists() or not filecmp.cmp(old, new, shallow=False)):
             files[rel] = new.read_text("utf-8")
     after = Playbook(copy, root=root, cap=settings.cap, incidents=store)
-    return files, fixed, after.check(list(copied.values()))
+    return files, fixed, after.check(list(copied.values())) + render_left
 
 
 def _changed(old: Path, new: Path, prefix: str) -> dict[str, str | None]:
