@@ -18,7 +18,7 @@ from typing import Any
 
 # The shell tools Codex offers, and how a command string becomes their arguments.
 _SHELL_TOOLS = {
-    "exec_command": lambda cmd: {"cmd": cmd},
+    "exec_command": lambda cmd: {"cmd": cmd, "login": False, "tty": False},
     "shell_command": lambda cmd: {"command": cmd},
     "shell": lambda cmd: {"command": ["bash", "-lc", cmd]},
 }
