@@ -88,6 +88,21 @@ class Replay(_Section):
     )
     keep_runs: int = Field(default=200, ge=1, le=100_000, description="Run folders kept under paths.traces.")
     keep_runs_days: int = Field(default=30, ge=1, le=3650, description="Run folders older than this are removed.")
+    agents: list[str] = Field(
+        default_factory=list,
+        description="Agents `gate` proves each rule on when no --agent is given (e.g. [claude-code, codex]); "
+        "empty: builtin. A rule proven on only some is rendered only into their files.",
+    )
+
+    @field_validator("agents")
+    @classmethod
+    def _known_agents(cls, value: list[str]) -> list[str]:
+        from bot.replay.agents import AGENTS
+
+        bad = [a for a in value if a not in AGENTS or a == "command"]
+        if bad:
+            raise ValueError(f"{bad!r}: not agents the gate can run; use {', '.join(a for a in AGENTS if a != 'command')}")
+        return list(dict.fromkeys(value))
 
 
 class Config(_Section):
