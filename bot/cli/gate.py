@@ -15,7 +15,7 @@ from bot.cli.output import emit_json
 from bot.cli.playbook import open_playbook
 from bot.errors import BadInput, CheckFailed
 from bot.playbook import Playbook
-from bot.replay.agents import AGENTS
+from bot.replay.agents import AGENTS, upstream_env
 from bot.replay.engine import SCRIPTED, ReplayOptions
 
 
@@ -73,14 +73,15 @@ def command(ctx: click.Context, rule_file: Path, playbook_dir: Path | None, suit
         book = Playbook(playbook_dir, root=settings.root, cap=settings.cap, incidents=book.incidents)
     chosen = list(dict.fromkeys(agents)) or settings.config.replay.agents or ["builtin"]
     agent = chosen[0]
-    key = os.environ.get("ANTHROPIC_API_KEY")
+    key_var, upstream_url = upstream_env(agent)
+    key = os.environ.get(key_var)
     replay = ReplayOptions(agent=agent, command=command_template, model=model, noise=noise, seed=seed,
                            api_key=key, runs_dir=runs_dir or settings.path("traces"),
                            sandbox=sandbox or settings.config.replay.sandbox, keep_runs=settings.config.replay.keep_runs,
                            keep_runs_days=settings.config.replay.keep_runs_days,
-                           upstream_url=os.environ.get("REPLAYBOOK_UPSTREAM_URL", "https://api.anthropic.com"))
+                           upstream_url=os.environ.get("REPLAYBOOK_UPSTREAM_URL", upstream_url))
     if (model != SCRIPTED or (screen_model and screen_model != SCRIPTED)) and not key:
-        raise BadInput("a real --model or --screen-model needs ANTHROPIC_API_KEY; use `scripted` for the simulated model")
+        raise BadInput(f"a real --model or --screen-model needs {key_var}; use `scripted` for the simulated model")
     opts = gate_mod.GateOptions(replay=replay, suite_trials=trials, jobs=jobs, max_cost_usd=max_cost_usd,
                                 screen_model=screen_model, cache_dir=None if no_cache else (cache_dir or settings.path("cache")))
     progress = (lambda msg: None) if as_json else (lambda msg: click.echo(f"… {msg}", err=True))

@@ -21,7 +21,7 @@ from bot import scenario as sc
 from bot.cli.output import emit_json, table
 from bot.errors import BadInput, CheckFailed
 from bot.replay import engine
-from bot.replay.agents import AGENTS
+from bot.replay.agents import AGENTS, upstream_env
 
 SIMULATED_NOTE = "SIMULATED model (scripted, offline): it shows the harness works, not how a real model behaves"
 
@@ -110,8 +110,8 @@ def run(ctx: click.Context, scenario: str, agent: str, command_template: str | N
     text = playbook_text(settings.root, playbook, rule_file)
     opts = engine.ReplayOptions(
         agent=agent, command=command_template, model=model, noise=noise, seed=seed,
-        api_key=os.environ.get("ANTHROPIC_API_KEY") if model != engine.SCRIPTED else None,
-        upstream_url=os.environ.get("REPLAYBOOK_UPSTREAM_URL", "https://api.anthropic.com"),
+        api_key=os.environ.get(upstream_env(agent)[0]) if model != engine.SCRIPTED else None,
+        upstream_url=os.environ.get("REPLAYBOOK_UPSTREAM_URL", upstream_env(agent)[1]),
         runs_dir=runs_dir or settings.path("traces"), sandbox=sandbox or settings.config.replay.sandbox,
         keep_runs=settings.config.replay.keep_runs, keep_runs_days=settings.config.replay.keep_runs_days,
     )

@@ -54,6 +54,16 @@ class AgentResult:
 AGENTS = ("builtin", "claude-code", "codex", "mini-swe-agent", "command")
 
 
+def upstream_env(agent: str) -> tuple[str, str]:
+    """(the env var holding the real key, the default upstream URL) for ``agent``'s API shape.
+
+    Codex speaks the OpenAI Responses API; every other agent the Messages API.
+    """
+    if agent == "codex":
+        return "OPENAI_API_KEY", "https://api.openai.com"
+    return "ANTHROPIC_API_KEY", "https://api.anthropic.com"
+
+
 def direct_argv(program: str, sandbox) -> list[str]:
     """How to start an agent program without going through a PATH shim.
 

@@ -86,7 +86,7 @@ def install(agent: str, dest: Path | None = None) -> str:
         steps = [[sys.executable, "-m", "venv", str(venv)],
                  [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", p.spec]]
     for argv in steps:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=3600)
         if done.returncode != 0:
             raise BadInput(f"could not install {p.spec} into {dest}: {(done.stderr or done.stdout).strip()[-400:]}")
     if not binary.exists():
