@@ -27,7 +27,7 @@ from bot.replay.engine import ReplayOptions
 REAL = ("claude-code", "codex", "mini-swe-agent")
 
 
-def bench(runs: int, names: tuple[str, ...]) -> None:
+def bench(runs: int, names: tuple[str, ...], scenarios: tuple[str, ...] = BUNDLED) -> None:
     for name in names:
         if name in install.PINS:
             install.install(name)
@@ -39,10 +39,10 @@ def bench(runs: int, names: tuple[str, ...]) -> None:
     per_scenario: dict[tuple[str, str], list[float]] = defaultdict(list)
     with tempfile.TemporaryDirectory(prefix="bench-agents-") as tmp:
         opts = {name: ReplayOptions(agent=name, runs_dir=Path(tmp)) for name in order}
-        first = sc.load(scenario_dir(BUNDLED[0]))
+        first = sc.load(scenario_dir(scenarios[0]))
         for name in order:
             measured_trial(first, "", opts[name], 0, agents[name])
-        for sid in BUNDLED:
+        for sid in scenarios:
             loaded = sc.load(scenario_dir(sid))
             text = playbook_text(sid, with_rule=True)
             for i in range(runs):
@@ -61,15 +61,16 @@ def bench(runs: int, names: tuple[str, ...]) -> None:
                 ", ".join(f"{k} {v}" for k, v in sorted(verdicts[n].items())), len(times[n])] for n in order]))
     say("\nPer scenario (median s):\n")
     say(table(["scenario", *order], [[sid, *[f"{median(per_scenario[(sid, n)]):.2f}" for n in order]]
-                                     for sid in BUNDLED]))
+                                     for sid in scenarios]))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="measured runs per scenario and agent")
     parser.add_argument("--agent", action="append", choices=REAL, help="agents to time (default: all three)")
+    parser.add_argument("--scenario", action="append", choices=BUNDLED, help="scenarios (default: all four)")
     args = parser.parse_args()
-    bench(args.runs, tuple(args.agent or REAL))
+    bench(args.runs, tuple(args.agent or REAL), tuple(args.scenario or BUNDLED))
 
 
 if __name__ == "__main__":
