@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from bot import records, yamlfile
 from bot.errors import BadInput
@@ -93,6 +93,21 @@ class Replay(_Section):
     )
     keep_runs: int = Field(default=200, ge=1, le=100_000, description="Run folders kept under paths.traces.")
     keep_runs_days: int = Field(default=30, ge=1, le=3650, description="Run folders older than this are removed.")
+    agents: list[str] = Field(
+        default_factory=list,
+        description="Agents `gate` proves each rule on when no --agent is given (e.g. [claude-code, codex]); "
+        "empty: builtin. A rule proven on only some is rendered only into their files.",
+    )
+
+    @field_validator("agents")
+    @classmethod
+    def _known_agents(cls, value: list[str]) -> list[str]:
+        from bot.replay.agents import AGENTS
+
+        bad = [a for a in value if a not in AGENTS or a == "command"]
+        if bad:
+            raise ValueError(f"{bad!r}: not agents the gate can run; use {', '.join(a for a in AGENTS if a != 'command')}")
+        return list(dict.fromkeys(value))
 
 
 class Config(_Section):
@@ -101,11 +116,29 @@ class Config(_Section):
         default_factory=list,
         description="Files (e.g. CLAUDE.md, AGENTS.md) whose marked playbook section `check` keeps in sync.",
     )
+    render: list[str] = Field(
+        default_factory=list,
+        description="Hosts whose instruction files `playbook render` and the maintenance PR keep in sync: claude "
+        "(CLAUDE.md), agents (AGENTS.md), copilot, cursor, gemini, windsurf. `NAME:PATH` moves the main file, "
+        "e.g. `claude:.claude/rules/replaybook.md`.",
+    )
     models: Models = Field(default_factory=Models)
     paths: Paths = Field(default_factory=Paths)
     labels: Labels = Field(default_factory=Labels)
     github: GitHub = Field(default_factory=GitHub)
     replay: Replay = Field(default_factory=Replay)
+
+
+    @field_validator("render")
+    @classmethod
+    def _targets(cls, value: list[str]) -> list[str]:
+        from bot.render.hosts import parse_all
+
+        try:
+            parse_all(value)
+        except BadInput as exc:
+            raise ValueError(exc.message) from None
+        return value
 
 
 class Settings:

@@ -144,8 +144,11 @@ class Maintenance:
     left: list[str]  # problems still there once the change is merged
 
 
-def maintenance(book: "Playbook", files: list[Path], on: date) -> Maintenance:
-    """What the push check fixes mechanically: retire past the cap, re-render, sync sections.
+def maintenance(book: "Playbook", files: list[Path], on: date, render: list[str] = ()) -> Maintenance:
+    """What the push check fixes mechanically: retire past the cap, re-render, sync sections and render targets.
+
+    ``render`` is the config's ``render:`` list (:mod:`bot.render`); a target
+    that would pass its host's limit is left for a person, with the reason.
 
     A broken rule file or a twin id makes nothing safe to rewrite: the change
     is empty and every problem is left for a person.
@@ -168,7 +171,13 @@ def maintenance(book: "Playbook", files: list[Path], on: date) -> Maintenance:
             fixed.append("syncs the playbook section of " + ", ".join(synced))
     after = pb.Playbook(book.rel, root=book.root, cap=book.cap, incidents=book.incidents,
                         tree=OverlayTree(book.tree, change))
-    return Maintenance(change, fixed, after.check(inside))
+    left: list[str] = []
+    if render and change is not None:
+        from bot.render.maintenance import rendered_fixes
+
+        rendered, left = rendered_fixes(after, book.root, list(render), fixed)
+        change = change | Change(rendered)
+    return Maintenance(change, fixed, after.check(inside) + left)
 
 
 def _retired(book: "Playbook", retire: list["Entry"], reason: str, on: date,

@@ -16,6 +16,10 @@ RULE_ID = r"^rule-\d{4,}$"
 CITATION = re.compile(r"\[(rule-\d{4,})\]")
 MAX_SENTENCES = 2
 MAX_RULE_CHARS = 400
+MAX_GLOBS = 20
+# A glob is rendered into YAML front matter and comma-separated host fields:
+# no quotes, commas, spaces, colons, '#' or newlines can reach it.
+GLOB = re.compile(r"^[A-Za-z0-9_.*?\[\]{}!/+@=-]{1,200}$")
 
 # Words that open a condition: "Before running tests, …", "When a module looks
 # unused, …". A rule without one is advice with no trigger, which agents ignore.
@@ -53,6 +57,16 @@ class Rule(records.Record):
     replay: str = Field(min_length=1, description="Path of the scenario folder that proves it, e.g. scenarios/monorepo-test-cwd.")
     created: date
     last_hit: date | None = Field(default=None, description="Last time a run cited [rule-NNNN].")
+    paths: list[str] = Field(
+        default_factory=list, max_length=MAX_GLOBS,
+        description="Globs of the files it applies to (e.g. `src/**/*.py`); empty: every file. Hosts with path "
+        "scoping (Claude rules, Copilot applyTo, Cursor and Windsurf globs) get it scoped.",
+    )
+    agents: list[str] = Field(
+        default_factory=list,
+        description="Agents the gate proved it on (`claude-code`, `codex`, ...); empty: not recorded, rendered for "
+        "every host. Set, it is rendered only into those agents' files.",
+    )
 
     @field_validator("rule")
     @classmethod
@@ -89,6 +103,27 @@ class Rule(records.Record):
         if bad:
             raise ValueError(f"{bad!r} are not task-type slugs (lowercase letters, digits, -, _, .)")
         return value
+
+    @field_validator("paths")
+    @classmethod
+    def _globs(cls, value: list[str]) -> list[str]:
+        for glob in value:
+            if not GLOB.match(glob):
+                raise ValueError(
+                    f"{glob[:80]!r} is not a plain glob; use letters, digits and _ . * ? [ ] {{ }} ! / + @ = - "
+                    "(no spaces, quotes, commas or colons; write two globs instead of a comma)"
+                )
+            if glob.startswith("/") or ".." in glob.split("/"):
+                raise ValueError(f"{glob!r} must be relative to the repository root, without `..`")
+        return list(dict.fromkeys(value))
+
+    @field_validator("agents")
+    @classmethod
+    def _agent_names(cls, value: list[str]) -> list[str]:
+        bad = [a for a in value if not re.match(records.SLUG, a)]
+        if bad:
+            raise ValueError(f"{bad!r} are not agent names (lowercase letters, digits, -, _, .)")
+        return list(dict.fromkeys(value))
 
     @model_validator(mode="after")
     def _provisional_matches_cites(self) -> "Rule":

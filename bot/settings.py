@@ -8,6 +8,8 @@ down: the core never looks at ``os.environ`` for a key or a URL.
 | ``ANTHROPIC_API_KEY`` | the key for a real model (capture, distill, reflection, upstream replays) |
 | ``ANTHROPIC_BASE_URL`` | a proxy in front of the Messages API: the adapter's base URL and the replay gateway's upstream (default ``https://api.anthropic.com``) |
 | ``REPLAYBOOK_UPSTREAM_URL`` | deprecated alias of ``ANTHROPIC_BASE_URL`` for replays, read only when that is unset |
+| ``OPENAI_API_KEY`` | the key for a real model behind an agent that speaks the OpenAI Responses API (Codex) |
+| ``OPENAI_BASE_URL`` | that agent's upstream (default ``https://api.openai.com``) |
 
 The config (``.replaybook.yml``, :mod:`bot.config`) gives the rest of :func:`replay_options`:
 the runs folder, the sandbox and how many runs are kept.
@@ -38,6 +40,8 @@ class Environment:
     api_key: str | None = None
     base_url: str | None = None  # None: Anthropic's own
     deprecated: tuple[str, ...] = ()  # deprecated variable names that were used
+    openai_api_key: str | None = None  # for agents that speak the Responses API (Codex)
+    openai_base_url: str | None = None
 
     @classmethod
     def read(cls, environ: Mapping[str, str] | None = None) -> "Environment":
@@ -46,7 +50,17 @@ class Environment:
         deprecated: tuple[str, ...] = ()
         if base_url is None and env.get(DEPRECATED_UPSTREAM_ENV):
             base_url, deprecated = env[DEPRECATED_UPSTREAM_ENV], (DEPRECATED_UPSTREAM_ENV,)
-        return cls(api_key=env.get(API_KEY_ENV) or None, base_url=base_url, deprecated=deprecated)
+        return cls(api_key=env.get(API_KEY_ENV) or None, base_url=base_url, deprecated=deprecated,
+                   openai_api_key=env.get("OPENAI_API_KEY") or None, openai_base_url=env.get("OPENAI_BASE_URL") or None)
+
+    def for_agent(self, agent: str) -> tuple[str, str | None, str]:
+        """(the key's variable name, the key, the upstream URL) for the API shape ``agent`` speaks."""
+        from bot.replay.agents import upstream_env
+
+        key_var, default = upstream_env(agent)
+        if key_var == "OPENAI_API_KEY":
+            return key_var, self.openai_api_key, self.openai_base_url or default
+        return key_var, self.api_key, self.upstream_url
 
     @property
     def upstream_url(self) -> str:
@@ -74,7 +88,8 @@ def replay_options(settings: "Settings", env: Environment, *, model: str, runs_d
     from bot.replay.engine import SCRIPTED, ReplayOptions
 
     cfg = settings.config.replay
-    given.setdefault("api_key", env.api_key if model != SCRIPTED else None)
-    return ReplayOptions(model=model, upstream_url=env.upstream_url, runs_dir=runs_dir or settings.path("traces"),
+    _, key, upstream = env.for_agent(given.get("agent") or "builtin")
+    given.setdefault("api_key", key if model != SCRIPTED else None)
+    return ReplayOptions(model=model, upstream_url=upstream, runs_dir=runs_dir or settings.path("traces"),
                          sandbox=sandbox or cfg.sandbox, keep_runs=cfg.keep_runs, keep_runs_days=cfg.keep_runs_days,
                          **given)

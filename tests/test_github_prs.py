@@ -354,6 +354,29 @@ def test_a_broken_playbook_gets_one_maintenance_pr_that_fixes_it(cli, gh, event)
     assert gh.writes() == [] and len(gh.pulls) == 1
 
 
+def test_the_maintenance_pr_renders_every_host_and_keeps_the_users_bytes(cli, gh, event):
+    sound_playbook(cli.root)
+    write(cli.root / ".replaybook.yml", "cap: 5\nrender: [claude, agents, cursor]\n")
+    assert cli("playbook", "render").code == 0
+    (cli.root / "AGENTS.md").write_bytes(b"# Agents\r\nmine\r\n" + (cli.root / "AGENTS.md").read_bytes())
+    write(cli.root / "playbook/rules/rule-0003.yaml", rule_yaml(
+        "rule-0003", text="When a fixture is added, register it in conftest.py.") + "paths: [tests/**]\n")
+    mirror(gh, cli.root)
+    before = snapshot(cli.root)
+    event("push", push_payload())
+    out = handle(cli)
+    assert out["code"] == 0, out
+    assert snapshot(cli.root) == before
+    (pr,) = gh.pulls
+    assert "AGENTS.md: is out of sync" in pr["body"] and "renders " in pr["body"]
+    files = gh.branch_files("replaybook/maintenance")
+    assert files["AGENTS.md"].startswith("# Agents\r\nmine\r\n") and "[rule-0003]" in files["AGENTS.md"]
+    assert "rule-0003" not in files["CLAUDE.md"]
+    assert 'paths:\n  - "tests/**"' in files[".claude/rules/replaybook-rule-0003.md"]
+    assert "globs: tests/**" in files[".cursor/rules/replaybook-rule-0003.mdc"]
+    assert "nothing: merging this PR fixes every problem" in pr["body"]
+
+
 def test_problems_no_machine_can_fix_fail_and_name_themselves(cli, gh, event):
     sound_playbook(cli.root)
     assert cli("playbook", "render").code == 0

@@ -26,7 +26,9 @@ from bot.settings import replay_options
               help="The playbook folder (default: config paths.playbook).")
 @click.option("--suite", "suite_dir", type=click.Path(file_okay=False, path_type=Path),
               help="The replay suite: a folder of scenarios (default: config paths.scenarios).")
-@click.option("--agent", type=click.Choice(AGENTS), default="builtin", show_default=True, help="The agent to replay.")
+@click.option("--agent", "agents", type=click.Choice(AGENTS), multiple=True,
+              help="The agent to replay (repeatable: the rule is proven on each, and rendered only into the files "
+              "of those it is proven on). Default: config replay.agents, else builtin.")
 @click.option("--sandbox", type=click.Choice(BACKENDS), default=None,
               help="Isolation of the agent: bwrap (default on Linux), docker, or none (unisolated, loudly warned; "
                    "the GitHub gate refuses it). Default: config replay.sandbox.")
@@ -53,7 +55,8 @@ from bot.settings import replay_options
               help="On admit: move the rule into playbook/rules/, retire past the cap, re-render, resolve its incidents.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of markdown.")
 @click.pass_context
-def command(ctx: click.Context, rule_file: Path, playbook_dir: Path | None, suite_dir: Path | None, agent: str,
+def command(ctx: click.Context, rule_file: Path, playbook_dir: Path | None, suite_dir: Path | None,
+            agents: tuple[str, ...],
             command_template: str | None, model: str, screen_model: str | None, trials: int | None, jobs: int | None,
             max_cost_usd: float | None, cache_dir: Path | None, no_cache: bool, runs_dir: Path | None,
             noise: float, seed: int, report_file: Path | None, do_admit: bool, as_json: bool,
@@ -71,14 +74,20 @@ def command(ctx: click.Context, rule_file: Path, playbook_dir: Path | None, suit
     book = open_playbook(ctx)
     if playbook_dir is not None:
         book = Playbook(playbook_dir, root=settings.root, cap=settings.cap, incidents=book.incidents)
-    key = ctx.obj.env.api_key  # the screen model may be real when the agent's is not
+    chosen = list(dict.fromkeys(agents)) or settings.config.replay.agents or ["builtin"]
+    agent = chosen[0]
+    key_var, key, _ = ctx.obj.env.for_agent(agent)  # the screen model may be real when the agent's is not
     replay = replay_options(settings, ctx.obj.env, model=model, runs_dir=runs_dir, sandbox=sandbox, api_key=key,
                             agent=agent, command=command_template, noise=noise, seed=seed)
     if (model != SCRIPTED or (screen_model and screen_model != SCRIPTED)) and not key:
-        raise BadInput("a real --model or --screen-model needs ANTHROPIC_API_KEY; use `scripted` for the simulated model")
+        raise BadInput(f"a real --model or --screen-model needs {key_var}; use `scripted` for the simulated model")
     opts = gate_mod.GateOptions(replay=replay, suite_trials=trials, jobs=jobs or cores(), max_cost_usd=max_cost_usd,
                                 screen_model=screen_model, cache_dir=None if no_cache else (cache_dir or settings.path("cache")))
     progress = (lambda msg: None) if as_json else (lambda msg: click.echo(f"… {msg}", err=True))
+    if len(chosen) > 1:
+        _per_agent(book, rule_file, suite_dir or settings.path("scenarios"), opts, chosen, progress,
+                   do_admit=do_admit, report_file=report_file, as_json=as_json)
+        return
     result = gate_mod.run_gate(book, rule_file, suite_dir or settings.path("scenarios"), opts, progress)
     if do_admit and result.decision == "admit":
         admission = book.admit(rule_file, datetime.now(timezone.utc).date(), recheck=gate_mod.twins)
@@ -91,6 +100,29 @@ def command(ctx: click.Context, rule_file: Path, playbook_dir: Path | None, suit
         report_file.write_text(text, encoding="utf-8")
     if as_json:
         emit_json(gate_report.as_json(result))
+    else:
+        click.echo(text, nl=False)
+    if result.decision != "admit":
+        raise CheckFailed(f"{result.rule_id}: {result.decision}: {result.reason}")
+
+
+def _per_agent(book: Playbook, rule_file: Path, suite_dir: Path, opts: gate_mod.GateOptions, agents: list[str],
+               progress, *, do_admit: bool, report_file: Path | None, as_json: bool) -> None:
+    from bot import gate_agents
+
+    result = gate_agents.run(book, rule_file, suite_dir, opts, agents, progress)
+    if do_admit and result.decision == "admit":
+        gate_agents.record_agents(rule_file, result)
+        admission = book.admit(rule_file, datetime.now(timezone.utc).date(), recheck=gate_mod.twins)
+        first = result.results[result.proven_on[0]]
+        first.admitted = {"retired": [r.id for r in admission.retired if r.id != admission.rule.id],
+                          "resolved": admission.resolved_incidents, "retired_itself": admission.retired_itself}
+    text = gate_agents.markdown_report(result, opts.test)
+    if report_file:
+        report_file.parent.mkdir(parents=True, exist_ok=True)
+        report_file.write_text(text, encoding="utf-8")
+    if as_json:
+        emit_json(gate_agents.as_json(result))
     else:
         click.echo(text, nl=False)
     if result.decision != "admit":

@@ -15,7 +15,7 @@ import click
 from bot import __version__
 from bot import config as config_mod
 from bot import crash_log
-from bot.cli import capture, demo, distill, gate, incident, lessons, playbook, replay, rule, scenario, schema, trace
+from bot.cli import agent, capture, demo, distill, gate, incident, lessons, playbook, replay, rule, scenario, schema, trace
 from bot.cli import github
 from bot.cli import init
 from bot.errors import ReplaybookError
@@ -76,6 +76,7 @@ cli.add_command(schema.command)
 cli.add_command(demo.command)
 cli.add_command(github.group)
 cli.add_command(init.command)
+cli.add_command(agent.group)
 
 
 def _same_help_everywhere(command: click.Command) -> None:

@@ -67,9 +67,15 @@ def list_(ctx: click.Context, all_states: bool, as_json: bool) -> None:
 @group.command("check")
 @click.option("--section", "sections", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Also check the marked section of this file (repeatable; config `sections` adds more).")
+@click.option("--target", "targets", multiple=True, metavar="NAME[:PATH]",
+              help="Also check this render target (claude, agents, copilot, cursor, gemini, windsurf; config "
+              "`render` adds more).")
 @click.pass_context
-def check(ctx: click.Context, sections: tuple[Path, ...]) -> None:
+def check(ctx: click.Context, sections: tuple[Path, ...], targets: tuple[str, ...]) -> None:
     """Check ids, the cap, scenarios, citations and rendering. Exit 1 with a list if any fails.
+
+    Rendered files are checked against each host's documented size limit
+    (docs/playbook.md), so the check fails before a host would truncate one.
 
     Each admitted rule's scenario is validated as `replaybook scenario validate`
     does, do-nothing control included (a cached replay).
@@ -77,7 +83,9 @@ def check(ctx: click.Context, sections: tuple[Path, ...]) -> None:
     settings = ctx.obj.settings
     files = list(sections) + [settings.root / s for s in settings.config.sections]
     book = open_playbook(ctx)
-    problems = book.check(files)
+    from bot import render as render_mod
+
+    problems = book.check(files) + render_mod.check(book, settings.root, list(targets) + settings.config.render, files)
     if not problems:  # a scenario that does not load is already reported above
         from bot.cli.scenario import admitted_scenario_problems
 
@@ -90,10 +98,22 @@ def check(ctx: click.Context, sections: tuple[Path, ...]) -> None:
 @group.command("render")
 @click.option("--section", "sections", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Keep the marked section of this file (e.g. CLAUDE.md) in sync; bytes outside it are untouched.")
+@click.option("--target", "targets", multiple=True, metavar="NAME[:PATH]",
+              help="Also render for this host (claude, agents, copilot, cursor, gemini, windsurf; NAME:PATH moves its "
+              "main file); config `render` lists the usual ones.")
 @click.pass_context
-def render(ctx: click.Context, sections: tuple[Path, ...]) -> None:
-    """Write playbook/PLAYBOOK.md, the text agents read."""
+def render(ctx: click.Context, sections: tuple[Path, ...], targets: tuple[str, ...]) -> None:
+    """Write playbook/PLAYBOOK.md and every render target's files, the text agents read.
+
+    Nothing is written when a rendered file would pass its host's size limit.
+    """
+    from bot import render as render_mod
+
     book = open_playbook(ctx)
+    settings = ctx.obj.settings
+    for change in render_mod.render(book, settings.root, list(targets) + settings.config.render):
+        verb = "removed" if change.new is None else "created" if change.old is None else "updated"
+        click.echo(f"{verb} {change.rel} (render target {change.target})")
     changed = book.render()
     click.echo(f"{'wrote' if changed else 'unchanged'} {book.rendered_path}")
     for file in sections:

@@ -28,11 +28,13 @@ def check_invariants(action: CheckPlaybookInvariants, ctx: RunContext) -> list[O
     store = IncidentStore(settings.path("incidents"))
     sections = [root / s for s in settings.config.sections]
     book = Playbook(settings.path("playbook"), root=root, cap=settings.cap, incidents=store)
-    problems = book.check(sections)
+    from bot import render as render_mod
+
+    problems = book.check(sections) + render_mod.check(book, root, settings.config.render, sections)
     where = f"the playbook at {action.after_sha[:12]}"
     if not problems:
         return [Outcome(action.kind, "unchanged", f"ok: {where} holds every invariant")]
-    planned = playbook_changes.maintenance(book, sections, ctx.today or date.today())
+    planned = playbook_changes.maintenance(book, sections, ctx.today or date.today(), settings.config.render)
     files, fixed, left = planned.change, planned.fixed, planned.left
     listed = "\n".join(f"- {code(p, 500)}" for p in problems)
     todo = "\n".join(f"- {code(p, 500)}" for p in left) or "- nothing: merging this PR fixes every problem"

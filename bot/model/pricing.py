@@ -50,6 +50,10 @@ PRICES: dict[str, Price] = {
     "claude-3-5-haiku": Price(0.80, 4.0),
     "claude-3-opus": Price(15.0, 75.0),
     "claude-3-haiku": Price(0.25, 1.25),
+    # OpenAI, for Codex CLI upstream (openai.com/api/pricing; cached input is 0.1x there too).
+    "gpt-5": Price(1.25, 10.0),
+    "gpt-5-codex": Price(1.25, 10.0),
+    "gpt-5-mini": Price(0.25, 2.0),
 }
 
 # Unknown ids of a known family: the newest price of that family.

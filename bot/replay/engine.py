@@ -116,7 +116,7 @@ def _gateway(loaded: sc.LoadedScenario, opts: ReplayOptions, trial: int, on_call
         policy = load_policy(policy_file, noise=opts.noise, seed=seed)
         return Gateway(policy, latency_s=opts.latency_s, on_call=on_call, max_cost_usd=budget)
     if not opts.api_key:
-        raise BadInput(f"--model {opts.model} is a real model: set ANTHROPIC_API_KEY, "
+        raise BadInput(f"--model {opts.model} is a real model: set ANTHROPIC_API_KEY (OPENAI_API_KEY for --agent codex), "
                        "or use --model scripted for the simulated model")
     return Gateway(upstream=Upstream(api_key=opts.api_key, base_url=opts.upstream_url),
                    on_call=on_call, max_cost_usd=budget)

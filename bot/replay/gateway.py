@@ -27,6 +27,7 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from bot.model import pricing
+from bot.replay import responses_api
 from bot.replay.policy import SIMULATED_MODEL, Reply, estimate_input_tokens
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,7 @@ ERROR_TYPES = {
 }
 # Upstream response headers an agent may see; anything else stays behind.
 _PASS_HEADERS = ("content-type", "request-id", "retry-after", "retry-after-ms", "x-should-retry")
+RESPONSES_PATH = "/v1/responses"  # the OpenAI Responses API, for Codex CLI (bot/replay/responses_api.py)
 _DELTA_CHARS = 40  # size of each simulated stream delta; several per block exercises client assembly
 
 
@@ -109,6 +111,15 @@ class Usage:
         elif event.get("type") == "message_delta":
             self._take(event.get("usage"))
             self.stop_reason = (event.get("delta") or {}).get("stop_reason") or self.stop_reason
+
+
+class ResponsesUsage(Usage):
+    """Usage of a Responses API answer (Codex): from the body or its ``response.completed`` event."""
+
+    def add_message(self, body: dict[str, Any]) -> None:
+        responses_api.add_usage(self, body)
+
+    add_event = add_message
 
 
 def error_body(status: int, message: str) -> dict[str, Any]:
@@ -206,8 +217,9 @@ class Gateway:
         return self._server.server_address[1]
 
     def agent_env(self) -> dict[str, str]:
-        """Environment that points an agent (anthropic SDK, Claude Code) at this gateway."""
-        return {"ANTHROPIC_BASE_URL": self.url, "ANTHROPIC_API_KEY": self.token}
+        """Environment that points an agent (anthropic SDK, Claude Code; OpenAI SDKs) at this gateway."""
+        return {"ANTHROPIC_BASE_URL": self.url, "ANTHROPIC_API_KEY": self.token,
+                "OPENAI_BASE_URL": self.url + "/v1", "OPENAI_API_KEY": self.token}
 
     @property
     def total_cost_usd(self) -> float:
@@ -269,7 +281,9 @@ class Gateway:
             "anthropic-version": headers.get("anthropic-version") or up.anthropic_version,
             "x-api-key": up.api_key,
         }
-        if headers.get("anthropic-beta"):
+        if path == RESPONSES_PATH:  # OpenAI: a Bearer key, no Anthropic headers
+            out = {"content-type": "application/json", "accept": out["accept"], "authorization": f"Bearer {up.api_key}"}
+        elif headers.get("anthropic-beta"):
             out["anthropic-beta"] = headers["anthropic-beta"]
         try:
             conn.request("POST", parts.path.rstrip("/") + path, body=body, headers=out)
@@ -393,7 +407,7 @@ class _Handler(BaseHTTPRequestHandler):
         if not gateway._authorized(self.headers):
             self._send_json(401, error_body(401, "invalid x-api-key: use the token this gateway gave you"))
             return
-        if path not in ("/v1/messages", "/v1/messages/count_tokens"):
+        if path not in ("/v1/messages", "/v1/messages/count_tokens", RESPONSES_PATH):
             self._send_json(404, error_body(404, f"no such endpoint: POST {path}"))
             return
         try:
@@ -407,9 +421,9 @@ class _Handler(BaseHTTPRequestHandler):
             # An estimate in both modes: it is not a model call and costs nothing.
             self._send_json(200, {"input_tokens": estimate_input_tokens(request)})
             return
-        self._messages(gateway, request, raw)
+        self._messages(gateway, request, raw, path)
 
-    def _messages(self, gateway: Gateway, request: dict[str, Any], raw: bytes) -> None:
+    def _messages(self, gateway: Gateway, request: dict[str, Any], raw: bytes, path: str = "/v1/messages") -> None:
         started = time.monotonic()
         stream = bool(request.get("stream"))
         simulated = gateway.mode == "scripted"
@@ -425,10 +439,12 @@ class _Handler(BaseHTTPRequestHandler):
             gateway._record(request, Usage(), status=status, started=started, simulated=simulated, stream=stream)
             # retry-after-ms keeps SDK retries fast in tests, as the real API's retry-after does.
             self._send_json(status, error_body(status, f"injected failure {status}"), {"retry-after-ms": "10"})
+        elif simulated and path == RESPONSES_PATH:
+            self._scripted_responses(gateway, request, started, stream)
         elif simulated:
             self._scripted(gateway, request, started, stream)
         else:
-            self._forward(gateway, request, raw, started, stream)
+            self._forward(gateway, request, raw, started, stream, path)
 
     # Each answer is recorded before its last bytes go out, so a client that
     # has its response always finds the call in `gateway.calls`.
@@ -453,11 +469,32 @@ class _Handler(BaseHTTPRequestHandler):
         self._chunk(sse(events[-1]))
         self._end_stream()
 
-    def _forward(self, gateway: Gateway, request: dict[str, Any], raw: bytes, started: float, stream: bool) -> None:
+    def _scripted_responses(self, gateway: Gateway, request: dict[str, Any], started: float, stream: bool) -> None:
+        """The Responses API (Codex): the same simulated model, through ``responses_api``'s translation."""
+        assert gateway.policy is not None
+        reply = gateway.policy.respond(responses_api.to_messages(request))
         usage = Usage()
+        usage.add_message(reply.message)
+        record = dict(status=200, started=started, simulated=True, stream=stream, branch=reply.branch)
+        response = responses_api.from_message(reply.message, request)
+        if not stream:
+            gateway._record(request, usage, **record)
+            self._send_json(200, response)
+            return
+        events = list(responses_api.response_events(response))
+        self._start_stream()
+        for event in events[:-1]:
+            self._chunk(responses_api.sse(event))
+        gateway._record(request, usage, **record)
+        self._chunk(responses_api.sse(events[-1]))
+        self._end_stream()
+
+    def _forward(self, gateway: Gateway, request: dict[str, Any], raw: bytes, started: float, stream: bool,
+                 path: str = "/v1/messages") -> None:
+        usage = ResponsesUsage() if path == RESPONSES_PATH else Usage()
         record = dict(started=started, simulated=False, stream=stream)
         try:
-            conn, resp = gateway._upstream_request("/v1/messages", raw, self.headers)
+            conn, resp = gateway._upstream_request(path, raw, self.headers)
         except (OSError, http.client.HTTPException) as exc:
             gateway._record(request, usage, status=502, **record)
             self._send_json(502, error_body(502, f"upstream unreachable: {exc.__class__.__name__}"))

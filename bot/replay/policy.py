@@ -197,7 +197,12 @@ def estimate_input_tokens(request: dict[str, Any]) -> int:
 def _render(step: Step, index: int, request: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
     """Content blocks and stop_reason for one step, using the tools the agent offers."""
     if step.action == "say":
-        return [_text(f"{SIM_TAG} {step.text}")], "end_turn"
+        said = [_text(f"{SIM_TAG} {step.text}")]
+        submit = _bash_call(f"echo {SUBMIT_COMMAND}", _tools(request)) if _asks_for_submit(request) else None
+        if submit:  # the agent ends a task by a command, and a model following its instructions sends it
+            return said + [{"type": "tool_use", "id": f"toolu_sim_{index:05d}", "name": submit[0],
+                            "input": submit[1]}], "tool_use"
+        return said, "end_turn"
     call = _tool_call(step, request)
     if call is None:
         what = f"run `{step.command}`" if step.action == "bash" else f"write {step.path}"
@@ -206,6 +211,17 @@ def _render(step: Step, index: int, request: dict[str, Any]) -> tuple[list[dict[
     note = _text(f"{SIM_TAG} step {index + 1}: {step.action}")
     use = {"type": "tool_use", "id": f"toolu_sim_{index:05d}", "name": name, "input": tool_input}
     return [note, use], "tool_use"
+
+
+# mini-swe-agent finishes only when the model runs `echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT`.
+SUBMIT_COMMAND = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+
+
+def _asks_for_submit(request: dict[str, Any]) -> bool:
+    for msg in request.get("messages") or []:
+        if isinstance(msg, dict) and msg.get("role") == "user":
+            return any(f"echo {SUBMIT_COMMAND}" in t for t in _block_texts(msg.get("content")))
+    return False
 
 
 def _text(text: str) -> dict[str, Any]:

@@ -208,7 +208,8 @@ def test_gateway_needs_exactly_one_mode() -> None:
 
 def test_agent_env_points_at_the_gateway(gateway: Gateway) -> None:
     env = gateway.agent_env()
-    assert env == {"ANTHROPIC_BASE_URL": gateway.url, "ANTHROPIC_API_KEY": gateway.token}
+    assert env == {"ANTHROPIC_BASE_URL": gateway.url, "ANTHROPIC_API_KEY": gateway.token,
+                   "OPENAI_BASE_URL": gateway.url + "/v1", "OPENAI_API_KEY": gateway.token}
 
 
 # --- upstream mode --------------------------------------------------------

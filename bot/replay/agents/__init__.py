@@ -1,4 +1,4 @@
-"""Agents the replay engine can run: ``builtin``, ``claude-code`` and ``command``.
+"""Agents the replay engine can run: ``builtin``, ``claude-code``, ``codex``, ``mini-swe-agent`` and ``command``.
 
 Every agent gets the same ``AgentRun`` (task, playbook text, sandbox, gateway,
 limits) and returns an ``AgentResult``. Agents talk only to the gateway; the
@@ -51,7 +51,17 @@ class AgentResult:
         return self.status not in UNSCORED
 
 
-AGENTS = ("builtin", "claude-code", "command")
+AGENTS = ("builtin", "claude-code", "codex", "mini-swe-agent", "command")
+
+
+def upstream_env(agent: str) -> tuple[str, str]:
+    """(the env var holding the real key, the default upstream URL) for ``agent``'s API shape.
+
+    Codex speaks the OpenAI Responses API; every other agent the Messages API.
+    """
+    if agent == "codex":
+        return "OPENAI_API_KEY", "https://api.openai.com"
+    return "ANTHROPIC_API_KEY", "https://api.anthropic.com"
 
 
 def direct_argv(program: str, sandbox) -> list[str]:
@@ -87,6 +97,14 @@ def make(name: str, *, command: str | None = None):
         from bot.replay.agents.claude_code import ClaudeCodeAgent
 
         return ClaudeCodeAgent()
+    if name == "codex":
+        from bot.replay.agents.codex import CodexAgent
+
+        return CodexAgent()
+    if name == "mini-swe-agent":
+        from bot.replay.agents.mini_swe import MiniSweAgent
+
+        return MiniSweAgent()
     if name == "command":
         from bot.replay.agents.command import CommandAgent
 

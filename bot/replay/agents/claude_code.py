@@ -10,16 +10,16 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 from bot.errors import BadInput
 from bot.replay.agents import AgentResult, AgentRun, direct_argv
+from bot.replay.agents.install import PINS
 
-PINNED_VERSION = "2.1.328"
-PACKAGE = "@anthropic-ai/claude-code"
-ENV_BINARY = "REPLAYBOOK_CLAUDE_CODE"
+PINNED_VERSION = PINS["claude-code"].version
+PACKAGE = PINS["claude-code"].package
+ENV_BINARY = PINS["claude-code"].env
 
 
 def cache_dir() -> Path:
@@ -40,19 +40,9 @@ def find_cli() -> str | None:
 
 def install_cli(dest: Path | None = None) -> str:
     """Install the pinned CLI from the npm registry into ``dest`` (default: the cache)."""
-    dest = dest or cache_dir()
-    binary = dest / "node_modules" / ".bin" / "claude"
-    if binary.exists():
-        return str(binary)
-    npm = shutil.which("npm")
-    if npm is None:
-        raise BadInput(f"npm is not installed; it is needed to install {PACKAGE}@{PINNED_VERSION}")
-    dest.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run([npm, "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(dest),
-                           f"{PACKAGE}@{PINNED_VERSION}"], capture_output=True, text=True, timeout=600)
-    if done.returncode != 0 or not binary.exists():
-        raise BadInput(f"npm could not install {PACKAGE}@{PINNED_VERSION}: {done.stderr.strip()[-400:]}")
-    return str(binary)
+    from bot.replay.agents import install
+
+    return install.install("claude-code", dest)
 
 
 class ClaudeCodeAgent:

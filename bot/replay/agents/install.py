@@ -1,0 +1,112 @@
+"""Pinned agent CLIs in the cache: what `replaybook agent install` / `list` manage.
+
+Each real agent is pinned to one version of one package (npm or PyPI). It is
+installed into ``$XDG_CACHE_HOME/replaybook/NAME-VERSION`` from the registry
+with the ordinary client (npm; a venv's pip), never from anywhere else, and
+found there first, so users and ``.ci/run`` replay the same version.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from bot.errors import BadInput
+
+
+@dataclass(frozen=True)
+class Pin:
+    agent: str      # the --agent name
+    registry: str   # "npm" or "pypi"
+    package: str
+    version: str
+    binary: str     # the executable the package installs
+    env: str        # an env var that names another binary instead
+
+    @property
+    def spec(self) -> str:
+        return f"{self.package}@{self.version}" if self.registry == "npm" else f"{self.package}=={self.version}"
+
+
+PINS: dict[str, Pin] = {p.agent: p for p in (
+    Pin("claude-code", "npm", "@anthropic-ai/claude-code", "2.1.328", "claude", "REPLAYBOOK_CLAUDE_CODE"),
+    Pin("codex", "npm", "@openai/codex", "0.169.0", "codex", "REPLAYBOOK_CODEX"),
+    Pin("mini-swe-agent", "pypi", "mini-swe-agent", "2.4.6", "mini", "REPLAYBOOK_MINI_SWE_AGENT"),
+)}
+
+
+def pin(agent: str) -> Pin:
+    found = PINS.get(agent)
+    if found is None:
+        raise BadInput(f"agent {agent!r} has no pinned package; installable: {', '.join(PINS)}")
+    return found
+
+
+def cache_dir(agent: str) -> Path:
+    p = pin(agent)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "replaybook" / f"{p.agent}-{p.version}"
+
+
+def cached_binary(agent: str, dest: Path | None = None) -> Path:
+    p, dest = pin(agent), dest or cache_dir(agent)
+    return dest / ("node_modules/.bin" if p.registry == "npm" else "venv/bin") / p.binary
+
+
+def find(agent: str) -> str | None:
+    """``$ENV`` override, the pinned copy in the cache, or the binary on PATH."""
+    p = pin(agent)
+    explicit = os.environ.get(p.env)
+    if explicit:
+        return explicit
+    cached = cached_binary(agent)
+    if cached.exists():
+        return str(cached)
+    return shutil.which(p.binary)
+
+
+def install(agent: str, dest: Path | None = None) -> str:
+    """Install the pinned version into ``dest`` (default: the cache); return its binary. Idempotent."""
+    p, dest = pin(agent), dest or cache_dir(agent)
+    binary = cached_binary(agent, dest)
+    if binary.exists():
+        return str(binary)
+    dest.mkdir(parents=True, exist_ok=True)
+    if p.registry == "npm":
+        npm = shutil.which("npm")
+        if npm is None:
+            raise BadInput(f"npm is not installed; it is needed to install {p.spec}")
+        steps = [[npm, "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(dest), p.spec]]
+    else:
+        venv = dest / "venv"
+        steps = [[sys.executable, "-m", "venv", str(venv)],
+                 [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", p.spec]]
+    for argv in steps:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=3600)
+        if done.returncode != 0:
+            raise BadInput(f"could not install {p.spec} into {dest}: {(done.stderr or done.stdout).strip()[-400:]}")
+    if not binary.exists():
+        raise BadInput(f"installed {p.spec} into {dest}, but {binary} is missing")
+    return str(binary)
+
+
+def installed_version(agent: str) -> str | None:
+    """The version of the cached install, or None when it is not installed."""
+    p = pin(agent)
+    dest = cache_dir(agent)
+    if not cached_binary(agent).exists():
+        return None
+    if p.registry == "npm":
+        manifest = dest / "node_modules" / p.package / "package.json"
+        try:
+            import json
+
+            return str(json.loads(manifest.read_text()).get("version"))
+        except (OSError, ValueError):
+            return "?"
+    found = list((dest / "venv" / "lib").glob(f"python*/site-packages/{p.package.replace('-', '_')}-*.dist-info"))
+    return found[0].name.split("-")[-1].removesuffix(".dist-info") if found else "?"
