@@ -120,6 +120,7 @@ def simulated_answers(logs: list[Path]) -> AnswerBook:
     for log in logs:  # capture asks once per log, in this order
         incident = _bundled_incident(log)
         answer = {k: getattr(incident, k) for k in ("task", "believed", "actual", "failure_class", "cost_minutes")}
+        answer["repeat_of"] = incident.repeat_of if isinstance(incident.repeat_of, str) else None
         book.add("One failed run", json.dumps(answer), times=1)
     proposals = []
     for rule_file in sorted({log.parent.parent / "rule.yaml" for log in logs}):

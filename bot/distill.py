@@ -197,6 +197,7 @@ class DistillReport:
     asked: int = 0
     failed: int = 0
     unreadable: list[str] = field(default_factory=list)  # one message per incident file that did not load
+    repeats: dict[str, list[str]] = field(default_factory=dict)  # incident -> the earlier ones of its group
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -209,6 +210,7 @@ class DistillReport:
             "asked": self.asked,
             "failed": self.failed,
             "unreadable": self.unreadable,
+            "repeats": self.repeats,
         }
 
 
@@ -339,6 +341,7 @@ def distill(settings: Settings, llm: AsksJson, *, min_incidents: int = 1, since:
         else:
             candidates.append(incident)
     report.groups = group_incidents(candidates)
+    report.repeats = _record_repeats(report.groups, store, write=not dry_run)
     plans: list[_RulePlan | _SpecPlan] = []
     with tempfile.TemporaryDirectory(prefix="replaybook-distill-") as staging:
         for group in batches(report.groups, batch_max):
@@ -354,6 +357,21 @@ def distill(settings: Settings, llm: AsksJson, *, min_incidents: int = 1, since:
                 Journal(settings.root).recover()  # finish a change a crash interrupted before reading state
                 _apply(plans, book, settings, report, today, write=True, reserved=reserved_ids)
     return report
+
+
+def _record_repeats(groups: list[Group], store: IncidentStore, *, write: bool) -> dict[str, list[str]]:
+    """Each later incident of a group repeats the earlier ones: record ``repeat_of`` where nothing is."""
+    from bot import health
+
+    links: dict[str, list[str]] = {}
+    for group in groups:
+        links.update(health.group_links(group.incidents))
+    for incident_id, earlier in links.items() if write else ():
+        path = store.path_of(incident_id)
+        text = yamlfile.set_top_level(path.read_text(encoding="utf-8"), "repeat_of", json.dumps(earlier))
+        store.load_text(path, text)  # validated before it is written
+        yamlfile.replace(path, text)
+    return links
 
 
 def _as_utc(value: datetime | date) -> datetime:

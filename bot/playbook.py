@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 from typing import Callable
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, datetime, timezone
 from pathlib import Path
 
 import jinja2
@@ -61,11 +61,13 @@ class Hits:
 
 
 class Playbook:
-    def __init__(self, folder: Path, *, root: Path, cap: int = 60, incidents: IncidentStore | None = None):
+    def __init__(self, folder: Path, *, root: Path, cap: int = 60, incidents: IncidentStore | None = None,
+                 half_life_days: int = 30):
         self.folder = Path(folder)
         self.root = Path(root)
         self.cap = cap
         self.incidents = incidents
+        self.half_life_days = half_life_days  # config health.half_life_days: how fast a rule's score cools
 
     # -- reading ---------------------------------------------------------
 
@@ -166,7 +168,7 @@ class Playbook:
         problems = list(loading_problems)
         admitted = [e for e in entries if e.state == "rules"]
         if len(admitted) > self.cap:
-            coldest = sorted((e.rule for e in admitted), key=Rule.heat)[: len(admitted) - self.cap]
+            coldest = self.retirement_order([e.rule for e in admitted])[: len(admitted) - self.cap]
             problems.append(
                 f"{len(admitted)} admitted rules exceed the cap of {self.cap}; "
                 f"retire the coldest with `replaybook playbook retire` ({', '.join(r.id for r in coldest)})"
@@ -237,6 +239,7 @@ class Playbook:
                 continue
             result.hit.append(rule_id)
             if entry.rule.last_hit is None or entry.rule.last_hit < on:
+                self._set_field(entry.path, "hits", str((entry.rule.hits or 0) + 1))  # one hit per day it moves
                 self._set_field(entry.path, "last_hit", on.isoformat())
         return result
 
@@ -250,15 +253,23 @@ class Playbook:
             self._commit([e for e in by_id.values() if e is not entry], retire=[entry], reason=reason, on=on)
             return entry.rule
 
-    def coldest_over_cap(self, rules: list[Rule] | None = None) -> list[Rule]:
-        ranked = sorted(self.admitted() if rules is None else rules, key=Rule.heat)
+    def coldest_over_cap(self, rules: list[Rule] | None = None, on: date | None = None) -> list[Rule]:
+        """The rules to retire past the cap: provisional first, then the lowest score (bot/health.py)."""
+        ranked = self.retirement_order(self.admitted() if rules is None else rules, on)
         return ranked[: max(0, len(ranked) - self.cap)]
+
+    def retirement_order(self, rules: list[Rule], on: date | None = None) -> list[Rule]:
+        from bot import health
+
+        known = self.incidents.read().incidents if self.incidents else []  # a broken file costs nothing here
+        today = on or datetime.now(timezone.utc).date()
+        return health.retirement_order(rules, known, today, self.half_life_days)
 
     def retire_over_cap(self, on: date) -> list[Rule]:
         """Retire the coldest rules until the cap holds, in one change."""
         with self._changing():
             entries = self.entries(("rules",))
-            cold = {r.id for r in self.coldest_over_cap([e.rule for e in entries])}
+            cold = {r.id for r in self.coldest_over_cap([e.rule for e in entries], on)}
             retire = [e for e in entries if e.rule.id in cold]
             if retire:
                 self._commit([e for e in entries if e.rule.id not in cold], retire=retire, reason="cap", on=on)
@@ -285,7 +296,7 @@ class Playbook:
             entries = self.entries(("rules",))
             target = self.dir("rules") / f"{candidate.id}.yaml"
             entry = Entry(target, "rules", candidate)
-            cold = {r.id for r in self.coldest_over_cap([e.rule for e in entries] + [candidate])}
+            cold = {r.id for r in self.coldest_over_cap([e.rule for e in entries] + [candidate], on)}
             keep = [e for e in [*entries, entry] if e.rule.id not in cold]
             retire = [e for e in [*entries, entry] if e.rule.id in cold]
             writes = {target: path.read_text(encoding="utf-8")}

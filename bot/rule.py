@@ -53,6 +53,7 @@ class Rule(records.Record):
     replay: str = Field(min_length=1, description="Path of the scenario folder that proves it, e.g. scenarios/monorepo-test-cwd.")
     created: date
     last_hit: date | None = Field(default=None, description="Last time a run cited [rule-NNNN].")
+    hits: int | None = Field(default=None, ge=0, description="Days on which a run cited [rule-NNNN] (counted as last_hit moves); unset: 0.")
 
     @field_validator("rule")
     @classmethod

@@ -21,6 +21,7 @@ def open_playbook(ctx: click.Context) -> Playbook:
         root=settings.root,
         cap=settings.cap,
         incidents=IncidentStore(settings.path("incidents")),
+        half_life_days=settings.config.health.half_life_days,
     )
 
 
@@ -44,20 +45,26 @@ def group() -> None:
 @click.pass_context
 def list_(ctx: click.Context, all_states: bool, as_json: bool) -> None:
     """List admitted rules (with --all: every state)."""
+    from bot import health
+
     book = open_playbook(ctx)
     entries = book.entries(STATES if all_states else ("rules",))
+    known = {i.id: i for i in book.incidents.read().incidents}
+    today = datetime.now(timezone.utc).date()
+    scores = {e.rule.id: health.worth(e.rule, known, today, book.half_life_days).score for e in entries}
     if as_json:
-        emit_json([{"state": e.state, "path": str(e.path), **e.rule.to_yaml_data()} for e in entries])
+        emit_json([{"state": e.state, "path": str(e.path), "score": scores[e.rule.id], **e.rule.to_yaml_data()}
+                   for e in entries])
         return
     admitted = sum(e.state == "rules" for e in entries)
     click.echo(f"{admitted} admitted of a cap of {book.cap}")
     if entries:
         click.echo(
             table(
-                ["id", "state", "provisional", "task types", "last hit", "rule"],
+                ["id", "state", "provisional", "task types", "last hit", "hits", "score", "rule"],
                 [
                     (e.rule.id, e.state, "yes" if e.rule.provisional else "", ", ".join(e.rule.task_types) or "all",
-                     e.rule.last_hit or "never", e.rule.rule)
+                     e.rule.last_hit or "never", e.rule.hits or 0, f"{scores[e.rule.id]:g}", e.rule.rule)
                     for e in entries
                 ],
             )
@@ -144,8 +151,9 @@ def _read_text(source: Path) -> str:
 def retire(ctx: click.Context, rule_id: str | None, reason: str | None, on: str | None, dry_run: bool) -> None:
     """Move a rule to playbook/archive/. Without RULE_ID, retire the coldest rules until the cap holds.
 
-    Coldest: provisional rules first, then the oldest last_hit (never hit is
-    oldest), then the oldest created.
+    Coldest: provisional rules first, then the lowest score (the cost of the
+    incidents it cites and prevented, halving with every half-life since it
+    was last cited; see docs/playbook.md), then the oldest last_hit.
     """
     book = open_playbook(ctx)
     when = _today(on)

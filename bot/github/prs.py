@@ -385,6 +385,7 @@ def _hit_files(ctx: Context, seen: dict[str, tuple[date, str]]
         if rule.last_hit is not None and rule.last_hit >= day:
             continue
         text = path.read_text(encoding="utf-8")
+        text = yamlfile.set_top_level(text, "hits", str((rule.hits or 0) + 1))  # one per day it moves
         files[f"{folder}/rules/{rule_id}.yaml"] = yamlfile.set_top_level(text, "last_hit", day.isoformat())
         rows.append([rule_id, str(rule.last_hit or "never"), str(day), where])
     return files, rows, unknown
