@@ -25,7 +25,7 @@ from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bot import bundled, capture, config, distill, gate, records
+from bot import bundled, capture, config, distill, gate, gate_log, records
 from bot import rule as rules_mod
 from bot import scenario as scenario_mod
 from bot.incident import Incident, IncidentStore
@@ -189,6 +189,7 @@ def gate_proposals(book: Playbook, workspace: Path, report: distill.DistillRepor
         results = list(pool.map(one, proposals))
     rows = []
     for proposal, result in zip(proposals, results):
+        gate_log.append(workspace, gate_log.record_of(result))
         retired = ""
         if result.decision == "admit":
             retired = ", ".join(r.id for r in book.admit(Path(proposal.path), today).retired)

@@ -369,7 +369,10 @@ def _record_repeats(groups: list[Group], store: IncidentStore, *, write: bool) -
     for incident_id, earlier in links.items() if write else ():
         path = store.path_of(incident_id)
         text = yamlfile.set_top_level(path.read_text(encoding="utf-8"), "repeat_of", json.dumps(earlier))
-        store.load_text(path, text)  # validated before it is written
+        try:
+            store.load_text(path, text)  # validated before it is written
+        except BadInput:  # a layout the one-line edit cannot extend (a document end, say): reported, not written
+            continue
         yamlfile.replace(path, text)
     return links
 

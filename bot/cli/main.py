@@ -19,6 +19,7 @@ from bot import config as config_mod
 from bot.cli import capture, demo, distill, gate, incident, lessons, playbook, replay, rule, scenario, schema, trace
 from bot.cli import github
 from bot.cli import init
+from bot.cli import report
 from bot.errors import ReplaybookError
 
 
@@ -67,6 +68,7 @@ cli.add_command(schema.command)
 cli.add_command(demo.command)
 cli.add_command(github.group)
 cli.add_command(init.command)
+cli.add_command(report.command)
 
 
 def _same_help_everywhere(command: click.Command) -> None:

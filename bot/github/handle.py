@@ -29,7 +29,7 @@ from typing import Any
 
 from bot import capture as capture_mod
 from bot.errors import BadInput, ReplaybookError
-from bot.github import issue_form, playbook_diff, prs
+from bot.github import dashboard, issue_form, playbook_diff, prs
 from bot.github.context import (
     MAX_OPEN_RULE_PRS,
     Context,
@@ -52,6 +52,8 @@ from bot.github.events import (
     Ignore,
     ParseIncidentIssue,
     RecordHits,
+    UpdateDashboard,
+    DashboardTick,
 )
 from bot.github.port import GitHubError, GitHubPort, Job, fit_body, marker
 from bot.incident import Incident
@@ -523,6 +525,8 @@ _HANDLERS: dict[type, Callable[[Any, Context], list[Outcome]]] = {
     Distill: _pr_writer(prs.distill),
     RecordHits: _pr_writer(prs.record_hits),
     DistillIfDue: _distill_if_due,
+    UpdateDashboard: dashboard.update,
+    DashboardTick: dashboard.act,
     Ignore: _ignore,
 }
 
