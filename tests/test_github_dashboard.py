@@ -39,12 +39,12 @@ def repo(root) -> Path:
     return root
 
 
-def run(gh: FakeGitHub, root: Path, actions: list) -> tuple[list, int]:
+def run(gh: FakeGitHub, root: Path, actions: list, **kw) -> tuple[list, int]:
     port = PyGithubAdapter("octo/app", "t", gh.url, sleep=lambda s: None, seconds_between_requests=0,
                            seconds_between_writes=0)
     gh.reset_calls()
     try:
-        outcomes = execute(actions, port, root=root, settings=config_mod.load(root), today=TODAY)
+        outcomes = execute(actions, port, root=root, settings=config_mod.load(root), today=TODAY, **kw)
     finally:
         port.close()
     return outcomes, gh.calls
@@ -76,8 +76,10 @@ def test_the_dashboard_is_opened_once_and_edited_in_place_in_at_most_3_requests(
     assert dashboard.LABEL in issue["labels"] and "```mermaid" in issue["body"]
     assert "- [ ] <!-- replaybook:do:retire:rule-0001 -->" in issue["body"]
     assert "**1 of 1 incidents are repeats**" in issue["body"]  # the incident issue, read as gh-1
-    _, again = run(gh, repo, [UpdateDashboard()])
-    assert again <= 3 and the_dashboard(gh)["number"] == issue["number"]
+    summary = tmp_path / "summary.md"
+    outcomes, again = run(gh, repo, [UpdateDashboard()], step_summary=summary)
+    assert again <= 3 and the_dashboard(gh)["number"] == issue["number"] and outcomes[0].status == "unchanged"
+    assert "```mermaid" in summary.read_text()  # the scheduled run's job summary shows the same charts
     write(repo / "playbook" / "rules" / "rule-0002.yaml", rule_yaml("rule-0002", cites=("2026-07-21-1105",)))
     outcomes, changed = run(gh, repo, [UpdateDashboard()])
     assert changed <= 3 and outcomes[0].summary.startswith("updated the dashboard")
