@@ -41,7 +41,8 @@ if TYPE_CHECKING:
 Say = Callable[[str], None]
 DEMO_CAP = 3  # below the four seed rules, so the demo shows a retirement
 CAP_NOTE = (f"The cap is {DEMO_CAP} here, not the default 60, so that this short run shows what happens past it: "
-            "admitting a rule over the cap retires the coldest one (oldest last hit, then oldest created) "
+            "admitting a rule over the cap retires the coldest one (provisional first, then the lowest score: "
+            "the cost of the incidents it stands for, cooling with the time since it was last cited) "
             "to `playbook/archive/`.")
 TRIALS_NOTE = ("How to read the counts: without the rule its scenario is replayed until a sequential test is sure "
                "the agent makes the mistake (3 failing runs; one pass rejects at once), with the rule until 4 runs "
