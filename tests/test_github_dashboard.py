@@ -143,3 +143,31 @@ def test_ticked_parses_only_exact_marker_keyed_lines():
             "text - [x] <!-- replaybook:do:retire:rule-0004 -->\n")
     assert dashboard.ticked(text) == ["distill", "gate:12"]
     assert dashboard.ticked(dashboard.untick(text, {"distill", "gate:12"})) == []
+
+
+def test_an_ignored_rule_is_offered_escalation_and_ticking_it_opens_one_guard_pr(gh, repo):
+    for day in ("2026-08-10", "2026-08-11"):  # two repeats after its admission (2026-08-03): ignored
+        block = incident_yaml("x", created=f"{day}T09:00:00Z", repeat_of="rule-0001")
+        gh.add_issue("incident", f"```yaml\n{block}```\n", ["incident"])
+    run(gh, repo, [UpdateDashboard()])
+    issue = the_dashboard(gh)
+    assert "- [ ] <!-- replaybook:do:escalate:rule-0001 -->" in issue["body"]
+    assert "ignored: gh-1, gh-2" in issue["body"]
+    tick(issue, "escalate:rule-0001")
+    outcomes, _ = run(gh, repo, edited(gh, issue))
+    assert outcomes[0].status == "done", outcomes
+    [pr] = gh.pulls
+    files = gh.branch_files(pr["head_ref"])
+    assert '"command": "pytest"' in files[".claude/hooks/replaybook-guard.json"]
+    assert "PreToolUse" in files[".claude/settings.json"] and ".claude/hooks/replaybook-guard.py" in files
+    run(gh, repo, edited(gh, issue))
+    assert len(gh.pulls) == 1
+
+
+def test_escalation_is_not_offered_for_a_rule_that_is_obeyed(gh, repo):
+    run(gh, repo, [UpdateDashboard()])
+    issue = the_dashboard(gh)
+    assert "escalate:" not in issue["body"]
+    issue["body"] += "\n- [x] <!-- replaybook:do:escalate:rule-0001 -->\n"  # typed in by hand: not offered
+    run(gh, repo, edited(gh, issue))
+    assert gh.pulls == []

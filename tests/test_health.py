@@ -187,3 +187,20 @@ def test_distill_records_the_later_incidents_of_a_group_and_leaves_a_persons_ans
     assert store.get(a2).repeat_of == [a1]
     assert store.get(a1).repeat_of is None
     assert store.get(a3).repeat_of == []  # a person's "no repeat" stays
+
+
+def test_playbook_escalate_writes_the_guard_and_keeps_other_settings(cli, root):
+    make_scenario(root, "x")
+    write(root / "incidents" / "2026-06-01-0900.yaml", _incident_file(1))
+    write(root / "playbook" / "rules" / "rule-0001.yaml",
+          rule_yaml("rule-0001", cites=["2026-06-01-0900"], scenario="x", created="2026-06-10"))
+    write(root / ".claude" / "settings.json", '{"model": "claude-sonnet-6"}\n')
+    dry = cli("playbook", "escalate", "rule-0001")
+    assert dry.code == 0 and "would write .claude/settings.json" in dry.out
+    assert json.loads((root / ".claude" / "settings.json").read_text()) == {"model": "claude-sonnet-6"}
+    assert cli("playbook", "escalate", "rule-0001", "--write").code == 0
+    settings = json.loads((root / ".claude" / "settings.json").read_text())
+    assert settings["model"] == "claude-sonnet-6" and settings["hooks"]["PreToolUse"][0]["matcher"] == "Bash"
+    assert (root / ".claude" / "hooks" / "replaybook-guard.py").is_file()
+    missing = cli("playbook", "escalate", "rule-0999")
+    assert missing.code == 2 and "not an admitted rule" in missing.err

@@ -184,3 +184,36 @@ def inject(ctx: click.Context, task_type: str, max_rules: int | None, as_json: b
         emit_json([r.to_yaml_data() for r in book.select(task_type, max_rules)])
         return
     click.echo(book.inject(task_type, max_rules), nl=False)
+
+
+@group.command("escalate")
+@click.argument("rule_id")
+@click.option("--write", is_flag=True, help="Write the files (default: list what would change).")
+@click.pass_context
+def escalate(ctx: click.Context, rule_id: str, write: bool) -> None:
+    """Turn an ignored rule's scenario checks into enforcement: its `not_ran` checks as a Claude Code
+    PreToolUse hook (.claude/settings.json, .claude/hooks/replaybook-guard.*), its `diff_excludes` as a CI
+    step (.github/workflows/replaybook-guard.yml). With neither, print a proposed rewording.
+
+    On GitHub the dashboard offers the same as one PR for each ignored rule.
+    """
+    from bot import escalate as escalate_mod
+    from bot import scenario as scenario_mod
+
+    book = open_playbook(ctx)
+    rule = next((r for r in book.admitted() if r.id == rule_id), None)
+    if rule is None:
+        raise BadInput(f"{rule_id} is not an admitted rule in {book.dir('rules')}/; see `replaybook playbook list`")
+    scenario = scenario_mod.load(book.root / rule.replay).scenario
+    root = book.root
+    current = {p: (root / p).read_text(encoding="utf-8") if (root / p).is_file() else None
+               for p in (escalate_mod.SETTINGS_PATH, escalate_mod.POLICY_PATH)}
+    files = escalate_mod.files(rule, scenario, current)
+    if not files:
+        click.echo(escalate_mod.escalation(rule, scenario).rewording)
+        return
+    for path, text in files.items():
+        if write:
+            (root / path).parent.mkdir(parents=True, exist_ok=True)
+            (root / path).write_text(text, encoding="utf-8")
+        click.echo(f"{'wrote' if write else 'would write'} {path}")

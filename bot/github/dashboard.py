@@ -38,7 +38,7 @@ LABEL = "replaybook:dashboard"
 TITLE = "Replaybook dashboard"
 ADMIT_WORKFLOW = "replaybook-admit.yml"
 REPLAY_WORKFLOW = "replaybook-replay.yml"
-_TICKED = re.compile(r"^- \[[xX]\] <!-- replaybook:do:(distill|gate:\d{1,9}|retest:rule-\d{4,9}|retire:rule-\d{4,9})"
+_TICKED = re.compile(r"^- \[[xX]\] <!-- replaybook:do:(distill|gate:\d{1,9}|(?:retest|retire|escalate):rule-\d{4,9})"
                      r" -->(?: .*)?$")
 
 
@@ -66,14 +66,17 @@ def is_dashboard(issue: IssueRef, bot_logins) -> bool:
 # ------------------------------------------------------------------ what it offers
 
 
-def offered(rules: list[str], rule_prs: list[PullRef], bot_logins) -> dict[str, str]:
-    """Action key -> the checkbox's label, for the current state."""
+def offered(rules: list[str], rule_prs: list[PullRef], bot_logins, ignored: set[str] = frozenset()) -> dict[str, str]:
+    """Action key -> the checkbox's label, for the current state (escalation only for an ignored rule)."""
     out = {"distill": "Distill now"}
     for pr in rule_prs:
         out[f"gate:{pr.number}"] = f"Re-run the gate on #{pr.number} ({prs.rule_id_of(pr, bot_logins)})"
     for rule_id in rules:
         out[f"retest:{rule_id}"] = f"Re-test {rule_id}: replay its scenario on the current agent"
         out[f"retire:{rule_id}"] = f"Retire {rule_id}: open a PR moving it to the archive"
+        if rule_id in ignored:
+            out[f"escalate:{rule_id}"] = (f"Escalate {rule_id} (ignored): open a PR turning its scenario's checks "
+                                          "into a guard (a Claude Code hook, a CI step)")
     return out
 
 
@@ -117,7 +120,8 @@ def update(action, ctx: Context) -> list[Outcome]:
                               open_prs=[report_mod.PrRow(number=p.number, rule_id=prs.rule_id_of(p, logins),
                                                          title=p.title, gate="see the PR's checks", url=p.url)
                                         for p in rule_prs])
-    text = body(report, offered([r.id for r in book.admitted()], rule_prs, logins))
+    ignored = {r.id for r in report.rules if r.compliance == "ignored"}
+    text = body(report, offered([r.id for r in book.admitted()], rule_prs, logins, ignored))
     if ctx.step_summary is not None:
         with open(ctx.step_summary, "a", encoding="utf-8") as handle:
             handle.write(report_mod.markdown(report) + "\n")
@@ -160,7 +164,8 @@ def act(action, ctx: Context) -> list[Outcome]:
             return [Outcome("dashboard_tick", "unchanged", "no box is ticked")]
         rule_prs = _open_rule_prs(ctx)
         book = _admitted(ctx)
-        offers = offered([r.id for r in book.admitted()], rule_prs, logins)
+        ignored = _ignored(ctx, book) if any(k.startswith("escalate:") for k in keys) else set()
+        offers = offered([r.id for r in book.admitted()], rule_prs, logins, ignored)
         outcomes = [_one(key, ctx, book) if key in offers else
                     Outcome("dashboard_tick", "unchanged", f"`{key}` is not offered now; unticked") for key in keys]
         ctx.port.update_issue(issue.number, body=untick(issue.body, set(keys)))
@@ -183,8 +188,42 @@ def _one(key: str, ctx: Context, book) -> Outcome:
     if what == "retest":
         ctx.port.dispatch_workflow(REPLAY_WORKFLOW, branch, {"scenario": Path(rule.replay).name})
         return Outcome("dashboard_tick", "done", f"re-test {target}: dispatched {REPLAY_WORKFLOW}")
+    if what == "escalate":
+        return _escalation_pr(ctx, rule, branch)
     pr = _retirement_pr(ctx, rule.id, branch)
     return Outcome("dashboard_tick", "done", f"retire {target}: opened PR #{pr.number}", pr.url)
+
+
+def _ignored(ctx: Context, book) -> set[str]:
+    """The admitted rules whose repeats since admission reach ``health.ignored_after`` (one listing)."""
+    from bot import health
+
+    issues = [i for i in ctx.port.open_issues() if ctx.labels.incident in i.labels]
+    incidents = _incidents(ctx, issues)
+    rules = book.admitted()
+    rows = health.rule_health(rules, incidents, ctx.today or date.today(),
+                              ignored_after=ctx.settings.config.health.ignored_after)
+    return {r.id for r in rows if r.compliance == "ignored"}
+
+
+def _escalation_pr(ctx: Context, rule, base: str) -> Outcome:
+    """One PR holding every guard the rule's scenario allows; a rewording note where none does."""
+    from bot import escalate
+    from bot import scenario as sc
+
+    scenario = sc.load(ctx.root / rule.replay).scenario
+    current = {p: (ctx.root / p).read_text(encoding="utf-8") if (ctx.root / p).is_file() else None
+               for p in (escalate.SETTINGS_PATH, escalate.POLICY_PATH)}
+    files = escalate.files(rule, scenario, current)
+    if not files:
+        return Outcome("dashboard_tick", "unchanged", escalate.escalation(rule, scenario).rewording or "")
+    body = (f"{marker(f'escalate:{rule.id}')}\n{rule.id} is ignored: the agent kept repeating its mistake after "
+            f"it was admitted. This PR turns the checks of its scenario `{rule.replay}` into enforcement:\n\n"
+            + "\n".join(f"- `{p}`" for p in sorted(files)))
+    used = {p.head_ref for p in ctx.port.list_prs("all")}
+    pr = prs._open_pr(ctx, f"guard-{rule.id}", f"Guard {rule.id}: enforce what the agent ignores", body,
+                      dict(files), base, ctx.port.default_branch_sha(), used)
+    return Outcome("dashboard_tick", "done", f"escalate {rule.id}: opened PR #{pr.number}", pr.url)
 
 
 def _retirement_pr(ctx: Context, rule_id: str, base: str) -> PullRef:
