@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from datetime import date, datetime, timezone
 from pathlib import Path
@@ -217,3 +218,64 @@ def escalate(ctx: click.Context, rule_id: str, write: bool) -> None:
             (root / path).parent.mkdir(parents=True, exist_ok=True)
             (root / path).write_text(text, encoding="utf-8")
         click.echo(f"{'wrote' if write else 'would write'} {path}")
+
+
+@group.command("retest")
+@click.argument("rule_ids", nargs=-1)
+@click.option("--agent", default="builtin", show_default=True, help="The agent to replay (as for `gate`).")
+@click.option("--model", default="scripted", show_default=True,
+              help="A model id (needs ANTHROPIC_API_KEY), or `scripted` for the offline simulated model.")
+@click.option("--max-cost-usd", type=click.FloatRange(min=0), help="Stop once the replays have spent this much.")
+@click.option("--jobs", type=click.IntRange(1, 64), default=1, show_default=True, help="Trials run at once.")
+@click.option("--no-cache", is_flag=True, help="Replay everything; read and write no cache.")
+@click.option("--retire", "do_retire", is_flag=True, help="Retire each redundant rule, its evidence as the reason.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def retest(ctx: click.Context, rule_ids: tuple[str, ...], agent: str, model: str, max_cost_usd: float | None,
+           jobs: int, no_cache: bool, do_retire: bool, as_json: bool) -> None:
+    """Replay each admitted rule's scenario WITHOUT the rule (default: every rule): one the agent now passes
+    as often as the gate asks of a rule (4 of at most 5) is redundant, e.g. "passes 4/4 without it on M".
+
+    Run it when the agent's model or pinned version changes, and monthly. Replays come from the cache
+    and stop at --max-cost-usd (the rest are `unknown`).
+    """
+    import os
+
+    from bot import gate as gate_mod
+    from bot import redundancy
+    from bot.replay.engine import SCRIPTED, ReplayOptions
+
+    settings = ctx.obj.settings
+    book = open_playbook(ctx)
+    admitted = {r.id: r for r in book.admitted()}
+    unknown = [r for r in rule_ids if r not in admitted]
+    if unknown:
+        raise BadInput(f"{', '.join(unknown)}: not admitted rules in {book.dir('rules')}/; see `replaybook playbook list`")
+    key = os.environ.get("ANTHROPIC_API_KEY")
+    if model != SCRIPTED and not key:
+        raise BadInput("a real --model needs ANTHROPIC_API_KEY; use `scripted` for the simulated model")
+    replay = ReplayOptions(agent=agent, model=model, api_key=key, runs_dir=settings.path("traces"),
+                           sandbox=settings.config.replay.sandbox, keep_runs=settings.config.replay.keep_runs,
+                           keep_runs_days=settings.config.replay.keep_runs_days,
+                           upstream_url=os.environ.get("REPLAYBOOK_UPSTREAM_URL", "https://api.anthropic.com"))
+    opts = gate_mod.GateOptions(replay=replay, jobs=jobs, max_cost_usd=max_cost_usd,
+                                cache_dir=None if no_cache else settings.path("cache"))
+    progress = (lambda msg: None) if as_json else (lambda msg: click.echo(f"… {msg}", err=True))
+    chosen = [admitted[r] for r in rule_ids] if rule_ids else None
+    results, cost = redundancy.retest(book, opts, chosen, progress)
+    retired = []
+    if do_retire:
+        for r in results:
+            if r.verdict == "redundant":
+                reason = json.dumps(f"redundant: {r.evidence}")  # quoted: the colon must not make YAML of it
+                book.retire(r.rule_id, reason=reason, on=_today(None))
+                retired.append(r.rule_id)
+    if as_json:
+        emit_json({"results": [r.as_json() for r in results], "cost_usd": cost, "simulated": replay.simulated,
+                   "retired": retired})
+        return
+    click.echo(table(["rule", "scenario", "verdict", "evidence"],
+                     [(r.rule_id, r.scenario, r.verdict, r.evidence) for r in results]))
+    click.echo(f"cost ${cost:.4f}" + (" (simulated estimate)" if replay.simulated else ""))
+    for rule_id in retired:
+        click.echo(f"retired {rule_id} to {book.dir('archive')}/")
