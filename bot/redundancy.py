@@ -33,14 +33,20 @@ class Retest:
     n: int
     model: str
     evidence: str
+    compliance: str | None = None  # with ``compliance``: "no longer reproduces" | "ignores it" | "obeys it"
 
     def as_json(self) -> dict:
         return asdict(self)
 
 
 def retest(book: Playbook, opts: gate.GateOptions, rules: list[Rule] | None = None,
-           progress: Callable[[str], None] = lambda _: None) -> tuple[list[Retest], float]:
-    """Each rule's re-test, and what the replays cost (the gateway's count)."""
+           progress: Callable[[str], None] = lambda _: None, *, compliance: bool = False) -> tuple[list[Retest], float]:
+    """Each rule's re-test, and what the replays cost (the gateway's count).
+
+    With ``compliance`` (for an ``ignored`` rule), a rule still needed is also replayed WITH the whole
+    playbook: failing then means the agent ignores it; passing, that it obeys it in the replay (the
+    repeats come from cases the scenario does not hold). A redundant rule's mistake no longer reproduces.
+    """
     admitted = book.admitted()
     chosen = admitted if rules is None else rules
     runner = gate.Runner(opts)
@@ -66,6 +72,21 @@ def retest(book: Playbook, opts: gate.GateOptions, rules: list[Rule] | None = No
             out.append(Retest(rule.id, rule.replay, "unknown", side.passes, side.n, model, str(exc)))
             continue
         verdict: Verdict = {"pass": "redundant", "fail": "needed"}.get(side.outcome, "unknown")  # type: ignore[assignment]
-        out.append(Retest(rule.id, rule.replay, verdict, side.passes, side.n, model,
-                          f"passes {side.passes}/{side.n} without it on {model}"))
+        row = Retest(rule.id, rule.replay, verdict, side.passes, side.n, model,
+                     f"passes {side.passes}/{side.n} without it on {model}")
+        if compliance and verdict != "unknown":
+            try:
+                row.compliance = _compliance(runner, opts, loaded, book.render_text(admitted), row)
+            except gate.BudgetSpent:
+                spent = True
+        out.append(row)
     return out, round(runner.cost, 6)
+
+
+def _compliance(runner: gate.Runner, opts: gate.GateOptions, loaded: sc.LoadedScenario, full: str, row: Retest) -> str:
+    if row.verdict == "redundant":
+        return "no longer reproduces"
+    side = runner.sequential(gate.Side("with", loaded.scenario.id), loaded, full, opts.test.after, opts.test.after_n,
+                             opts.replay)
+    row.evidence += f"; passes {side.passes}/{side.n} with it"
+    return "obeys it" if side.outcome == "pass" else "ignores it"

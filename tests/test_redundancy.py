@@ -50,3 +50,15 @@ def test_an_unknown_rule_is_bad_input(cli, root):
     playbook(root)
     result = cli("playbook", "retest", "rule-0042")
     assert result.code == 2 and "rule-0042: not admitted" in result.err
+
+
+def test_compliance_replays_tell_ignores_it_from_no_longer_reproduces(cli, root):
+    playbook(root)
+    mini_scenario(root, "deaf", branch_on="a phrase no rule has")  # fails with or without its rule
+    write(root / "playbook" / "rules" / "rule-0003.yaml", yaml.safe_dump({
+        "id": "rule-0003", "rule": "When a task says make it right, do not write wrong.txt.",
+        "cites": ["inc-a", "inc-b"], "replay": "scenarios/deaf", "created": "2026-08-01"}))
+    data = json.loads(cli("playbook", "retest", "--compliance", "--json").out)
+    got = {r["rule_id"]: (r["verdict"], r["compliance"]) for r in data["results"]}
+    assert got == {"rule-0001": ("needed", "obeys it"), "rule-0002": ("redundant", "no longer reproduces"),
+                   "rule-0003": ("needed", "ignores it")}

@@ -229,10 +229,12 @@ def escalate(ctx: click.Context, rule_id: str, write: bool) -> None:
 @click.option("--jobs", type=click.IntRange(1, 64), default=1, show_default=True, help="Trials run at once.")
 @click.option("--no-cache", is_flag=True, help="Replay everything; read and write no cache.")
 @click.option("--retire", "do_retire", is_flag=True, help="Retire each redundant rule, its evidence as the reason.")
+@click.option("--compliance", is_flag=True,
+              help="Also replay each needed rule WITH the playbook: tells `ignores it` from `no longer reproduces`.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
 def retest(ctx: click.Context, rule_ids: tuple[str, ...], agent: str, model: str, max_cost_usd: float | None,
-           jobs: int, no_cache: bool, do_retire: bool, as_json: bool) -> None:
+           jobs: int, no_cache: bool, do_retire: bool, compliance: bool, as_json: bool) -> None:
     """Replay each admitted rule's scenario WITHOUT the rule (default: every rule): one the agent now passes
     as often as the gate asks of a rule (4 of at most 5) is redundant, e.g. "passes 4/4 without it on M".
 
@@ -262,7 +264,7 @@ def retest(ctx: click.Context, rule_ids: tuple[str, ...], agent: str, model: str
                                 cache_dir=None if no_cache else settings.path("cache"))
     progress = (lambda msg: None) if as_json else (lambda msg: click.echo(f"… {msg}", err=True))
     chosen = [admitted[r] for r in rule_ids] if rule_ids else None
-    results, cost = redundancy.retest(book, opts, chosen, progress)
+    results, cost = redundancy.retest(book, opts, chosen, progress, compliance=compliance)
     retired = []
     if do_retire:
         for r in results:
@@ -274,8 +276,8 @@ def retest(ctx: click.Context, rule_ids: tuple[str, ...], agent: str, model: str
         emit_json({"results": [r.as_json() for r in results], "cost_usd": cost, "simulated": replay.simulated,
                    "retired": retired})
         return
-    click.echo(table(["rule", "scenario", "verdict", "evidence"],
-                     [(r.rule_id, r.scenario, r.verdict, r.evidence) for r in results]))
+    click.echo(table(["rule", "scenario", "verdict", "compliance", "evidence"],
+                     [(r.rule_id, r.scenario, r.verdict, r.compliance or "", r.evidence) for r in results]))
     click.echo(f"cost ${cost:.4f}" + (" (simulated estimate)" if replay.simulated else ""))
     for rule_id in retired:
         click.echo(f"retired {rule_id} to {book.dir('archive')}/")
