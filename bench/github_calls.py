@@ -1,7 +1,7 @@
 """GitHub API requests per bot action, against the fake GitHub (PyGithub over HTTP).
 
 Budgets from issue #6: at most 8 requests per captured failure, at most 5 per
-gate report. Since issue #14 each first capture also takes and releases a claim
+gate report; from issue #18, at most 3 per dashboard update. Since issue #14 each first capture also takes and releases a claim
 (two requests), so concurrent deliveries file one issue. Each row runs ``bot.github.handle.execute`` with the real
 PyGithub adapter against a fresh fake and counts the requests the fake served
 (faults none). The gate's verdict is given (the replay makes no GitHub call),
@@ -31,6 +31,7 @@ from bot.github.events import (  # noqa: E402
     DistillIfDue,
     GateRulePr,
     ParseIncidentIssue,
+    UpdateDashboard,
 )
 from bot.github.handle import execute  # noqa: E402
 from bot.markdown import table  # noqa: E402
@@ -120,6 +121,18 @@ def main() -> None:
             base = _repository_with_a_new_rule(root / "repo")
             fork = [GateRulePr(number=3, head_sha=HEAD, base_ref="main", base_sha=base, fork=True, secrets=False)]
             rows.append(["gate report: a fork PR (could not run)", run(gh, root / "repo", fork), 5])
+        with FakeGitHub() as gh:
+            from helpers import make_scenario, rule_yaml, write
+
+            book = root / "dashboard"
+            make_scenario(book)
+            write(book / "playbook" / "rules" / "rule-0001.yaml", rule_yaml("rule-0001"))
+            for n in range(12):
+                gh.add_issue("incident", json.loads(FORM.read_text())["issue"]["body"], ["incident"])
+            rows.append(["dashboard: first update (opens it)", run(gh, book, [UpdateDashboard()]), 3])
+            rows.append(["dashboard: update, nothing changed", run(gh, book, [UpdateDashboard()]), 3])
+            write(book / "playbook" / "rules" / "rule-0002.yaml", rule_yaml("rule-0002"))
+            rows.append(["dashboard: update in place (a rule admitted)", run(gh, book, [UpdateDashboard()]), 3])
     out = [[what, str(calls), f"≤ {budget}", "ok" if calls <= budget else "OVER"] for what, calls, budget in rows]
     print(table(["action", "API requests", "budget", ""], out))
 

@@ -110,6 +110,15 @@ class Replay(_Section):
         return list(dict.fromkeys(value))
 
 
+class Health(_Section):
+    """How `replaybook report` and retirement judge a rule (see docs/playbook.md)."""
+
+    ignored_after: int = Field(default=2, ge=1, le=1000,
+                               description="A rule with this many repeats after its admission is flagged `ignored`.")
+    half_life_days: int = Field(default=30, ge=1, le=3650,
+                                description="A rule's score halves for every this many days since it was last cited.")
+
+
 class Config(_Section):
     cap: int = Field(default=60, ge=1, le=1000, description="Most admitted rules; past it the coldest retires.")
     sections: list[str] = Field(
@@ -127,6 +136,7 @@ class Config(_Section):
     labels: Labels = Field(default_factory=Labels)
     github: GitHub = Field(default_factory=GitHub)
     replay: Replay = Field(default_factory=Replay)
+    health: Health = Field(default_factory=Health)
 
 
     @field_validator("render")

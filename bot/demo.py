@@ -24,7 +24,7 @@ from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bot import bundled, capture, config, distill, gate, records
+from bot import bundled, capture, config, distill, gate, gate_log, records
 from bot import rule as rules_mod
 from bot import suite as suite_mod
 from bot.incident import Incident, IncidentStore
@@ -41,7 +41,8 @@ if TYPE_CHECKING:
 Say = Callable[[str], None]
 DEMO_CAP = 3  # below the four seed rules, so the demo shows a retirement
 CAP_NOTE = (f"The cap is {DEMO_CAP} here, not the default 60, so that this short run shows what happens past it: "
-            "admitting a rule over the cap retires the coldest one (oldest last hit, then oldest created) "
+            "admitting a rule over the cap retires the coldest one (provisional first, then the lowest score: "
+            "the cost of the incidents it stands for, cooling with the time since it was last cited) "
             "to `playbook/archive/`.")
 TRIALS_NOTE = ("How to read the counts: without the rule its scenario is replayed until a sequential test is sure "
                "the agent makes the mistake (3 failing runs; one pass rejects at once), with the rule until 4 runs "
@@ -116,6 +117,7 @@ def simulated_answers(logs: list[Path]) -> AnswerBook:
     for log in logs:  # capture asks once per log, in this order
         incident = _bundled_incident(log)
         answer = {k: getattr(incident, k) for k in ("task", "believed", "actual", "failure_class", "cost_minutes")}
+        answer["repeat_of"] = incident.repeat_of if isinstance(incident.repeat_of, str) else None
         book.add("One failed run", json.dumps(answer), times=1)
     proposals = []
     for rule_file in sorted({log.parent.parent / "rule.yaml" for log in logs}):
@@ -184,6 +186,7 @@ def gate_proposals(book: Playbook, workspace: Path, report: distill.DistillRepor
         results = list(pool.map(one, proposals))
     rows = []
     for proposal, result in zip(proposals, results):
+        gate_log.append(workspace, gate_log.record_of(result))
         retired = ""
         if result.decision == "admit":
             retired = ", ".join(r.id for r in book.admit(Path(proposal.path), today).retired)

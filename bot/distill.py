@@ -181,6 +181,7 @@ class DistillReport:
     unreadable: list[str] = field(default_factory=list)  # one message per incident file that did not load
     change: Change = field(default_factory=Change, repr=False)  # every file the run adds
     written: bool = False
+    repeats: dict[str, list[str]] = field(default_factory=dict)  # incident -> the earlier ones of its group
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -193,6 +194,7 @@ class DistillReport:
             "asked": self.asked,
             "failed": self.failed,
             "unreadable": self.unreadable,
+            "repeats": self.repeats,
         }
 
 
@@ -297,6 +299,7 @@ def distill(settings: Settings, llm: AsksJson, *, min_incidents: int = 1, since:
             candidates.append(incident)
     report.groups = group_incidents(candidates)
     plans: list[_RulePlan | SpecPlan] = []
+    report.repeats, repeats = _record_repeats(report.groups, store, settings.root)
     with tempfile.TemporaryDirectory(prefix="replaybook-distill-") as staging:
         for group in batches(report.groups, batch_max):
             if len(group.incidents) < min_incidents:
@@ -305,17 +308,40 @@ def distill(settings: Settings, llm: AsksJson, *, min_incidents: int = 1, since:
                 continue
             plans += _ask(group, llm, book, scenarios_dir, Path(staging), report)
         if dry_run or not write:
-            report.change = _apply(plans, book, settings, report, today, reserved=reserved_ids)
-        elif plans:
+            report.change = repeats | _apply(plans, book, settings, report, today, reserved=reserved_ids)
+        elif plans or repeats:
             with locked(settings.root):
                 Journal(settings.root).recover()  # finish a change a crash interrupted before reading state
-                report.change = _apply(plans, book, settings, report, today, reserved=reserved_ids)
+                report.change = repeats | _apply(plans, book, settings, report, today, reserved=reserved_ids)
                 apply_local(report.change, settings.root)
         report.written = write and not dry_run and bool(report.change)
     if dry_run:
         for item in [*report.proposals, *report.spec_changes]:
             item.path = None
     return report
+
+
+def _record_repeats(groups: list[Group], store: IncidentStore | IncidentSet,
+                    root: Path) -> tuple[dict[str, list[str]], Change]:
+    """Each later incident of a group repeats the earlier ones: the links, and ``repeat_of`` where nothing is,
+    as a change of the store's files (none for incidents held in memory, such as GitHub's issues)."""
+    from bot import health
+
+    links: dict[str, list[str]] = {}
+    for group in groups:
+        links.update(health.group_links(group.incidents))
+    if not isinstance(store, IncidentStore):
+        return links, Change()
+    files: dict[str, str] = {}
+    for incident_id, earlier in links.items():
+        path = store.path_of(incident_id)
+        text = yamlfile.set_top_level(path.read_text(encoding="utf-8"), "repeat_of", json.dumps(earlier))
+        try:
+            store.load_text(path, text)  # validated before it is written
+        except BadInput:  # a layout the one-line edit cannot extend (a document end, say): reported, not written
+            continue
+        files[relative(path, root)] = text
+    return links, Change(files)
 
 
 def _as_utc(value: datetime | date) -> datetime:

@@ -93,7 +93,25 @@ class Incident(records.Record):
     triage: bool = Field(default=False, description="True when capture could not fill the belief delta: a person should.")
     evidence: str | None = Field(default=None, max_length=EVIDENCE_MAX,
                                  description="A size-bounded excerpt of the failure evidence (log lines, review).")
+    repeat_of: str | list[str] | None = Field(
+        default=None, description="The same mistake as before: the admitted rule that covers it (rule-0004) or the "
+        "earlier incidents; `[]` when a person says it is no repeat. Unset: not recorded (the bot may fill it).")
 
+
+    @field_validator("repeat_of")
+    @classmethod
+    def _repeat_of(cls, value: str | list[str] | None) -> str | list[str] | None:
+        if isinstance(value, str):
+            if not re.match(r"^rule-\d{4,}$", value):
+                raise ValueError(f"{value!r} is not a rule id; write a rule id (rule-0004), a list of earlier "
+                                 "incident ids, or [] for no repeat")
+            return value
+        if value is not None:
+            bad = [v for v in value if not re.match(INCIDENT_ID, v)]
+            if bad:
+                raise ValueError(f"{bad!r} are not incident ids (e.g. 2026-07-14-0932 or gh-12)")
+            return list(dict.fromkeys(value))
+        return value
 
     @field_validator("created")
     @classmethod
@@ -199,6 +217,10 @@ class IncidentStore:
                 f"rename the file to {incident.id}.yaml or set id: {path.stem}"
             )
         return incident
+
+    def load_text(self, path: Path, text: str) -> Incident:
+        """The incident ``text`` would be at ``path``; ``BadInput`` if it is not one."""
+        return from_document(yamlfile.parse(Path(path), text, what="incident"))
 
     def read(self) -> Reading:
         """Every incident that loads, oldest first, and one problem per file that does not."""

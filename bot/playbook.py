@@ -12,7 +12,7 @@ import contextlib
 import os
 from typing import Callable
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, datetime, timezone
 from pathlib import Path
 
 import jinja2
@@ -76,7 +76,7 @@ class Playbook:
     """
 
     def __init__(self, folder: Path | str, *, root: Path, cap: int = 60, incidents: IncidentStore | None = None,
-                 tree: Tree | None = None):
+                 tree: Tree | None = None, half_life_days: int = 30):
         self.root = Path(root)
         self.tree: Tree = tree if tree is not None else DiskTree(self.root)
         self.rel = (str(folder).strip("/") if tree is not None
@@ -85,6 +85,7 @@ class Playbook:
         self.cap = cap
         self.incidents = incidents
         self._holding = False
+        self.half_life_days = half_life_days  # config health.half_life_days: how fast a rule's score cools
 
     # -- reading ---------------------------------------------------------
 
@@ -184,7 +185,7 @@ class Playbook:
         problems = list(loading_problems)
         admitted = [e for e in entries if e.state == "rules"]
         if len(admitted) > self.cap:
-            coldest = sorted((e.rule for e in admitted), key=Rule.heat)[: len(admitted) - self.cap]
+            coldest = self.retirement_order([e.rule for e in admitted])[: len(admitted) - self.cap]
             problems.append(
                 f"{len(admitted)} admitted rules exceed the cap of {self.cap}; "
                 f"retire the coldest with `replaybook playbook retire` ({', '.join(r.id for r in coldest)})"
@@ -242,9 +243,17 @@ class Playbook:
             raise BadInput(f"{path}: the rule is not valid here ({len(problems)} problem(s)); nothing was changed", problems=problems)
         return candidate
 
-    def coldest_over_cap(self, rules: list[Rule] | None = None) -> list[Rule]:
-        ranked = sorted(self.admitted() if rules is None else rules, key=Rule.heat)
+    def coldest_over_cap(self, rules: list[Rule] | None = None, on: date | None = None) -> list[Rule]:
+        """The rules to retire past the cap: provisional first, then the lowest score (bot/health.py)."""
+        ranked = self.retirement_order(self.admitted() if rules is None else rules, on)
         return ranked[: max(0, len(ranked) - self.cap)]
+
+    def retirement_order(self, rules: list[Rule], on: date | None = None) -> list[Rule]:
+        from bot import health
+
+        known = self.incidents.read().incidents if self.incidents else []  # a broken file costs nothing here
+        today = on or datetime.now(timezone.utc).date()
+        return health.retirement_order(rules, known, today, self.half_life_days)
 
     # -- changing: plan under the lock, then the one local sink ----------
 
@@ -255,7 +264,7 @@ class Playbook:
         return bool(change)
 
     def hit(self, text: str, on: date) -> Hits:
-        """Set ``last_hit`` of every admitted rule cited as ``[rule-NNNN]`` in ``text``."""
+        """Set ``last_hit`` of every admitted rule cited as ``[rule-NNNN]`` in ``text`` (and count the day in ``hits``)."""
         with self._changing():
             plan = changes.hits(self, {rule_id: on for rule_id in rules_mod.citations(text)})
             self.apply(plan.change)

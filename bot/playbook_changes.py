@@ -66,7 +66,7 @@ def admission(book: "Playbook", path: Path, text: str, *, on: date, source: str 
     entries = book.entries(("rules",))
     target = pb.Entry(book.folder / "rules" / f"{candidate.id}.yaml", "rules", candidate)
     everyone = [*entries, target]
-    cold = {r.id for r in book.coldest_over_cap([e.rule for e in everyone])}
+    cold = {r.id for r in book.coldest_over_cap([e.rule for e in everyone], on)}
     keep = [e for e in everyone if e.rule.id not in cold]
     retire = [e for e in everyone if e.rule.id in cold]
     writes = {book.change_path(target.path): text}
@@ -91,12 +91,12 @@ def retirement(book: "Playbook", rule_ids: list[str], *, reason: str, on: date) 
 
 def over_cap(book: "Playbook", on: date) -> Retirement:
     """Retiring the coldest rules until the cap holds; an empty change within it."""
-    cold = [r.id for r in book.coldest_over_cap()]
+    cold = [r.id for r in book.coldest_over_cap(on=on)]
     return retirement(book, cold, reason="cap", on=on) if cold else Retirement(Change(), [])
 
 
 def hits(book: "Playbook", seen: Mapping[str, date], where: Mapping[str, str] | None = None) -> HitPlan:
-    """``last_hit`` of each admitted rule in ``seen`` moved to its day, when that is later."""
+    """``last_hit`` of each admitted rule in ``seen`` moved to its day, when that is later, and ``hits`` counted."""
     by_id = {e.rule.id: e for e in book.entries(("rules",))}
     plan = HitPlan(Change())
     files: dict[str, str] = {}
@@ -108,7 +108,8 @@ def hits(book: "Playbook", seen: Mapping[str, date], where: Mapping[str, str] | 
         plan.hit.append(rule_id)
         if entry.rule.last_hit is not None and entry.rule.last_hit >= day:
             continue
-        text = yamlfile.set_top_level(book.text_of(entry), "last_hit", day.isoformat())
+        text = yamlfile.set_top_level(book.text_of(entry), "hits", str((entry.rule.hits or 0) + 1))  # one a day
+        text = yamlfile.set_top_level(text, "last_hit", day.isoformat())
         Rule.model_validate(yamlfile.parse(entry.path, text, what="rule").data)
         files[book.change_path(entry.path)] = text
         plan.rows.append([rule_id, str(entry.rule.last_hit or "never"), str(day), (where or {}).get(rule_id, "")])

@@ -67,6 +67,7 @@ class Rule(records.Record):
         description="Agents the gate proved it on (`claude-code`, `codex`, ...); empty: not recorded, rendered for "
         "every host. Set, it is rendered only into those agents' files.",
     )
+    hits: int | None = Field(default=None, ge=0, description="Days on which a run cited [rule-NNNN] (counted as last_hit moves); unset: 0.")
 
     @field_validator("rule")
     @classmethod

@@ -348,7 +348,7 @@ def test_dry_run_and_bad_task_type_store_nothing(tmp_path):
 
 
 def test_analysis_drops_unknown_keys():
-    assert Analysis.model_validate({**GOOD, "rule": "x"}).model_dump() == GOOD
+    assert Analysis.model_validate({**GOOD, "rule": "x"}).model_dump() == {**GOOD, "repeat_of": None}
 
 
 # ---------------------------------------------------------------- CLI

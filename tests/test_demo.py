@@ -27,7 +27,9 @@ def test_demo_captures_distills_admits_and_shows_why_it_rejects(cli, tmp_path):
     assert "rule-0006: **reject**: replay not discriminative: the scenario passed without the rule" in result.out
     assert sorted(p.name for p in book.dir("proposed").glob("*.yaml")) == ["rule-0005.yaml", "rule-0006.yaml"]
     # The cap, the trial counts and "from cache" are explained where they appear; rules are printed whole.
-    assert "The cap is 3 here, not the default 60" in result.out and "(over the cap: retired rule-0001)" in result.out
+    assert "The cap is 3 here, not the default 60" in result.out and "(over the cap: retired rule-0003)" in result.out
+    # by score: rule-0003's incidents cost the least (62 minutes), none was hit yet (docs/playbook.md)
+    assert [p.stem for p in book.dir("archive").glob("rule-*.yaml")] == ["rule-0003"]
     assert "sequential test" in result.out and '"from cache" counts replays reused' in result.out
     assert "When a task changes one module, run only that module's tests; do not run the whole test suite." in result.out
     assert "…" not in result.out.split("## 2.")[1].split("## 3.")[0]

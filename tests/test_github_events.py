@@ -31,6 +31,7 @@ from bot.github.events import (
     Ignore,
     ParseIncidentIssue,
     RecordHits,
+    UpdateDashboard,
     plan,
 )
 from bot.github.issue_form import (
@@ -411,7 +412,8 @@ def test_push_with_a_possibly_cut_commit_list_is_checked(examples):
 
 def test_schedule_and_dispatch_record_hits_then_distill(examples):
     hits = RecordHits(lookback_days=35)
-    assert plan("schedule", {"schedule": "17 3 * * 1"}, github_config()) == [hits, Distill(reason="schedule")]
+    assert plan("schedule", {"schedule": "17 3 * * 1"}, github_config()) == [hits, Distill(reason="schedule"),
+                                                                            UpdateDashboard()]
     for payload in examples["workflow_dispatch"]:
         assert plan("workflow_dispatch", copy.deepcopy(payload), github_config()) == [hits, Distill(reason="dispatch")]
 
@@ -670,3 +672,12 @@ def test_block_round_trips_even_with_backticks_in_the_evidence(incident):
 def test_empty_body_gets_just_the_block(incident):
     assert replace_block("", incident) == normalised_block(incident)
     assert replace_block(None, incident).startswith(MARKER + "\n```yaml\n")
+
+
+def test_an_edit_of_the_dashboard_is_a_tick_and_other_events_on_it_are_not():
+    from bot.github.events import DashboardTick
+
+    issue = {"number": 5, "body": "b", "labels": [{"name": "replaybook"}, {"name": "replaybook:dashboard"}]}
+    edited = {"action": "edited", "issue": issue, "changes": {"body": {"from": "a"}}}
+    assert plan("issues", edited, github_config()) == [DashboardTick(number=5)]
+    assert isinstance(one(plan("issues", {**edited, "action": "opened"}, github_config())), Ignore)

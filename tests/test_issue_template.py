@@ -7,7 +7,7 @@ import yaml
 
 from bot import init as init_mod
 from bot.github.issue_form import FIELDS, NO_RESPONSE, incident_from_issue, parse_incident_issue
-from bot.incident import FAILURE_CLASSES
+from bot.incident import FAILURE_CLASSES, Incident
 from helpers import REPO
 
 FORM = REPO / ".github" / "ISSUE_TEMPLATE" / "incident.yml"
@@ -79,10 +79,40 @@ def test_a_filled_in_form_parses_into_the_incident():
 def test_optional_fields_left_empty_read_no_response_and_still_parse():
     values = {k: v for k, v in FILLED.items() if k not in ("Task type", "Cost (minutes)", "Evidence")}
     body = render(values)
-    assert body.count(NO_RESPONSE) == 3
+    assert body.count(NO_RESPONSE) == 4  # FILLED leaves "Repeat of" out too
     data, problems = parse_incident_issue(body, number=7, created_at="2026-07-14T09:32:00Z")
     assert problems == []
     assert data["cost_minutes"] == 0 and "task_type" not in data and "evidence" not in data
+    assert "repeat_of" not in data
+
+
+@pytest.mark.parametrize(("written", "expected"), [
+    ("rule-0004", "rule-0004"), ("[rule-0012]", "rule-0012"), ("#12, #15", ["gh-12", "gh-15"]),
+    ("2026-07-14-0932", ["2026-07-14-0932"]), ("none", []),
+])
+def test_a_person_sets_or_clears_repeat_of_in_the_form(written, expected):
+    data, problems = parse_incident_issue(render({**FILLED, "Repeat of": written}), number=7,
+                                          created_at="2026-07-14T09:32:00Z")
+    assert problems == [] and data["repeat_of"] == expected
+
+
+def test_a_bad_repeat_of_names_the_form_field():
+    _, problems = parse_incident_issue(render({**FILLED, "Repeat of": "rm -rf /"}), number=7,
+                                       created_at="2026-07-14T09:32:00Z")
+    assert problems and "`Repeat of` (repeat_of)" in problems[0]
+
+
+def test_a_blank_repeat_of_keeps_what_the_bot_recorded_and_none_clears_it():
+    from bot.github.issue_form import replace_block
+
+    first, _ = parse_incident_issue(render(FILLED), number=7, created_at="2026-07-14T09:32:00Z")
+    recorded = Incident.model_validate({**first, "repeat_of": "rule-0004"})
+    body = replace_block(render(FILLED), recorded)
+    kept, problems = parse_incident_issue(body, number=7, created_at="2026-07-14T09:32:00Z")
+    assert problems == [] and kept["repeat_of"] == "rule-0004"
+    cleared_body = replace_block(render({**FILLED, "Repeat of": "none"}), recorded)
+    cleared, _ = parse_incident_issue(cleared_body, number=7, created_at="2026-07-14T09:32:00Z")
+    assert cleared["repeat_of"] == []
 
 
 @pytest.mark.parametrize("option", next(i for i in _fields() if i["type"] == "dropdown")["attributes"]["options"])

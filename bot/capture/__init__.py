@@ -27,6 +27,7 @@ from bot.capture.pr import evidence_from_pr
 from bot.capture.transcript import TranscriptScanner, evidence_from_transcript
 from bot.errors import BadInput, LLMError
 from bot.incident import Actual, Believed, FailureClass, Incident, IncidentStore, id_for
+from bot.rule import Rule
 
 # The scanners live in their own modules (evidence.py, log.py, transcript.py, pr.py); callers keep
 # importing every name from bot.capture.
@@ -49,6 +50,7 @@ class Analysis(BaseModel):
     actual: Actual
     failure_class: FailureClass
     cost_minutes: int = Field(default=0, ge=0, le=10_000)
+    repeat_of: str | None = Field(default=None, max_length=40)  # an admitted rule's id; checked in ``repeat_link``
 
     @field_validator("task")
     @classmethod
@@ -82,27 +84,40 @@ def sealed(text: str | None) -> str | None:
     return None if text is None else _PROMPT_TAG.sub("‹", text)
 
 
-def analyse(evidence: Evidence, analyst: Analyst | None, task: str | None) -> tuple[Analysis | None, str | None]:
+def analyse(evidence: Evidence, analyst: Analyst | None, task: str | None,
+            rules: list[Rule] = ()) -> tuple[Analysis | None, str | None]:
     """The analyst's belief delta, or None and the reason it could not be had."""
     if analyst is None:
         return None, "no model was configured (set ANTHROPIC_API_KEY to use one)"
     try:
         return analyst.ask_json("capture", Analysis, trigger=sealed(evidence.trigger), excerpt=sealed(evidence.excerpt),
                                 failing_step=sealed(evidence.failing_step), task=sealed(task),
-                                source_kind=evidence.source_kind), None
+                                source_kind=evidence.source_kind,
+                                rules=[{"id": r.id, "rule": sealed(r.rule)} for r in rules]), None
     except LLMError as exc:  # the model is down or answered badly: degrade to triage, keep the event
         return None, f"the model's answer could not be used ({type(exc).__name__}: {one_liner(str(exc), 240)})"
 
 
+def repeat_link(answer: str | None, rules: list[Rule], created: datetime) -> str | None:
+    """The model's ``repeat_of``, kept only when it names an admitted rule created before the incident's day
+    (a model answer is data: anything else is dropped)."""
+    known = {r.id: r for r in rules}
+    rule = known.get((answer or "").strip())
+    return rule.id if rule is not None and rule.created < created.date() else None
+
+
 def draft(evidence: Evidence, analyst: Analyst | None = None, *, task: str | None = None,
           task_type: str | None = None, source_url: str | None = None, key: str | None = None,
-          content_key: str | None = None, now: datetime | None = None) -> tuple[Incident, str | None]:
-    """The incident for ``evidence`` and, when it needs triage, why."""
+          content_key: str | None = None, now: datetime | None = None,
+          rules: list[Rule] = ()) -> tuple[Incident, str | None]:
+    """The incident for ``evidence`` and, when it needs triage, why. With ``rules`` (the admitted
+    ones) the model is asked whether the incident repeats one of them."""
     if task_type is not None and not re.match(records.SLUG, task_type):
         raise BadInput(f"task type {task_type!r} is not a slug; use lowercase letters, digits and - . _ (e.g. api)")
     pr_title = evidence.task_hint if evidence.source_kind in ("pull_request", "review") else None
     known = one_liner(task, 300) if task else pr_title
-    analysis, reason = analyse(evidence, analyst, known)
+    rules = list(rules)
+    analysis, reason = analyse(evidence, analyst, known, rules)
     created = (now or datetime.now(timezone.utc)).astimezone(timezone.utc).replace(second=0, microsecond=0)
     base = {"id": id_for(created), "task_type": task_type, "trigger": evidence.trigger,
             "resolved_by": "unresolved", "created": created, "evidence": evidence.excerpt or None,
@@ -111,7 +126,8 @@ def draft(evidence: Evidence, analyst: Analyst | None = None, *, task: str | Non
         try:
             return Incident.model_validate({**base, "task": known or analysis.task, "believed": analysis.believed,
                                             "actual": analysis.actual, "failure_class": analysis.failure_class,
-                                            "cost_minutes": analysis.cost_minutes}), None
+                                            "cost_minutes": analysis.cost_minutes,
+                                            "repeat_of": repeat_link(analysis.repeat_of, rules, created)}), None
         except ValidationError as exc:
             reason = f"the model's answer did not make a valid incident ({exc.error_count()} problem(s))"
     fallback = known or evidence.task_hint or f"unknown task (captured from {evidence.source_kind.replace('_', ' ')})"
@@ -122,7 +138,7 @@ def draft(evidence: Evidence, analyst: Analyst | None = None, *, task: str | Non
 
 def capture(evidence: Evidence, store: IncidentStore, analyst: Analyst | None = None, *, dry_run: bool = False,
             task: str | None = None, task_type: str | None = None, source_url: str | None = None,
-            key: str | None = None, now: datetime | None = None) -> Captured:
+            key: str | None = None, now: datetime | None = None, rules: list[Rule] = ()) -> Captured:
     """Store the incident for ``evidence`` once per source key (nothing on a dry run).
 
     A key already stored returns the stored incident without asking the model.
@@ -134,7 +150,7 @@ def capture(evidence: Evidence, store: IncidentStore, analyst: Analyst | None = 
         if existing is not None:
             return Captured(existing, created=False, path=store.path_of(existing.id), triage_reason=None)
     incident, reason = draft(evidence, analyst, task=task, task_type=task_type, source_url=source_url,
-                             key=key, content_key=None if key == content else content, now=now)
+                             key=key, content_key=None if key == content else content, now=now, rules=rules)
     simulated = bool(analyst is not None and getattr(analyst, "simulated", False))
     if dry_run:
         return Captured(incident, created=False, path=None, triage_reason=reason, simulated=simulated)

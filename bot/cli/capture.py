@@ -38,12 +38,24 @@ def _analyst(ctx: click.Context):
     return env.llm(ctx.obj.settings.config.models.capture)  # imports the adapter only when a model is used
 
 
+def _admitted(ctx: click.Context) -> list:
+    """The admitted rules the model may name in ``repeat_of``; a broken playbook only costs the link."""
+    from bot.errors import BadInput
+    from bot.playbook import Playbook
+
+    settings = ctx.obj.settings
+    try:
+        return Playbook(settings.path("playbook"), root=settings.root, cap=settings.cap).admitted()
+    except BadInput:
+        return []
+
+
 def _run(ctx: click.Context, evidence: capture_mod.Evidence, *, source_url: str | None, source_key: str | None,
          task: str | None, task_type: str | None, as_json: bool, dry_run: bool) -> None:
     store = IncidentStore(ctx.obj.settings.path("incidents"))
     analyst = _analyst(ctx)
     result = capture_mod.capture(evidence, store, analyst, dry_run=dry_run, task=task, task_type=task_type,
-                                 source_url=source_url, key=source_key)
+                                 source_url=source_url, key=source_key, rules=_admitted(ctx) if analyst else [])
     incident = result.incident
     if result.triage_reason and (result.created or dry_run):
         where = result.path or "the incident file"

@@ -9,6 +9,7 @@ import click
 
 from bot.replay.isolation import BACKENDS
 from bot import gate as gate_mod
+from bot import gate_log
 from bot import gate_report
 from bot.cli.output import emit_json
 from bot.cli.playbook import open_playbook
@@ -89,6 +90,7 @@ def command(ctx: click.Context, rule_file: Path, playbook_dir: Path | None, suit
                    do_admit=do_admit, report_file=report_file, as_json=as_json)
         return
     result = gate_mod.run_gate(book, rule_file, suite_dir or settings.path("scenarios"), opts, progress)
+    gate_log.append(settings.root, gate_log.record_of(result))  # what `replaybook report` sums
     if do_admit and result.decision == "admit":
         admission = book.admit(rule_file, datetime.now(timezone.utc).date(), recheck=gate_mod.twins)
         retired = [r.id for r in admission.retired if r.id != admission.rule.id]

@@ -18,6 +18,7 @@ from bot import crash_log
 from bot.cli import agent, capture, demo, distill, gate, incident, lessons, playbook, replay, rule, scenario, schema, trace
 from bot.cli import github
 from bot.cli import init
+from bot.cli import report
 from bot.errors import ReplaybookError
 from bot.settings import Environment
 
@@ -77,6 +78,7 @@ cli.add_command(demo.command)
 cli.add_command(github.group)
 cli.add_command(init.command)
 cli.add_command(agent.group)
+cli.add_command(report.command)
 
 
 def _same_help_everywhere(command: click.Command) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from datetime import date, datetime, timezone
 from pathlib import Path
@@ -21,6 +22,7 @@ def open_playbook(ctx: click.Context) -> Playbook:
         root=settings.root,
         cap=settings.cap,
         incidents=IncidentStore(settings.path("incidents")),
+        half_life_days=settings.config.health.half_life_days,
     )
 
 
@@ -44,20 +46,26 @@ def group() -> None:
 @click.pass_context
 def list_(ctx: click.Context, all_states: bool, as_json: bool) -> None:
     """List admitted rules (with --all: every state)."""
+    from bot import health
+
     book = open_playbook(ctx)
     entries = book.entries(STATES if all_states else ("rules",))
+    known = {i.id: i for i in book.incidents.read().incidents}
+    today = datetime.now(timezone.utc).date()
+    scores = {e.rule.id: health.worth(e.rule, known, today, book.half_life_days).score for e in entries}
     if as_json:
-        emit_json([{"state": e.state, "path": str(e.path), **e.rule.to_yaml_data()} for e in entries])
+        emit_json([{"state": e.state, "path": str(e.path), "score": scores[e.rule.id], **e.rule.to_yaml_data()}
+                   for e in entries])
         return
     admitted = sum(e.state == "rules" for e in entries)
     click.echo(f"{admitted} admitted of a cap of {book.cap}")
     if entries:
         click.echo(
             table(
-                ["id", "state", "provisional", "task types", "last hit", "rule"],
+                ["id", "state", "provisional", "task types", "last hit", "hits", "score", "rule"],
                 [
                     (e.rule.id, e.state, "yes" if e.rule.provisional else "", ", ".join(e.rule.task_types) or "all",
-                     e.rule.last_hit or "never", e.rule.rule)
+                     e.rule.last_hit or "never", e.rule.hits or 0, f"{scores[e.rule.id]:g}", e.rule.rule)
                     for e in entries
                 ],
             )
@@ -164,8 +172,9 @@ def _read_text(source: Path) -> str:
 def retire(ctx: click.Context, rule_id: str | None, reason: str | None, on: str | None, dry_run: bool) -> None:
     """Move a rule to playbook/archive/. Without RULE_ID, retire the coldest rules until the cap holds.
 
-    Coldest: provisional rules first, then the oldest last_hit (never hit is
-    oldest), then the oldest created.
+    Coldest: provisional rules first, then the lowest score (the cost of the
+    incidents it cites and prevented, halving with every half-life since it
+    was last cited; see docs/playbook.md), then the oldest last_hit.
     """
     book = open_playbook(ctx)
     when = _today(on)
@@ -196,3 +205,99 @@ def inject(ctx: click.Context, task_type: str, max_rules: int | None, as_json: b
         emit_json([r.to_yaml_data() for r in book.select(task_type, max_rules)])
         return
     click.echo(book.inject(task_type, max_rules), nl=False)
+
+
+@group.command("escalate")
+@click.argument("rule_id")
+@click.option("--write", is_flag=True, help="Write the files (default: list what would change).")
+@click.pass_context
+def escalate(ctx: click.Context, rule_id: str, write: bool) -> None:
+    """Turn an ignored rule's scenario checks into enforcement: its `not_ran` checks as a Claude Code
+    PreToolUse hook (.claude/settings.json, .claude/hooks/replaybook-guard.*), its `diff_excludes` as a CI
+    step (.github/workflows/replaybook-guard.yml). With neither, print a proposed rewording.
+
+    On GitHub the dashboard offers the same as one PR for each ignored rule.
+    """
+    from bot import escalate as escalate_mod
+    from bot import scenario as scenario_mod
+
+    book = open_playbook(ctx)
+    rule = next((r for r in book.admitted() if r.id == rule_id), None)
+    if rule is None:
+        raise BadInput(f"{rule_id} is not an admitted rule in {book.dir('rules')}/; see `replaybook playbook list`")
+    scenario = scenario_mod.load(book.root / rule.replay).scenario
+    root = book.root
+    current = {p: (root / p).read_text(encoding="utf-8") if (root / p).is_file() else None
+               for p in (escalate_mod.SETTINGS_PATH, escalate_mod.POLICY_PATH)}
+    files = escalate_mod.files(rule, scenario, current)
+    if not files:
+        click.echo(escalate_mod.escalation(rule, scenario).rewording)
+        return
+    for path, text in files.items():
+        if write:
+            (root / path).parent.mkdir(parents=True, exist_ok=True)
+            (root / path).write_text(text, encoding="utf-8")
+        click.echo(f"{'wrote' if write else 'would write'} {path}")
+
+
+@group.command("retest")
+@click.argument("rule_ids", nargs=-1)
+@click.option("--agent", default="builtin", show_default=True, help="The agent to replay (as for `gate`).")
+@click.option("--model", default="scripted", show_default=True,
+              help="A model id (needs ANTHROPIC_API_KEY), or `scripted` for the offline simulated model.")
+@click.option("--max-cost-usd", type=click.FloatRange(min=0), help="Stop once the replays have spent this much.")
+@click.option("--jobs", type=click.IntRange(1, 64), default=1, show_default=True, help="Trials run at once.")
+@click.option("--no-cache", is_flag=True, help="Replay everything; read and write no cache.")
+@click.option("--retire", "do_retire", is_flag=True, help="Retire each redundant rule, its evidence as the reason.")
+@click.option("--compliance", is_flag=True,
+              help="Also replay each needed rule WITH the playbook: tells `ignores it` from `no longer reproduces`.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def retest(ctx: click.Context, rule_ids: tuple[str, ...], agent: str, model: str, max_cost_usd: float | None,
+           jobs: int, no_cache: bool, do_retire: bool, compliance: bool, as_json: bool) -> None:
+    """Replay each admitted rule's scenario WITHOUT the rule (default: every rule): one the agent now passes
+    as often as the gate asks of a rule (4 of at most 5) is redundant, e.g. "passes 4/4 without it on M".
+
+    Run it when the agent's model or pinned version changes, and monthly. Replays come from the cache
+    and stop at --max-cost-usd (the rest are `unknown`).
+    """
+    import os
+
+    from bot import gate as gate_mod
+    from bot import redundancy
+    from bot.replay.engine import SCRIPTED, ReplayOptions
+
+    settings = ctx.obj.settings
+    book = open_playbook(ctx)
+    admitted = {r.id: r for r in book.admitted()}
+    unknown = [r for r in rule_ids if r not in admitted]
+    if unknown:
+        raise BadInput(f"{', '.join(unknown)}: not admitted rules in {book.dir('rules')}/; see `replaybook playbook list`")
+    key = os.environ.get("ANTHROPIC_API_KEY")
+    if model != SCRIPTED and not key:
+        raise BadInput("a real --model needs ANTHROPIC_API_KEY; use `scripted` for the simulated model")
+    replay = ReplayOptions(agent=agent, model=model, api_key=key, runs_dir=settings.path("traces"),
+                           sandbox=settings.config.replay.sandbox, keep_runs=settings.config.replay.keep_runs,
+                           keep_runs_days=settings.config.replay.keep_runs_days,
+                           upstream_url=os.environ.get("REPLAYBOOK_UPSTREAM_URL", "https://api.anthropic.com"))
+    opts = gate_mod.GateOptions(replay=replay, jobs=jobs, max_cost_usd=max_cost_usd,
+                                cache_dir=None if no_cache else settings.path("cache"))
+    progress = (lambda msg: None) if as_json else (lambda msg: click.echo(f"… {msg}", err=True))
+    chosen = [admitted[r] for r in rule_ids] if rule_ids else None
+    results, cost = redundancy.retest(book, opts, chosen, progress, compliance=compliance)
+    retired = []
+    if do_retire:
+        for r in results:
+            if r.verdict == "redundant":
+                reason = json.dumps(f"redundant: {r.evidence}")  # quoted: the colon must not make YAML of it
+                book.retire(r.rule_id, reason=reason, on=_today(None))
+                retired.append(r.rule_id)
+    if as_json:
+        emit_json({"results": [r.as_json() for r in results], "cost_usd": cost, "simulated": replay.simulated,
+                   "retired": retired})
+        return
+    click.echo(table(["rule", "scenario", "verdict", "compliance", "evidence"],
+                     [(r.rule_id, r.scenario, r.verdict, r.compliance or "", r.evidence) for r in results]))
+    click.echo(f"cost ${cost:.4f}" + (" (simulated estimate)" if replay.simulated else ""))
+    for rule_id in retired:
+        click.echo(f"retired {rule_id} to {book.dir('archive')}/")

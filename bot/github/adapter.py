@@ -124,6 +124,11 @@ class PyGithubAdapter:
         issues = self._repo.get_issues(state=state, labels=[label], sort="created", direction="asc")
         return self._guard(lambda: [_issue_ref(i) for i in issues if "/pull/" not in i.html_url])
 
+    def open_issues(self) -> list[IssueRef]:
+        """Every open issue (not pull requests), oldest first, whatever its labels (one request per 100)."""
+        issues = self._repo.get_issues(state="open", sort="created", direction="asc")
+        return self._guard(lambda: [_issue_ref(i) for i in issues if "/pull/" not in i.html_url])
+
     def create_issue(self, title: str, body: str, labels: Sequence[str] = ()) -> IssueRef:
         names = list(dict.fromkeys([self.label, *labels]))
         return self._create_once(body, lambda: _issue_ref(self._repo.create_issue(title=title, body=body, labels=names)),

@@ -69,6 +69,19 @@ def _claimed(ctx: RunContext, key: str):
         ctx.port.release(key)
 
 
+def _admitted(ctx: RunContext) -> list:
+    """The checked-out playbook's admitted rules, which capture's model may name in ``repeat_of``
+    (none without a model, and a broken playbook only costs the link)."""
+    from bot.playbook import Playbook
+
+    if ctx.llm is None:
+        return []
+    try:
+        return Playbook(ctx.settings.path("playbook"), root=ctx.root, cap=ctx.settings.cap).admitted()
+    except BadInput:
+        return []
+
+
 def _capture_claimed(action: CaptureRun, job: Job, ctx: RunContext, issue_key: str) -> Outcome:
     issue_mark = marker(issue_key)
     attempt_mark = marker(f"{action.key}-job-{_slug(job.name)}")
@@ -77,7 +90,8 @@ def _capture_claimed(action: CaptureRun, job: Job, ctx: RunContext, issue_key: s
     if done is not None:
         return done
     evidence = _job_evidence(ctx.port, job)
-    incident, reason = capture_mod.draft(evidence, ctx.llm, source_url=action.html_url, key=issue_key)
+    incident, reason = capture_mod.draft(evidence, ctx.llm, source_url=action.html_url, key=issue_key,
+                                         rules=_admitted(ctx))
     incident = _neutral(incident)
     summary = _run_summary(action, job, incident, reason)
     excerpt = f"**Evidence** (from the job log)\n\n{fenced(evidence.excerpt)}"
@@ -159,7 +173,8 @@ def _capture_rejected_claimed(action: CaptureRejectedPr, ctx: RunContext) -> lis
     stat = "\n".join(f"{f.filename} | +{f.additions} -{f.deletions} ({f.status})"
                      for f in ctx.port.pull_files(action.number)[:40])
     evidence = capture_mod.evidence_from_pr(title, str(pr.get("body") or ""), review_text.strip() or None, stat)
-    incident, reason = capture_mod.draft(evidence, ctx.llm, source_url=action.html_url, key=action.key)
+    incident, reason = capture_mod.draft(evidence, ctx.llm, source_url=action.html_url, key=action.key,
+                                         rules=_admitted(ctx))
     incident = _neutral(incident)
     summary = "\n".join([
         f"**Pull request:** #{action.number} · **why:** {action.reason.replace('_', ' ')}"

@@ -25,6 +25,9 @@ from bot.errors import BadInput
 from bot.github.issue_form import strip_block
 
 
+DASHBOARD_LABEL = "replaybook:dashboard"  # bot.github.dashboard.LABEL
+
+
 # ------------------------------------------------------------------ actions
 
 
@@ -115,6 +118,19 @@ class RecordHits(_Action):
     lookback_days: int
 
 
+class UpdateDashboard(_Action):
+    """Edit the dashboard issue in place (bot/github/dashboard.py) and write its report to the job summary."""
+
+    kind: Literal["update_dashboard"] = "update_dashboard"
+
+
+class DashboardTick(_Action):
+    """The dashboard issue was edited: carry out its ticked boxes once."""
+
+    kind: Literal["dashboard_tick"] = "dashboard_tick"
+    number: int
+
+
 class Ignore(_Action):
     """Nothing to do; ``reason`` says why, for the log."""
 
@@ -124,7 +140,7 @@ class Ignore(_Action):
 
 Action = Annotated[
     Union[CaptureRun, CaptureRejectedPr, ParseIncidentIssue, GateRulePr, CheckPlaybookInvariants, Distill,
-          DistillIfDue, RecordHits, Ignore],
+          DistillIfDue, RecordHits, UpdateDashboard, DashboardTick, Ignore],
     Field(discriminator="kind"),
 ]
 ACTIONS = TypeAdapter(list[Action])
@@ -308,6 +324,8 @@ def _issues(payload: dict, config: Config, event: str) -> list[Action]:
     number = _field(payload, "issue.number", int, event=event)
     if action not in ("opened", "edited", "labeled"):
         return [Ignore(reason=f"issue #{number} action `{action}` needs nothing")]
+    if action == "edited" and DASHBOARD_LABEL in _labels(payload, "issue.labels", event):
+        return [DashboardTick(number=number)]  # the handler checks it is the bot's own issue
     if config.labels.incident not in _labels(payload, "issue.labels", event):
         return [Ignore(reason=f"issue #{number} lacks the `{config.labels.incident}` label")]
     if action == "labeled" and _field(payload, "label.name", str, event=event) != config.labels.incident:
@@ -376,7 +394,7 @@ def _push(payload: dict, config: Config, event: str) -> list[Action]:
 
 
 def _schedule(payload: dict, config: Config, event: str) -> list[Action]:
-    return [RecordHits(lookback_days=config.github.hits_lookback_days), Distill(reason="schedule")]
+    return [RecordHits(lookback_days=config.github.hits_lookback_days), Distill(reason="schedule"), UpdateDashboard()]
 
 
 def _dispatch(payload: dict, config: Config, event: str) -> list[Action]:

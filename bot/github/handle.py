@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from bot import capture as capture_mod
-from bot.github import capture, distill, gate, hits, maintenance
+from bot.github import capture, dashboard, distill, gate, hits, maintenance
 from bot.github.context import MAX_OPEN_RULE_PRS, RunContext, GateRunner, GateVerdict, Outcome, code
 from bot.github import events
 from bot.github.gate import GATE_CONTEXT, GATE_MARKER, PrGate
@@ -100,6 +100,8 @@ _HANDLERS: dict[type, Callable[[Any, RunContext], list[Outcome]]] = {
     events.Distill: _pr_writer(distill.distill),
     events.RecordHits: _pr_writer(hits.record_hits),
     events.DistillIfDue: distill.distill_if_due,
+    events.UpdateDashboard: dashboard.update,
+    events.DashboardTick: dashboard.act,
     events.Ignore: _ignore,
 }
 

@@ -68,7 +68,7 @@ def record_hits(action: RecordHits, ctx: RunContext) -> list[Outcome]:
     summary = "\n".join([
         f"## Replaybook: rule hits ({len(rows)} rule(s))", "",
         f"The agent cited these rules as `[rule-NNNN]` in merged PRs or commits since {since}. "
-        "Merging records the hits; the coldest rule (oldest last hit) is the first to retire past the cap.", "",
+        "Merging records the hits; past the cap the rule with the lowest score (docs/playbook.md) retires first.", "",
         markdown.table(["rule", "last hit before", "last hit now", "where"], rows),
         *(["", "Cited but not in the playbook (retired or unknown): " + ", ".join(unknown)] if unknown else []),
     ])

@@ -37,6 +37,7 @@ FIELDS: tuple[tuple[str, str], ...] = (
     ("What the agent believed", "believed"),
     ("What was actually true", "actual"),
     ("Cost (minutes)", "cost_minutes"),
+    ("Repeat of", "repeat_of"),
     ("Evidence", "evidence"),
 )
 LABEL_OF = {field: label for label, field in FIELDS}
@@ -194,7 +195,19 @@ def _convert(field: str, value: str, problems: list[str]) -> Any:
         return int(match.group(1))
     if field == "task_type":
         return value.strip().lower()
+    if field == "repeat_of":
+        return _repeat_of(value)
     return value
+
+
+def _repeat_of(value: str) -> str | list[str]:
+    """``rule-0004``, ``#12, #15`` (issues: gh-12, gh-15) or ``none``, as the incident's ``repeat_of``."""
+    text = value.strip()
+    if text.lower() in ("none", "no", "-", "[]"):
+        return []
+    if re.fullmatch(r"\[?\s*rule-\d{4,}\s*\]?", text, re.IGNORECASE):
+        return text.strip("[] ").lower()
+    return [f"gh-{p[1:]}" if re.fullmatch(r"#\d+", p) else p.lower() for p in re.split(r"[\s,]+", text) if p]
 
 
 def parse_incident_issue(
@@ -238,7 +251,8 @@ def parse_incident_issue(
     return _validated(data, problems)
 
 
-_FORM_OWNS = {field for _, field in FIELDS} | {"id", "source", "created"}
+# A blank "Repeat of" keeps what the bot recorded; "none" clears it.
+_FORM_OWNS = {field for _, field in FIELDS if field != "repeat_of"} | {"id", "source", "created"}
 
 
 def _kept_from_block(body: str | None, number: int) -> dict[str, Any]:

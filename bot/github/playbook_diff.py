@@ -33,7 +33,7 @@ from bot.rule import Rule
 
 _SHA = re.compile(r"^[0-9a-f]{7,40}$")
 _LINK_MODES = {"120000": "a symlink", "160000": "a submodule"}
-BOOKKEEPING_FIELDS = frozenset({"last_hit"})
+BOOKKEEPING_FIELDS = frozenset({"last_hit", "hits"})
 
 
 @dataclass
@@ -195,7 +195,7 @@ def playbook_change(git: Git, base: str, head: str = "HEAD") -> Meaning:
         if fields:
             change.gated.append(path)
             change.why[path] = "changed: " + ", ".join(fields)
-        elif before.last_hit != rule.last_hit:
+        elif (before.last_hit, before.hits) != (rule.last_hit, rule.hits):
             change.bookkeeping.append(rule.id)
     change.removed = sorted(set(old) - seen)
     change.refused = sorted(set(change.refused))
