@@ -54,6 +54,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                    help="replaybook gate: baseline trials per suite scenario")
     p.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE, help="replay cache and run folders")
     p.add_argument("--workdir", type=Path, default=None, help="keep the policies' workspaces here (default: a temp dir)")
+    p.add_argument("--one-process", action="store_true",
+                   help="run the policies one after another (default: one process each, all at once)")
     p.add_argument("--json", action="store_true", help="print JSON instead of markdown")
     args = p.parse_args(argv)
     unknown = [x for x in args.policies.split(",") if x not in POLICIES]
@@ -72,19 +74,37 @@ def configs(args: argparse.Namespace) -> tuple[StreamConfig, LoopConfig]:
     return stream, loop
 
 
-def run(args: argparse.Namespace, progress=lambda msg: print(msg, file=sys.stderr, flush=True)) -> dict:
-    stream_cfg, loop_cfg = configs(args)
-    stream = make_stream(stream_cfg, args.seed)
-    names = [n for n in POLICIES if n in args.policies.split(",")]
-    cache = args.cache_dir / "cache"
+def _policy(name: str, stream_cfg: StreamConfig, loop_cfg: LoopConfig, workdir: Path, cache: Path) -> list:
+    """One policy in its own process (the weeks come back; the workspace stays in ``workdir``)."""
+    def say(msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
+    return PolicyRun(name, make_stream(stream_cfg, loop_cfg.seed), loop_cfg, workdir, cache, say).run()
+
+
+def run_all(stream_cfg: StreamConfig, loop_cfg: LoopConfig, names: list[str], cache_dir: Path, workdir: Path,
+            progress=lambda msg: None, processes: bool = False) -> tuple[dict, dict]:
+    """Every policy on one stream; the finished runs (weeks only, with ``processes``) and the parameters.
+
+    With ``processes`` each policy runs in a process of its own, all at once,
+    sharing the replay cache (safe: entries are written atomically).
+    """
+    stream = make_stream(stream_cfg, loop_cfg.seed)
+    cache = cache_dir / "cache"
     cache.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="replaybook-loop-") as tmp:
-        root = args.workdir or Path(tmp)
-        # Cheapest first, so the costly gates find the tasks' replays in the cache; reported in POLICIES order.
-        order = sorted(names, key=("none", "unvalidated", "single_run", "replaybook").index)
-        ran = {name: PolicyRun(name, stream, loop_cfg, root, cache, progress).run() for name in order}
-        results = {name: ran[name] for name in names}
+    runs: dict = {}
+    if processes:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(max_workers=len(names)) as pool:
+            futures = {n: pool.submit(_policy, n, stream_cfg, loop_cfg, workdir, cache) for n in names}
+            runs = {n: f.result() for n, f in futures.items()}
+    else:
+        # Cheapest first, so the costly gates find the tasks' replays in the cache.
+        for name in sorted(names, key=("none", "unvalidated", "single_run", "replaybook").index):
+            runs[name] = PolicyRun(name, stream, loop_cfg, workdir, cache, progress)
+            runs[name].run()
     elapsed = time.monotonic() - started
     tail = sum(1 for m in stream.modes.values() if m.kind == "oneoff")
     parameters = {
@@ -97,18 +117,25 @@ def run(args: argparse.Namespace, progress=lambda msg: print(msg, file=sys.stder
                                 f"(a drop of {loop_cfg.suite_drop} against a {loop_cfg.suite_trials}-trial baseline per "
                                 f"scenario, cleared at {loop_cfg.suite_accept_at}), cap {loop_cfg.cap}",
                   "unvalidated": "every proposal admitted, no cap", "none": "no loop"},
-        "suite": "the hand-written scenarios (bundled and bench), not the one-offs",
+        "suite": "the hand-written scenarios (bundled and bench), not the one-offs" if loop_cfg.suite is None
+                 else ", ".join(loop_cfg.suite),
         "elapsed_s": round(elapsed, 1),
-        "jobs": args.jobs,
     }
-    return report.as_json(results, parameters) | {"_results": results}
+    return {name: runs[name] for name in names}, parameters
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    out = run(args)
-    results = out.pop("_results")
-    print(json.dumps(out, indent=1) if args.json else report.markdown(results, out["parameters"]))
+    stream_cfg, loop_cfg = configs(args)
+    names = [n for n in POLICIES if n in args.policies.split(",")]
+    with tempfile.TemporaryDirectory(prefix="replaybook-loop-") as tmp:
+        runs, parameters = run_all(stream_cfg, loop_cfg, names, args.cache_dir, args.workdir or Path(tmp),
+                                   progress=lambda msg: print(msg, file=sys.stderr, flush=True),
+                                   processes=not args.one_process)
+    results = {name: r if isinstance(r, list) else r.weeks for name, r in runs.items()}
+    parameters["policies_in_parallel_processes"] = not args.one_process
+    print(json.dumps(report.as_json(results, parameters), indent=1) if args.json
+          else report.markdown(results, parameters))
     return 0
 
 

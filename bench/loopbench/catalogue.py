@@ -105,7 +105,7 @@ def write_tail(folder: Path, mode: Mode) -> None:
                                         + yaml.safe_dump(policy, sort_keys=False), encoding="utf-8")
 
 
-def install(modes: list[Mode], scenarios: Path, suite: Path) -> None:
+def install(modes: list[Mode], scenarios: Path, suite: Path, only: tuple[str, ...] | None = None) -> None:
     """Every mode's folder under ``scenarios/``; the suite (``suite/``) links the hand-written ones.
 
     The suite is the seed's "replay suite": the curated scenarios, not every
@@ -122,5 +122,5 @@ def install(modes: list[Mode], scenarios: Path, suite: Path) -> None:
             write_tail(target, mode)
         else:
             shutil.copytree(mode.source, target, ignore=shutil.ignore_patterns("__pycache__", "incidents", "logs"))
-        if mode.kind != "oneoff":
+        if mode.kind != "oneoff" and (only is None or mode.id in only):
             shutil.copytree(target, suite / mode.id)

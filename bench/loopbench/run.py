@@ -50,6 +50,7 @@ class LoopConfig:
     suite_drop: float = 0.5  # replaybook gate: the drop in pass rate the suite test looks for (product: 0.4)
     suite_accept_at: float = -4.0  # replaybook gate: log-likelihood ratio that clears a suite scenario (product: -4.5)
     distiller: DistillerConfig = field(default_factory=DistillerConfig)
+    suite: tuple[str, ...] | None = None  # scenario ids of the gate's suite; None: every hand-written one
 
     def q(self, rules: int) -> float:
         return round(max(self.q_min, self.q0 - self.q_slope * rules), 4)
@@ -129,7 +130,7 @@ class PolicyRun:
         self.ws.mkdir(parents=True)
         cap = UNCAPPED if policy == "unvalidated" else cfg.cap
         (self.ws / ".replaybook.yml").write_text(f"# loop benchmark workspace ({policy})\ncap: {cap}\n", encoding="utf-8")
-        install(list(stream.modes.values()), self.ws / "scenarios", self.ws / "suite")
+        install(list(stream.modes.values()), self.ws / "scenarios", self.ws / "suite", cfg.suite)
         self.settings = config.load(self.ws)
         self.store = IncidentStore(self.settings.path("incidents"))
         self.book = Playbook(self.settings.path("playbook"), root=self.ws, cap=cap, incidents=self.store)
@@ -146,6 +147,7 @@ class PolicyRun:
         self.admissions = 0
         self.new_incidents = 0
         self.weeks: list[Week] = []
+        self.prompts: list[tuple[int, int]] = []  # (task index, rules in the playbook it was replayed with)
 
     @property
     def loop(self) -> bool:
@@ -186,6 +188,7 @@ class PolicyRun:
 
     def _replay_tasks(self, tasks: list[Task], text: str, q: float) -> list[TrialResult]:
         opts = replace(self.replay, follow=q)
+        rules = len(self.book.admitted())
 
         def one(task: Task) -> TrialResult:
             loaded = sc.load(self.ws / "scenarios" / task.mode)
@@ -195,7 +198,9 @@ class PolicyRun:
             return result
 
         with ThreadPoolExecutor(max_workers=max(1, self.cfg.jobs)) as pool:
-            return list(pool.map(one, tasks))
+            results = list(pool.map(one, tasks))
+        self.prompts += [(t.index, rules) for t in tasks]
+        return results
 
     def _record(self, week: Week, task: Task, result: TrialResult) -> None:
         week.tasks += 1

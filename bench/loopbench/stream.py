@@ -39,6 +39,7 @@ class StreamConfig:
     occasional_twice: float = 0.5  # chance an occasional mode appears twice (else once)
     tail_per_week: float = 2.75  # new one-off modes per week
     tail_again: float = 0.05  # chance a one-off mode comes back once, later
+    occasional: tuple[str, ...] | None = None  # the occasional modes used; None: every one in the catalogue
 
     def as_dict(self) -> dict:
         return {"weeks": self.weeks, "tasks_per_week": self.tasks_per_week, "rates": self.rates,
@@ -80,7 +81,8 @@ def _weeks_for(rng: random.Random, n: int, weeks: int) -> list[int]:
 def make_stream(config: StreamConfig, seed: int) -> Stream:
     rng = random.Random(f"loop-stream:{seed}")
     catalogue = {m.id: m for m in hand_written()}
-    occasional = [m.id for m in catalogue.values() if m.kind == "occasional"]
+    occasional = [m.id for m in catalogue.values() if m.kind == "occasional"
+                  and (config.occasional is None or m.id in config.occasional)]
     done_right = [m.id for m in catalogue.values() if m.kind == "done-right"]
     planned: list[list[str]] = [[] for _ in range(config.weeks)]
     for mode, rate in config.rates.items():
@@ -126,7 +128,8 @@ def expected_repeat_share(config: StreamConfig) -> dict:
         n = rate * w  # the mean of the random rounding
         fail += n
         rep += max(n - 1, 0.0)
-    occasional = sum(1 for m in hand_written() if m.kind == "occasional")
+    occasional = sum(1 for m in hand_written() if m.kind == "occasional"
+                     and (config.occasional is None or m.id in config.occasional))
     fail += occasional * (1 + config.occasional_twice)
     rep += occasional * config.occasional_twice
     tail = config.tail_per_week * w
