@@ -57,6 +57,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--one-process", action="store_true",
                    help="run the policies one after another (default: one process each, all at once)")
     p.add_argument("--json", action="store_true", help="print JSON instead of markdown")
+    p.add_argument("--from-json", type=Path, help="print the markdown of a run saved with --json; run nothing")
     args = p.parse_args(argv)
     unknown = [x for x in args.policies.split(",") if x not in POLICIES]
     if unknown or args.weeks < 1 or args.tasks < 1 or args.jobs < 1:
@@ -126,6 +127,11 @@ def run_all(stream_cfg: StreamConfig, loop_cfg: LoopConfig, names: list[str], ca
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    if args.from_json:  # re-render a saved --json run as markdown
+        saved = json.loads(args.from_json.read_text(encoding="utf-8"))
+        results = {n: [report.week_from_json(w) for w in p["weeks"]] for n, p in saved["policies"].items()}
+        print(report.markdown(results, saved["parameters"]))
+        return 0
     stream_cfg, loop_cfg = configs(args)
     names = [n for n in POLICIES if n in args.policies.split(",")]
     with tempfile.TemporaryDirectory(prefix="replaybook-loop-") as tmp:

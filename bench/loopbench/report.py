@@ -20,6 +20,18 @@ def week_json(w: Week) -> dict:
             "task_replays": w.task_replays, "task_cost_usd": w.task_cost_usd}
 
 
+def week_from_json(data: dict) -> Week:
+    """The inverse of ``week_json`` (for ``bench/loop.py --from-json``)."""
+    from collections import Counter
+    from dataclasses import fields
+
+    names = {f.name for f in fields(Week)}
+    week = Week(**{k: v for k, v in data.items() if k in names and k != "rejections"})
+    week.harmful_in_playbook = data["harmful_admitted"]
+    week.rejections = Counter(data.get("rejections", {}))
+    return week
+
+
 def pooled_share(weeks: list[Week]) -> float:
     fails = sum(w.failures for w in weeks)
     return round(sum(w.repeats for w in weeks) / fails, 4) if fails else 0.0
