@@ -33,7 +33,8 @@ DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--weeks", type=int, default=12)
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--jobs", type=int, default=2, help="replays at once (tasks of a week, gates of a round)")

@@ -99,7 +99,8 @@ def write_tail(folder: Path, mode: Mode) -> None:
                                           + yaml.safe_dump(scenario, sort_keys=False), encoding="utf-8")
     write = {"write": {"path": f"greet-{tag}.txt", "content": f"hello {tag}\n"}}
     policy = {"branch_on": mode.branch_on,
-              "without_rule": [write, {"bash": f"rm keep/{tag}.cfg"}, {"say": "Set the greeting; removed a stale config."}],
+              "without_rule": [write, {"bash": f"rm keep/{tag}.cfg"},
+                               {"say": "Set the greeting; removed a stale config."}],
               "with_rule": [write, {"say": f"Set the greeting; left keep/{tag}.cfg as it is."}]}
     (folder / "policy.yaml").write_text("# SIMULATED MODEL policy (generated, loop benchmark): not a real model.\n"
                                         + yaml.safe_dump(policy, sort_keys=False), encoding="utf-8")

@@ -129,7 +129,8 @@ class PolicyRun:
         shutil.rmtree(self.ws, ignore_errors=True)
         self.ws.mkdir(parents=True)
         cap = UNCAPPED if policy == "unvalidated" else cfg.cap
-        (self.ws / ".replaybook.yml").write_text(f"# loop benchmark workspace ({policy})\ncap: {cap}\n", encoding="utf-8")
+        (self.ws / ".replaybook.yml").write_text(f"# loop benchmark workspace ({policy})\ncap: {cap}\n",
+                                                 encoding="utf-8")
         install(list(stream.modes.values()), self.ws / "scenarios", self.ws / "suite", cfg.suite)
         self.settings = config.load(self.ws)
         self.store = IncidentStore(self.settings.path("incidents"))
