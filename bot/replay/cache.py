@@ -72,6 +72,8 @@ def trial_key(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
         "seed": opts.seed if opts.simulated else None,
         "env": {name: os.environ.get(name) for name in sorted(opts.env_allow)},
         "trial": trial,
+        # Only when set, so that every existing entry keeps its key.
+        **({"follow": opts.follow} if opts.simulated and opts.follow != 1.0 else {}),
         # A verdict from an unisolated replay never stands in for an isolated one.
         "sandbox": isolation.backend(opts.sandbox).name,
     }

@@ -50,6 +50,7 @@ class ReplayOptions:
     command: str | None = None  # the `command` agent's template
     model: str = SCRIPTED  # "scripted" is the simulated model
     noise: float = 0.0  # simulated model only: chance a trial takes the other branch
+    follow: float = 1.0  # simulated model only: chance the agent follows a rule that is in its prompt
     seed: int = 0
     api_key: str | None = None  # upstream only; held by the gateway alone
     upstream_url: str = "https://api.anthropic.com"
@@ -113,7 +114,7 @@ def _gateway(loaded: sc.LoadedScenario, opts: ReplayOptions, trial: int, on_call
             raise BadInput(f"{policy_file}: the simulated model needs the scenario's policy.yaml; "
                            "write one, or replay with a real --model")
         seed = trial_seed(opts.seed, loaded.scenario.id, trial, playbook_text)
-        policy = load_policy(policy_file, noise=opts.noise, seed=seed)
+        policy = load_policy(policy_file, noise=opts.noise, seed=seed, follow=opts.follow)
         return Gateway(policy, latency_s=opts.latency_s, on_call=on_call, max_cost_usd=budget)
     if not opts.api_key:
         raise BadInput(f"--model {opts.model} is a real model: set ANTHROPIC_API_KEY (OPENAI_API_KEY for --agent codex), "

@@ -79,6 +79,11 @@ class Policy:
     ``noise`` is the probability that this run takes the *other* branch. It is
     drawn once, when the policy is built, from ``seed`` alone: the same seed
     always flips or never does, and over many seeds the flip rate is ``noise``.
+
+    ``follow`` is the probability that the agent follows a rule that *is* in
+    its prompt (an agent reading a long playbook ignores some of it); drawn
+    once from ``seed`` like the noise, independently of it. 1.0 (the
+    default) always follows.
     """
 
     branch_on: str
@@ -88,14 +93,19 @@ class Policy:
     seed: int = 0
     source: str = "<policy>"
     warnings: tuple[str, ...] = ()
+    follow: float = 1.0
     flipped: bool = field(init=False)
+    ignored: bool = field(init=False)
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.noise <= 1.0:
             raise BadInput(f"{self.source}: noise is {self.noise}; give a probability between 0 and 1")
         object.__setattr__(self, "with_rule", tuple(self.with_rule))
         object.__setattr__(self, "without_rule", tuple(self.without_rule))
+        if not 0.0 <= self.follow <= 1.0:
+            raise BadInput(f"{self.source}: follow is {self.follow}; give a probability between 0 and 1")
         object.__setattr__(self, "flipped", _draw_flip(self.noise, self.seed))
+        object.__setattr__(self, "ignored", _draw_ignore(self.follow, self.seed))
 
     def seeded(self, *, noise: float, seed: int) -> Policy:
         """The same script with another noise level and seed (one per replay run)."""
@@ -103,7 +113,7 @@ class Policy:
 
     def branch_for(self, request: dict[str, Any]) -> Branch:
         """The branch this run takes for ``request``, noise included."""
-        has_rule = self.branch_on.casefold() in system_text(request).casefold()
+        has_rule = self.branch_on.casefold() in system_text(request).casefold() and not self.ignored
         if self.flipped:
             has_rule = not has_rule
         return "with_rule" if has_rule else "without_rule"
@@ -293,10 +303,14 @@ def _draw_flip(noise: float, seed: int) -> bool:
     return random.Random(f"replaybook-policy-noise:{seed}").random() < noise
 
 
+def _draw_ignore(follow: float, seed: int) -> bool:
+    return follow < 1.0 and random.Random(f"replaybook-policy-follow:{seed}").random() >= follow
+
+
 # --- loading policy.yaml --------------------------------------------------
 
 
-def load_policy(path: str | Path, *, noise: float = 0.0, seed: int = 0) -> Policy:
+def load_policy(path: str | Path, *, noise: float = 0.0, seed: int = 0, follow: float = 1.0) -> Policy:
     """Read and validate a ``policy.yaml``; problems raise ``BadInput`` naming the file and field."""
     path = Path(path)
     try:
@@ -305,10 +319,11 @@ def load_policy(path: str | Path, *, noise: float = 0.0, seed: int = 0) -> Polic
         raise BadInput(f"{path}: cannot read the policy file ({exc.strerror}); check the path") from exc
     except yaml.YAMLError as exc:
         raise BadInput(f"{path}: not valid YAML; fix the syntax", problems=[str(exc)]) from exc
-    return parse_policy(data, source=str(path), noise=noise, seed=seed)
+    return parse_policy(data, source=str(path), noise=noise, seed=seed, follow=follow)
 
 
-def parse_policy(data: Any, *, source: str = "<policy>", noise: float = 0.0, seed: int = 0) -> Policy:
+def parse_policy(data: Any, *, source: str = "<policy>", noise: float = 0.0, seed: int = 0,
+                 follow: float = 1.0) -> Policy:
     """Validate already-loaded YAML data (a mapping) into a ``Policy``."""
     if not isinstance(data, dict):
         raise BadInput(f"{source}: a policy is a mapping with keys {', '.join(_TOP_KEYS)}; got {type(data).__name__}")
@@ -330,6 +345,7 @@ def parse_policy(data: Any, *, source: str = "<policy>", noise: float = 0.0, see
         seed=seed,
         source=source,
         warnings=tuple(warnings),
+        follow=follow,
     )
 
 

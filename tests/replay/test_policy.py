@@ -256,6 +256,28 @@ def test_zero_and_full_noise(policy: Policy) -> None:
     assert all(policy.seeded(noise=1.0, seed=s).flipped for s in range(200))
 
 
+def test_follow_only_drops_a_rule_that_is_in_the_prompt(policy: Policy) -> None:
+    from dataclasses import replace
+
+    never = [replace(policy, seed=s, follow=0.0) for s in range(50)]
+    assert all(p.branch_for(conversation(0, system=RULE)) == "without_rule" for p in never)
+    assert all(p.branch_for(conversation(0)) == "without_rule" for p in never)  # no rule: nothing to ignore
+    always = [replace(policy, seed=s) for s in range(50)]
+    assert all(p.branch_for(conversation(0, system=RULE)) == "with_rule" for p in always)
+
+
+def test_follow_rate_over_2000_seeds_and_bad_follow(policy: Policy) -> None:
+    from dataclasses import replace
+
+    n, follow = 2000, 0.8
+    followed = sum(replace(policy, seed=s, follow=follow).branch_for(conversation(0, system=RULE)) == "with_rule"
+                   for s in range(n))
+    sd = (n * follow * (1 - follow)) ** 0.5
+    assert abs(followed - n * follow) < 4 * sd, followed
+    with pytest.raises(BadInput, match="follow"):
+        replace(policy, follow=1.5)
+
+
 @pytest.mark.parametrize("noise", [0.05, 0.2, 0.5])
 def test_flip_frequency_over_2000_seeds_matches_noise(policy: Policy, noise: float) -> None:
     n = 2000

@@ -1,0 +1,150 @@
+"""The loop, measured end to end: repeat failures over weeks, four policies on one stream.
+
+    python bench/loop.py                      # 12 weeks, seed 7, 2 jobs: markdown + mermaid on stdout
+    python bench/loop.py --json               # the same figures as JSON
+    python bench/loop.py --weeks 2 --tasks 4  # a quick look
+
+Every task is a real replay (sandbox, trace, checks) of one scenario with the
+playbook of that moment; every failure is captured, distilled and gated by the
+real code. The agent, the analyst and the distiller are the SIMULATED model:
+scripted and seeded, not a real LLM (see docs/loop-benchmark.md for what that
+can and cannot show). Replays go through the replay cache (``--cache-dir``),
+so a second run with the same parameters replays almost nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from loopbench import report  # noqa: E402
+from loopbench.run import POLICIES, LoopConfig, PolicyRun  # noqa: E402
+from loopbench.simulated import DistillerConfig  # noqa: E402
+from loopbench.stream import StreamConfig, expected_repeat_share, make_stream  # noqa: E402
+
+DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "replaybook-loop-bench"
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--weeks", type=int, default=12)
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--jobs", type=int, default=2, help="replays at once (tasks of a week, gates of a round)")
+    p.add_argument("--tasks", type=int, default=StreamConfig.tasks_per_week, help="tasks per week (T)")
+    p.add_argument("--tail", type=float, default=StreamConfig.tail_per_week, help="new one-off modes per week")
+    p.add_argument("--rate-scale", type=float, default=1.0, help="multiply every recurring mode's weekly rate")
+    p.add_argument("--policies", default=",".join(POLICIES), help="comma-separated subset of " + ", ".join(POLICIES))
+    p.add_argument("--cap", type=int, default=60)
+    p.add_argument("--distill-every", type=int, default=10, help="distill after this many new incidents (and weekly)")
+    p.add_argument("--q0", type=float, default=LoopConfig.q0, help="chance of following a rule, empty playbook")
+    p.add_argument("--q-slope", type=float, default=LoopConfig.q_slope, help="q falls this much per rule")
+    p.add_argument("--q-min", type=float, default=LoopConfig.q_min)
+    p.add_argument("--p-redundant", type=float, default=DistillerConfig.p_redundant,
+                   help="distiller proposes a rule the agent already follows")
+    p.add_argument("--p-harmful", type=float, default=DistillerConfig.p_harmful,
+                   help="distiller proposes a rule that breaks another scenario")
+    p.add_argument("--suite-trials", type=int, default=LoopConfig.suite_trials,
+                   help="replaybook gate: baseline trials per suite scenario")
+    p.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE, help="replay cache and run folders")
+    p.add_argument("--workdir", type=Path, default=None, help="keep the policies' workspaces here (default: a temp dir)")
+    p.add_argument("--one-process", action="store_true",
+                   help="run the policies one after another (default: one process each, all at once)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of markdown")
+    p.add_argument("--from-json", type=Path, help="print the markdown of a run saved with --json; run nothing")
+    args = p.parse_args(argv)
+    unknown = [x for x in args.policies.split(",") if x not in POLICIES]
+    if unknown or args.weeks < 1 or args.tasks < 1 or args.jobs < 1:
+        p.error(f"--policies takes {', '.join(POLICIES)}; --weeks, --tasks and --jobs are at least 1"
+                + (f" (unknown: {', '.join(unknown)})" if unknown else ""))
+    return args
+
+
+def configs(args: argparse.Namespace) -> tuple[StreamConfig, LoopConfig]:
+    stream = StreamConfig(weeks=args.weeks, tasks_per_week=args.tasks, tail_per_week=args.tail)
+    stream.rates = {k: round(v * args.rate_scale, 4) for k, v in stream.rates.items()}
+    loop = LoopConfig(seed=args.seed, jobs=args.jobs, cap=args.cap, distill_every=args.distill_every, q0=args.q0,
+                      q_slope=args.q_slope, q_min=args.q_min, suite_trials=args.suite_trials,
+                      distiller=DistillerConfig(p_redundant=args.p_redundant, p_harmful=args.p_harmful))
+    return stream, loop
+
+
+def _policy(name: str, stream_cfg: StreamConfig, loop_cfg: LoopConfig, workdir: Path, cache: Path) -> list:
+    """One policy in its own process (the weeks come back; the workspace stays in ``workdir``)."""
+    def say(msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
+    return PolicyRun(name, make_stream(stream_cfg, loop_cfg.seed), loop_cfg, workdir, cache, say).run()
+
+
+def run_all(stream_cfg: StreamConfig, loop_cfg: LoopConfig, names: list[str], cache_dir: Path, workdir: Path,
+            progress=lambda msg: None, processes: bool = False) -> tuple[dict, dict]:
+    """Every policy on one stream; the finished runs (weeks only, with ``processes``) and the parameters.
+
+    With ``processes`` each policy runs in a process of its own, all at once,
+    sharing the replay cache (safe: entries are written atomically).
+    """
+    stream = make_stream(stream_cfg, loop_cfg.seed)
+    cache = cache_dir / "cache"
+    cache.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    runs: dict = {}
+    if processes:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(max_workers=len(names)) as pool:
+            futures = {n: pool.submit(_policy, n, stream_cfg, loop_cfg, workdir, cache) for n in names}
+            runs = {n: f.result() for n, f in futures.items()}
+    else:
+        # Cheapest first, so the costly gates find the tasks' replays in the cache.
+        for name in sorted(names, key=("none", "unvalidated", "single_run", "replaybook").index):
+            runs[name] = PolicyRun(name, stream, loop_cfg, workdir, cache, progress)
+            runs[name].run()
+    elapsed = time.monotonic() - started
+    tail = sum(1 for m in stream.modes.values() if m.kind == "oneoff")
+    parameters = {
+        "stream": {**stream_cfg.as_dict(), "modes": len(stream.modes), "hand_written_modes":
+                   len(stream.modes) - tail, "one_off_modes": tail},
+        "expected_no_loop": expected_repeat_share(stream_cfg),
+        "loop": loop_cfg.as_dict(),
+        "gates": {"single_run": "1 run without the rule, 1 with, 1 run of each suite scenario (baseline and candidate)",
+                  "replaybook": f"sequential test (at most 0 of 3 pass without, 4 of 5 with) and the suite test "
+                                f"(a drop of {loop_cfg.suite_drop} against a {loop_cfg.suite_trials}-trial baseline per "
+                                f"scenario, cleared at {loop_cfg.suite_accept_at}), cap {loop_cfg.cap}",
+                  "unvalidated": "every proposal admitted, no cap", "none": "no loop"},
+        "suite": "the hand-written scenarios (bundled and bench), not the one-offs" if loop_cfg.suite is None
+                 else ", ".join(loop_cfg.suite),
+        "elapsed_s": round(elapsed, 1),
+    }
+    return {name: runs[name] for name in names}, parameters
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    if args.from_json:  # re-render a saved --json run as markdown
+        saved = json.loads(args.from_json.read_text(encoding="utf-8"))
+        results = {n: [report.week_from_json(w) for w in p["weeks"]] for n, p in saved["policies"].items()}
+        print(report.markdown(results, saved["parameters"]))
+        return 0
+    stream_cfg, loop_cfg = configs(args)
+    names = [n for n in POLICIES if n in args.policies.split(",")]
+    with tempfile.TemporaryDirectory(prefix="replaybook-loop-") as tmp:
+        runs, parameters = run_all(stream_cfg, loop_cfg, names, args.cache_dir, args.workdir or Path(tmp),
+                                   progress=lambda msg: print(msg, file=sys.stderr, flush=True),
+                                   processes=not args.one_process)
+    results = {name: r if isinstance(r, list) else r.weeks for name, r in runs.items()}
+    parameters["policies_in_parallel_processes"] = not args.one_process
+    print(json.dumps(report.as_json(results, parameters), indent=1) if args.json
+          else report.markdown(results, parameters))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+greet() { echo "Hi $1"; }
