@@ -350,6 +350,13 @@ def _decide(result: GateResult, runner: Runner, opts: GateOptions, loaded: sc.Lo
     if result.regressions:
         names = ", ".join(e.scenario for e in result.regressions)
         result.decision, result.reason = "reject", f"regressed {names}" + (f" ({incomplete})" if incomplete else "")
+    elif incomplete:
+        # "The suite does not regress" is unproven where a scenario could not be judged: breaking the one
+        # scenario a harmful rule would regress must not be a way to admit it.
+        result.decision = "error"
+        result.reason = (f"could not decide: {incomplete}; fix them (`replaybook scenario validate`) and gate again "
+                         f"(its own scenario is fixed: {result.before.passes}/{result.before.n} without the rule, "
+                         f"{result.after.passes}/{result.after.n} with it)")
     else:
         result.decision = "admit"
         result.reason = (f"replay is discriminative ({result.before.passes}/{result.before.n} passed without the rule, "

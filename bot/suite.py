@@ -5,7 +5,7 @@ scenarios). The one rule for a broken scenario: it is never skipped
 silently. :func:`load` returns the scenarios that load and, by folder, why
 each other one does not; ``replay --suite`` refuses to run a suite with a
 broken scenario (:meth:`Suite.require_sound`), and the gate judges a broken
-scenario as a broken suite entry (a reject), so both say which one and why.
+scenario as a broken suite entry (it cannot admit past one), so both say which one and why.
 """
 
 from __future__ import annotations

@@ -263,11 +263,12 @@ def broken_suite(root: Path) -> None:
     mini_scenario(root, "healthy", branch_on="unrelated phrase", inverse=True)
 
 
-def test_broken_suite_scenarios_are_named_and_the_gate_decides_on_the_rest(root):
+def test_broken_suite_scenarios_are_named_and_the_gate_does_not_admit_past_them(root):
     path = setup(root)
     broken_suite(root)
     result = gate(root, path)
-    assert result.decision == "admit", result.reason
+    assert result.decision == "error", result.reason  # an unjudged scenario could hide the regression
+    assert result.reason.startswith("could not decide: suite incomplete")
     assert [e.scenario for e in result.broken] == ["bad-policy", "bad-yaml", "escaping-link"]
     assert "suite incomplete: 3 scenario(s) could not be loaded or replayed: bad-policy, bad-yaml, escaping-link" \
         in result.reason
@@ -289,7 +290,7 @@ def test_the_report_and_json_name_the_broken_suite_scenarios(cli, root):
     path = setup(root)
     broken_suite(root)
     result = cli("gate", str(path), "--trials", "3")
-    assert result.code == 0, result.err
+    assert result.code == 1, result.err  # could not decide: the job fails
     assert "**Suite incomplete:** 3 scenario(s) could not be loaded or replayed" in result.out
     assert "| `bad-yaml` | – | – | **broken**: does not load" in result.out
     data = json.loads(cli("gate", str(path), "--json", "--trials", "3").out)
