@@ -15,7 +15,8 @@ import pytest
 from bot import config as config_mod
 from bot.github import PyGithubAdapter
 from bot.github import dashboard
-from bot.github.events import DashboardTick, GitHubConfig, UpdateDashboard, plan
+from bot.config import Config
+from bot.github.events import DashboardTick, UpdateDashboard, plan
 from bot.github.handle import execute
 from fakes.github import BOT_LOGIN, FakeGitHub
 from helpers import incident_yaml, make_scenario, rule_yaml, write
@@ -60,7 +61,7 @@ def edited(gh: FakeGitHub, issue: dict) -> list:
     payload = {"action": "edited", "issue": {"number": issue["number"], "body": issue["body"],
                                              "labels": [{"name": n} for n in issue["labels"]]},
                "changes": {"body": {"from": ""}}, "repository": {"full_name": "octo/app", "default_branch": "main"}}
-    return plan("issues", payload, GitHubConfig())
+    return plan("issues", payload, Config())
 
 
 def tick(issue: dict, key: str) -> None:

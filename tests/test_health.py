@@ -11,9 +11,9 @@ from pathlib import Path
 
 from bot import capture, health
 from bot.incident import Incident, IncidentStore
-from bot.llm import LLM
+from bot.model.llm import LLM
 from bot.playbook import Playbook
-from bot.replay.answers import AnswerBook
+from bot.model.answers import AnswerBook
 from bot.replay.gateway import Gateway
 from bot.rule import Rule
 from helpers import REPO, incident_yaml, make_scenario, rule_yaml, write
