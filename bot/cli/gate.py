@@ -96,16 +96,7 @@ def command(ctx: click.Context, rule_file: Path, playbook_dir: Path | None, suit
         retired = [r.id for r in admission.retired if r.id != admission.rule.id]
         result.admitted = {"retired": retired, "resolved": admission.resolved_incidents,
                            "retired_itself": admission.retired_itself}
-    text = gate_report.markdown(result, opts.test)
-    if report_file:
-        report_file.parent.mkdir(parents=True, exist_ok=True)
-        report_file.write_text(text, encoding="utf-8")
-    if as_json:
-        emit_json(gate_report.as_json(result))
-    else:
-        click.echo(text, nl=False)
-    if result.decision != "admit":
-        raise CheckFailed(f"{result.rule_id}: {result.decision}: {result.reason}")
+    _report(result, gate_report.markdown(result, opts.test), gate_report.as_json, report_file, as_json)
 
 
 def _per_agent(book: Playbook, rule_file: Path, suite_dir: Path, opts: gate_mod.GateOptions, agents: list[str],
@@ -119,12 +110,16 @@ def _per_agent(book: Playbook, rule_file: Path, suite_dir: Path, opts: gate_mod.
         first = result.results[result.proven_on[0]]
         first.admitted = {"retired": [r.id for r in admission.retired if r.id != admission.rule.id],
                           "resolved": admission.resolved_incidents, "retired_itself": admission.retired_itself}
-    text = gate_agents.markdown_report(result, opts.test)
+    _report(result, gate_agents.markdown_report(result, opts.test), gate_agents.as_json, report_file, as_json)
+
+
+def _report(result, text: str, as_data, report_file: Path | None, as_json: bool) -> None:
+    """The report to ``--report-file`` and stdout (markdown, or JSON); exit 1 unless the gate admitted."""
     if report_file:
         report_file.parent.mkdir(parents=True, exist_ok=True)
         report_file.write_text(text, encoding="utf-8")
     if as_json:
-        emit_json(gate_agents.as_json(result))
+        emit_json(as_data(result))
     else:
         click.echo(text, nl=False)
     if result.decision != "admit":

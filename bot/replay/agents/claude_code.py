@@ -15,6 +15,7 @@ from typing import Any
 
 from bot.errors import BadInput
 from bot.replay.agents import AgentResult, AgentRun, direct_argv
+from bot.replay.agents import install
 from bot.replay.agents.install import PINS
 
 PINNED_VERSION = PINS["claude-code"].version
@@ -40,8 +41,6 @@ def find_cli() -> str | None:
 
 def install_cli(dest: Path | None = None) -> str:
     """Install the pinned CLI from the npm registry into ``dest`` (default: the cache)."""
-    from bot.replay.agents import install
-
     return install.install("claude-code", dest)
 
 
@@ -54,11 +53,7 @@ class ClaudeCodeAgent:
 
     def reads(self) -> tuple[str, ...]:
         """What the sandbox must let the CLI read: its installed package."""
-        if not self.binary:
-            return ()
-        real = os.path.realpath(self.binary)
-        marker = f"{os.sep}node_modules{os.sep}"
-        return (real.split(marker)[0],) if marker in real else (os.path.dirname(real),)
+        return install.package_root(self.binary)
 
     def run(self, job: AgentRun) -> AgentResult:
         if not self.binary:

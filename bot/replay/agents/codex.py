@@ -11,7 +11,6 @@ its PATH shims record every command, as for any agent.
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 from bot.errors import BadInput
@@ -38,11 +37,8 @@ class CodexAgent:
         self.version = PIN.version
 
     def reads(self) -> tuple[str, ...]:
-        if not self.binary:
-            return ()
-        real = os.path.realpath(self.binary)
-        marker = f"{os.sep}node_modules{os.sep}"
-        return (real.split(marker)[0],) if marker in real else (os.path.dirname(real),)
+        """What the sandbox must let the CLI read: its installed package."""
+        return install.package_root(self.binary)
 
     def run(self, job: AgentRun) -> AgentResult:
         if not self.binary:

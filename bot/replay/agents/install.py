@@ -110,3 +110,13 @@ def installed_version(agent: str) -> str | None:
             return "?"
     found = list((dest / "venv" / "lib").glob(f"python*/site-packages/{p.package.replace('-', '_')}-*.dist-info"))
     return found[0].name.split("-")[-1].removesuffix(".dist-info") if found else "?"
+
+
+def package_root(binary: str | None) -> tuple[str, ...]:
+    """What a sandbox must let an npm-installed CLI read: its package (the part of its real path above
+    ``node_modules``), or the folder of a binary installed otherwise."""
+    if not binary:
+        return ()
+    real = os.path.realpath(binary)
+    marker = f"{os.sep}node_modules{os.sep}"
+    return (real.split(marker)[0],) if marker in real else (os.path.dirname(real),)
