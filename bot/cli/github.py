@@ -165,7 +165,8 @@ def _config(settings, agent_logins: tuple[str, ...], agent_label: str | None, wa
                         agent_label=agent_label or section.agent_label, bot_logins=_bot_logins(section),
                         watched_workflows=[name for item in watched for name in item.split()] or section.watched_workflows,
                         playbook_dir=settings.config.paths.playbook, distill_threshold=section.distill_threshold,
-                        distill_workflow=section.distill_workflow, hits_lookback_days=section.hits_lookback_days)
+                        distill_workflow=section.distill_workflow, hits_lookback_days=section.hits_lookback_days,
+                        dashboard=section.dashboard)
 
 
 def _bot_logins(section) -> list[str]:

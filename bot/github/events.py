@@ -55,6 +55,7 @@ class GitHubConfig(BaseModel):
     )
     distill_workflow: str = Field(default="replaybook-distill.yml", description="The workflow that threshold dispatches.")
     hits_lookback_days: int = Field(default=35, ge=1, description="How far back rule hits are looked for.")
+    dashboard: bool = Field(default=False, description="The scheduled run keeps the dashboard issue up to date.")
 
 
 DASHBOARD_LABEL = "replaybook:dashboard"  # bot.github.dashboard.LABEL
@@ -433,7 +434,8 @@ def _push(payload: dict, config: GitHubConfig, event: str) -> list[Action]:
 
 
 def _schedule(payload: dict, config: GitHubConfig, event: str) -> list[Action]:
-    return [RecordHits(lookback_days=config.hits_lookback_days), Distill(reason="schedule"), UpdateDashboard()]
+    return [RecordHits(lookback_days=config.hits_lookback_days), Distill(reason="schedule"),
+            *([UpdateDashboard()] if config.dashboard else [])]
 
 
 def _dispatch(payload: dict, config: GitHubConfig, event: str) -> list[Action]:
