@@ -78,6 +78,11 @@ class GitHub(_Section):
         default="replaybook-distill.yml",
         description="The workflow file the threshold dispatches (it needs a `workflow_dispatch` trigger).",
     )
+    dashboard: bool = Field(
+        default=False,
+        description="The scheduled run keeps the dashboard issue (labelled `replaybook:dashboard`) up to date and "
+        "acts on its ticked boxes; see docs/github.md.",
+    )
     hits_lookback_days: int = Field(
         default=35, ge=1, le=400,
         description="How far back the scheduled run looks for `[rule-NNNN]` in the agent's merged PRs and commits.",

@@ -394,7 +394,8 @@ def _push(payload: dict, config: Config, event: str) -> list[Action]:
 
 
 def _schedule(payload: dict, config: Config, event: str) -> list[Action]:
-    return [RecordHits(lookback_days=config.github.hits_lookback_days), Distill(reason="schedule"), UpdateDashboard()]
+    return [RecordHits(lookback_days=config.github.hits_lookback_days), Distill(reason="schedule"),
+            *([UpdateDashboard()] if config.github.dashboard else [])]
 
 
 def _dispatch(payload: dict, config: Config, event: str) -> list[Action]:
