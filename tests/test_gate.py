@@ -129,7 +129,8 @@ def test_a_suite_with_an_unscorable_scenario(root):
     result = gate(root, path, max_unscored=1)
     stuck = {e.scenario: e for e in result.suite}["stuck"]
     assert not stuck.judged and "could not be scored" in stuck.note
-    assert result.decision == "admit"  # a scenario that cannot be scored cannot regress
+    # Unjudged, it could hide a regression (a fixture made to hang is as good as a broken one): no admission.
+    assert result.decision == "error" and "suite incomplete" in result.reason and "stuck" in result.reason
 
 
 def test_unscored_own_trials_are_retried_then_the_gate_errors(root):
