@@ -36,6 +36,7 @@ PINS: dict[str, Pin] = {p.agent: p for p in (
     Pin("claude-code", "npm", "@anthropic-ai/claude-code", "2.1.328", "claude", "REPLAYBOOK_CLAUDE_CODE"),
     Pin("codex", "npm", "@openai/codex", "0.169.0", "codex", "REPLAYBOOK_CODEX"),
     Pin("mini-swe-agent", "pypi", "mini-swe-agent", "2.4.6", "mini", "REPLAYBOOK_MINI_SWE_AGENT"),
+    Pin("opencode", "npm", "opencode-ai", "1.18.33", "opencode", "REPLAYBOOK_OPENCODE"),
 )}
 
 
