@@ -1,8 +1,8 @@
 """``opencode``: the real opencode CLI (npm ``opencode-ai``, pinned), headless (``opencode run --format json``).
 
 It speaks the Messages API through its ``anthropic`` provider, pointed at the
-gateway by config (``provider.anthropic.options.baseURL``, the per-run token
-as ``apiKey``), all passed in ``OPENCODE_CONFIG_CONTENT``: no file of the
+gateway by config (``provider.anthropic.options.baseURL``; the per-run token
+in ``ANTHROPIC_API_KEY``, kept out of the config), all passed in ``OPENCODE_CONFIG_CONTENT``: no file of the
 repository or of a HOME is read for config. The playbook under test is an
 ``instructions`` file, the way opencode reads AGENTS.md. It runs offline: no
 models.dev fetch, no auto-update, no share, no default plugins, no LSP
@@ -27,7 +27,7 @@ OFFLINE = {f"OPENCODE_{k}": "1" for k in (
     "PURE")}
 
 
-def config(base_url: str, token: str, model: str, instructions: list[str]) -> dict[str, Any]:
+def config(base_url: str, model: str, instructions: list[str]) -> dict[str, Any]:
     """The whole opencode config for one replay: the gateway as the only provider, everything allowed."""
     return {
         "model": f"anthropic/{model}",
@@ -35,7 +35,7 @@ def config(base_url: str, token: str, model: str, instructions: list[str]) -> di
         "share": "disabled",
         "enabled_providers": ["anthropic"],
         "provider": {"anthropic": {
-            "options": {"baseURL": base_url, "apiKey": token, "timeout": False},
+            "options": {"baseURL": base_url, "timeout": False},  # the key: ANTHROPIC_API_KEY
             "models": {model: {"name": model, "tool_call": True,
                                "limit": {"context": 200000, "output": 8192}}},
         }},
@@ -69,8 +69,7 @@ class OpencodeAgent:
         env = job.sandbox.env()
         env.update(job.gateway.agent_env())
         env.update(OFFLINE)
-        env.update({"OPENCODE_CONFIG_CONTENT": json.dumps(config(job.gateway.url + "/v1", job.gateway.token,
-                                                                   job.model, instructions)),
+        env.update({"OPENCODE_CONFIG_CONTENT": json.dumps(config(job.gateway.url + "/v1", job.model, instructions)),
                     "XDG_CONFIG_HOME": str(home / "config"), "XDG_DATA_HOME": str(home / "data"),
                     "XDG_CACHE_HOME": str(home / "cache"), "XDG_STATE_HOME": str(home / "state"),
                     "NO_COLOR": "1", "TERM": "dumb"})
