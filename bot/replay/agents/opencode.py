@@ -33,6 +33,7 @@ def config(base_url: str, model: str, instructions: list[str]) -> dict[str, Any]
         "model": f"anthropic/{model}",
         "autoupdate": False,
         "share": "disabled",
+        "snapshot": False,  # its undo snapshots are git commands of its own, not the agent's
         "enabled_providers": ["anthropic"],
         "provider": {"anthropic": {
             "options": {"baseURL": base_url, "timeout": False},  # the key: ANTHROPIC_API_KEY
