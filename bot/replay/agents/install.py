@@ -110,7 +110,7 @@ def installed_version(agent: str) -> str | None:
         except (OSError, ValueError):
             return "?"
     found = list((dest / "venv" / "lib").glob(f"python*/site-packages/{p.package.replace('-', '_')}-*.dist-info"))
-    return found[0].name.split("-")[-1].removesuffix(".dist-info") if found else "?"
+    return found[0].name.removesuffix(".dist-info").split("-")[-1] if found else "?"
 
 
 def package_root(binary: str | None) -> tuple[str, ...]:
