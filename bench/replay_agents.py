@@ -1,4 +1,4 @@
-"""Time per replay for every real agent (claude-code, codex, mini-swe-agent), next to the builtin agent, one run.
+"""Time per replay for every real agent (claude-code, codex, mini-swe-agent, opencode), next to the builtin agent, one run.
 
 Method: for each bundled scenario in ``_common.BUNDLED``, with its rule in the
 playbook (the branch a gate must pass), each iteration runs one ``run_trial``
@@ -24,7 +24,7 @@ from bot.replay import agents as agents_mod
 from bot.replay.agents import install
 from bot.replay.engine import ReplayOptions
 
-REAL = ("claude-code", "codex", "mini-swe-agent")
+REAL = ("claude-code", "codex", "mini-swe-agent", "opencode")
 
 
 def bench(runs: int, names: tuple[str, ...], scenarios: tuple[str, ...] = BUNDLED) -> None:
@@ -67,7 +67,7 @@ def bench(runs: int, names: tuple[str, ...], scenarios: tuple[str, ...] = BUNDLE
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="measured runs per scenario and agent")
-    parser.add_argument("--agent", action="append", choices=REAL, help="agents to time (default: all three)")
+    parser.add_argument("--agent", action="append", choices=REAL, help="agents to time (default: all four)")
     parser.add_argument("--scenario", action="append", choices=BUNDLED, help="scenarios (default: all four)")
     args = parser.parse_args()
     bench(args.runs, tuple(args.agent or REAL), tuple(args.scenario or BUNDLED))

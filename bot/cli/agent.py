@@ -9,7 +9,7 @@ from bot.cli.output import emit_json, table
 
 @click.group("agent")
 def group() -> None:
-    """The real agent CLIs replays run (claude-code, codex, mini-swe-agent), each pinned to one version."""
+    """The real agent CLIs replays run (claude-code, codex, mini-swe-agent, opencode), each pinned to one version."""
 
 
 @group.command("install")

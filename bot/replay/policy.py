@@ -271,6 +271,8 @@ def _write_call(
     if "Write" in tools:
         return "Write", {"file_path": _absolute(step.path, working_directory(request)), "content": step.content}
     if "write" in tools:
+        if "filePath" in ((tools["write"].get("input_schema") or {}).get("properties") or {}):  # opencode's
+            return "write", {"filePath": _absolute(step.path, working_directory(request)), "content": step.content}
         return "write", {"path": step.path, "content": step.content}
     if "str_replace_based_edit_tool" in tools:
         return "str_replace_based_edit_tool", {"command": "create", "path": step.path, "file_text": step.content}

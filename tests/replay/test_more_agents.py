@@ -1,4 +1,4 @@
-"""Codex CLI and mini-swe-agent, for real, against the simulated model, in the bwrap sandbox with no keys.
+"""Codex CLI, mini-swe-agent and opencode, for real, against the simulated model, in the bwrap sandbox with no keys.
 
 Each is installed at its pinned version by `replaybook agent install`'s code
 into the user's cache (once; later sessions reuse it), so `.ci/run` needs
@@ -24,8 +24,10 @@ BUNDLED = Path(__file__).resolve().parents[2] / "scenarios"
 SCENARIOS = ["dynamic-module-delete", "flaky-network-retry", "lint-disable", "monorepo-test-cwd"]
 # mini-swe-agent imports litellm, a minute of start-up per replay on a loaded 2-core machine: one scenario.
 MINI_SCENARIOS = ["monorepo-test-cwd"]
+# opencode (a native binary) starts in seconds, but each replay still takes tens of seconds here: two scenarios.
+OPENCODE_SCENARIOS = ["monorepo-test-cwd", "lint-disable"]
 _CACHE_ENV = {k: os.environ.get(k) for k in ("XDG_CACHE_HOME", "HOME")}  # before any test moves HOME
-AGENT_TOOL = {"codex": "exec_command", "mini-swe-agent": "bash"}
+AGENT_TOOL = {"codex": "exec_command", "mini-swe-agent": "bash", "opencode": "bash"}
 
 
 def _installed(agent: str) -> str:
@@ -48,10 +50,15 @@ def mini_cli() -> str:
     return _installed("mini-swe-agent")
 
 
+@pytest.fixture(scope="session")
+def opencode_cli() -> str:
+    return _installed("opencode")
+
+
 @pytest.fixture
 def agent_bin(request, monkeypatch):
     def use(agent: str) -> None:
-        binary = request.getfixturevalue({"codex": "codex_cli", "mini-swe-agent": "mini_cli"}[agent])
+        binary = request.getfixturevalue({"codex": "codex_cli", "mini-swe-agent": "mini_cli", "opencode": "opencode_cli"}[agent])
         monkeypatch.setenv(install.pin(agent).env, binary)
 
     return use
@@ -63,7 +70,8 @@ def bundled(scenario_id: str):
 
 
 @pytest.mark.parametrize(("agent", "scenario_id"), [*[("codex", s) for s in SCENARIOS],
-                                                     *[("mini-swe-agent", s) for s in MINI_SCENARIOS]])
+                                                     *[("mini-swe-agent", s) for s in MINI_SCENARIOS],
+                                                     *[("opencode", s) for s in OPENCODE_SCENARIOS]])
 def test_bundled_scenarios_flip_with_the_rule(agent, scenario_id, agent_bin, opts):
     agent_bin(agent)
     loaded, rule_text = bundled(scenario_id)
@@ -84,7 +92,7 @@ SECRETS = {"ANTHROPIC_API_KEY": "sk-ant-real-0123456789", "OPENAI_API_KEY": "sk-
            "GITHUB_TOKEN": "ghp_real0123456789"}
 
 
-@pytest.mark.parametrize("agent", ["codex", "mini-swe-agent"])
+@pytest.mark.parametrize("agent", ["codex", "mini-swe-agent", "opencode"])
 def test_no_secret_reaches_the_agents_commands(agent, agent_bin, make_scenario, opts, monkeypatch):
     agent_bin(agent)
     for name, value in SECRETS.items():

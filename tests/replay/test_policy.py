@@ -284,3 +284,12 @@ def test_flip_frequency_over_2000_seeds_matches_noise(policy: Policy, noise: flo
     flips = sum(policy.seeded(noise=noise, seed=s).flipped for s in range(n))
     sd = (n * noise * (1 - noise)) ** 0.5
     assert abs(flips - n * noise) < 4 * sd, (flips, n * noise)
+
+
+def test_opencodes_write_tool_gets_file_path_absolute(policy: Policy) -> None:
+    tools = [{"name": "bash", "input_schema": {"type": "object", "properties": {"command": {}, "description": {}}}},
+             {"name": "write", "input_schema": {"type": "object", "properties": {"filePath": {}, "content": {}}}}]
+    system = RULE + "\nWorking directory: /w/repo\n"
+    write = tool_use(policy.respond(conversation(1, system=system, tools=tools)))
+    assert write["name"] == "write"
+    assert write["input"] == {"filePath": "/w/repo/packages/api/src/api/limits.py", "content": "LIMIT = 10\n"}

@@ -1,4 +1,4 @@
-"""Agents the replay engine can run: ``builtin``, ``claude-code``, ``codex``, ``mini-swe-agent`` and ``command``.
+"""Agents the replay engine can run: ``builtin``, ``claude-code``, ``codex``, ``mini-swe-agent``, ``opencode`` and ``command``.
 
 Every agent gets the same ``AgentRun`` (task, playbook text, sandbox, gateway,
 limits) and returns an ``AgentResult``. Agents talk only to the gateway; the
@@ -51,7 +51,7 @@ class AgentResult:
         return self.status not in UNSCORED
 
 
-AGENTS = ("builtin", "claude-code", "codex", "mini-swe-agent", "command")
+AGENTS = ("builtin", "claude-code", "codex", "mini-swe-agent", "opencode", "command")
 
 
 def upstream_env(agent: str) -> tuple[str, str]:
@@ -105,6 +105,10 @@ def make(name: str, *, command: str | None = None):
         from bot.replay.agents.mini_swe import MiniSweAgent
 
         return MiniSweAgent()
+    if name == "opencode":
+        from bot.replay.agents.opencode import OpencodeAgent
+
+        return OpencodeAgent()
     if name == "command":
         from bot.replay.agents.command import CommandAgent
 

@@ -36,6 +36,7 @@ PINS: dict[str, Pin] = {p.agent: p for p in (
     Pin("claude-code", "npm", "@anthropic-ai/claude-code", "2.1.328", "claude", "REPLAYBOOK_CLAUDE_CODE"),
     Pin("codex", "npm", "@openai/codex", "0.169.0", "codex", "REPLAYBOOK_CODEX"),
     Pin("mini-swe-agent", "pypi", "mini-swe-agent", "2.4.6", "mini", "REPLAYBOOK_MINI_SWE_AGENT"),
+    Pin("opencode", "npm", "opencode-ai", "1.18.33", "opencode", "REPLAYBOOK_OPENCODE"),
 )}
 
 
@@ -109,7 +110,7 @@ def installed_version(agent: str) -> str | None:
         except (OSError, ValueError):
             return "?"
     found = list((dest / "venv" / "lib").glob(f"python*/site-packages/{p.package.replace('-', '_')}-*.dist-info"))
-    return found[0].name.split("-")[-1].removesuffix(".dist-info") if found else "?"
+    return found[0].name.removesuffix(".dist-info").split("-")[-1] if found else "?"
 
 
 def package_root(binary: str | None) -> tuple[str, ...]:
