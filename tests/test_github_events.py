@@ -20,7 +20,8 @@ import pytest
 
 from bot.config import Config
 from bot.errors import BadInput
-from bot.github.events import Retest, (
+from bot.github.events import (
+    Retest,
     ACTIONS,
     CaptureRejectedPr,
     CaptureRun,
