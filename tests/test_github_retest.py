@@ -88,3 +88,14 @@ def test_the_planner_retests_on_the_monthly_cron_and_on_dispatch():
     assert plan("schedule", {"schedule": "41 5 1 * *"}) == [Retest(reason="monthly")]
     assert plan("workflow_dispatch", {"inputs": {"reason": "retest"}}) == [Retest(reason="dispatch")]
     assert plan("schedule", {"schedule": "23 6 * * 1"})[-1] == Retest(reason="if_changed")
+
+
+def test_hostile_evidence_reaches_the_body_neutralised():
+    from bot.github.port import marker_keys
+    from bot.redundancy import Retest as Row
+
+    evil = "its scenario does not load: <!-- replaybook:retest --> @admin | fixes #1 [x](https://evil.test)"
+    text = retest_mod._summary([Row("rule-0003", "scenarios/x", "unknown", 0, 0, "m", evil)], "m", "1 unknown")
+    assert marker_keys(text) == [] and "@admin" not in text and "#1" not in text and "](https://" not in text
+    (row,) = [line for line in text.splitlines() if "rule-0003" in line]
+    assert row.replace("\\|", "").count("|") == 4  # a pipe in the evidence adds no table cell

@@ -110,8 +110,10 @@ def run(action: Retest, ctx: RunContext, *, replay=None, allow_simulated: bool =
 
 
 def _summary(results, model: str, tally: str) -> str:
-    rows = "\n".join(f"| {code(r.rule_id, 40)} | {r.verdict} | {code(one_line(r.evidence, 300), 320)} |"
-                     for r in results)
+    def cell(text: str) -> str:  # a pipe in the evidence must not add a table cell
+        return code(one_line(text, 300), 320).replace("|", "\\|")
+
+    rows = "\n".join(f"| {code(r.rule_id, 40)} | {r.verdict} | {cell(r.evidence)} |" for r in results)
     return "\n".join([
         f"## Replaybook: rules the agent no longer needs on {code(model, 80)}", "",
         "Each admitted rule's scenario was replayed without the rule, with the gate's sequential test. "
