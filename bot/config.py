@@ -122,6 +122,8 @@ class Health(_Section):
                                description="A rule with this many repeats after its admission is flagged `ignored`.")
     half_life_days: int = Field(default=30, ge=1, le=3650,
                                 description="A rule's score halves for every this many days since it was last cited.")
+    retest_max_cost_usd: float | None = Field(default=1.0, ge=0, description="Budget of one redundancy re-test on "
+                                              "GitHub (monthly, or when the agent changes); past it rules are `unknown`.")
 
 
 class Config(_Section):

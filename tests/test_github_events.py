@@ -21,6 +21,7 @@ import pytest
 from bot.config import Config
 from bot.errors import BadInput
 from bot.github.events import (
+    Retest,
     ACTIONS,
     CaptureRejectedPr,
     CaptureRun,
@@ -412,8 +413,10 @@ def test_push_with_a_possibly_cut_commit_list_is_checked(examples):
 
 def test_schedule_and_dispatch_record_hits_then_distill(examples):
     hits = RecordHits(lookback_days=35)
-    assert plan("schedule", {"schedule": "17 3 * * 1"}, github_config()) == [hits, Distill(reason="schedule")]
-    assert plan("schedule", {}, github_config(dashboard=True)) == [hits, Distill(reason="schedule"), UpdateDashboard()]
+    retest = Retest(reason="if_changed")
+    assert plan("schedule", {"schedule": "17 3 * * 1"}, github_config()) == [hits, Distill(reason="schedule"), retest]
+    assert plan("schedule", {}, github_config(dashboard=True)) == [hits, Distill(reason="schedule"), UpdateDashboard(),
+                                                                  retest]
     for payload in examples["workflow_dispatch"]:
         assert plan("workflow_dispatch", copy.deepcopy(payload), github_config()) == [hits, Distill(reason="dispatch")]
 

@@ -131,6 +131,16 @@ class DashboardTick(_Action):
     number: int
 
 
+class Retest(_Action):
+    """Replay each admitted rule's scenario without it; retire the redundant ones in one PR (bot/github/retest.py).
+
+    ``if_changed`` re-tests only when the agent's model or pinned version differs from the last re-test's.
+    """
+
+    kind: Literal["retest"] = "retest"
+    reason: Literal["monthly", "dispatch", "if_changed"]
+
+
 class Ignore(_Action):
     """Nothing to do; ``reason`` says why, for the log."""
 
@@ -140,7 +150,7 @@ class Ignore(_Action):
 
 Action = Annotated[
     Union[CaptureRun, CaptureRejectedPr, ParseIncidentIssue, GateRulePr, CheckPlaybookInvariants, Distill,
-          DistillIfDue, RecordHits, UpdateDashboard, DashboardTick, Ignore],
+          DistillIfDue, RecordHits, UpdateDashboard, DashboardTick, Retest, Ignore],
     Field(discriminator="kind"),
 ]
 ACTIONS = TypeAdapter(list[Action])
@@ -393,9 +403,14 @@ def _push(payload: dict, config: Config, event: str) -> list[Action]:
     return [CheckPlaybookInvariants(after_sha=after)]
 
 
+RETEST_CRON = "41 5 1 * *"  # the scheduled workflow's monthly entry (bot/templates/init/replaybook-distill.yml.j2)
+
+
 def _schedule(payload: dict, config: Config, event: str) -> list[Action]:
+    if _field(payload, "schedule", str, event=event, optional=True) == RETEST_CRON:
+        return [Retest(reason="monthly")]
     return [RecordHits(lookback_days=config.github.hits_lookback_days), Distill(reason="schedule"),
-            *([UpdateDashboard()] if config.github.dashboard else [])]
+            *([UpdateDashboard()] if config.github.dashboard else []), Retest(reason="if_changed")]
 
 
 def _dispatch(payload: dict, config: Config, event: str) -> list[Action]:
@@ -403,6 +418,8 @@ def _dispatch(payload: dict, config: Config, event: str) -> list[Action]:
     reason = _field(payload, "inputs.reason", str, event=event, optional=True)
     if reason == "threshold":
         return [Distill(reason="threshold")]
+    if reason == "retest":
+        return [Retest(reason="dispatch")]
     return [RecordHits(lookback_days=config.github.hits_lookback_days), Distill(reason="dispatch")]
 
 

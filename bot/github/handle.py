@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from bot import capture as capture_mod
-from bot.github import capture, dashboard, distill, gate, hits, maintenance
+from bot.github import capture, dashboard, distill, gate, hits, maintenance, retest
 from bot.github.context import MAX_OPEN_RULE_PRS, RunContext, GateRunner, GateVerdict, Outcome, code
 from bot.github import events
 from bot.github.gate import GATE_CONTEXT, GATE_MARKER, PrGate
@@ -102,6 +102,7 @@ _HANDLERS: dict[type, Callable[[Any, RunContext], list[Outcome]]] = {
     events.DistillIfDue: distill.distill_if_due,
     events.UpdateDashboard: dashboard.update,
     events.DashboardTick: dashboard.act,
+    events.Retest: _pr_writer(retest.run),
     events.Ignore: _ignore,
 }
 
