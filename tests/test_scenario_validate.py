@@ -56,6 +56,10 @@ def test_a_sound_scenario_and_the_bundled_suite_pass(cli, root):
     ("unknown check named", dict(pass_if=[{"succeeds": {"run": "true"}}, {"succeed": {"run": "true"}}]),
      "`succeed` is not a known key (did you mean `succeeds`?)"),
     ("repo outside the suite", dict(repo="../../elsewhere"), "points outside"),
+    ("unchanged names nothing", dict(pass_if=[{"succeeds": {"run": "test -f right.txt"}}, {"unchanged": ["READEM.md"]}]),
+     "`unchanged` path READEM.md names nothing in the fixture"),
+    ("exists names nothing", dict(pass_if=[{"succeeds": {"run": "test -f right.txt"}}, {"exists": ["README.md", "docs"]}]),
+     "`exists` path docs names nothing in the fixture"),
 ])
 def test_bad_scenario_files_are_bad_input(cli, root, case, change, expected):
     sound(root, **change)
