@@ -36,7 +36,8 @@ from bot.markdown import table
 ACTIONS_REPO = "replaybook/replaybook"
 
 #: The commit each release tag ``v<version>`` of ACTIONS_REPO points at. Workflows pin the actions to it,
-#: never to the tag (a tag can be moved). The release adds its line before building the package.
+#: never to the tag (a tag can be moved). Optional: every build records its own commit (hatch_build.py,
+#: bot/build_info.py), which ``init`` uses when no line is here.
 RELEASE_COMMITS: dict[str, str] = {}
 ACTIONS_SHA_ENV = "REPLAYBOOK_ACTIONS_SHA"
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
