@@ -31,6 +31,12 @@ class BadInput(ReplaybookError):
     exit_code = 2
 
 
+class Interrupted(ReplaybookError):
+    """Ctrl-C: the work was stopped part way; what finished is kept. Exit 130."""
+
+    exit_code = 130
+
+
 class CheckFailed(ReplaybookError):
     """A check or a gate ran to the end and said no."""
 

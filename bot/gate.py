@@ -10,6 +10,8 @@ retries unscored ones and stops at the gate's budget.
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -20,10 +22,12 @@ from bot import scenario as sc
 from bot import scenario_validate as sv
 from bot import stats
 from bot import suite as suite_mod
+from bot import errors as errors_mod
 from bot.errors import BadInput
 from bot.gate_pool import Pool, Stream, cores
 from bot.playbook import Playbook
 from bot.replay import agents as agents_mod
+from bot.replay import process as process_mod
 from bot.replay.cache import ReplayCache, trial_key
 from bot.replay.engine import ReplayOptions, TrialResult, run_trial
 from bot.rule import Rule
@@ -292,6 +296,25 @@ def twins(book: Playbook, candidate: Rule) -> list[str]:
 # -- the gate -----------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def _stop_on_sigint():
+    """Ctrl-C kills every sandbox first (bot/replay/process.py), then interrupts the main thread: the
+    worker threads' trials end at once instead of running to their timeout while the gate waits."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        process_mod.stop_all()
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def run_gate(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions,
              progress: Callable[[str], None] = lambda _: None) -> GateResult:
     """Decide admit or reject for one candidate rule. Changes nothing."""
@@ -307,11 +330,19 @@ def run_gate(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions
     loaded = sc.load(book.root / candidate.replay)
     before_text, after_text = baseline_prompt(book, candidate), system_prompt(book, candidate)
     try:
-        _decide(result, runner, opts, loaded, before_text, after_text, suite_dir, progress)
+        with _stop_on_sigint():
+            _decide(result, runner, opts, loaded, before_text, after_text, suite_dir, progress)
     except BudgetSpent as exc:
         result.decision, result.reason = "error", str(exc)
+    except (KeyboardInterrupt, process_mod.Interrupted):
+        runner.close()  # the trials still running were killed: this returns at once
+        raise errors_mod.Interrupted(
+            f"interrupted: the gate of {candidate.id} stopped after {runner.replays} replay(s) read "
+            f"({runner.hits} from the cache, ${runner.cost:.2f} spent); nothing was decided or changed. "
+            "Every finished trial is in the cache: run the same gate again to go on from there") from None
     finally:
         runner.close()
+        process_mod.STOP.clear()  # only once every trial thread has ended
     result.cost_usd = round(runner.cost, 6)
     result.model_calls, result.replays = runner.model_calls, runner.replays
     result.cache_hits = runner.hits

@@ -147,16 +147,21 @@ def from_document(doc: yamlfile.Document) -> Incident:
     data = dict(doc.data)
     stem = doc.path.stem
     data.setdefault("id", stem)
-    if "created" not in data:
-        when = created_from_stem(stem)
-        if when is None:
-            raise BadInput(
-                f"{doc.path}: field `created` is required: the file name {doc.path.name!r} is not a "
-                "YYYY-MM-DD-HHMM time to take it from; add `created: 2026-07-14T09:32:00Z` (UTC), "
-                "or name the file after the time, e.g. 2026-07-14-0932.yaml"
-            )
+    if "created" not in data and (when := created_from_stem(stem)) is not None:
         data["created"] = when
-    return records.from_document(Incident, yamlfile.Document(doc.path, data, doc.text, doc.lines), what="incident")
+    try:
+        return records.from_document(Incident, yamlfile.Document(doc.path, data, doc.text, doc.lines), what="incident")
+    except BadInput as exc:
+        # A missing `created` is one problem among the file's others: say how to fix it, and keep the rest.
+        exc.problems = [_created_fix(doc.path) if p.endswith("field `created`: is required but missing") else p
+                        for p in exc.problems]
+        raise
+
+
+def _created_fix(path: Path) -> str:
+    return (f"{path}: field `created` is required: the file name {path.name!r} is not a "
+            "YYYY-MM-DD-HHMM time to take it from; add `created: 2026-07-14T09:32:00Z` (UTC), "
+            "or name the file after the time, e.g. 2026-07-14-0932.yaml")
 
 
 @dataclass

@@ -36,7 +36,8 @@ from bot.markdown import table
 ACTIONS_REPO = "replaybook/replaybook"
 
 #: The commit each release tag ``v<version>`` of ACTIONS_REPO points at. Workflows pin the actions to it,
-#: never to the tag (a tag can be moved). The release adds its line before building the package.
+#: never to the tag (a tag can be moved). Optional: every build records its own commit (hatch_build.py,
+#: bot/build_info.py), which ``init`` uses when no line is here.
 RELEASE_COMMITS: dict[str, str] = {}
 ACTIONS_SHA_ENV = "REPLAYBOOK_ACTIONS_SHA"
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
@@ -177,15 +178,30 @@ def watched_workflows(root: Path) -> tuple[list[str], bool]:
 
 
 def actions_commit(explicit: str | None = None) -> str:
-    """The commit to pin the actions to: ``explicit``, else $REPLAYBOOK_ACTIONS_SHA, else this release's."""
-    sha = explicit or os.environ.get(ACTIONS_SHA_ENV) or RELEASE_COMMITS.get(version())
+    """The commit to pin the actions to: ``explicit``, else $REPLAYBOOK_ACTIONS_SHA, else the release's,
+    else the commit this build was made from (bot/build_info.py)."""
+    sha = explicit or os.environ.get(ACTIONS_SHA_ENV) or RELEASE_COMMITS.get(version()) or _built_from()
     if sha is None:
-        raise BadInput(f"Replaybook {version()} records no commit for its actions (a build from a checkout); pass "
-                       f"--actions-sha with the 40-hex commit of tag v{version()} of {ACTIONS_REPO} (or set "
-                       f"{ACTIONS_SHA_ENV}): workflows pin actions to a commit, never to a tag")
+        raise BadInput(f"Replaybook {version()} records no commit for its actions (not built from a git checkout); "
+                       f"pass --actions-sha with the 40-hex commit of tag v{version()} of {ACTIONS_REPO} (or set "
+                       f"{ACTIONS_SHA_ENV}), or install a build made from a checkout: workflows pin actions to a "
+                       "commit, never to a tag")
     if not _COMMIT.match(sha):
         raise BadInput(f"--actions-sha {sha!r} is not a full commit id; give all 40 lowercase hex digits")
     return sha
+
+
+def _built_from() -> str | None:
+    from bot.build_info import build_commit
+
+    built = build_commit()
+    if built is None:
+        return None
+    if built.dirty:
+        raise BadInput(f"Replaybook {version()} was built from commit {built.commit[:12]} with uncommitted changes "
+                       f"({built.source}): the actions at that commit are not what this build runs. Commit and "
+                       f"rebuild, or pass --actions-sha with the commit whose actions to use (or set {ACTIONS_SHA_ENV})")
+    return built.commit
 
 
 def uses(local_actions: bool, sha: str | None = None) -> dict[str, str]:

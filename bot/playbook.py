@@ -201,11 +201,16 @@ class Playbook:
         return problems
 
     def _missing_citations(self, entry: Entry) -> list[str]:
-        """Cited incidents not in the local store; ``gh-N`` ids live on GitHub."""
+        """Cited incidents in neither the local store nor the ``incidents/`` beside the rule's scenario (a
+        bundled scenario carries its own); ``gh-N`` ids live on GitHub."""
         known = self.incidents.ids() if self.incidents else set()
-        where = f"{self.incidents.folder}/" if self.incidents else "the incident store"
+        places = [f"{self.incidents.folder}/" if self.incidents else "the incident store"]
+        beside = (self.root / entry.rule.replay / "incidents") if entry.rule.replay else None
+        if beside is not None and beside.is_dir() and (not self.incidents or beside != self.incidents.folder):
+            known = known | IncidentStore(beside).ids()
+            places.append(f"{beside}/")
         return [
-            f"{entry.path}: field `cites`: incident {cited!r} does not exist in {where}"
+            f"{entry.path}: field `cites`: incident {cited!r} does not exist in {' or '.join(places)}"
             for cited in entry.rule.cites
             if not cited.startswith("gh-") and cited not in known
         ]

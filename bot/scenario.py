@@ -173,7 +173,7 @@ Check = Annotated[
         _check_name,
         custom_error_type="check",
         custom_error_message="each check is a mapping with one key among " + ", ".join(CHECKS),
-        custom_error_context={"discriminator": "check"},
+        custom_error_context={"discriminator": "check", "known": ", ".join(CHECKS)},
     ),
 ]
 

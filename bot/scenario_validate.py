@@ -99,6 +99,7 @@ def validate(folder: Path, *, rules: Iterable[Rule] = (), empty_playbook: str = 
         return finding
     finding.scenario = loaded.scenario.id
     finding.problems += fixture_problems(loaded.fixture)
+    finding.problems += check_path_problems(loaded)
     branch_on = _policy(loaded, finding) if policy else None
     if branch_on is not None:
         _branch_text(loaded, branch_on, [r for r in rules if _replays(r, folder)], empty_playbook, finding,
@@ -121,6 +122,21 @@ def _load(folder: Path, finding: Finding) -> sc.LoadedScenario | None:
         hint = f"did you mean `{close[0]}`?" if close else f"known: {', '.join(sc.Scenario.model_fields)}"
         finding.problems.append(f"{file}: field `{key}`: is not a known field; {hint}")
     return loaded
+
+
+def check_path_problems(loaded: sc.LoadedScenario) -> list[str]:
+    """``exists`` and ``unchanged`` paths must name something in the fixture: one that names nothing is a typo
+    that an ``unchanged`` would pass on every replay (absent before and after) and an ``exists`` fails on each."""
+    file = loaded.folder / "scenario.yaml"
+    problems = []
+    for check in loaded.scenario.pass_if:
+        if isinstance(check, (sc.Exists, sc.Unchanged)):
+            name = sc.check_name(check)
+            for path in getattr(check, name):
+                if not os.path.lexists(loaded.fixture / os.path.normpath(path)):
+                    problems.append(f"{file}: `{name}` path {path} names nothing in the fixture {loaded.fixture}; "
+                                    "fix the path, or add the file to the fixture")
+    return problems
 
 
 def fixture_problems(fixture: Path) -> list[str]:

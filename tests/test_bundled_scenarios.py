@@ -89,3 +89,20 @@ def test_the_untouched_fixture_fails_a_succeeds_check(sid, tmp_path):
 def test_scenarios_readme_lists_every_scenario():
     text = (REPO / "scenarios" / "README.md").read_text()
     assert all(re.search(rf"`{sid}`", text) for sid in IDS)
+
+
+@pytest.mark.parametrize("sid", IDS)
+def test_rule_validate_finds_the_incidents_beside_a_bundled_scenario(sid, tmp_path, capsys, monkeypatch):
+    from conftest import CLI
+
+    root = tmp_path / "repo"
+    shutil.copytree(folder(sid), root / "scenarios" / sid)
+    cli = CLI(root, capsys, monkeypatch)
+    rule_file = root / "scenarios" / sid / "rule.yaml"
+    result = cli("rule", "validate", str(rule_file))
+    assert result.code == 0 and f"{rule_file}: ok" in result.out, result.err
+    cited = rules_mod.load(rule_file, named_by_id=False).cites[0]
+    (root / "scenarios" / sid / "incidents" / f"{cited}.yaml").unlink()
+    missing = cli("rule", "validate", str(rule_file))
+    assert missing.code == 2 and f"incident {cited!r} does not exist" in missing.err
+    assert f"scenarios/{sid}/incidents" in missing.err  # the message names where it looked

@@ -224,3 +224,32 @@ def test_new_with_a_bad_piped_cost_writes_nothing(cli, root):
     result = cli("incident", "new", "--id", "x", stdin="t\ntr\nb\na\nenv\nlots\n")
     assert result.code == 2 and "cost minutes 'lots'" in result.err
     assert not (root / "incidents").exists()
+
+
+def test_a_file_named_not_for_a_time_reports_every_problem_not_only_created(cli, root):
+    bad = SEED.replace("failure_class: wrong_assumption", "failure_class: guessing").replace(
+        "cost_minutes: 22", "cost_minutes: lots")
+    write(root / "incidents" / "login-cache.yaml", bad)
+    result = cli("incident", "validate")
+    assert result.code == 2 and "Traceback" not in result.err
+    assert "field `created` is required" in result.err and "YYYY-MM-DD-HHMM" in result.err
+    assert "field `failure_class`" in result.err and "'guessing'" in result.err
+    assert "field `cost_minutes`" in result.err and "'lots'" in result.err
+    assert "login-cache.yaml:2:" in result.err  # each problem with its line
+
+
+def test_an_unknown_key_in_a_strict_record_is_named_with_the_nearest_known_one(cli, root):
+    from bot import records
+    from pydantic import BaseModel, ConfigDict
+
+    class Strict(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        stdout_contains: str = ""
+
+    from bot import yamlfile
+    path = root / "x.yaml"
+    write(path, "stdout_contain: ok\n")
+    with pytest.raises(BadInput) as err:
+        records.from_document(Strict, yamlfile.load(path), what="check")
+    [problem] = err.value.problems
+    assert "`stdout_contain`" in problem and "did you mean `stdout_contains`" in problem and ":1:" in problem

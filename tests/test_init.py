@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 import yaml
@@ -30,12 +33,44 @@ def test_init_pins_the_actions_to_a_commit_never_a_tag(cli, root, monkeypatch):
     assert "@v" not in text and "unpinned-uses" not in text
 
 
-def test_init_without_a_known_commit_says_how_to_give_one(cli, root, monkeypatch):
-    monkeypatch.delenv(init_mod.ACTIONS_SHA_ENV)
-    result = cli("init")
-    assert result.code == 2 and "--actions-sha" in result.err and not (root / CAPTURE).exists()
+def _bare_install(tmp_path, info: dict | None) -> dict:
+    """The package copied outside any checkout (as an install is), with ``info`` as its build record."""
+    import shutil
+
+    site = tmp_path / "site"
+    shutil.copytree(REPO / "bot", site / "bot", ignore=shutil.ignore_patterns("__pycache__", "_build_info.json"))
+    if info is not None:
+        (site / "bot" / "_build_info.json").write_text(json.dumps(info))
+    env = {k: v for k, v in os.environ.items() if k != init_mod.ACTIONS_SHA_ENV}
+    return {**env, "PYTHONPATH": str(site)}
+
+
+def _init(env, cwd, *args):
+    return subprocess.run([sys.executable, "-m", "bot", "init", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_init_without_a_known_commit_says_how_to_give_one(cli, root, tmp_path):
+    done = _init(_bare_install(tmp_path, None), root)
+    assert done.returncode == 2 and "--actions-sha" in done.stderr and "Traceback" not in done.stderr
+    assert not (root / CAPTURE).exists()
     bad = cli("init", "--actions-sha", "v0.1.0")
     assert bad.code == 2 and "40" in bad.err
+
+
+def test_init_pins_to_the_recorded_build_commit_and_refuses_a_dirty_build(root, tmp_path):
+    sha = "fedcba9876543210fedcba9876543210fedcba98"
+    dirty = _init(_bare_install(tmp_path / "a", {"commit": sha, "dirty": True, "tag": None}), root)
+    assert dirty.returncode == 2 and "uncommitted changes" in dirty.stderr and "--actions-sha" in dirty.stderr
+    assert not (root / CAPTURE).exists()
+    override = _init(_bare_install(tmp_path / "b", {"commit": sha, "dirty": True, "tag": None}), root,
+                     "--actions-sha", RELEASE_SHA)
+    assert override.returncode == 0, override.stderr
+    assert f"capture@{RELEASE_SHA}" in (root / CAPTURE).read_text()
+    (root / CAPTURE).unlink()
+    clean = _init(_bare_install(tmp_path / "c", {"commit": sha, "dirty": False, "tag": "v0.1.0"}), root)
+    assert clean.returncode == 0, clean.stderr
+    assert f"capture@{sha}" in (root / CAPTURE).read_text()
 
 
 def _older(root, path: str, old_version: str = "0.0.9") -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import yaml
 
 from bot.render import HOSTS
@@ -234,3 +235,33 @@ def test_a_file_both_in_sections_and_render_is_reported(cli, seeded):
     configure(seeded, ["agents"], more="sections: [AGENTS.md]\n")
     result = cli("playbook", "check")
     assert result.code == 1 and "AGENTS.md: is both in `sections` and a `render` target" in result.err
+
+
+def test_the_codex_budget_counts_the_whole_agents_md_chain_at_and_past_32_kib(cli, seeded):
+    configure(seeded, ["agents"])
+    assert cli("playbook", "render").code == 0
+    ours = (seeded / "AGENTS.md").stat().st_size
+    deeper = seeded / "packages" / "api" / "AGENTS.md"  # the repository's own, more specific file
+    deeper.parent.mkdir(parents=True)
+    deeper.write_text("y" * (32 * 1024 - ours - 2))  # the chain joined: exactly 32 KiB
+    assert cli("playbook", "check").code == 0
+    deeper.write_text("y" * (32 * 1024 - ours - 1))  # one byte past
+    check = cli("playbook", "check")
+    assert check.code == 1 and "packages/api/AGENTS.md: Codex would read 32,769 bytes" in check.err
+    assert "AGENTS.md + packages/api/AGENTS.md" in check.err and "project_doc_max_bytes of 32,768" in check.err
+    assert "openai/codex/issues/7138" in check.err
+
+
+@pytest.mark.parametrize("rel, size, unit, limit", [
+    ("global_rules.md", 6_000, "characters", "6,000 characters"),
+    (".windsurfrules", 6_000, "characters", "6,000 characters"),
+    (".github/instructions/api.instructions.md", 160, "lines", "160 lines"),
+])
+def test_windsurf_global_rules_and_copilot_cli_lines_at_and_past_their_limit(cli, seeded, rel, size, unit, limit):
+    write(seeded / ".replaybook.yml", f"sections: [{rel}]\n")
+    at = "x" * size if unit == "characters" else "x\n" * size
+    write(seeded / rel, at)
+    assert "would be" not in cli("playbook", "check").err  # at the limit: fits (the section is only out of sync)
+    write(seeded / rel, at + ("x" if unit == "characters" else "x\n"))
+    result = cli("playbook", "check")
+    assert result.code == 1 and f"{rel}: would be" in result.err and f"over the {limit} limit" in result.err

@@ -52,7 +52,14 @@ def test_a_sound_scenario_and_the_bundled_suite_pass(cli, root):
     ("no succeeds", dict(pass_if=[{"exists": ["README.md"]}]), "has no `succeeds` check (nor a `fails` check)"),
     ("misspelt key", dict(budjet={"max_turns": 3}), "field `budjet`: is not a known field; did you mean `budget`?"),
     ("misspelt check key", dict(pass_if=[{"succeeds": {"run": "true", "cdw": "."}}]), "is not a known field"),
+    ("misspelt check key's nearest", dict(pass_if=[{"succeeds": {"run": "true", "cdw": "."}}]), "did you mean `cwd`?"),
+    ("unknown check named", dict(pass_if=[{"succeeds": {"run": "true"}}, {"succeed": {"run": "true"}}]),
+     "`succeed` is not a known key (did you mean `succeeds`?)"),
     ("repo outside the suite", dict(repo="../../elsewhere"), "points outside"),
+    ("unchanged names nothing", dict(pass_if=[{"succeeds": {"run": "test -f right.txt"}}, {"unchanged": ["READEM.md"]}]),
+     "`unchanged` path READEM.md names nothing in the fixture"),
+    ("exists names nothing", dict(pass_if=[{"succeeds": {"run": "test -f right.txt"}}, {"exists": ["README.md", "docs"]}]),
+     "`exists` path docs names nothing in the fixture"),
 ])
 def test_bad_scenario_files_are_bad_input(cli, root, case, change, expected):
     sound(root, **change)

@@ -21,8 +21,8 @@ from bot.errors import CheckFailed
 @click.option("--local-actions", is_flag=True, hidden=True,
               help="Reference the actions as ./actions/NAME (Replaybook's own repository).")
 @click.option("--actions-sha", envvar=init_mod.ACTIONS_SHA_ENV,
-              help="The commit (40 hex digits) of this release's tag to pin the actions to (default: "
-                   "$REPLAYBOOK_ACTIONS_SHA, else the commit the release recorded).")
+              help="The commit (40 hex digits) to pin the actions to (default: $REPLAYBOOK_ACTIONS_SHA, "
+                   "else the commit this build was made from, recorded in the wheel or sdist).")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 @click.pass_context
 def command(ctx: click.Context, path: Path | None, check: bool, force: bool, watched: tuple[str, ...],

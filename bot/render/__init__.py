@@ -21,14 +21,15 @@ def targets(specs: list[str]) -> list[Target]:
     return parse_all(list(specs))
 
 
-def _limit_problems(changes: list[FileChange]) -> list[str]:
-    return [p for c in changes if c.new is not None for p in limits.over(c.rel, c.new)]
+def _limit_problems(changes: list[FileChange], root: Path) -> list[str]:
+    per_file = [p for c in changes if c.new is not None for p in limits.over(c.rel, c.new)]
+    return per_file + limits.agents_chains(Path(root), {c.rel: c.new for c in changes})
 
 
 def render(book: Playbook, root: Path, specs: list[str], *, write: bool = True) -> list[FileChange]:
     """Bring every target's files in sync; refuse (``BadInput``, nothing written) when one would pass a limit."""
     changes = sync.plan(book, Path(root), targets(specs))
-    problems = _limit_problems(changes)
+    problems = _limit_problems(changes, root)
     if problems:
         raise BadInput(f"rendering would pass {len(problems)} host limit(s); nothing was written", problems=problems)
     return sync.apply(Path(root), changes) if write else [c for c in changes if c.changed]
@@ -54,4 +55,4 @@ def check(book: Playbook, root: Path, specs: list[str], sections: list[Path] = (
         if change.changed:
             what = "should be removed" if change.new is None else "is out of sync with playbook/rules/"
             problems.append(f"{change.rel}: {what} (render target `{change.target}`); run `replaybook playbook render`")
-    return problems + _limit_problems(changes)
+    return problems + _limit_problems(changes, root)

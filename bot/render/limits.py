@@ -6,8 +6,11 @@ never reads. The table is repeated, with sources, in docs/playbook.md.
 
 from __future__ import annotations
 
+import os
+import posixpath
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -31,10 +34,48 @@ LIMITS: tuple[Limit, ...] = (
           "https://code.claude.com/docs/en/memory#auto-memory", bytes=25_000, lines=200),
     Limit("windsurf", (".windsurf/rules/*", "*/.windsurf/rules/*"), "Windsurf truncates a rule file past 12,000 characters",
           "https://docs.windsurf.com/windsurf/cascade/memories#rules", chars=12_000),
+    Limit("windsurf", ("global_rules.md", "*/global_rules.md", ".windsurfrules", "*/.windsurfrules"),
+          "Windsurf truncates global_rules.md and the legacy .windsurfrules past 6,000 characters",
+          "https://docs.windsurf.com/windsurf/cascade/memories#rules", chars=6_000),
     Limit("copilot", (".github/copilot-instructions.md", ".github/instructions/*.instructions.md"),
           "Copilot code review reads only the first 4,000 characters of an instructions file",
           "https://github.com/github/docs/issues/42761", chars=4_000),
+    Limit("copilot-cli", (".github/copilot-instructions.md", ".github/instructions/*.instructions.md"),
+          "Copilot CLI 1.0.7 cut an instructions file at about 160 lines",
+          "https://github.com/github/copilot-cli/issues/2111", lines=160),
 )
+
+#: Codex joins every AGENTS.md from the git root down to the working directory and silently cuts the total at
+#: ``project_doc_max_bytes``, root first, so the most specific file loses (checked 2026-12-02).
+CODEX_MAX_BYTES = 32 * 1024
+CODEX_SOURCE = "https://github.com/openai/codex/issues/7138, https://github.com/openai/codex/issues/13386"
+_SKIP_DIRS = {".git", "node_modules", ".venv", "venv", "__pycache__", ".replaybook"}
+
+
+def agents_chains(root: Path, rendered: dict[str, bytes | None]) -> list[str]:
+    """The Codex budget over each chain of AGENTS.md files a run would read (the repository's own files too,
+    with ``rendered`` in place of what is on disk): one line per chain past ``project_doc_max_bytes``."""
+    files = dict(rendered)
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d not in _SKIP_DIRS]
+        if "AGENTS.md" in filenames:
+            rel = (Path(dirpath) / "AGENTS.md").relative_to(root).as_posix()
+            if rel not in files:
+                files[rel] = (Path(dirpath) / "AGENTS.md").read_bytes()
+    agents = {rel: data for rel, data in files.items()
+              if data is not None and (rel == "AGENTS.md" or rel.endswith("/AGENTS.md"))}  # None: to be removed
+    out = []
+    for rel in sorted(agents):
+        folder = posixpath.dirname(rel)
+        chain = [a for a in sorted(agents, key=lambda r: r.count("/"))
+                 if (d := posixpath.dirname(a)) == "" or folder == d or folder.startswith(d + "/")]
+        total = sum(len(agents[a]) for a in chain) + 2 * (len(chain) - 1)  # joined with a blank line
+        if total > CODEX_MAX_BYTES:
+            out.append(f"{rel}: Codex would read {total:,} bytes of AGENTS.md from the git root down "
+                       f"({' + '.join(chain)}), over its project_doc_max_bytes of {CODEX_MAX_BYTES:,} bytes: Codex "
+                       f"cuts the total silently and {rel} loses first ({CODEX_SOURCE}); shorten the chain, retire "
+                       "rules, or raise project_doc_max_bytes in the Codex config")
+    return out
 
 
 def measure(data: bytes) -> tuple[int, int, int]:

@@ -50,6 +50,9 @@ class EndState(BaseModel):
 
     exists: dict[str, bool] = Field(default_factory=dict)
     unchanged: dict[str, bool] = Field(default_factory=dict)
+    unchanged_absent: list[str] = Field(
+        default_factory=list, description="`unchanged` paths in neither the fixture nor the result: a path that "
+                                          "names nothing is a scenario error (a typo), never a pass")
     added_lines: list[tuple[str, str]] = Field(default_factory=list)
     succeeds: list[SucceedsResult] = Field(default_factory=list)  # `succeeds` and `fails`, in pass_if order
     http_requests: dict[str, int] = Field(default_factory=dict)
@@ -87,6 +90,7 @@ def collect_end_state(scenario: sc.Scenario, sandbox, http_requests: dict[str, i
             state.exists.update({p: sandbox.exists(p) for p in check.exists})
         elif isinstance(check, sc.Unchanged):
             state.unchanged.update({p: unchanged(sandbox.pristine, sandbox.root, p) for p in check.unchanged})
+            state.unchanged_absent += [p for p in check.unchanged if names_nothing(sandbox.pristine, sandbox.root, p)]
         elif isinstance(check, sc.DiffExcludes) and not state.added_lines:
             state.added_lines = sandbox.diff().added_lines()
         elif isinstance(check, sc.OutputExcludes):
@@ -136,6 +140,12 @@ def unchanged(pristine: Path, root: Path, path: str) -> bool:
     """
     rel = _inside(path)
     return _same(Path(pristine) / rel, Path(root) / rel)
+
+
+def names_nothing(pristine: Path, root: Path, path: str) -> bool:
+    """Whether ``path`` is in neither ``pristine`` nor ``root``: an ``unchanged`` on it would prove nothing."""
+    rel = _inside(path)
+    return not (os.path.lexists(Path(pristine) / rel) or os.path.lexists(Path(root) / rel))
 
 
 def _inside(path: str) -> str:
@@ -339,9 +349,14 @@ def _exists(check: sc.Exists, events, state) -> CheckResult:
 
 
 def _unchanged(check: sc.Unchanged, events, state) -> CheckResult:
-    changed = [p for p in check.unchanged if not state.unchanged.get(p, False)]
-    return CheckResult(f"unchanged {', '.join(check.unchanged)}", not changed,
-                       f"changed or removed: {', '.join(changed)}" if changed else "byte-identical")
+    nothing = [p for p in check.unchanged if p in state.unchanged_absent]
+    changed = [p for p in check.unchanged if not state.unchanged.get(p, False) and p not in nothing]
+    details = [f"changed or removed: {', '.join(changed)}"] if changed else []
+    if nothing:
+        details.append(f"names nothing in the fixture or the result: {', '.join(nothing)} (a scenario error: "
+                       "fix the path in scenario.yaml; `replaybook scenario validate` says so)")
+    return CheckResult(f"unchanged {', '.join(check.unchanged)}", not (changed or nothing),
+                       "; ".join(details) or "byte-identical")
 
 
 def _diff_excludes(check: sc.DiffExcludes, events, state) -> CheckResult:

@@ -14,6 +14,7 @@ import selectors
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
@@ -70,6 +71,26 @@ class _Capture:
         return out
 
 
+class Interrupted(BaseException):
+    """The run was stopped (Ctrl-C): its process group is killed and the trial is no result to keep.
+
+    A ``BaseException``, so no ``except Exception`` on the way turns it into a failed (and cached) trial."""
+
+
+STOP = threading.Event()
+_live: set[int] = set()
+_live_lock = threading.Lock()
+
+
+def stop_all() -> None:
+    """Kill every process group started here and refuse new ones: a gate's Ctrl-C."""
+    STOP.set()
+    with _live_lock:
+        groups = list(_live)
+    for pgid in groups:
+        kill_group(pgid)
+
+
 def run_process(
     argv: Sequence[str],
     *,
@@ -81,6 +102,8 @@ def run_process(
     watch: Watch | None = None,
 ) -> Completed:
     """Run in a new session; on timeout, on a bound and after exit, kill the whole process group."""
+    if STOP.is_set():
+        raise Interrupted()
     start = time.monotonic()
     stdin_file = _stdin_file(stdin)
     try:
@@ -93,8 +116,18 @@ def run_process(
     finally:
         if stdin_file:
             stdin_file.close()
-    out, err = _Capture(output_cap), _Capture(output_cap)
-    timed_out, limit = _pump(proc, {proc.stdout: out, proc.stderr: err}, start + timeout_s, watch or Watch())
+    with _live_lock:
+        _live.add(proc.pid)
+    try:
+        if STOP.is_set():  # stopped while this one started
+            kill_group(proc.pid)
+        out, err = _Capture(output_cap), _Capture(output_cap)
+        timed_out, limit = _pump(proc, {proc.stdout: out, proc.stderr: err}, start + timeout_s, watch or Watch())
+    finally:
+        with _live_lock:
+            _live.discard(proc.pid)
+    if STOP.is_set():
+        raise Interrupted()
     return Completed(
         proc.returncode, out.text(), err.text(), timed_out, round(time.monotonic() - start, 4),
         out.truncated, err.truncated, limit,

@@ -352,3 +352,23 @@ def test_unchanged_ignores_bytecode_and_caches_inside_a_folder(tmp_path):
     (root / "src" / "pkg" / "new.py").unlink()
     (root / "src" / "pkg" / "mod.py").write_text("x = 2\n")
     assert not unchanged(pristine, root, "src") and unchanged(pristine, root, "missing-in-both")
+
+
+def test_unchanged_on_a_path_absent_from_fixture_and_result_is_a_scenario_error_not_a_pass(tmp_path):
+    from types import SimpleNamespace
+
+    from bot.replay.checks import collect_end_state
+
+    pristine, root = tmp_path / "fixture", tmp_path / "root"
+    for base in (pristine, root):
+        base.mkdir()
+        (base / "lint.cfg").write_text("x\n")
+    check = {"unchanged": ["lint.cfg", "lint.cgf"]}  # a typo names nothing, before or after
+    spec = sc.Scenario.model_validate({"id": "t", "task": "x", "pass_if": [
+        check, {"succeeds": {"run": "true", "cwd": "not-here"}}]})  # no folder: nothing is run
+    state = collect_end_state(spec, SimpleNamespace(pristine=pristine, root=root), {})
+    result = evaluate(scenario(check), [], state.model_copy(update={
+        "succeeds": [SucceedsResult(run="true", exit_code=0)]}))[0]
+    assert not result.passed
+    assert "lint.cgf" in result.detail and "names nothing" in result.detail and "scenario" in result.detail
+    assert "lint.cfg," not in result.detail  # the path that is there and unchanged is not blamed

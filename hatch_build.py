@@ -1,0 +1,58 @@
+"""Build hook: record the git commit a wheel or sdist is built from, as ``bot/_build_info.json``.
+
+Why a hook of our own rather than hatch-vcs or setuptools-scm: both derive the *version* from the
+tags (0.1.0 becomes 0.1.1.dev3+g1a2b3c4 between releases), which would change every managed file's
+header and the docs links; and both add a build dependency that the README's ``pip install .``
+would have to fetch. We only need the commit (and the tag, when there is one) next to a fixed
+version, and ``git`` is already there whenever there is a checkout to build from.
+
+An sdist carries the file, so a wheel built from the sdist (no ``.git`` any more) keeps it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+
+from hatchling.builders.hooks.plugin.interface import BuildHookInterface
+
+INFO = "bot/_build_info.json"
+
+
+def _git(root: str, *args: str) -> str | None:
+    try:
+        done = subprocess.run(["git", "-C", root, *args], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def git_info(root: str) -> dict | None:
+    """The checkout's commit, whether tracked files differ from it, and its tag; None outside a checkout."""
+    if _git(root, "ls-files", "--error-unmatch", "bot/__init__.py") is None:  # not a checkout of ours
+        return None
+    commit = _git(root, "rev-parse", "HEAD")
+    if not commit:
+        return None
+    dirty = bool(_git(root, "status", "--porcelain", "--untracked-files=no"))
+    tag = _git(root, "describe", "--tags", "--exact-match", "HEAD") or None
+    return {"commit": commit, "dirty": dirty, "tag": tag}
+
+
+class BuildInfoHook(BuildHookInterface):
+    PLUGIN_NAME = "custom"
+
+    def initialize(self, version: str, build_data: dict) -> None:
+        if version == "editable":  # an editable install reads git live (bot/build_info.py)
+            return
+        info = git_info(self.root)
+        if info is None:  # a build from an sdist: keep the sdist's own file (.gitignore would leave it out)
+            if os.path.isfile(os.path.join(self.root, INFO)):
+                build_data.setdefault("force_include", {})[os.path.join(self.root, INFO)] = INFO
+            return
+        fd, path = tempfile.mkstemp(prefix="replaybook-build-info-", suffix=".json")
+        with os.fdopen(fd, "w") as f:
+            json.dump(info, f)
+        build_data.setdefault("force_include", {})[path] = INFO

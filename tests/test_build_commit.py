@@ -1,0 +1,99 @@
+"""Every build knows its commit: a wheel (and a wheel from the sdist) built from a clean checkout
+records it, and `replaybook init` from that build, in a fresh venv and a fresh repository, pins the
+actions to it with no flag. Slow (a build and a venv): it is the release path a team installs."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from helpers import REPO
+
+
+def _run(*argv, cwd=None, env=None, timeout=600) -> subprocess.CompletedProcess:
+    done = subprocess.run([str(a) for a in argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, (argv, done.stdout[-2000:], done.stderr[-2000:])
+    return done
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """A clean clone of this checkout's HEAD, its sdist and wheel, and the wheel built from the sdist."""
+    tmp = tmp_path_factory.mktemp("build")
+    clone = tmp / "clone"
+    _run("git", "clone", "-q", "--no-hardlinks", REPO, clone)
+    head = _run("git", "-C", clone, "rev-parse", "HEAD").stdout.strip()
+    dist = tmp / "dist"
+    _run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", dist, clone)
+    sdist_dir = tmp / "sdist"
+    _run(sys.executable, "-c", "import sys; from hatchling.builders.sdist import SdistBuilder as B; "
+         "print(next(iter(B(sys.argv[1]).build(directory=sys.argv[2]))))", clone, sdist_dir,
+         env={**os.environ, "PYTHONPATH": _hatchling_path(tmp)})
+    return {"head": head, "wheel": next(dist.glob("*.whl")), "sdist": next(sdist_dir.glob("*.tar.gz")), "tmp": tmp}
+
+
+def _hatchling_path(tmp: Path) -> str:
+    """Hatchling, installed where only this test sees it (it is a build dependency, not ours)."""
+    target = tmp / "hatchling"
+    if not target.exists():
+        _run(sys.executable, "-m", "pip", "install", "-q", "--target", target, "hatchling>=1.25")
+    return str(target)
+
+
+def _recorded(archive: Path) -> dict:
+    if archive.suffix == ".whl":
+        with zipfile.ZipFile(archive) as z:
+            return json.loads(z.read("bot/_build_info.json"))
+    with tarfile.open(archive) as t:
+        [member] = [m for m in t.getmembers() if m.name.endswith("/bot/_build_info.json")]
+        return json.loads(t.extractfile(member).read())
+
+
+def test_the_wheel_and_the_sdist_record_the_commit_they_were_built_from(built):
+    for archive in (built["wheel"], built["sdist"]):
+        info = _recorded(archive)
+        assert info["commit"] == built["head"] and info["dirty"] is False, archive.name
+    with zipfile.ZipFile(built["wheel"]) as z:  # and they carry the bundled scenarios
+        assert any(n.startswith("bot/_bundled/scenarios/") and n.endswith("scenario.yaml") for n in z.namelist())
+
+
+def test_a_wheel_built_from_the_sdist_keeps_the_commit(built):
+    tmp = built["tmp"]
+    unpacked = tmp / "from-sdist"
+    with tarfile.open(built["sdist"]) as t:
+        t.extractall(unpacked, filter="data")
+    [src] = list(unpacked.iterdir())
+    out = tmp / "dist2"
+    _run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", out, src)
+    assert _recorded(next(out.glob("*.whl")))["commit"] == built["head"]
+
+
+def test_init_from_the_built_wheel_pins_the_actions_to_the_build_commit(built):
+    tmp = built["tmp"]
+    venv = tmp / "venv"
+    _run(sys.executable, "-m", "venv", venv)
+    _run(venv / "bin" / "pip", "install", "-q", built["wheel"])
+    repo = tmp / "their-repo"
+    repo.mkdir()
+    _run("git", "init", "-q", repo)
+    env = {k: v for k, v in os.environ.items() if k != "REPLAYBOOK_ACTIONS_SHA"}
+    _run(venv / "bin" / "replaybook", "init", cwd=repo, env=env)
+    capture = (repo / ".github" / "workflows" / "replaybook-capture.yml").read_text()
+    assert f"replaybook/replaybook/actions/capture@{built['head']}" in capture
+
+
+def test_a_build_from_a_dirty_checkout_refuses_to_guess(built, tmp_path):
+    clone = tmp_path / "dirty"
+    _run("git", "clone", "-q", "--no-hardlinks", REPO, clone)
+    (clone / "README.md").write_text("changed\n")
+    out = tmp_path / "dist"
+    _run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", out, clone)
+    assert _recorded(next(out.glob("*.whl")))["dirty"] is True
