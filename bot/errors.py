@@ -51,3 +51,11 @@ class LLMError(ReplaybookError):
     """
 
     exit_code = 1
+
+
+class InfrastructureError(Exception):
+    """The harness could not do its own part (a sandbox, a toolchain, a tool, git): the trial is unscored.
+
+    Never a ReplaybookError: it never ends a command; the engine turns it into an
+    "unscored: infrastructure" trial, and the gate into "could not decide".
+    """

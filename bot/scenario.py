@@ -6,6 +6,8 @@ A sentence is refused: a rule you cannot replay is not a rule.
 
 from __future__ import annotations
 
+import os
+
 import posixpath
 import re
 from pathlib import Path
@@ -281,6 +283,21 @@ class LoadedScenario(BaseModel):
     fixture: Path
 
 
+def inside(top: Path, path: Path, *, file: Path, field: str, fix: str) -> Path:
+    """``path`` resolved (every link followed) if it stays inside ``top``; else bad input naming ``field``.
+
+    The message never quotes what the path resolves to, nor anything it holds: a
+    scenario is written by whoever pushes a branch, and the error may be posted.
+    """
+    try:
+        real = Path(os.path.realpath(path, strict=os.path.lexists(path)))
+    except OSError as exc:  # ELOOP and friends
+        raise BadInput(f"{file}: field `{field}` cannot be resolved ({exc.strerror}); {fix}") from None
+    if not real.is_relative_to(os.path.realpath(top)):
+        raise BadInput(f"{file}: field `{field}` points outside {top}/; {fix}")
+    return real
+
+
 def load(path: Path) -> LoadedScenario:
     """Load ``scenarios/<id>/`` (or its ``scenario.yaml``) and check its fixture."""
     path = Path(path)
@@ -293,10 +310,9 @@ def load(path: Path) -> LoadedScenario:
         raise BadInput(
             f"{file}: field `id` is {scenario.id!r} but the folder is {folder.name!r}; they must match"
         )
-    fixture = (folder / scenario.repo).resolve()
-    home = folder.parent.resolve()
-    if not fixture.is_relative_to(home):
-        raise BadInput(f"{file}: field `repo` ({scenario.repo!r}) points outside {folder.parent}/; keep fixtures inside it")
+    home = Path(os.path.realpath(folder.parent))
+    fixture = inside(home, folder / scenario.repo, file=file, field="repo",
+                     fix=f"keep fixtures inside {folder.parent}/ (the scenario's folder or a shared one beside it)")
     if not fixture.is_dir():
         raise BadInput(f"{file}: field `repo`: fixture folder {fixture} does not exist")
     return LoadedScenario(scenario=scenario, folder=folder, fixture=fixture)

@@ -238,7 +238,9 @@ def scenario_toolchain(loaded: sc.LoadedScenario) -> toolchain.Toolchain:
     reqs = list(scenario.requirements)
     where = str(loaded.folder / "scenario.yaml")
     if scenario.requirements_file:
-        reqs = toolchain.read_requirements_file(loaded.fixture / scenario.requirements_file, where)
+        path = sc.inside(loaded.fixture, loaded.fixture / scenario.requirements_file, file=Path(where),
+                         field="requirements_file", fix="name a file inside the fixture, relative to its root")
+        reqs = toolchain.read_requirements_file(path, where)
     return toolchain.prepare(reqs, cache_dir=default_cache_dir(), where=where)
 
 

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Protocol, Sequence
 
 from bot.errors import BadInput
+from bot.replay import host_tools
 from bot.replay.shims import FIXED_LOG
 
 BACKENDS = ("bwrap", "docker", "none")
@@ -74,6 +75,7 @@ class Plan:
     command_log: str | None = None  # host FIFO bound read-only at COMMAND_LOG
     endpoints: tuple[tuple[int, str], ...] = ()  # (127.0.0.1 port inside, host Unix socket)
     limits: Limits = field(default_factory=Limits)
+    hide: tuple[str, ...] = ()  # paths inside a bind covered by an empty read-only folder (or file, for a file)
 
 
 class Backend(Protocol):
@@ -136,6 +138,11 @@ class Bubblewrap:
             args += ["--ro-bind", path, path]
         for path in plan.rw:
             args += ["--bind", path, path]
+        for path in plan.hide:  # an empty, read-only stand-in: what was there is not seen at all
+            if os.path.isdir(path):
+                args += ["--perms", "0555", "--tmpfs", path, "--remount-ro", path]
+            else:
+                args += ["--ro-bind", "/dev/null", path]
         args += ["--dir", RUN_DIR]
         if plan.command_log:
             args += ["--ro-bind", plan.command_log, COMMAND_LOG]
@@ -173,6 +180,8 @@ class Docker:
                 args += ["--volume", f"{host}:{host}:ro"]
         args += [a for path in plan.ro for a in ("--volume", f"{path}:{path}:ro")]
         args += [a for path in plan.rw for a in ("--volume", f"{path}:{path}:rw")]
+        for path in plan.hide:
+            args += ["--tmpfs", f"{path}:ro"] if os.path.isdir(path) else ["--volume", f"/dev/null:{path}:ro"]
         if plan.command_log:
             args += ["--volume", f"{plan.command_log}:{COMMAND_LOG}:ro"]
         args += [a for port, sock in plan.endpoints for a in ("--volume", f"{sock}:{socket_path(port)}:ro")]
@@ -207,16 +216,17 @@ def backend(name: str | None = None) -> Backend:
 
 @functools.lru_cache(maxsize=None)
 def _checked(name: str) -> Backend:
-    bash = shutil.which("bash") or "/bin/bash"
-    socat = shutil.which("socat")
+    # The harness's own tools, from its PATH at start: never a toolchain's or a scenario's (bot.replay.host_tools).
+    bash = host_tools.find("bash") or "/bin/bash"
+    socat = host_tools.find("socat")
     if name == "docker":
-        docker = shutil.which("docker")
+        docker = host_tools.find("docker")
         if docker is None:
             raise BadInput("--sandbox docker: the docker CLI is not on PATH; install Docker, or use --sandbox bwrap")
         return Docker(docker, bash, socat, os.environ.get(DOCKER_IMAGE_ENV) or DEFAULT_DOCKER_IMAGE)
     if not sys.platform.startswith("linux"):
         raise BadInput(f"--sandbox bwrap needs Linux (this is {sys.platform}); use --sandbox docker")
-    bwrap = shutil.which("bwrap")
+    bwrap = host_tools.find("bwrap")
     if bwrap is None:
         raise BadInput("the replay sandbox needs bubblewrap: apt-get install bubblewrap socat "
                        "(see docs/install.md), or pass --sandbox docker, or --sandbox none to run unisolated")

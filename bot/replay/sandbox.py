@@ -28,13 +28,14 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from bot.errors import BadInput
+from bot.errors import BadInput, InfrastructureError
 from bot.replay import baseline as baseline_mod
-from bot.replay import isolation, launchers, shims
+from bot.replay import host_tools, isolation, launchers, shims
 from bot.replay.bridge import UnixBridge
 from bot.replay.process import Completed, Watch, run_process, tree_bytes
 from bot.replay.toolchain import HOST, Toolchain
@@ -43,8 +44,15 @@ from bot.replay.trace import CommandEvent
 __all__ = ["Completed", "FileChange", "Sandbox", "SandboxDiff"]
 PATCH_CAP = 8 << 20  # diff.patch keeps at most this much; the rest is counted
 SETUP_TIMEOUT_S = 300
+COMMAND_LOG_CAP = 32 << 20  # the shims' log kept per trial (and at most max_disk_mb); past it the trial is unscored
 
 TMP_ENV = "REPLAYBOOK_TMPDIR"
+# Every code path git could take from a tree or a config the harness did not write, turned off.
+# Command-line config outranks the repository's and reaches every git git starts (GIT_CONFIG_PARAMETERS).
+GIT_HARDENED = ("-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "core.untrackedCache=false",
+                "-c", "core.excludesFile=/dev/null", "-c", "core.attributesFile=/dev/null",
+                "-c", "submodule.recurse=false", "-c", "core.sshCommand=false")
+_MAX_NESTED_GIT = 256
 TMPFS_MIN_FREE = 4 << 30  # /dev/shm is used only with this much room (a sandbox may hold max_disk_mb)
 _GIT_ID = {
     "GIT_AUTHOR_NAME": "Replaybook",
@@ -134,7 +142,9 @@ class Sandbox:
         if self.toolchain.bin_dir:
             path = self.toolchain.bin_dir + os.pathsep + path
         self.shims = shims.build_shims(path, self.scrub, cache_dir=self.shim_cache)
+        _remove_stale_once(self.tmp_root or tempfile.gettempdir())
         self.base = Path(tempfile.mkdtemp(prefix="replaybook-", dir=self.tmp_root))
+        (self.base / _OWNER).write_text(f"{os.getpid()} {_start_time(os.getpid())}\n")
         try:
             self._setup()
         except BaseException:
@@ -166,7 +176,8 @@ class Sandbox:
             (self.home / name).write_text(profile)
         self._git_env = self._make_git_env()
         self._ro = self._read_only_paths()
-        self._log = _CommandLog(self._base / "commands.fifo", self.shim_log)
+        self._log = _CommandLog(self._base / "commands.fifo", self.shim_log,
+                                cap=min(COMMAND_LOG_CAP, self.limits.max_disk_bytes), on_full=self._log_full)
         self._run_setup()
         _copy_fixture(self.root, self.pristine)  # after setup: `unchanged` compares with what the agent got
         self.baseline = self._commit_baseline()
@@ -288,6 +299,11 @@ class Sandbox:
             self.limit_hit = done.limit
         return done
 
+    def _log_full(self, cap: int) -> None:
+        if self.limit_hit is None:
+            self.limit_hit = (f"the command log passed {cap >> 20 or 1} MiB (max_disk_mb bounds it too); "
+                              "the rest was not read")
+
     def disk_bytes(self, stop_at: int) -> int:
         """What the agent's writable folders hold, counted up to ``stop_at``."""
         return tree_bytes([str(self.root), str(self.home), str(self.tmpdir)], stop_at)
@@ -317,30 +333,73 @@ class Sandbox:
         return unchanged(self.pristine, self.root, _relative(path))
 
     def diff(self) -> SandboxDiff:
-        """Unified diff of the final tree against the baseline, untracked files included."""
-        index = self._base / "diff.index"
+        """Unified diff of the final tree against the baseline, untracked files included.
+
+        git reads a tree the agent wrote, so it runs in the sandbox (root read-only)
+        with every code path off (``GIT_HARDENED``), and every nested ``.git`` is
+        covered by an empty stand-in: a nested repository is then an ordinary
+        folder whose files are in the diff, and its config, hooks and fsmonitor
+        are never read. A failure here is the harness's (InfrastructureError).
+        """
+        work_dir = self._base / "gitwork"
+        shutil.rmtree(work_dir, ignore_errors=True)
+        work_dir.mkdir()
+        index, names = work_dir / "index", work_dir / "names"
         shutil.copyfile(self._base / "baseline.index", index)
+        names.touch()
         root_ok = self.root.is_dir() and not self.root.is_symlink()
         work = self.root if root_ok else self._empty_dir()  # the agent may have deleted its root
         env = {**self._git_env, "GIT_INDEX_FILE": str(index), "GIT_WORK_TREE": str(work)}
+        common = "--no-renames --no-color --no-ext-diff --no-textconv --ignore-submodules=none"
         # --ignore-errors: a file the agent made unreadable must not cost us the whole diff.
-        self._git(["add", "-A", "--ignore-errors", "--", "."], env, cwd=work, ok_codes=(0, 1))
-        common = ["diff", "--cached", "--no-renames", "--no-color", "--no-ext-diff", "--no-textconv"]
-        names = self._git([*common, "--name-status", "-z", self.baseline], env, cwd=work)
+        script = ('git=$1; base=$2; names=$3; shift 3\n'
+                  '"$git" "$@" add -A --ignore-errors -- . 2>/dev/null; rc=$?; [ "$rc" -le 1 ] || exit "$rc"\n'
+                  f'"$git" "$@" diff --cached {common} --name-status -z "$base" > "$names" || exit $?\n'
+                  f'exec "$git" "$@" -c core.bigFileThreshold=1m diff --cached {common} --src-prefix=a/ '
+                  '--dst-prefix=b/ "$base"\n')
         # Streamed and capped: a huge file the agent wrote costs at most PATCH_CAP of memory.
-        done = run_process([self._git_bin, "-c", "core.bigFileThreshold=1m", *common, "--src-prefix=a/",
-                            "--dst-prefix=b/", self.baseline], cwd=work, env=env, timeout_s=300,
-                           output_cap=PATCH_CAP)
-        return SandboxDiff(patch=done.stdout, files=_file_changes(names, done.stdout))
+        done = self._harness_git(script, [self.baseline, str(names)], env=env, cwd=work,
+                                 rw=(str(self._base / "baseline.git"), str(work_dir)), output_cap=PATCH_CAP)
+        if done.rc != 0 or done.timed_out:
+            raise InfrastructureError(f"git could not take the diff (exit {done.rc}): {done.stderr.strip()[-200:]}")
+        name_status = names.read_text(encoding="utf-8", errors="replace")
+        return SandboxDiff(patch=done.stdout, files=_file_changes(name_status, done.stdout))
+
+    def _harness_git(self, script: str, args: Sequence[str], *, env: Mapping[str, str], cwd: Path,
+                     rw: Sequence[str], output_cap: int = 1 << 20, timeout_s: float = 300) -> Completed:
+        """``bash -c script <git> args… <hardened flags>`` for the harness's own git, in the sandbox when there is one.
+
+        No agent process is alive by then; nothing but git runs, and git takes no
+        command from the tree: nested ``.git`` entries are hidden, every config
+        and attribute file is ours or absent, hooks and fsmonitor are off.
+        """
+        argv = [host_tools.require("bash", "the harness runs git through bash"), "-c", script, "replaybook-git",
+                self._git_bin, *args, *GIT_HARDENED]
+        if not self.isolated:  # --sandbox none: no stand-ins possible; the hardened flags still hold
+            return run_process(argv, cwd=cwd, env=dict(env), timeout_s=timeout_s, output_cap=output_cap)
+        hide = _nested_git(cwd)
+        if hide is None:
+            raise InfrastructureError(f"the tree holds more than {_MAX_NESTED_GIT} nested .git entries, "
+                                      "or a .git that is a symbolic link; its diff cannot be taken safely")
+        borrowed = tuple(p for p in self._ro if not p.startswith(str(self._base) + os.sep))
+        plan = isolation.Plan(rw=tuple(rw), ro=(*borrowed, *self._borrowed, str(cwd)), hide=hide, limits=self.limits)
+        host_argv, host_env = self.backend.command(argv, cwd=str(cwd), env=env, plan=plan)
+        return run_process(host_argv, cwd=cwd, env=host_env, timeout_s=timeout_s, output_cap=output_cap,
+                           watch=Watch(max_procs=self.limits.max_procs, max_output_bytes=self.limits.max_output_bytes))
 
     # -- git plumbing ------------------------------------------------------
     def _make_git_env(self) -> dict[str, str]:
+        # HOME and XDG_CONFIG_HOME name a folder that does not exist: no ~/.config/git/ignore or
+        # attributes the agent wrote into its home reaches the harness's git.
+        nowhere = str(self._base / "no-home")
         return {
-            "PATH": self.shims.base_path,
-            "HOME": str(self.home),
+            "PATH": host_tools.trusted_path(),
+            "HOME": nowhere,
+            "XDG_CONFIG_HOME": nowhere,
             "LC_ALL": "C",
             "GIT_CONFIG_GLOBAL": os.devnull,
             "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_ATTR_NOSYSTEM": "1",
             "GIT_TERMINAL_PROMPT": "0",
             "GIT_DIR": str(self._base / "baseline.git"),
             "GIT_WORK_TREE": str(self.root),
@@ -352,20 +411,17 @@ class Sandbox:
         self, args: list[str], env: Mapping[str, str], cwd: Path | None = None, ok_codes=(0,)
     ) -> str:
         proc = subprocess.run(
-            [self._git_bin, *args], env=dict(env), cwd=cwd or self._base,
+            [self._git_bin, *GIT_HARDENED, *args], env=dict(env), cwd=cwd or self._base,
             capture_output=True, check=False,
         )
         if proc.returncode not in ok_codes:
             err = proc.stderr.decode(errors="replace").strip()
-            raise RuntimeError(f"git {' '.join(args[:2])} failed in the sandbox: {err}")
+            raise InfrastructureError(f"git {' '.join(args[:2])} failed in the sandbox: {err[-300:]}")
         return proc.stdout.decode("utf-8", errors="replace")
 
     @functools.cached_property
     def _git_bin(self) -> str:
-        git = shutil.which("git", path=self.shims.base_path)
-        if not git:
-            raise BadInput("git is not on PATH; the replay sandbox needs git to record the baseline")
-        return git
+        return host_tools.require("git", "the replay sandbox needs git to record the baseline")
 
     def _commit_baseline(self) -> str:
         env = self._git_env
@@ -384,9 +440,18 @@ class Sandbox:
         self._git(["init", "-q", "--bare", "--template=", "--initial-branch=main", str(gitdir)], init_env)
         if os.path.lexists(self.root / ".git"):  # setup made history: the agent keeps it
             return self._adopt_setup_history(gitdir)
+        # setup ran in the tree: git on it runs in the sandbox too (see diff()).
         # -f: a file the fixture's .gitignore hides is still part of the fixture.
-        self._git(["add", "-A", "-f", "--", "."], env, cwd=self.root)
-        self._git(["commit", "-q", "--no-verify", "--no-gpg-sign", "--allow-empty", "-m", "replaybook baseline"], env, cwd=self.root)
+        script = ('git=$1; shift\n"$git" "$@" add -A -f -- . && exec "$git" "$@" commit -q --no-verify --no-gpg-sign '
+                  '--allow-empty -m "replaybook baseline"\n')
+        work_dir = self._base / "gitwork"
+        work_dir.mkdir()
+        env = {**env, "GIT_INDEX_FILE": str(work_dir / "index")}
+        done = self._harness_git(script, [], env=env, cwd=self.root, rw=(str(gitdir), str(work_dir)),
+                                 timeout_s=SETUP_TIMEOUT_S)
+        if done.rc != 0:
+            raise InfrastructureError(f"git could not record the baseline (exit {done.rc}): {done.stderr.strip()[-200:]}")
+        os.replace(work_dir / "index", self._base / "baseline.index")
         sha = (gitdir / "refs" / "heads" / "main").read_text().strip()  # saves a git process
         self._give_agent_git(gitdir)
         return sha
@@ -443,8 +508,9 @@ class _CommandLog:
     shim never blocks on open and never meets a closed pipe.
     """
 
-    def __init__(self, fifo: Path, out: Path):
+    def __init__(self, fifo: Path, out: Path, *, cap: int = 32 << 20, on_full=None):
         self.fifo, self.out = fifo, out
+        self.cap, self._on_full, self._written = cap, on_full, 0
         os.mkfifo(fifo, 0o600)
         self._fd = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
         os.chmod(fifo, 0o222)
@@ -472,7 +538,14 @@ class _CommandLog:
                     break
                 if not data:
                     break
+                room = self.cap - self._written
+                if len(data) > room:  # past the cap: drained and dropped, so no shim ever blocks
+                    data = data[:max(room, 0)]
+                    if self._on_full is not None:
+                        self._on_full(self.cap)
+                        self._on_full = None
                 self._file.write(data)
+                self._written += len(data)
             self._file.flush()
 
     def close(self) -> None:
@@ -486,6 +559,56 @@ class _CommandLog:
             self._file.close()
         os.close(self._wake_r)
         os.close(self._wake_w)
+
+
+_OWNER = ".owner"  # "<pid> <start time>" of the harness that made a sandbox folder
+_STALE_UNOWNED_S = 86400
+
+
+def _start_time(pid: int) -> str:
+    """A process's start time in clock ticks (field 22 of /proc/PID/stat): a pid reused later has another."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return "?"
+
+
+def remove_stale(tmp_root: str | Path) -> list[Path]:
+    """Remove sandbox folders whose harness is gone (it was killed before it could clean up); returns them.
+
+    A folder is stale when the process its ``.owner`` names is not running (or is
+    another process with that pid), or, with no ``.owner``, when it is a day old.
+    """
+    gone = []
+    try:
+        entries = [e for e in os.scandir(tmp_root) if e.name.startswith("replaybook-") and e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return gone
+    for entry in entries:
+        try:
+            if entry.stat(follow_symlinks=False).st_uid != os.getuid():
+                continue
+            owner = Path(entry.path, _OWNER)
+            if owner.exists():
+                pid, _, started = owner.read_text().strip().partition(" ")
+                stale = not pid.isdigit() or _start_time(int(pid)) != started
+            else:
+                stale = time.time() - entry.stat(follow_symlinks=False).st_mtime > _STALE_UNOWNED_S
+        except OSError:
+            continue
+        if stale:
+            _rmtree(Path(entry.path))
+            gone.append(Path(entry.path))
+    return gone
+
+
+_cleaned: set[str] = set()
+
+
+def _remove_stale_once(tmp_root: str) -> None:
+    if tmp_root not in _cleaned:
+        _cleaned.add(tmp_root)
+        remove_stale(tmp_root)
 
 
 @functools.lru_cache(maxsize=1)
@@ -509,8 +632,25 @@ def _relative(path: str) -> str:
     return norm
 
 
+def _nested_git(root: Path) -> tuple[str, ...] | None:
+    """Every ``.git`` below ``root`` but its own (a nested repository); None if one is a link or there are too many."""
+    found: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        top = dirpath == str(root)
+        for name in (".git",) if ".git" in dirnames or ".git" in filenames else ():
+            full = os.path.join(dirpath, name)
+            if name in dirnames:
+                dirnames.remove(name)
+            if top:
+                continue
+            if os.path.islink(full) or len(found) >= _MAX_NESTED_GIT:
+                return None
+            found.append(full)
+    return tuple(found)
+
+
 def _check_fixture(fixture: Path) -> None:
-    """Refuse links that leave the fixture and special files copying would hang on."""
+    """Refuse links that leave the fixture, nested repositories, and special files copying would hang on."""
     top = os.path.realpath(fixture)
     for dirpath, dirnames, filenames in os.walk(fixture):
         if os.path.relpath(dirpath, fixture) == "." and ".git" in dirnames:
@@ -518,6 +658,10 @@ def _check_fixture(fixture: Path) -> None:
         for name in dirnames + filenames:
             full = os.path.join(dirpath, name)
             st = os.lstat(full)
+            if name == ".git":
+                raise BadInput(f"{fixture}: {os.path.relpath(full, fixture)} makes a nested repository, and its "
+                               "config could name commands the harness would run; remove it (a `setup` step "
+                               "may make a repository inside the sandbox instead)")
             if stat.S_ISLNK(st.st_mode):
                 _check_link(fixture, top, full)
             elif not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
@@ -528,7 +672,13 @@ def _check_link(fixture: Path, top: str, link: str) -> None:
     target = os.readlink(link)
     rel_dir = os.path.relpath(os.path.dirname(link), fixture)
     lexical = os.path.normpath(os.path.join(rel_dir, target))
-    real = os.path.realpath(link)
+    try:
+        real = os.path.realpath(link, strict=True)
+    except FileNotFoundError:
+        real = os.path.realpath(link)  # a dangling link inside the fixture is still a link inside it
+    except OSError as exc:  # ELOOP: a link that points, in the end, back to itself
+        raise BadInput(f"{fixture}: symlink {os.path.relpath(link, fixture)} is a loop ({exc.strerror}); "
+                       "remove it, or point it at a file") from None
     inside = real == top or real.startswith(top + os.sep)
     if os.path.isabs(target) or lexical == ".." or lexical.startswith("../") or not inside:
         raise BadInput(

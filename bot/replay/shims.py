@@ -134,9 +134,11 @@ def build_shims(
         raise BadInput(f"scrub: {bad[0]!r} is not an environment variable name; use letters, digits and _")
     dirs = _path_dirs(os.environ.get("PATH", "") if path is None else path)
     base_path = os.pathsep.join(dirs)
-    bash = shutil.which("bash", path=base_path)
+    from bot.replay import host_tools
+
+    bash = host_tools.find("bash")  # the harness's own, never one a toolchain put first on ``path``
     if not bash:
-        raise BadInput(f"PATH has no bash; command capture needs bash 5 or newer on PATH ({base_path})")
+        raise BadInput(f"PATH has no bash; command capture needs bash 5 or newer on PATH ({host_tools.trusted_path()})")
     root = (cache_dir or default_cache_dir()) / "shims"
     final = root / _cache_key(dirs, scrub, bash)
     if not (final / "bin" / _MARKER).exists():

@@ -23,6 +23,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ from bot.scenario import REQUIREMENT
 
 _VERSION = "rb-env-1"  # bump when the layout of an environment changes: part of the key
 _DONE = ".replaybook-env"
+_MAX_REQUIREMENTS_BYTES = 64 << 10
 _INSTALLER_ENV = ("PATH", "HOME", "XDG_CACHE_HOME", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy",
                   "https_proxy", "no_proxy", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "LANG")
 HOST_WARNING = ("declares no `requirements`, so its commands and checks use whatever the host's PATH holds "
@@ -132,18 +134,31 @@ def _uv() -> str | None:
 
 
 def read_requirements_file(path: Path, where: str) -> list[str]:
-    """The lines of a requirements file that name a package (no options, no includes)."""
+    """The lines of a requirements file that name a package (no options, no includes).
+
+    Errors name the file and the line, never its text: the file is the
+    scenario's, and the message may reach a PR comment.
+    """
+    name = f"requirements_file {path.name}"
     try:
+        st = os.lstat(path)
+        if not stat.S_ISREG(st.st_mode):
+            raise BadInput(f"{where}: {name} is not a regular file; name a file inside the fixture")
+        if st.st_size > _MAX_REQUIREMENTS_BYTES:
+            raise BadInput(f"{where}: {name} is over {_MAX_REQUIREMENTS_BYTES >> 10} KiB; list only package requirements")
         text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BadInput(f"{where}: {name} does not exist in the fixture; add it, or list `requirements`") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"{where}: cannot read requirements_file {path.name}: {exc}") from None
+        raise BadInput(f"{where}: cannot read {name} ({type(exc).__name__}); make it a UTF-8 text file") from None
     out = []
     for n, line in enumerate(text.splitlines(), 1):
         line = line.split(" #")[0].strip()
         if not line or line.startswith("#"):
             continue
         if not re.match(REQUIREMENT, line):
-            raise BadInput(f"{path}:{n}: `{line}` is not a package requirement; write a name and versions "
-                           "(e.g. pytest==8.3.4): options, includes, URLs and paths are not allowed")
+            raise BadInput(f"{path.name}:{n}: line {n} of the scenario's requirements_file is not a package "
+                           "requirement; write a name and versions (e.g. pytest==8.3.4): options, includes, URLs "
+                           "and paths are not allowed")
         out.append(line)
     return out
