@@ -57,3 +57,33 @@ def known_secrets(environ: Mapping[str, str], names: Iterable[str] = ()) -> list
     """The values of the credential-named variables in ``environ``, and of ``names``."""
     wanted = set(names)
     return [v for k, v in environ.items() if is_credential_name(k) or k in wanted]
+
+
+def host_redactor(environ: Mapping[str, str] | None = None) -> Redactor:
+    """Every secret this process holds: credential-named variables and the replay cache's signing key.
+
+    Applied where text leaves the machine (the CLI's errors, reports, GitHub
+    writes, job summaries), whatever produced the text.
+    """
+    import os
+    from pathlib import Path
+
+    environ = os.environ if environ is None else environ
+    values = known_secrets(environ)
+    key_file = Path(environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "replaybook" / "cache.key"
+    try:
+        values.append(key_file.read_text(encoding="utf-8", errors="replace").strip())
+    except OSError:
+        pass
+    return Redactor(values)
+
+
+def redact_data(value, redactor: Redactor):
+    """``value`` (JSON-like: dicts, lists, strings) with every string redacted."""
+    if isinstance(value, str):
+        return redactor.text(value)
+    if isinstance(value, dict):
+        return {k: redact_data(v, redactor) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(redact_data(v, redactor) for v in value)
+    return value

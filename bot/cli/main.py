@@ -19,7 +19,9 @@ from bot.cli import agent, capture, demo, distill, gate, incident, lessons, play
 from bot.cli import github
 from bot.cli import init
 from bot.cli import report
+from bot.credentials import host_redactor
 from bot.errors import ReplaybookError
+from bot.replay import host_tools  # noqa: F401  (first: the harness's own tools are found from the PATH at start)
 from bot.settings import Environment
 
 
@@ -96,7 +98,7 @@ def run(argv: list[str] | None = None) -> int:
     try:
         result = cli.main(args=argv, prog_name="replaybook", standalone_mode=False)
     except ReplaybookError as exc:
-        click.echo(f"error: {exc.render()}", err=True)
+        click.echo(f"error: {host_redactor().text(exc.render())}", err=True)
         return exc.exit_code
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
@@ -116,9 +118,10 @@ def run(argv: list[str] | None = None) -> int:
 
 def _report_bug() -> int:
     exc = sys.exc_info()[1]
-    report = crash_log.write(exc, traceback.format_exc())
+    redact = host_redactor()
+    report = crash_log.write(exc, redact.text(traceback.format_exc()))
     click.echo(
-        f"internal error: {type(exc).__name__}: {exc}\n"
+        f"internal error: {type(exc).__name__}: {redact.text(str(exc))}\n"
         f"This is a bug in Replaybook, not in your input. The full report is in {report}; please attach it to an issue.",
         err=True,
     )

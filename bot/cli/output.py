@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 import click
 
 from bot import records
+from bot.credentials import host_redactor
 from bot.errors import BadInput
 from bot.markdown import table  # noqa: F401  (re-exported for the commands)
 
@@ -21,7 +22,12 @@ def emit_json(data: Any) -> None:
 
 
 def warn(message: str) -> None:
-    click.echo(f"warning: {message}", err=True)
+    click.echo(f"warning: {host_redactor().text(message)}", err=True)
+
+
+def report(text: str, **kw: Any) -> None:
+    """A report for people: redacted of every secret this process holds, whatever wrote it."""
+    click.echo(host_redactor().text(text), **kw)
 
 
 def each_valid(paths: Iterable[Path], load: Callable[[Path], T], problems: list[str]) -> Iterator[tuple[Path, T]]:

@@ -27,6 +27,7 @@ from github import Auth, Github, GithubException, InputGitTreeElement
 from github.PaginatedList import PaginatedList
 from github.WorkflowJob import WorkflowJob
 
+from bot.credentials import host_redactor, redact_data
 from bot.github.port import (
     BOT_LABEL,
     BOT_LOGINS,
@@ -75,6 +76,7 @@ class PyGithubAdapter:
         bot_logins: Sequence[str] = BOT_LOGINS,
     ):
         self.calls = 0
+        self._redact = host_redactor()
         self.label = label
         self.bot_logins = tuple(bot_logins)  # only text by these speaks as the bot: markers are read from it alone
         self._retries = retries
@@ -385,6 +387,10 @@ class PyGithubAdapter:
     def _retrying(self, request: Callable[..., T]) -> Callable[..., T]:
         @functools.wraps(request)
         def call(verb: str, url: str, *args: Any, **kwargs: Any) -> T:
+            # The one door every write to GitHub goes through: no secret this process holds leaves in a body,
+            # whatever text (a scenario's error, an agent's output, a log) the bot was given to post.
+            if kwargs.get("input") is not None:
+                kwargs["input"] = redact_data(kwargs["input"], self._redact)
             for attempt in range(self._retries + 1):
                 self.calls += 1
                 try:

@@ -24,6 +24,7 @@ import re
 from datetime import date, datetime, timezone
 from pathlib import Path
 
+from bot.credentials import host_redactor
 from bot import report as report_mod
 from bot.errors import BadInput
 from bot import playbook_changes
@@ -124,7 +125,7 @@ def update(action, ctx: RunContext) -> list[Outcome]:
     text = body(report, offered([r.id for r in book.admitted()], rule_prs, logins, ignored))
     if ctx.step_summary is not None:
         with open(ctx.step_summary, "a", encoding="utf-8") as handle:
-            handle.write(report_mod.markdown(report) + "\n")
+            handle.write(host_redactor().text(report_mod.markdown(report)) + "\n")
     if found is None:
         issue = ctx.port.create_issue(TITLE, text, [LABEL])  # 3
         return [Outcome("update_dashboard", "done", f"opened the dashboard #{issue.number}", issue.url)]

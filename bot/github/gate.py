@@ -9,11 +9,13 @@ comment edited in place, and the job summary.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
 from bot import capture as capture_mod
 from bot.change import Change, OverlayTree
+from bot.credentials import host_redactor
 from bot.errors import BadInput, ReplaybookError
 from bot.github import playbook_diff
 from bot.github.context import RunContext, GateVerdict, Outcome, Status, code, fenced
@@ -36,6 +38,8 @@ def gate_rule_pr(action: GateRulePr, ctx: RunContext) -> list[Outcome]:
     except ReplaybookError as exc:
         verdict = GateVerdict("error", f"the gate could not decide: {exc.message}",
                               f"## Replaybook gate: could not decide\n\n{fenced(exc.render())}\n")
+    redact = host_redactor()  # whatever a scenario made the harness say, no secret of ours leaves in it
+    verdict = dataclasses.replace(verdict, description=redact.text(verdict.description), report=redact.text(verdict.report))
     description = capture_mod.one_liner(verdict.description, 140)
     if ctx.step_summary is not None:  # first: a fork PR's read-only token fails the writes below
         with open(ctx.step_summary, "a", encoding="utf-8") as f:

@@ -43,6 +43,12 @@ class SucceedsResult(BaseModel):
     output: str = ""  # the tail of stdout and stderr, for the report
     stdout: str = ""  # the head of stdout, for `stdout_matches`
     timed_out: bool = False
+    started: bool = True  # False when its folder was gone: the agent's doing, not the harness's
+
+    @property
+    def cannot_start(self) -> bool:
+        """126 or 127 from a command the harness started: its program is missing or not runnable in the sandbox."""
+        return self.started and not self.timed_out and self.exit_code in (126, 127)
 
 
 class EndState(BaseModel):
@@ -104,7 +110,8 @@ def collect_end_state(scenario: sc.Scenario, sandbox, http_requests: dict[str, i
 def _run_succeeds(spec: sc.Succeeds | sc.Fails, sandbox) -> SucceedsResult:
     argv = shlex.split(spec.run)
     if spec.cwd and not (sandbox.root / spec.cwd).is_dir():
-        return SucceedsResult(run=spec.run, cwd=spec.cwd, exit_code=127, output=f"folder {spec.cwd} does not exist")
+        return SucceedsResult(run=spec.run, cwd=spec.cwd, exit_code=127, output=f"folder {spec.cwd} does not exist",
+                              started=False)
     try:
         done = sandbox.run(argv, cwd=spec.cwd, timeout_s=SUCCEEDS_TIMEOUT_S, record=False)
     except OSError as exc:  # the program is missing, or the agent removed the sandbox root
@@ -112,6 +119,21 @@ def _run_succeeds(spec: sc.Succeeds | sc.Fails, sandbox) -> SucceedsResult:
     output = (done.stdout + done.stderr)[-1500:]
     return SucceedsResult(run=spec.run, cwd=spec.cwd, exit_code=done.rc, output=output,
                           stdout=done.stdout[:STDOUT_KEPT], timed_out=done.timed_out)
+
+
+def infrastructure_problem(state: EndState) -> str | None:
+    """Why the checks cannot be trusted to judge the agent, if they cannot: a check's program could not start.
+
+    Exit 126 and 127 are the shell's "not executable" and "not found": the
+    scenario's environment lacks the tool, or the sandbox cannot reach it. That is
+    the harness's failure or the scenario's, never the agent's, so the trial is unscored.
+    """
+    for result in state.succeeds:
+        if result.cannot_start:
+            what = "is not executable" if result.exit_code == 126 else "was not found"
+            return (f"the check `{result.run}` exited {result.exit_code}: its program {what} in the sandbox; "
+                    "declare it in the scenario's `requirements`, or fix the command")
+    return None
 
 
 def search(pattern: str, text: str, limit: int = HITS_KEPT) -> list[str]:
@@ -137,15 +159,21 @@ def unchanged(pristine: Path, root: Path, path: str) -> bool:
 
     Inside a folder, bytecode and caches (``CACHE_NAMES``) are not compared:
     running the tests writes ``__pycache__``, and that is not a change to the code.
+    Nothing is followed on the host: a link on the way is resolved inside its
+    own tree, and one that leaves it names nothing (``in_tree``).
     """
     rel = _inside(path)
-    return _same(Path(pristine) / rel, Path(root) / rel)
+    a, b = in_tree(Path(pristine), rel), in_tree(Path(root), rel)
+    if a is None or b is None:
+        return a is None and b is None and _same_link_text(Path(pristine), Path(root), rel)
+    return _same(a, b)
 
 
 def names_nothing(pristine: Path, root: Path, path: str) -> bool:
     """Whether ``path`` is in neither ``pristine`` nor ``root``: an ``unchanged`` on it would prove nothing."""
     rel = _inside(path)
-    return not (os.path.lexists(Path(pristine) / rel) or os.path.lexists(Path(root) / rel))
+    a, b = in_tree(Path(pristine), rel), in_tree(Path(root), rel)
+    return not ((a is not None and os.path.lexists(a)) or (b is not None and os.path.lexists(b)))
 
 
 def _inside(path: str) -> str:
@@ -153,6 +181,47 @@ def _inside(path: str) -> str:
     if posixpath.isabs(path) or norm == ".." or norm.startswith("../"):
         raise ValueError(f"{path!r}: paths in checks are relative to the repo root and stay inside it")
     return norm
+
+
+_MAX_HOPS = 40
+
+
+def in_tree(tree: Path, rel: str) -> Path | None:
+    """The entry ``rel`` names in ``tree``, each link on the way resolved inside ``tree``, never on the host.
+
+    The last component is not followed (it is compared as a link). None when a
+    link on the way is absolute, climbs out of ``tree``, or loops.
+    """
+    parts = [p for p in rel.split("/") if p not in ("", ".")]
+    cur: list[str] = []
+    hops = 0
+    while parts:
+        part = parts.pop(0)
+        if part == "..":
+            if not cur:
+                return None
+            cur.pop()
+            continue
+        cur.append(part)
+        full = tree.joinpath(*cur)
+        if parts and os.path.islink(full):
+            hops += 1
+            target = os.readlink(full)
+            if hops > _MAX_HOPS or os.path.isabs(target):
+                return None
+            cur.pop()
+            parts = [p for p in target.split("/") if p not in ("", ".")] + parts
+    return tree.joinpath(*cur)
+
+
+def _same_link_text(a_tree: Path, b_tree: Path, rel: str) -> bool:
+    """Both trees leave themselves at the same link with the same text: the agent changed nothing there."""
+    parts = rel.split("/")
+    for i in range(1, len(parts)):
+        a, b = a_tree.joinpath(*parts[:i]), b_tree.joinpath(*parts[:i])
+        if os.path.islink(a) or os.path.islink(b):
+            return os.path.islink(a) and os.path.islink(b) and os.readlink(a) == os.readlink(b)
+    return False
 
 
 def _same(a: Path, b: Path) -> bool:
@@ -168,12 +237,32 @@ def _same(a: Path, b: Path) -> bool:
         names = {n for n in set(os.listdir(a)) | set(os.listdir(b)) if not is_cache(n)}
         names.discard(".git")  # the agent's repo is harness state, not fixture content
         return all(_same(a / n, b / n) for n in names)
-    if sa.st_size != sb.st_size:
+    if not stat.S_ISREG(sa.st_mode) or sa.st_size != sb.st_size:
         return False
+    return _same_bytes(a, b)
+
+
+def _same_bytes(a: Path, b: Path, chunk: int = 1 << 20) -> bool:
+    """Compared a chunk at a time, never following a link (O_NOFOLLOW): a file may be as large as max_disk_mb."""
     try:
-        return a.read_bytes() == b.read_bytes()
+        fa = os.open(a, os.O_RDONLY | os.O_NOFOLLOW)
+        try:
+            fb = os.open(b, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            os.close(fa)
+            raise
     except OSError:
         return False
+    try:
+        while True:
+            x, y = os.read(fa, chunk), os.read(fb, chunk)
+            if x != y:
+                return False
+            if not x:
+                return True
+    finally:
+        os.close(fa)
+        os.close(fb)
 
 
 # -- matching commands -----------------------------------------------------

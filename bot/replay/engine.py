@@ -23,7 +23,7 @@ from typing import Callable, Literal
 
 from bot import scenario as sc
 from bot.credentials import Redactor, credential_error, is_credential_name, known_secrets
-from bot.errors import BadInput
+from bot.errors import BadInput, InfrastructureError
 from bot.replay import agents as agents_mod
 from bot.replay import checks as checks_mod
 from bot.replay import isolation, shims, toolchain
@@ -162,16 +162,30 @@ def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
             "playbook_sha256": hashlib.sha256(playbook_text.encode()).hexdigest(), "sandbox": backend.name,
             "toolchain": tools.key, "warnings": warnings}))
         phase("run folder + trace")
+
+        def infrastructure(exc: InfrastructureError) -> TrialResult:
+            """The harness could not do its part: unscored, with the cause, never the agent's failure."""
+            why = redact.text(f"unscored: infrastructure: {exc}")
+            with lock:
+                writer.append(RunEndEvent(status="unscored", reason=why))
+            writer.close()
+            return TrialResult(scenario=scenario.id, trial=trial, verdict="unscored", reason=why,
+                               agent_status="infrastructure", duration_s=round(time.monotonic() - started, 3),
+                               simulated=opts.simulated, run_dir=str(run_dir.path) if opts.runs_dir else None,
+                               sandbox=backend.name, warnings=warnings)
         # Each stop phase is registered just before its context, so it ends as that context's exit does.
         stack.callback(phase, "services stop")
         services = stack.enter_context(start_services([s.model_dump() for s in scenario.services]))
         phase("services start")
         stack.callback(phase, "sandbox remove")
-        sandbox = stack.enter_context(Sandbox(
-            loaded.fixture, env_allow=(*scenario.env_allow, *opts.env_allow),
-            extra_env={**scenario.env, **service_env(services)}, backend=backend, toolchain=tools,
-            setup=scenario.setup, limits=limits_of(scenario.budget),
-            service_ports=[svc.port for svc in services.values()], reads=getattr(agent, "reads", lambda: ())()))
+        try:
+            sandbox = stack.enter_context(Sandbox(
+                loaded.fixture, env_allow=(*scenario.env_allow, *opts.env_allow),
+                extra_env={**scenario.env, **service_env(services)}, backend=backend, toolchain=tools,
+                setup=scenario.setup, limits=limits_of(scenario.budget),
+                service_ports=[svc.port for svc in services.values()], reads=getattr(agent, "reads", lambda: ())()))
+        except InfrastructureError as exc:
+            return infrastructure(exc)
         phase("sandbox setup")
         stack.callback(phase, "gateway stop")
         gateway = stack.enter_context(_gateway(loaded, opts, trial, on_call, scenario.budget.max_cost_usd,
@@ -190,7 +204,10 @@ def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
             writer.extend(commands)
         phase("command log -> trace")
         if sandbox.limit_hit is None:  # past a bound the tree is not worth reading, and may be huge
-            diff = sandbox.diff()
+            try:
+                diff = sandbox.diff()
+            except InfrastructureError as exc:
+                return infrastructure(exc)
             run_dir.write_diff(diff.patch)
             with lock:
                 writer.extend(file_change_events(diff.files))
@@ -205,10 +222,16 @@ def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
             result.status, result.reason = "limit", sandbox.limit_hit
         verdict, reason, results = "unscored", result.reason or result.status, []
         if result.scored:
-            state = checks_mod.collect_end_state(scenario, sandbox, http_counts, transcript=result.raw)
+            try:
+                state = checks_mod.collect_end_state(scenario, sandbox, http_counts, transcript=result.raw)
+            except InfrastructureError as exc:
+                return infrastructure(exc)
             if sandbox.limit_hit:  # a check broke a bound (e.g. a left-behind conftest.py)
                 result.status, result.reason = "limit", sandbox.limit_hit
                 verdict, reason = "unscored", sandbox.limit_hit
+            elif (problem := checks_mod.infrastructure_problem(state)) is not None:
+                result.status = "infrastructure"
+                verdict, reason = "unscored", f"unscored: infrastructure: {problem}"
             else:
                 (run_dir.path / "end_state.json").write_text(redact.text(state.model_dump_json(indent=1)),
                                                              encoding="utf-8")

@@ -61,6 +61,13 @@ def require(name: str, why: str) -> str:
     return found
 
 
+def start_from(path: str) -> None:
+    """Take ``path`` as the PATH the harness started with (a machine's PATH, for tests of a missing tool)."""
+    global _STARTUP_PATH
+    _STARTUP_PATH = path
+    find.cache_clear()
+
+
 def snapshot() -> dict[str, str | None]:
     """Every tool the harness may run, resolved now (the CLI calls it before it reads any scenario)."""
     return {name: find(name) for name in NAMES}

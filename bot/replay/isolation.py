@@ -256,6 +256,45 @@ def exposure(path: str) -> str:
     return real
 
 
+def link_hops(path: str, limit: int = 40) -> list[str]:
+    """``path`` and every path its chain of symbolic links passes through, in order (at most ``limit``)."""
+    hops = [os.path.abspath(path)]
+    while len(hops) < limit and os.path.islink(hops[-1]):
+        try:
+            target = os.readlink(hops[-1])
+        except OSError:
+            break
+        hops.append(os.path.normpath(os.path.join(os.path.dirname(hops[-1]), target)))
+    return hops
+
+
+@functools.lru_cache(maxsize=64)
+def tool_exposures(path_value: str, extra: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """What to bind so every tool on ``path_value`` (and each of ``extra``) works inside.
+
+    A venv's ``python`` is a link to its base interpreter, and under pyenv or
+    uv's managed Pythons that lies in a home the sandbox masks: every folder a
+    tool's chain of links passes through is bound, read-only, where it is masked.
+    """
+    out: list[str] = []
+    candidates = list(extra)
+    for d in path_value.split(os.pathsep):
+        if not d:
+            continue
+        if needs_bind(d):
+            out.append(exposure(d))
+        try:
+            candidates += [e.path for e in os.scandir(d) if e.is_symlink()]
+        except OSError:
+            continue
+    for tool in candidates:
+        for hop in link_hops(tool)[1:]:
+            folder = os.path.dirname(hop)
+            if needs_bind(folder) and (where := exposure(folder)) not in out:
+                out.append(where)
+    return tuple(dict.fromkeys(out))
+
+
 def needs_bind(path: str) -> bool:
     real = os.path.realpath(path)
     return any(real == m or real.startswith(m + "/") for m in _MASKED)

@@ -226,9 +226,14 @@ class Sandbox:
         """Host folders bound read-only: the shims, the toolchain, what PATH and the agent need."""
         # The harness's own environment too (read-only, no secrets in it): agents and tests started
         # with sys.executable, and a checkout under /tmp, must work the same inside.
-        wanted = [str(self.shims.bin_dir.parent), *self.toolchain.reads, *self.reads, sys.prefix]
-        wanted += [isolation.exposure(d) for d in self.shims.base_path.split(os.pathsep)
-                   if d and isolation.needs_bind(d)]
+        # The base interpreter and the real location of every PATH tool too: a venv whose python links
+        # into a masked home (pyenv's, uv's managed Pythons) must still start inside.
+        interpreters = (sys.executable, getattr(sys, "_base_executable", sys.executable))
+        wanted = [str(self.shims.bin_dir.parent), *self.toolchain.reads, *self.reads, sys.prefix,
+                  os.path.realpath(sys.base_prefix)]
+        # Only the harness's own PATH is followed: a toolchain's bin is the scenario's to fill.
+        own = os.pathsep.join(d for d in self.shims.base_path.split(os.pathsep) if d != self.toolchain.bin_dir)
+        wanted += isolation.tool_exposures(own, interpreters)
         out: list[str] = []
         for path in wanted:
             real = os.path.realpath(path)

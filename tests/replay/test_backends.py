@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from bot.cli.main import cli
 from bot.errors import BadInput
-from bot.replay import isolation
+from bot.replay import host_tools, isolation
 
 
 @pytest.fixture
@@ -22,8 +22,13 @@ def fresh_backends():
 
 def test_without_bubblewrap_the_error_says_how_to_get_it(fresh_backends, monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap here
-    with pytest.raises(BadInput, match="apt-get install bubblewrap socat.*--sandbox docker.*--sandbox none"):
-        isolation.backend("bwrap")
+    started = host_tools._STARTUP_PATH
+    host_tools.start_from(str(tmp_path))  # nor on the PATH the harness started with
+    try:
+        with pytest.raises(BadInput, match="apt-get install bubblewrap socat.*--sandbox docker.*--sandbox none"):
+            isolation.backend("bwrap")
+    finally:
+        host_tools.start_from(started)
 
 
 def test_an_unknown_backend_is_bad_input():

@@ -183,7 +183,7 @@ def test_a_symlink_loop_in_the_fixture_is_bad_input(make_scenario, opts):
 def test_unchanged_never_follows_a_link_the_agent_made(make_scenario, opts):
     loaded = make_scenario(pass_if=[PROOF, {"unchanged": ["src/keep.py"]}],
                            files={"README.md": "x\n", "src/keep.py": "KEEP = 1\n"},
-                           with_rule=[{"bash": "mkdir -p ../elsewhere && echo 'KEEP = 2' > src/keep.py "
+                           with_rule=[{"bash": "echo 'KEEP = 2' > src/keep.py "
                                                "&& mv src moved && ln -s ../fixture/src src"}, {"say": "done"}])
     result = run_trial(loaded, RULE, opts(), 0)
     assert result.verdict == "failed" and "unchanged" in result.reason, result.reason
@@ -295,3 +295,10 @@ def test_python_works_inside_under_a_venv_whose_base_interpreter_lives_in_a_mask
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split()[:2] == ["0", "42"], done.stdout
+
+
+def test_a_nested_git_link_left_by_the_agent_makes_the_trial_unscored_not_failed(make_scenario, opts, tmp_path):
+    loaded = make_scenario(pass_if=[PROOF, {"diff_excludes": ["NEVER"]}],
+                           with_rule=[{"bash": "mkdir sub && ln -s /etc sub/.git"}, {"say": "done"}])
+    result = run_trial(loaded, RULE, opts(), 0)
+    assert result.verdict == "unscored" and result.reason.startswith("unscored: infrastructure"), result.reason
