@@ -15,7 +15,7 @@ from typing import Any
 from bot import capture as capture_mod
 from bot.change import Change, OverlayTree
 from bot.errors import BadInput, ReplaybookError
-from bot.github import playbook_diff
+from bot.github import instructions, playbook_diff
 from bot.github.context import RunContext, GateVerdict, Outcome, Status, code, fenced
 from bot.github.events import GateRulePr
 from bot.github.port import fit_body, marker
@@ -103,10 +103,16 @@ class PrGate:
         settings = self.base_settings(change)
         cap = settings.cap
         if change.refused:
-            listed = "\n".join(f"- {code(p, 300)}" for p in change.refused)
+            listed = "\n".join(f"- {code(p, 500)}" for p in change.refused)
             return GateVerdict("failure", "refused: " + change.refused[0],
-                               f"## Replaybook gate: refused\n\n{listed}\n\nReplace each link with the file it "
-                               "points to: the gate judges exactly the text agents are given.\n")
+                               f"## Replaybook gate: refused\n\n{listed}\n\nFix each one as it says: the gate "
+                               "judges exactly the text agents are given, and refuses text no replay can prove "
+                               "safe (links, URLs, pipes into a shell, encoded blobs, hiding, credentials, CI).\n")
+        found = instructions.judge(self.git, change.fork_point, "HEAD", change)
+        unproven_fails = change.base_config.gate.unproven_instructions == "fail"
+        failing = found.failing(unproven_fails)
+        if failing:
+            return GateVerdict("failure", f"refused: {failing[0]}", _refusal(found, unproven_fails))
         if change.head_count > cap:
             # Two PRs that each fit can overflow together: a merge group is checked on the merged result.
             what = "the merged result of this merge group" if action.merge_group else "this PR"
@@ -115,6 +121,10 @@ class PrGate:
                                f"{change.head_count} admitted rules; the cap is {cap}. Merge rule PRs one at a time "
                                "(each retires the coldest rule it displaces), or run distill again to refresh this "
                                "PR against the default branch.\n")
+        verdict = self._verdict(action, change, settings)
+        return _with_unproven(verdict, found.unproven)
+
+    def _verdict(self, action: GateRulePr, change: playbook_diff.Meaning, settings: Any) -> GateVerdict:
         if not change.gated:
             return _nothing_to_replay(change)
         if not action.secrets:
@@ -156,6 +166,36 @@ class PrGate:
         ids = ", ".join(f"{r.rule_id} {r.decision}" for r in results)
         report = "\n\n".join(gate_report.markdown(r, opts.test) for r in results)
         return GateVerdict(state, f"{word}: {ids}", report)
+
+
+def _refusal(found: instructions.Findings, unproven_fails: bool) -> str:
+    parts = ["## Replaybook gate: refused", ""]
+    if found.differs:
+        parts += ["**Generated content that is not its rendering.** Replaybook writes these from "
+                  "`playbook/rules/`; agents would read text no replay proved:", "",
+                  *(f"- {code(p, 500)}" for p in found.differs), ""]
+    if found.deleted:
+        parts += ["**Admitted rules removed by hand:**", "", *(f"- {code(p, 500)}" for p in found.deleted), ""]
+    if found.unproven:
+        parts += _unproven_lines(found.unproven, unproven_fails)
+    return "\n".join(parts) + "\n"
+
+
+def _unproven_lines(unproven: list[str], fails: bool) -> list[str]:
+    verdict = ("`gate.unproven_instructions: fail` in the base's `.replaybook.yml` makes them fail the gate; merge "
+               "them in a PR a maintainer reviews as code, with that setting lifted for it" if fails else
+               "reported, not failed (`gate.unproven_instructions: report`, the default); review them as you "
+               "would code, or set `fail`")
+    return [f"**{instructions.UNPROVEN[0].upper()}{instructions.UNPROVEN[1:]}** ({verdict}):", "",
+            *(f"- {code(p, 500)}" for p in unproven), ""]
+
+
+def _with_unproven(verdict: GateVerdict, unproven: list[str]) -> GateVerdict:
+    if not unproven:
+        return verdict
+    report = verdict.report.rstrip("\n") + "\n\n" + "\n".join(_unproven_lines(unproven, False))
+    description = f"{verdict.description}; {len(unproven)} unproven instruction file(s) reported"
+    return GateVerdict(verdict.state, description, report)
 
 
 def _listing(change: playbook_diff.Meaning) -> str:

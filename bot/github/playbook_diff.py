@@ -46,6 +46,7 @@ class Meaning:
     refused: list[str] = field(default_factory=list)  # problems that fail the gate outright
     why: dict[str, str] = field(default_factory=dict)  # head path -> what changed
     head_count: int = 0  # admitted rule files at the head
+    fork_point: str = ""  # where the PR left the base (their merge base)
     base_config: Any = None  # bot.config.Config of the base commit
     head_config: Any = None
 
@@ -140,6 +141,19 @@ def _parse(path: str, text: str) -> Rule | None:
     return rule if PurePosixPath(path).stem == rule.id else None
 
 
+def _refused_text(path: str, text: str) -> list[str]:
+    """Why the rule text of a file that does not parse is refused as text agents would obey (bot.rule_text)."""
+    from bot import rule_text
+
+    try:
+        value = (yamlfile.parse(Path(path), text, what="rule").data or {}).get("rule")
+    except (BadInput, AttributeError):
+        return []
+    if not isinstance(value, str):
+        return []
+    return [f"{path}: field `rule`: {p}" for p in rule_text.problems(" ".join(value.split()))]
+
+
 def _scenario_digest(git: Git, commit: str, replay: str) -> tuple[str, list[str]]:
     """A digest of every file of the scenario folder ``replay`` at ``commit``, and refused links in it."""
     folder = _folder(replay)
@@ -166,7 +180,12 @@ def playbook_change(git: Git, base: str, head: str = "HEAD") -> Meaning:
     """What ``head`` changes, against where it left ``base`` (their merge base), in what agents are told."""
     base = commit_id(base, "base sha")
     fork_point = git("merge-base", base, head).decode().strip() or base
-    change = Meaning(base_config=config_at(git, base), head_config=config_at(git, head))
+    change = Meaning(base_config=config_at(git, base), fork_point=fork_point)
+    try:
+        change.head_config = config_at(git, head)
+    except BadInput as exc:  # a PR whose result cannot be read cannot be judged: refused, naming why
+        change.refused = ["the PR's " + (exc.problems[0] if exc.problems else exc.message)]
+        return change
     old_files, _ = _rules_at(git, fork_point, config_at(git, fork_point).paths.playbook)
     new_files, refused = _rules_at(git, head, change.head_config.paths.playbook)
     scenarios = _folder(change.head_config.paths.scenarios)
@@ -177,6 +196,7 @@ def playbook_change(git: Git, base: str, head: str = "HEAD") -> Meaning:
     seen: set[str] = set()
     for path, text in sorted(new_files.items()):
         rule = _parse(path, text)
+        change.refused += _refused_text(path, text) if rule is None else []
         if rule is None or rule.id in seen:
             change.gated.append(path)
             change.why[path] = "does not parse as an admitted rule" if rule is None else f"a second {rule.id}"
