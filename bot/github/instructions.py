@@ -216,6 +216,8 @@ def _deleted_rules(git: Git, head: str, change: Meaning) -> list[str]:
     folder = change.head_config.paths.playbook.strip("/") or "."
     out = []
     for rule_id in change.removed:
+        if git.show(head, f"{folder}/rules/{rule_id}.yaml") is not None:
+            continue  # still there, and no longer parses: gated as a changed rule
         rel = f"{folder}/archive/{rule_id}.yaml"
         why = None
         text = git.show(head, rel)

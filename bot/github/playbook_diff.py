@@ -18,6 +18,7 @@ from a path the PR could point elsewhere.
 from __future__ import annotations
 
 import hashlib
+import posixpath
 import re
 import subprocess
 from dataclasses import dataclass, field
@@ -154,16 +155,38 @@ def _refused_text(path: str, text: str) -> list[str]:
     return [f"{path}: field `rule`: {p}" for p in rule_text.problems(" ".join(value.split()))]
 
 
-def _scenario_digest(git: Git, commit: str, replay: str) -> tuple[str, list[str]]:
-    """A digest of every file of the scenario folder ``replay`` at ``commit``, and refused links in it."""
+def _scenario_folders(git: Git, commit: str, folder: str) -> list[str]:
+    """The scenario folder and every folder outside it that its replay reads: the fixture however it is reached
+    (``repo: ../shared/repo``). ``policy.yaml`` sits in the folder; ``requirements_file`` and setup files in the
+    fixture; services in ``scenario.yaml``."""
+    folders = [folder]
+    text = git.show(commit, f"{folder}/scenario.yaml")
+    try:
+        data = yamlfile.parse(Path(f"{folder}/scenario.yaml"), text, what="scenario").data if text else None
+    except BadInput:
+        data = None
+    repo = data.get("repo", "repo") if isinstance(data, dict) else "repo"
+    if isinstance(repo, str) and repo.strip():
+        fixture = posixpath.normpath(f"{folder}/{repo.strip()}")
+        if not fixture.startswith("../") and fixture != ".." and not fixture.startswith("/") \
+                and fixture != folder and not fixture.startswith(folder + "/"):
+            folders.append(fixture)
+    return folders
+
+
+def _scenario_digest(git: Git, commit: str, replay: str) -> tuple[str, list[str], list[str]]:
+    """A digest of every file the scenario ``replay`` reads at ``commit``, refused links in them, and its folders."""
     folder = _folder(replay)
     if folder.startswith("../") or folder == ".." or PurePosixPath(folder).is_absolute():
-        return f"outside:{folder}", []
-    entries = git.tree(commit, folder)
-    refused = [f"{name} is {_LINK_MODES[mode]}; a scenario holds plain files only"
-               for name, (mode, _) in entries.items() if mode in _LINK_MODES]
-    listing = "\n".join(f"{mode} {sha} {name}" for name, (mode, sha) in sorted(entries.items()))
-    return hashlib.sha256(listing.encode()).hexdigest(), refused
+        return f"outside:{folder}", [], [folder]
+    folders = _scenario_folders(git, commit, folder)
+    listing, refused = [], []
+    for where in folders:
+        entries = git.tree(commit, where)
+        refused += [f"{name} is {_LINK_MODES[mode]}; a scenario holds plain files only"
+                    for name, (mode, _) in entries.items() if mode in _LINK_MODES]
+        listing += [f"{where}\t{mode} {sha} {name}" for name, (mode, sha) in sorted(entries.items())]
+    return hashlib.sha256("\n".join(listing).encode()).hexdigest(), refused, folders
 
 
 def _meaning(rule: Rule) -> dict[str, Any]:
@@ -203,7 +226,7 @@ def playbook_change(git: Git, base: str, head: str = "HEAD") -> Meaning:
             continue
         seen.add(rule.id)
         before = old.get(rule.id)
-        digest, links = _scenario_digest(git, head, rule.replay)
+        digest, links, folders = _scenario_digest(git, head, rule.replay)
         change.refused += links
         if before is None:
             change.gated.append(path)
@@ -211,7 +234,7 @@ def playbook_change(git: Git, base: str, head: str = "HEAD") -> Meaning:
             continue
         fields = _difference(before, rule)
         if digest != _scenario_digest(git, fork_point, before.replay)[0]:
-            fields.append(f"the files of its scenario {rule.replay}")
+            fields.append(f"the files its scenario replays ({', '.join(folders)})")
         if fields:
             change.gated.append(path)
             change.why[path] = "changed: " + ", ".join(fields)
