@@ -55,7 +55,7 @@ class Host:
 HOSTS: dict[str, Host] = {h.name: h for h in (
     Host("claude", "CLAUDE.md", ("claude-code",), scoped_dir=".claude/rules", scope=_claude_scope,
          reads=("CLAUDE.md", "*/CLAUDE.md", "CLAUDE.local.md", "*/CLAUDE.local.md", ".claude/CLAUDE.md",
-                ".claude/rules/*.md", "*/.claude/rules/*.md")),
+                ".claude/rules/*.md", "*/.claude/rules/*.md", "MEMORY.md", "*/MEMORY.md")),
     Host("agents", "AGENTS.md", ("codex", "opencode", "mini-swe-agent", "aider", "builtin"),
          reads=("AGENTS.md", "*/AGENTS.md")),
     Host("copilot", ".github/copilot-instructions.md", ("copilot",), scoped_dir=".github/instructions",
@@ -64,7 +64,7 @@ HOSTS: dict[str, Host] = {h.name: h for h in (
     Host("cursor", ".cursor/rules/replaybook.mdc", ("cursor",),
          new_prefix="---\ndescription: Replaybook playbook (rules proven by replay)\nglobs:\nalwaysApply: true\n---\n",
          scoped_dir=".cursor/rules", scoped_suffix=".mdc", scope=_cursor_scope,
-         reads=(".cursor/rules/*.mdc", "*/.cursor/rules/*.mdc")),
+         reads=(".cursor/rules/*.mdc", "*/.cursor/rules/*.mdc", ".cursorrules")),
     Host("gemini", "GEMINI.md", ("gemini",), reads=("GEMINI.md", "*/GEMINI.md")),
     Host("windsurf", ".windsurf/rules/replaybook.md", ("windsurf",), new_prefix="---\ntrigger: always_on\n---\n",
          scoped_dir=".windsurf/rules", scope=_windsurf_scope,
