@@ -339,3 +339,51 @@ def test_a_rule_telling_agents_to_pipe_a_download_into_a_shell_is_refused(gh, ro
     assert "rule-0002" in status["description"]
     if not merge_group:
         assert "URL" in report or "interpreter" in report
+
+
+# -- 5. new or changed suite scenarios are validated, do-nothing control included ---------------------------
+
+
+def suite_scenario(root: Path, name: str, succeeds: str) -> None:
+    folder = root / "scenarios" / name
+    write(folder / "repo" / "README.md", "fixture\n")
+    write(folder / "scenario.yaml", f"""
+        id: {name}
+        task: "Add done.txt"
+        repo: repo
+        pass_if:
+          - not_ran: {{command: rm}}
+          - succeeds: {{run: "{succeeds}"}}
+        budget: {{max_turns: 5, timeout_s: 60}}
+        """)
+
+
+@BOTH
+def test_a_new_suite_scenario_that_passes_for_a_do_nothing_agent_fails(gh, root, merge_group):
+    base = rendered_base(root, config="{}\n")
+    suite_scenario(root, "trivial", "test -f README.md")
+    commit(root)
+    status, report = run_gate(gh, root, base, merge_group=merge_group)
+    assert status["state"] == "failure", status
+    assert "scenarios/trivial" in status["description"], status
+    assert "agent does nothing" in status["description"] + report, (status, report)
+    if not merge_group:
+        assert "do-nothing" in report or "does nothing" in report
+
+
+def test_a_new_sound_suite_scenario_passes(gh, root):
+    base = rendered_base(root, config="{}\n")
+    suite_scenario(root, "adds-done", "test -f done.txt")
+    commit(root)
+    status, _ = run_gate(gh, root, base)
+    assert status["state"] == "success", status
+
+
+def test_a_suite_scenario_that_does_not_load_fails(gh, root):
+    base = rendered_base(root, config="{}\n")
+    suite_scenario(root, "broken", "test -f done.txt")
+    path = root / "scenarios" / "broken" / "scenario.yaml"
+    path.write_text(path.read_text().replace("pass_if:", "pass_iff:"))
+    commit(root)
+    status, _ = run_gate(gh, root, base)
+    assert status["state"] == "failure" and "scenarios/broken" in status["description"], status

@@ -121,8 +121,43 @@ class PrGate:
                                f"{change.head_count} admitted rules; the cap is {cap}. Merge rule PRs one at a time "
                                "(each retires the coldest rule it displaces), or run distill again to refresh this "
                                "PR against the default branch.\n")
+        unsound = self._unsound_scenarios(change, settings)
+        if unsound:
+            listed = "\n".join(f"- {code(p, 500)}" for p in unsound)
+            return GateVerdict("failure", f"refused: {unsound[0]}",
+                               "## Replaybook gate: unsound scenario\n\nThis PR adds or changes suite scenarios, "
+                               "and the gate validates each one (`replaybook scenario validate`, with the do-nothing "
+                               "control) before it proves or judges any rule:\n\n" + listed + "\n\n"
+                               + _unproven_text(found.unproven))
         verdict = self._verdict(action, change, settings)
         return _with_unproven(verdict, found.unproven)
+
+    def _unsound_scenarios(self, change: playbook_diff.Meaning, settings: Any) -> list[str]:
+        """Why each new or changed suite scenario cannot prove a rule: its files, then the do-nothing control."""
+        import dataclasses
+
+        from bot import scenario as scenario_mod
+        from bot import scenario_validate as sv
+        from bot.replay import isolation
+        from bot.replay.engine import run_trial
+
+        if not change.scenarios:
+            return []
+        sandbox = self.replay.sandbox if self.replay is not None else settings.config.replay.sandbox
+        if isolation.backend(sandbox).name == "none":
+            return ["the do-nothing control of a new or changed scenario runs its fixture's code, and the replay "
+                    "is set to `--sandbox none`; the gate never runs a PR's fixture unisolated (use bwrap or docker)"]
+        control = dataclasses.replace(sv.CONTROL, sandbox=sandbox)
+        out: list[str] = []
+        for folder in change.scenarios:
+            finding = sv.validate(self.root / folder, control=False, policy=False)
+            problems = finding.problems + finding.unsound
+            if not problems:
+                loaded = scenario_mod.load(self.root / folder)
+                problems = sv.control_problems(loaded, run_trial(loaded, "", control, 0, sv.DoNothingAgent()))
+            out += [f"{folder}: {p}" if not p.startswith(str(self.root)) else p.replace(str(self.root) + "/", "")
+                    for p in problems]
+        return out
 
     def _verdict(self, action: GateRulePr, change: playbook_diff.Meaning, settings: Any) -> GateVerdict:
         if not change.gated:
@@ -188,6 +223,10 @@ def _unproven_lines(unproven: list[str], fails: bool) -> list[str]:
                "would code, or set `fail`")
     return [f"**{instructions.UNPROVEN[0].upper()}{instructions.UNPROVEN[1:]}** ({verdict}):", "",
             *(f"- {code(p, 500)}" for p in unproven), ""]
+
+
+def _unproven_text(unproven: list[str]) -> str:
+    return "\n".join(_unproven_lines(unproven, False)) + "\n" if unproven else ""
 
 
 def _with_unproven(verdict: GateVerdict, unproven: list[str]) -> GateVerdict:

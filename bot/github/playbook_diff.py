@@ -48,6 +48,7 @@ class Meaning:
     why: dict[str, str] = field(default_factory=dict)  # head path -> what changed
     head_count: int = 0  # admitted rule files at the head
     fork_point: str = ""  # where the PR left the base (their merge base)
+    scenarios: list[str] = field(default_factory=list)  # suite scenario folders new or changed (fixture included)
     base_config: Any = None  # bot.config.Config of the base commit
     head_config: Any = None
 
@@ -189,6 +190,15 @@ def _scenario_digest(git: Git, commit: str, replay: str) -> tuple[str, list[str]
     return hashlib.sha256("\n".join(listing).encode()).hexdigest(), refused, folders
 
 
+def _changed_scenarios(git: Git, fork_point: str, head: str, suite: str) -> list[str]:
+    """Every scenario folder of the head's suite whose files (its fixture however reached) differ from the fork
+    point's: what the gate validates, do-nothing control included, before any of them proves or judges a rule."""
+    names = {PurePosixPath(p).parent.as_posix() for p in git.tree(head, suite)
+             if PurePosixPath(p).name == "scenario.yaml" and PurePosixPath(p).parent.parent.as_posix() == suite}
+    return sorted(n for n in names if not any(x.startswith(".") for x in n.split("/"))
+                  and _scenario_digest(git, head, n)[0] != _scenario_digest(git, fork_point, n)[0])
+
+
 def _meaning(rule: Rule) -> dict[str, Any]:
     data = rule.model_dump(mode="json")
     return {k: v for k, v in data.items() if k not in BOOKKEEPING_FIELDS}
@@ -241,5 +251,6 @@ def playbook_change(git: Git, base: str, head: str = "HEAD") -> Meaning:
         elif (before.last_hit, before.hits) != (rule.last_hit, rule.hits):
             change.bookkeeping.append(rule.id)
     change.removed = sorted(set(old) - seen)
+    change.scenarios = _changed_scenarios(git, fork_point, head, scenarios)
     change.refused = sorted(set(change.refused))
     return change
