@@ -387,3 +387,50 @@ def test_a_suite_scenario_that_does_not_load_fails(gh, root):
     commit(root)
     status, _ = run_gate(gh, root, base)
     assert status["state"] == "failure" and "scenarios/broken" in status["description"], status
+
+
+# -- more shapes: scope, agents, tiers, a renamed host file --------------------------------------------------
+
+
+@pytest.mark.parametrize("edit", ["paths widened", "agents edited", "moved to a task type"])
+def test_a_hand_edit_to_who_reads_a_rule_is_replayed(gh, root, edit):
+    scoped = rule_yaml("rule-0001") + "paths: ['src/api/*.py']\nagents: [claude-code]\n"
+    base = rendered_base(root, rules={"rule-0001": scoped})
+    new = {"paths widened": scoped.replace("['src/api/*.py']", "['**']"),
+           "agents edited": scoped.replace("[claude-code]", "[claude-code, codex]"),
+           "moved to a task type": scoped.replace("task_types: []", "task_types: [api]")}[edit]
+    write(root / "playbook" / "rules" / "rule-0001.yaml", new)
+    commit(root)
+    status, _ = run_gate(gh, root, base)
+    assert status["state"] == "error", status  # replayed, never waved through as bookkeeping
+
+
+def test_a_rule_moved_between_tiers_of_playbook_md_by_hand_fails(gh, root):
+    base = rendered_base(root, rules={"rule-0001": rule_yaml("rule-0001"),
+                                      "rule-0002": rule_yaml("rule-0002", text="When X, do Y.", task_types="[api]")})
+    path = root / "playbook" / "PLAYBOOK.md"
+    text = path.read_text()
+    line = next(x for x in text.splitlines() if x.startswith("- [rule-0002]"))
+    path.write_text(text.replace(line + "\n", "").replace("## Every task\n\n", f"## Every task\n\n{line}\n"))
+    commit(root)
+    status, _ = run_gate(gh, root, base)
+    assert status["state"] == "failure" and "PLAYBOOK.md" in status["description"], status
+
+
+def test_a_renamed_host_file_with_an_edited_section_fails(gh, root):
+    base = rendered_base(root, config="render: [claude]\n")
+    (root / ".claude").mkdir()
+    git(root, "mv", "CLAUDE.md", ".claude/CLAUDE.md")
+    append_in_section(root / ".claude" / "CLAUDE.md")
+    commit(root)
+    status, report = run_gate(gh, root, base)
+    assert status["state"] == "failure" and ".claude/CLAUDE.md" in status["description"] + report, status
+
+
+def test_a_renamed_host_file_as_rendered_is_only_reported(gh, root):
+    base = rendered_base(root, config="render: [claude]\n")
+    (root / ".claude").mkdir()
+    git(root, "mv", "CLAUDE.md", ".claude/CLAUDE.md")
+    commit(root)
+    status, report = run_gate(gh, root, base)
+    assert status["state"] == "success" and ".claude/CLAUDE.md" in report, (status, report)
