@@ -98,10 +98,8 @@ class PrGate:
                         incidents=IncidentStore(settings.path("incidents")))
 
     def __call__(self, action: GateRulePr) -> GateVerdict:
-        base = action.base_sha or ""
-        change = self.change(base)
+        change = self.change(action.base_sha or "")
         settings = self.base_settings(change)
-        cap = settings.cap
         if change.refused:
             listed = "\n".join(f"- {code(p, 500)}" for p in change.refused)
             return GateVerdict("failure", "refused: " + change.refused[0],
@@ -109,10 +107,17 @@ class PrGate:
                                "judges exactly the text agents are given, and refuses text no replay can prove "
                                "safe (links, URLs, pipes into a shell, encoded blobs, hiding, credentials, CI).\n")
         found = instructions.judge(self.git, change.fork_point, "HEAD", change)
-        unproven_fails = change.base_config.gate.unproven_instructions == "fail"
-        failing = found.failing(unproven_fails)
+        fails = change.base_config.gate.unproven_instructions == "fail"
+        verdict = self._refusal(action, change, settings, found, fails) or self._verdict(action, change, settings)
+        return _with_unproven(verdict, found.unproven, fails)
+
+    def _refusal(self, action: GateRulePr, change: playbook_diff.Meaning, settings: Any,
+                 found: instructions.Findings, fails: bool) -> GateVerdict | None:
+        """A failure decided before any replay (what agents read, the cap, the suite's scenarios), or None."""
+        failing = found.failing(fails)
         if failing:
-            return GateVerdict("failure", f"refused: {failing[0]}", _refusal(found, unproven_fails))
+            return GateVerdict("failure", f"refused: {failing[0]}", _refusal(found))
+        cap = settings.cap
         if change.head_count > cap:
             # Two PRs that each fit can overflow together: a merge group is checked on the merged result.
             what = "the merged result of this merge group" if action.merge_group else "this PR"
@@ -127,10 +132,8 @@ class PrGate:
             return GateVerdict("failure", f"refused: {unsound[0]}",
                                "## Replaybook gate: unsound scenario\n\nThis PR adds or changes suite scenarios, "
                                "and the gate validates each one (`replaybook scenario validate`, with the do-nothing "
-                               "control) before it proves or judges any rule:\n\n" + listed + "\n\n"
-                               + _unproven_text(found.unproven))
-        verdict = self._verdict(action, change, settings)
-        return _with_unproven(verdict, found.unproven)
+                               "control) before it proves or judges any rule:\n\n" + listed + "\n")
+        return None
 
     def _unsound_scenarios(self, change: playbook_diff.Meaning, settings: Any) -> list[str]:
         """Why each new or changed suite scenario cannot prove a rule: its files, then the do-nothing control."""
@@ -203,7 +206,7 @@ class PrGate:
         return GateVerdict(state, f"{word}: {ids}", report)
 
 
-def _refusal(found: instructions.Findings, unproven_fails: bool) -> str:
+def _refusal(found: instructions.Findings) -> str:
     parts = ["## Replaybook gate: refused", ""]
     if found.differs:
         parts += ["**Generated content that is not its rendering.** Replaybook writes these from "
@@ -211,9 +214,10 @@ def _refusal(found: instructions.Findings, unproven_fails: bool) -> str:
                   *(f"- {code(p, 500)}" for p in found.differs), ""]
     if found.deleted:
         parts += ["**Admitted rules removed by hand:**", "", *(f"- {code(p, 500)}" for p in found.deleted), ""]
-    if found.unproven:
-        parts += _unproven_lines(found.unproven, unproven_fails)
-    return "\n".join(parts) + "\n"
+    if not found.differs and not found.deleted:
+        parts += ["Only instructions no replay proved (listed below), and the base's config says "
+                  "`gate.unproven_instructions: fail`.", ""]
+    return "\n".join(parts).rstrip("\n") + "\n"
 
 
 def _unproven_lines(unproven: list[str], fails: bool) -> list[str]:
@@ -225,15 +229,13 @@ def _unproven_lines(unproven: list[str], fails: bool) -> list[str]:
             *(f"- {code(p, 500)}" for p in unproven), ""]
 
 
-def _unproven_text(unproven: list[str]) -> str:
-    return "\n".join(_unproven_lines(unproven, False)) + "\n" if unproven else ""
-
-
-def _with_unproven(verdict: GateVerdict, unproven: list[str]) -> GateVerdict:
+def _with_unproven(verdict: GateVerdict, unproven: list[str], fails: bool) -> GateVerdict:
+    """The verdict with the instructions no replay proved listed at its end (and counted in its description)."""
     if not unproven:
         return verdict
-    report = verdict.report.rstrip("\n") + "\n\n" + "\n".join(_unproven_lines(unproven, False))
-    description = f"{verdict.description}; {len(unproven)} unproven instruction file(s) reported"
+    report = verdict.report.rstrip("\n") + "\n\n" + "\n".join(_unproven_lines(unproven, fails))
+    what = "fail" if fails else "reported"
+    description = f"{verdict.description}; {len(unproven)} unproven instruction file(s) {what}"
     return GateVerdict(verdict.state, description, report)
 
 
