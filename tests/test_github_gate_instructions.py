@@ -434,3 +434,15 @@ def test_a_renamed_host_file_as_rendered_is_only_reported(gh, root):
     commit(root)
     status, report = run_gate(gh, root, base)
     assert status["state"] == "success" and ".claude/CLAUDE.md" in report, (status, report)
+
+
+def test_render_time_checks_every_file_whoever_built_the_targets(root):
+    from bot.render import hosts, sync
+
+    make_scenario(root)
+    write(root / "playbook" / "rules" / "rule-0001.yaml", rule_yaml("rule-0001"))
+    forged = hosts.Target(hosts.HOSTS["cursor"], ".github/workflows/x.yml")  # past parse(), as code could
+    with pytest.raises(BadInput) as err:
+        sync.plan(Playbook(root / "playbook", root=root), root, [forged])
+    assert ".github/workflows/x.yml" in err.value.message and "workflow" in err.value.message
+    assert not (root / ".github").exists()
