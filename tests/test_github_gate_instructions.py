@@ -446,3 +446,13 @@ def test_render_time_checks_every_file_whoever_built_the_targets(root):
         sync.plan(Playbook(root / "playbook", root=root), root, [forged])
     assert ".github/workflows/x.yml" in err.value.message and "workflow" in err.value.message
     assert not (root / ".github").exists()
+
+
+def test_padding_that_pushes_the_section_past_a_host_limit_fails(gh, root):
+    base = rendered_base(root, config="render: [copilot]\n")
+    path = root / ".github" / "copilot-instructions.md"
+    path.write_text("Be careful.\n" * 400 + path.read_text())  # the section starts past Copilot's 4,000 characters
+    commit(root)
+    status, report = run_gate(gh, root, base)
+    assert status["state"] == "failure", status
+    assert "4,000 characters" in report and ".github/copilot-instructions.md" in report

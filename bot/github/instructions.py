@@ -96,7 +96,22 @@ def judge(git: Git, fork_point: str, head: str, change: Meaning) -> Findings:
                 found.differs.append(f"{rel}: holds a playbook section that is no rendering of playbook/rules/ (and "
                                      f"is no render target); {RENDER_FIX}, or add the file to `render:`")
             found.unproven.append(f"{rel}: {_why_unproven(rel, git.show(fork_point, rel) is None)}")
+    found.differs += _over_limits(git, head, changed, handled | {g.rel for g in generated})
     return found
+
+
+def _over_limits(git: Git, head: str, changed: set[str], generated: set[str]) -> list[str]:
+    """Each changed file holding Replaybook's text that a host would cut or warn about (bot/render/limits.py):
+    padding before the section would push the proven rules past the cut."""
+    from bot.render import limits
+
+    out = []
+    for rel in sorted(changed):
+        data = _bytes(git, head, rel)
+        if data is None or not (rel in generated or SECTION_START.encode() in data):
+            continue
+        out += [f"{p} (the playbook's rules would be cut)" for p in limits.over(rel, data)]
+    return out
 
 
 def _changed(git: Git, fork_point: str, head: str) -> set[str]:
