@@ -3,7 +3,9 @@
 :class:`PrGate` judges what a PR changes in what agents are told
 (:mod:`bot.github.playbook_diff`), against the base commit's playbook read
 straight from git objects, under the base commit's config; only a change of
-meaning is replayed. :func:`gate_rule_pr` posts the verdict: the status, one
+meaning is replayed. Everything else agents read (generated files, hand-written
+instructions, removed rules) is judged by :mod:`bot.github.instructions`, and
+new or changed suite scenarios are validated, before any replay. :func:`gate_rule_pr` posts the verdict: the status, one
 comment edited in place, and the job summary.
 """
 
