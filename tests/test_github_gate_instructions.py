@@ -456,3 +456,30 @@ def test_padding_that_pushes_the_section_past_a_host_limit_fails(gh, root):
     status, report = run_gate(gh, root, base)
     assert status["state"] == "failure", status
     assert "4,000 characters" in report and ".github/copilot-instructions.md" in report
+
+
+@pytest.mark.parametrize("eol", ["\n", "\r\n"], ids=["lf", "crlf"])
+def test_a_sections_file_is_judged_like_a_render_target(gh, root, eol):
+    make_scenario(root)
+    write(root / ".replaybook.yml", "sections: [NOTES/CLAUDE.md]\n")
+    write(root / "playbook" / "rules" / "rule-0001.yaml", rule_yaml("rule-0001"))
+    (root / "NOTES").mkdir()
+    (root / "NOTES" / "CLAUDE.md").write_bytes(f"# Notes{eol}{eol}".encode())
+    book = Playbook(root / "playbook", root=root)
+    book.render()
+    book.sync_section(root / "NOTES" / "CLAUDE.md")
+    git(root, "init", "-q", "-b", "main")
+    commit(root, "base")
+    base = git(root, "rev-parse", "HEAD")
+    write(root / "playbook" / "rules" / "rule-0001.yaml", rule_yaml("rule-0001", text="When X, do Y."))
+    book.render()
+    book.sync_section(root / "NOTES" / "CLAUDE.md")  # the rule change, rendered as the command does: fine
+    commit(root, "rule")
+    status, _ = run_gate(gh, root, base)
+    assert status["state"] == "error", status  # replayed, not refused
+    append_in_section(root / "NOTES" / "CLAUDE.md")
+    commit(root, "and a line")
+    gh2 = FakeGitHub("octo", "app")
+    with gh2:
+        status, _ = run_gate(gh2, root, base)
+    assert status["state"] == "failure" and "NOTES/CLAUDE.md" in status["description"], status
