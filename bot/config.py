@@ -126,6 +126,18 @@ class Health(_Section):
                                               "GitHub (monthly, or when the agent changes); past it rules are `unknown`.")
 
 
+class Gate(_Section):
+    """What the admit gate does beyond replaying rules (see docs/gate.md, "What a PR can change")."""
+
+    unproven_instructions: Literal["report", "fail"] = Field(
+        default="report",
+        description="Hand-written instructions a PR adds or changes (text outside the playbook markers of CLAUDE.md, "
+        "AGENTS.md and the like, a new file in .claude/rules/, .cursor/rules/, .github/instructions/ or "
+        ".windsurf/rules/): `report` names them in the gate report and passes; `fail` fails the gate until a "
+        "maintainer merges them another way. Read from the base branch's config.",
+    )
+
+
 class Config(_Section):
     cap: int = Field(default=60, ge=1, le=1000, description="Most admitted rules; past it the coldest retires.")
     sections: list[str] = Field(
@@ -144,6 +156,7 @@ class Config(_Section):
     github: GitHub = Field(default_factory=GitHub)
     replay: Replay = Field(default_factory=Replay)
     health: Health = Field(default_factory=Health)
+    gate: Gate = Field(default_factory=Gate)
 
 
     @field_validator("render")

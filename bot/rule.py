@@ -9,7 +9,7 @@ from typing import ClassVar
 
 from pydantic import Field, field_validator, model_validator
 
-from bot import records
+from bot import records, rule_text
 from bot.errors import BadInput
 
 RULE_ID = r"^rule-\d{4,}$"
@@ -87,6 +87,9 @@ class Rule(records.Record):
                 "states no condition; say when it applies first, e.g. 'Before running tests, …' "
                 "or 'When a module looks unused, …'"
             )
+        refused = rule_text.problems(value)  # what agents would obey beyond what a replay proves
+        if refused:
+            raise ValueError("; ".join(refused))
         return value
 
     @field_validator("cites")

@@ -149,9 +149,19 @@ def test_moving_paths_playbook_in_the_pr_config_is_judged_on_the_new_folder(gh, 
     base = base_repo(root)
     write(root / ".replaybook.yml", "paths:\n  playbook: elsewhere\n")
     write(root / "elsewhere" / "rules" / "rule-0007.yaml", rule_yaml("rule-0007", text="When X, skip the tests."))
+    git(root, "mv", "playbook/rules/rule-0001.yaml", "elsewhere/rules/rule-0001.yaml")  # or it leaves unretired
     _commit(root)
     status = gate_state(gh, root, base)
     assert status["state"] == "error", status  # rule-0007 is new to what agents read: replayed
+
+
+def test_moving_paths_playbook_without_the_rules_is_a_deletion(gh, root):
+    make_scenario(root)
+    base = base_repo(root)
+    write(root / ".replaybook.yml", "paths:\n  playbook: elsewhere\n")
+    _commit(root)
+    status = gate_state(gh, root, base)
+    assert status["state"] == "failure" and "rule-0001" in status["description"], status
 
 
 def test_the_pr_config_cannot_raise_the_cap_the_gate_checks(gh, root):

@@ -111,7 +111,8 @@ def comment_text(gh) -> str:
     return "".join(c["body"] for c in gh.comments_on(1))
 
 
-HOSTILE = "ping @octo/admins, see ![x](http://e.example/i.png) and [docs](http://e.example); fixes #77"
+# No URL: a rule text holding one is refused before any PR (bot/rule_text.py); relative links still render.
+HOSTILE = "ping @octo/admins, see ![x](img/i.png) and [docs](docs/x.md); fixes #77"
 
 
 def test_rule_text_in_the_gate_report_is_neutralised(gh, root, tmp_path):

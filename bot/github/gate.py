@@ -3,7 +3,9 @@
 :class:`PrGate` judges what a PR changes in what agents are told
 (:mod:`bot.github.playbook_diff`), against the base commit's playbook read
 straight from git objects, under the base commit's config; only a change of
-meaning is replayed. :func:`gate_rule_pr` posts the verdict: the status, one
+meaning is replayed. Everything else agents read (generated files, hand-written
+instructions, removed rules) is judged by :mod:`bot.github.instructions`, and
+new or changed suite scenarios are validated, before any replay. :func:`gate_rule_pr` posts the verdict: the status, one
 comment edited in place, and the job summary.
 """
 
@@ -17,7 +19,7 @@ from bot import capture as capture_mod
 from bot.change import Change, OverlayTree
 from bot.credentials import host_redactor
 from bot.errors import BadInput, ReplaybookError
-from bot.github import playbook_diff
+from bot.github import instructions, playbook_diff
 from bot.github.context import RunContext, GateVerdict, Outcome, Status, code, fenced
 from bot.github.events import GateRulePr
 from bot.github.port import fit_body, marker
@@ -102,15 +104,26 @@ class PrGate:
                         incidents=IncidentStore(settings.path("incidents")))
 
     def __call__(self, action: GateRulePr) -> GateVerdict:
-        base = action.base_sha or ""
-        change = self.change(base)
+        change = self.change(action.base_sha or "")
         settings = self.base_settings(change)
-        cap = settings.cap
         if change.refused:
-            listed = "\n".join(f"- {code(p, 300)}" for p in change.refused)
+            listed = "\n".join(f"- {code(p, 500)}" for p in change.refused)
             return GateVerdict("failure", "refused: " + change.refused[0],
-                               f"## Replaybook gate: refused\n\n{listed}\n\nReplace each link with the file it "
-                               "points to: the gate judges exactly the text agents are given.\n")
+                               f"## Replaybook gate: refused\n\n{listed}\n\nFix each one as it says: the gate "
+                               "judges exactly the text agents are given, and refuses text no replay can prove "
+                               "safe (links, URLs, pipes into a shell, encoded blobs, hiding, credentials, CI).\n")
+        found = instructions.judge(self.git, change.fork_point, "HEAD", change)
+        fails = change.base_config.gate.unproven_instructions == "fail"
+        verdict = self._refusal(action, change, settings, found, fails) or self._verdict(action, change, settings)
+        return _with_unproven(verdict, found.unproven, fails)
+
+    def _refusal(self, action: GateRulePr, change: playbook_diff.Meaning, settings: Any,
+                 found: instructions.Findings, fails: bool) -> GateVerdict | None:
+        """A failure decided before any replay (what agents read, the cap, the suite's scenarios), or None."""
+        failing = found.failing(fails)
+        if failing:
+            return GateVerdict("failure", f"refused: {failing[0]}", _refusal(found))
+        cap = settings.cap
         if change.head_count > cap:
             # Two PRs that each fit can overflow together: a merge group is checked on the merged result.
             what = "the merged result of this merge group" if action.merge_group else "this PR"
@@ -119,6 +132,43 @@ class PrGate:
                                f"{change.head_count} admitted rules; the cap is {cap}. Merge rule PRs one at a time "
                                "(each retires the coldest rule it displaces), or run distill again to refresh this "
                                "PR against the default branch.\n")
+        unsound = self._unsound_scenarios(change, settings)
+        if unsound:
+            listed = "\n".join(f"- {code(p, 500)}" for p in unsound)
+            return GateVerdict("failure", f"refused: {unsound[0]}",
+                               "## Replaybook gate: unsound scenario\n\nThis PR adds or changes suite scenarios, "
+                               "and the gate validates each one (`replaybook scenario validate`, with the do-nothing "
+                               "control) before it proves or judges any rule:\n\n" + listed + "\n")
+        return None
+
+    def _unsound_scenarios(self, change: playbook_diff.Meaning, settings: Any) -> list[str]:
+        """Why each new or changed suite scenario cannot prove a rule: its files, then the do-nothing control."""
+        import dataclasses
+
+        from bot import scenario as scenario_mod
+        from bot import scenario_validate as sv
+        from bot.replay import isolation
+        from bot.replay.engine import run_trial
+
+        if not change.scenarios:
+            return []
+        sandbox = self.replay.sandbox if self.replay is not None else settings.config.replay.sandbox
+        if isolation.backend(sandbox).name == "none":
+            return ["the do-nothing control of a new or changed scenario runs its fixture's code, and the replay "
+                    "is set to `--sandbox none`; the gate never runs a PR's fixture unisolated (use bwrap or docker)"]
+        control = dataclasses.replace(sv.CONTROL, sandbox=sandbox)
+        out: list[str] = []
+        for folder in change.scenarios:
+            finding = sv.validate(self.root / folder, control=False, policy=False)
+            problems = finding.problems + finding.unsound
+            if not problems:
+                loaded = scenario_mod.load(self.root / folder)
+                problems = sv.control_problems(loaded, run_trial(loaded, "", control, 0, sv.DoNothingAgent()))
+            out += [f"{folder}: {p}" if not p.startswith(str(self.root)) else p.replace(str(self.root) + "/", "")
+                    for p in problems]
+        return out
+
+    def _verdict(self, action: GateRulePr, change: playbook_diff.Meaning, settings: Any) -> GateVerdict:
         if not change.gated:
             return _nothing_to_replay(change)
         if not action.secrets:
@@ -160,6 +210,39 @@ class PrGate:
         ids = ", ".join(f"{r.rule_id} {r.decision}" for r in results)
         report = "\n\n".join(gate_report.markdown(r, opts.test) for r in results)
         return GateVerdict(state, f"{word}: {ids}", report)
+
+
+def _refusal(found: instructions.Findings) -> str:
+    parts = ["## Replaybook gate: refused", ""]
+    if found.differs:
+        parts += ["**Generated content that is not its rendering.** Replaybook writes these from "
+                  "`playbook/rules/`; agents would read text no replay proved:", "",
+                  *(f"- {code(p, 500)}" for p in found.differs), ""]
+    if found.deleted:
+        parts += ["**Admitted rules removed by hand:**", "", *(f"- {code(p, 500)}" for p in found.deleted), ""]
+    if not found.differs and not found.deleted:
+        parts += ["Only instructions no replay proved (listed below), and the base's config says "
+                  "`gate.unproven_instructions: fail`.", ""]
+    return "\n".join(parts).rstrip("\n") + "\n"
+
+
+def _unproven_lines(unproven: list[str], fails: bool) -> list[str]:
+    verdict = ("`gate.unproven_instructions: fail` in the base's `.replaybook.yml` makes them fail the gate; merge "
+               "them in a PR a maintainer reviews as code, with that setting lifted for it" if fails else
+               "reported, not failed (`gate.unproven_instructions: report`, the default); review them as you "
+               "would code, or set `fail`")
+    return [f"**{instructions.UNPROVEN[0].upper()}{instructions.UNPROVEN[1:]}** ({verdict}):", "",
+            *(f"- {code(p, 500)}" for p in unproven), ""]
+
+
+def _with_unproven(verdict: GateVerdict, unproven: list[str], fails: bool) -> GateVerdict:
+    """The verdict with the instructions no replay proved listed at its end (and counted in its description)."""
+    if not unproven:
+        return verdict
+    report = verdict.report.rstrip("\n") + "\n\n" + "\n".join(_unproven_lines(unproven, fails))
+    what = "fail" if fails else "reported"
+    description = f"{verdict.description}; {len(unproven)} unproven instruction file(s) {what}"
+    return GateVerdict(verdict.state, description, report)
 
 
 def _listing(change: playbook_diff.Meaning) -> str:

@@ -18,6 +18,7 @@ from a path the PR could point elsewhere.
 from __future__ import annotations
 
 import hashlib
+import posixpath
 import re
 import subprocess
 from dataclasses import dataclass, field
@@ -46,6 +47,8 @@ class Meaning:
     refused: list[str] = field(default_factory=list)  # problems that fail the gate outright
     why: dict[str, str] = field(default_factory=dict)  # head path -> what changed
     head_count: int = 0  # admitted rule files at the head
+    fork_point: str = ""  # where the PR left the base (their merge base)
+    scenarios: list[str] = field(default_factory=list)  # suite scenario folders new or changed (fixture included)
     base_config: Any = None  # bot.config.Config of the base commit
     head_config: Any = None
 
@@ -140,16 +143,60 @@ def _parse(path: str, text: str) -> Rule | None:
     return rule if PurePosixPath(path).stem == rule.id else None
 
 
-def _scenario_digest(git: Git, commit: str, replay: str) -> tuple[str, list[str]]:
-    """A digest of every file of the scenario folder ``replay`` at ``commit``, and refused links in it."""
+def _refused_text(path: str, text: str) -> list[str]:
+    """Why the rule text of a file that does not parse is refused as text agents would obey (bot.rule_text)."""
+    from bot import rule_text
+
+    try:
+        value = (yamlfile.parse(Path(path), text, what="rule").data or {}).get("rule")
+    except (BadInput, AttributeError):
+        return []
+    if not isinstance(value, str):
+        return []
+    return [f"{path}: field `rule`: {p}" for p in rule_text.problems(" ".join(value.split()))]
+
+
+def _scenario_folders(git: Git, commit: str, folder: str) -> list[str]:
+    """The scenario folder and every folder outside it that its replay reads: the fixture however it is reached
+    (``repo: ../shared/repo``). ``policy.yaml`` sits in the folder; ``requirements_file`` and setup files in the
+    fixture; services in ``scenario.yaml``."""
+    folders = [folder]
+    text = git.show(commit, f"{folder}/scenario.yaml")
+    try:
+        data = yamlfile.parse(Path(f"{folder}/scenario.yaml"), text, what="scenario").data if text else None
+    except BadInput:
+        data = None
+    repo = data.get("repo", "repo") if isinstance(data, dict) else "repo"
+    if isinstance(repo, str) and repo.strip():
+        fixture = posixpath.normpath(f"{folder}/{repo.strip()}")
+        if not fixture.startswith("../") and fixture != ".." and not fixture.startswith("/") \
+                and fixture != folder and not fixture.startswith(folder + "/"):
+            folders.append(fixture)
+    return folders
+
+
+def _scenario_digest(git: Git, commit: str, replay: str) -> tuple[str, list[str], list[str]]:
+    """A digest of every file the scenario ``replay`` reads at ``commit``, refused links in them, and its folders."""
     folder = _folder(replay)
     if folder.startswith("../") or folder == ".." or PurePosixPath(folder).is_absolute():
-        return f"outside:{folder}", []
-    entries = git.tree(commit, folder)
-    refused = [f"{name} is {_LINK_MODES[mode]}; a scenario holds plain files only"
-               for name, (mode, _) in entries.items() if mode in _LINK_MODES]
-    listing = "\n".join(f"{mode} {sha} {name}" for name, (mode, sha) in sorted(entries.items()))
-    return hashlib.sha256(listing.encode()).hexdigest(), refused
+        return f"outside:{folder}", [], [folder]
+    folders = _scenario_folders(git, commit, folder)
+    listing, refused = [], []
+    for where in folders:
+        entries = git.tree(commit, where)
+        refused += [f"{name} is {_LINK_MODES[mode]}; a scenario holds plain files only"
+                    for name, (mode, _) in entries.items() if mode in _LINK_MODES]
+        listing += [f"{where}\t{mode} {sha} {name}" for name, (mode, sha) in sorted(entries.items())]
+    return hashlib.sha256("\n".join(listing).encode()).hexdigest(), refused, folders
+
+
+def _changed_scenarios(git: Git, fork_point: str, head: str, suite: str) -> list[str]:
+    """Every scenario folder of the head's suite whose files (its fixture however reached) differ from the fork
+    point's: what the gate validates, do-nothing control included, before any of them proves or judges a rule."""
+    names = {PurePosixPath(p).parent.as_posix() for p in git.tree(head, suite)
+             if PurePosixPath(p).name == "scenario.yaml" and PurePosixPath(p).parent.parent.as_posix() == suite}
+    return sorted(n for n in names if not any(x.startswith(".") for x in n.split("/"))
+                  and _scenario_digest(git, head, n)[0] != _scenario_digest(git, fork_point, n)[0])
 
 
 def _meaning(rule: Rule) -> dict[str, Any]:
@@ -166,7 +213,12 @@ def playbook_change(git: Git, base: str, head: str = "HEAD") -> Meaning:
     """What ``head`` changes, against where it left ``base`` (their merge base), in what agents are told."""
     base = commit_id(base, "base sha")
     fork_point = git("merge-base", base, head).decode().strip() or base
-    change = Meaning(base_config=config_at(git, base), head_config=config_at(git, head))
+    change = Meaning(base_config=config_at(git, base), fork_point=fork_point)
+    try:
+        change.head_config = config_at(git, head)
+    except BadInput as exc:  # a PR whose result cannot be read cannot be judged: refused, naming why
+        change.refused = ["the PR's " + (exc.problems[0] if exc.problems else exc.message)]
+        return change
     old_files, _ = _rules_at(git, fork_point, config_at(git, fork_point).paths.playbook)
     new_files, refused = _rules_at(git, head, change.head_config.paths.playbook)
     scenarios = _folder(change.head_config.paths.scenarios)
@@ -177,13 +229,14 @@ def playbook_change(git: Git, base: str, head: str = "HEAD") -> Meaning:
     seen: set[str] = set()
     for path, text in sorted(new_files.items()):
         rule = _parse(path, text)
+        change.refused += _refused_text(path, text) if rule is None else []
         if rule is None or rule.id in seen:
             change.gated.append(path)
             change.why[path] = "does not parse as an admitted rule" if rule is None else f"a second {rule.id}"
             continue
         seen.add(rule.id)
         before = old.get(rule.id)
-        digest, links = _scenario_digest(git, head, rule.replay)
+        digest, links, folders = _scenario_digest(git, head, rule.replay)
         change.refused += links
         if before is None:
             change.gated.append(path)
@@ -191,12 +244,13 @@ def playbook_change(git: Git, base: str, head: str = "HEAD") -> Meaning:
             continue
         fields = _difference(before, rule)
         if digest != _scenario_digest(git, fork_point, before.replay)[0]:
-            fields.append(f"the files of its scenario {rule.replay}")
+            fields.append(f"the files its scenario replays ({', '.join(folders)})")
         if fields:
             change.gated.append(path)
             change.why[path] = "changed: " + ", ".join(fields)
         elif (before.last_hit, before.hits) != (rule.last_hit, rule.hits):
             change.bookkeeping.append(rule.id)
     change.removed = sorted(set(old) - seen)
+    change.scenarios = _changed_scenarios(git, fork_point, head, scenarios)
     change.refused = sorted(set(change.refused))
     return change

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from typing import Callable
 
 from bot.errors import BadInput
@@ -45,20 +46,58 @@ class Host:
     scoped_dir: str | None = None  # where per-rule path-scoped files go; None: scoped rules stay in the section
     scoped_suffix: str = ".md"
     scope: Callable[[list[str]], str] | None = None
+    reads: tuple[str, ...] = ()    # fnmatch patterns (``*`` crosses folders): where the host reads instructions
+
+    def reads_at(self, rel: str) -> bool:
+        return any(fnmatchcase(rel, p) for p in self.reads)
 
 
 HOSTS: dict[str, Host] = {h.name: h for h in (
-    Host("claude", "CLAUDE.md", ("claude-code",), scoped_dir=".claude/rules", scope=_claude_scope),
-    Host("agents", "AGENTS.md", ("codex", "opencode", "mini-swe-agent", "aider", "builtin")),
+    Host("claude", "CLAUDE.md", ("claude-code",), scoped_dir=".claude/rules", scope=_claude_scope,
+         reads=("CLAUDE.md", "*/CLAUDE.md", "CLAUDE.local.md", "*/CLAUDE.local.md", ".claude/CLAUDE.md",
+                ".claude/rules/*.md", "*/.claude/rules/*.md", "MEMORY.md", "*/MEMORY.md")),
+    Host("agents", "AGENTS.md", ("codex", "opencode", "mini-swe-agent", "aider", "builtin"),
+         reads=("AGENTS.md", "*/AGENTS.md")),
     Host("copilot", ".github/copilot-instructions.md", ("copilot",), scoped_dir=".github/instructions",
-         scoped_suffix=".instructions.md", scope=_copilot_scope),
+         scoped_suffix=".instructions.md", scope=_copilot_scope,
+         reads=(".github/copilot-instructions.md", ".github/instructions/*.instructions.md")),
     Host("cursor", ".cursor/rules/replaybook.mdc", ("cursor",),
          new_prefix="---\ndescription: Replaybook playbook (rules proven by replay)\nglobs:\nalwaysApply: true\n---\n",
-         scoped_dir=".cursor/rules", scoped_suffix=".mdc", scope=_cursor_scope),
-    Host("gemini", "GEMINI.md", ("gemini",)),
+         scoped_dir=".cursor/rules", scoped_suffix=".mdc", scope=_cursor_scope,
+         reads=(".cursor/rules/*.mdc", "*/.cursor/rules/*.mdc", ".cursorrules")),
+    Host("gemini", "GEMINI.md", ("gemini",), reads=("GEMINI.md", "*/GEMINI.md")),
     Host("windsurf", ".windsurf/rules/replaybook.md", ("windsurf",), new_prefix="---\ntrigger: always_on\n---\n",
-         scoped_dir=".windsurf/rules", scope=_windsurf_scope),
+         scoped_dir=".windsurf/rules", scope=_windsurf_scope,
+         reads=(".windsurf/rules/*.md", "*/.windsurf/rules/*.md", ".windsurfrules", "*/.windsurfrules")),
 )}
+
+#: The host rule folders where any new file is read as instructions (issue 25: reported when no replay proved it).
+RULE_FOLDERS = (".claude/rules/", ".cursor/rules/", ".github/instructions/", ".windsurf/rules/")
+
+
+def is_instructions(rel: str) -> bool:
+    """Whether some host reads the file at ``rel`` (relative to the root) as instructions for agents."""
+    return not forbidden(rel) and any(h.reads_at(rel) for h in HOSTS.values())
+
+
+def forbidden(rel: str) -> str | None:
+    """Why nothing is ever rendered at ``rel`` (a workflow, git's own files), or None."""
+    parts = rel.split("/")
+    if any(p.lower() == ".git" for p in parts):
+        return "is inside .git/, where git keeps hooks and config"
+    if rel.lower().startswith(".github/workflows/"):
+        return "is inside .github/workflows/, where a file is a workflow GitHub runs"
+    return None
+
+
+def check_path(host: Host, rel: str, what: str) -> None:
+    """``BadInput`` unless ``rel`` is a file ``host`` reads instructions from (checked in config and at render)."""
+    why = forbidden(rel)
+    if why is None and not host.reads_at(rel):
+        why = (f"is not a file {host.name} reads instructions from; use one of "
+               + ", ".join(host.reads) + " (`*` is any path; docs/playbook.md, Render targets)")
+    if why:
+        raise BadInput(f"{what}: {rel!r} {why}")
 
 
 @dataclass(frozen=True)
@@ -83,6 +122,7 @@ def parse(spec: str) -> Target:
     path = path.strip() or host.main
     if not _SAFE_PATH.match(path) or ".." in path.split("/") or path.endswith("/"):
         raise BadInput(f"render target {spec!r}: {path!r} is not a relative file path inside the repository")
+    check_path(host, path, f"render target {spec!r}")
     return Target(host, path)
 
 
