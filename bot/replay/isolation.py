@@ -82,8 +82,14 @@ class Backend(Protocol):
     name: str
     isolated: bool
 
-    def command(self, argv: Sequence[str], *, cwd: str, env: Mapping[str, str], plan: Plan) -> tuple[list[str], dict[str, str]]:
-        """The host argv and host environment that start ``argv`` under ``plan``."""
+    def command(self, argv: Sequence[str], *, cwd: str, env: Mapping[str, str], plan: Plan,
+                status_fd: int | None = None) -> tuple[list[str], dict[str, str]]:
+        """The host argv and host environment that start ``argv`` under ``plan``.
+
+        ``status_fd``: where a backend that can reports that the sandbox started
+        (the launcher writes one byte to it once it runs inside, then closes it),
+        so a sandbox that never started is told apart from a command that failed.
+        """
         ...
 
     def command_log_path(self, host_fifo: str) -> str:
@@ -95,9 +101,14 @@ def socket_path(port: int) -> str:
     return f"{RUN_DIR}/ep-{port}.sock"
 
 
-def launcher(argv: Sequence[str], plan: Plan, *, bash: str, socat: str | None) -> list[str]:
-    """``bash -c`` that sets the file-size limit, starts the endpoint bridges, then becomes ``argv``."""
-    lines = [f"ulimit -S -H -f {max(1, plan.limits.max_file_bytes // 1024)} 2>/dev/null"]
+def launcher(argv: Sequence[str], plan: Plan, *, bash: str, socat: str | None,
+             started_fd: int | None = None) -> list[str]:
+    """``bash -c`` that sets the file-size limit, starts the endpoint bridges, then becomes ``argv``.
+
+    ``started_fd``: written once (the sandbox is up) and closed, so ``argv`` never holds it.
+    """
+    lines = [f"printf 1 >&{started_fd}; exec {started_fd}>&-"] if started_fd is not None else []
+    lines.append(f"ulimit -S -H -f {max(1, plan.limits.max_file_bytes // 1024)} 2>/dev/null")
     if plan.endpoints:
         if socat is None:
             raise BadInput("the sandbox needs socat to reach the model gateway and services from inside "
@@ -128,7 +139,7 @@ class Bubblewrap:
     def command_log_path(self, host_fifo: str) -> str:
         return COMMAND_LOG
 
-    def command(self, argv, *, cwd, env, plan):
+    def command(self, argv, *, cwd, env, plan, status_fd=None):
         args = [self.bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
                 "--hostname", "replaybook", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
         for masked in _MASKED:
@@ -153,7 +164,7 @@ class Bubblewrap:
                 args += ["--remount-ro", masked]
         for key, value in env.items():
             args += ["--setenv", key, value]
-        args += ["--chdir", cwd, "--", *launcher(argv, plan, bash=self.bash, socat=self.socat)]
+        args += ["--chdir", cwd, "--", *launcher(argv, plan, bash=self.bash, socat=self.socat, started_fd=status_fd)]
         return args, {}  # an empty environment: PID 1 inside is bwrap, and its environ is readable
 
 
@@ -169,7 +180,7 @@ class Docker:
     def command_log_path(self, host_fifo: str) -> str:
         return COMMAND_LOG
 
-    def command(self, argv, *, cwd, env, plan):
+    def command(self, argv, *, cwd, env, plan, status_fd=None):
         lim = plan.limits
         args = [self.docker, "run", "--rm", "-i", "--init", "--network", "none", "--cap-drop", "ALL",
                 "--security-opt", "no-new-privileges", "--read-only", "--pids-limit", str(lim.max_procs),
@@ -200,7 +211,7 @@ class NoIsolation:
     def command_log_path(self, host_fifo: str) -> str:
         return host_fifo
 
-    def command(self, argv, *, cwd, env, plan):
+    def command(self, argv, *, cwd, env, plan, status_fd=None):
         return list(argv), dict(env)
 
 

@@ -100,6 +100,7 @@ def run_process(
     stdin: str | bytes | None = None,
     output_cap: int = 1 << 20,
     watch: Watch | None = None,
+    pass_fds: Sequence[int] = (),
 ) -> Completed:
     """Run in a new session; on timeout, on a bound and after exit, kill the whole process group."""
     if STOP.is_set():
@@ -109,7 +110,7 @@ def run_process(
     try:
         proc = subprocess.Popen(
             list(argv), cwd=cwd, env=dict(env), stdin=stdin_file or subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, pass_fds=tuple(pass_fds),
         )
     except OSError as err:  # missing program, or the agent deleted the sandbox root
         return Completed(127, "", f"replaybook: cannot start {argv[0]!r}: {err}\n", False, 0.0)

@@ -294,11 +294,10 @@ class Sandbox:
         )
         if not workdir.is_dir():  # the agent removed it: as a missing program would, without a traceback
             return Completed(127, "", f"replaybook: {workdir} no longer exists\n", False, 0.0)
-        host_argv, host_env = self.backend.command(argv, cwd=str(workdir), env=env, plan=plan)
         lim = self.limits
         watch = Watch(max_procs=lim.max_procs, max_output_bytes=lim.max_output_bytes,
                       max_disk_bytes=lim.max_disk_bytes, disk=self.disk_bytes)
-        done = run_process(host_argv, cwd=workdir, env=host_env, stdin=stdin, timeout_s=timeout_s,
+        done = self._start(argv, cwd=workdir, env=env, plan=plan, stdin=stdin, timeout_s=timeout_s,
                            output_cap=output_cap, watch=watch)
         if done.limit and self.limit_hit is None:
             self.limit_hit = done.limit
@@ -388,9 +387,31 @@ class Sandbox:
                                       "or a .git that is a symbolic link; its diff cannot be taken safely")
         borrowed = tuple(p for p in self._ro if not p.startswith(str(self._base) + os.sep))
         plan = isolation.Plan(rw=tuple(rw), ro=(*borrowed, *self._borrowed, str(cwd)), hide=hide, limits=self.limits)
-        host_argv, host_env = self.backend.command(argv, cwd=str(cwd), env=env, plan=plan)
-        return run_process(host_argv, cwd=cwd, env=host_env, timeout_s=timeout_s, output_cap=output_cap,
+        return self._start(argv, cwd=cwd, env=env, plan=plan, timeout_s=timeout_s, output_cap=output_cap,
                            watch=Watch(max_procs=self.limits.max_procs, max_output_bytes=self.limits.max_output_bytes))
+
+    def _start(self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], plan: isolation.Plan,
+               **run: object) -> Completed:
+        """Start ``argv`` through the backend; a sandbox that never started is InfrastructureError, not an exit code.
+
+        The launcher writes to the status fd once it runs inside, the namespaces and
+        mounts up; without that byte, whatever failed was the sandbox, not the command.
+        """
+        status_r, status_w = os.pipe() if self.backend.name == "bwrap" else (-1, -1)
+        try:
+            host_argv, host_env = self.backend.command(argv, cwd=str(cwd), env=env, plan=plan,
+                                                       status_fd=status_w if status_w >= 0 else None)
+            done = run_process(host_argv, cwd=cwd, env=host_env, pass_fds=(status_w,) if status_w >= 0 else (), **run)
+        finally:
+            if status_w >= 0:
+                os.close(status_w)
+        if status_r >= 0:
+            with os.fdopen(status_r, "rb") as status:
+                started = status.read(1) == b"1"
+            if not started and not done.timed_out and not done.limit:
+                raise InfrastructureError(f"the sandbox could not start (bwrap exit {done.rc}): "
+                                          f"{done.stderr.strip()[-200:]}")
+        return done
 
     # -- git plumbing ------------------------------------------------------
     def _make_git_env(self) -> dict[str, str]:

@@ -302,3 +302,26 @@ def test_a_nested_git_link_left_by_the_agent_makes_the_trial_unscored_not_failed
                            with_rule=[{"bash": "mkdir sub && ln -s /etc sub/.git"}, {"say": "done"}])
     result = run_trial(loaded, RULE, opts(), 0)
     assert result.verdict == "unscored" and result.reason.startswith("unscored: infrastructure"), result.reason
+
+
+def test_a_sandbox_that_cannot_start_is_an_infrastructure_error_not_an_exit_code(tmp_path):
+    from bot.errors import InfrastructureError
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "a").write_text("a")
+    needed = tmp_path / "tool"
+    needed.mkdir()
+    with Sandbox(repo, toolchain=Toolchain(reads=(str(needed),))) as sb:
+        assert sb.run(["true"], timeout_s=10).rc == 0
+        needed.rmdir()  # a bind the sandbox needs is gone: bwrap cannot set it up
+        with pytest.raises(InfrastructureError, match="could not start"):
+            sb.run(["true"], timeout_s=10)
+        needed.mkdir()
+        assert sb.run(["false"], timeout_s=10).rc == 1  # a command's own failure is still an exit code
+
+
+def test_a_nested_git_folder_left_by_the_agent_is_hidden_not_a_failure(make_scenario, opts, tmp_path):
+    loaded = make_scenario(pass_if=[PROOF],
+                           with_rule=[{"bash": "mkdir -p sub/.git && touch sub/.git/x"}, {"say": "done"}])
+    assert run_trial(loaded, RULE, opts(), 0).verdict == "passed"  # a nested .git folder is hidden, not a failure
