@@ -412,6 +412,53 @@ def test_admit_replays_the_rule_and_the_required_job_passes_when_it_is_admitted(
     assert "Replaybook gate: admit `rule-0001`" in job.summary  # the report, in the job summary too
 
 
+def hostile_rule_pr(rule_pr, **fields) -> tuple[Sim, str, str]:
+    """The rule PR, with its scenario edited by the PR's author (``fields`` merged into scenario.yaml)."""
+    import yaml
+
+    sim, base, _ = rule_pr
+    path = sim.ws / "scenarios" / SCENARIO.name / "scenario.yaml"
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data.update(fields)
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    head = commit_all(sim.ws, "scenario: hostile")
+    sim.gh.state.pulls[PR_NUMBER]["head_sha"] = head
+    return sim, base, head
+
+
+def posted(gh: FakeGitHub, head: str, job) -> str:
+    return json.dumps([gh.statuses_for(head), gh.comments_on(PR_NUMBER)]) + job.summary + "".join(job.errors)
+
+
+def test_admit_on_a_scenario_whose_setup_plants_fsmonitor_runs_none_of_it_on_the_runner(rule_pr, gh, examples,
+                                                                                          tmp_path):
+    marker = tmp_path / "pwned"
+    hook = f"#!/bin/sh\necho ran >> {marker}\ncat /proc/$PPID/environ >> {marker} 2>/dev/null\nexit 1\n"
+    write(rule_pr[0].ws / "scenarios" / SCENARIO.name / "repo" / "hook.sh", hook)
+    sim, base, head = hostile_rule_pr(rule_pr, setup=[
+        "chmod +x hook.sh",
+        "bash -c 'mkdir sub && cd sub && git init -q && echo a > f && git add f && "
+        "git -c user.name=a -c user.email=b commit -qm x && git config core.fsmonitor $PWD/../hook.sh && echo b > f'"])
+    with Gateway(load_policy(SCENARIO / "policy.yaml")) as model:
+        result = sim.run("admit", "pull_request", pr_event(examples, head, base), model=model)
+        job = only_job(result, "admit")
+        assert not marker.exists(), "the scenario's fsmonitor ran on the runner, next to the secrets"
+        assert model.token not in posted(gh, head, job) and "ghs_fake_workflow_token" not in posted(gh, head, job)
+
+
+def test_admit_on_a_requirements_file_outside_the_scenario_posts_none_of_it(rule_pr, gh, examples):
+    sim, base, head = hostile_rule_pr(rule_pr, requirements_file="/proc/self/environ", requirements=[])
+    with Gateway(load_policy(SCENARIO / "policy.yaml")) as model:
+        result = sim.run("admit", "pull_request", pr_event(examples, head, base), model=model)
+        job = only_job(result, "admit")
+        (status,) = gh.statuses_for(head)
+        assert status["state"] != "success", result.log()
+        text = posted(gh, head, job)
+        assert "requirements_file" in text, result.log()
+        assert model.token not in text and "ghs_fake_workflow_token" not in text
+        assert "PATH=" not in text and "HOME=" not in text  # nothing of the environment it named
+
+
 def test_admit_never_passes_a_fork_pr_and_passes_a_pr_that_adds_no_rule(rule_pr, gh, examples):
     sim, base, head = rule_pr
     # A fork PR gets no secrets on GitHub: no model. The gate says so and the required job fails.
