@@ -603,7 +603,8 @@ def remove_stale(tmp_root: str | Path) -> list[Path]:
     """Remove sandbox folders whose harness is gone (it was killed before it could clean up); returns them.
 
     A folder is stale when the process its ``.owner`` names is not running (or is
-    another process with that pid), or, with no ``.owner``, when it is a day old.
+    another process with that pid), or, with no ``.owner``, when it is laid out as a
+    sandbox and a day old. Anyone else's ``replaybook-*`` folder is left alone.
     """
     gone = []
     try:
@@ -618,8 +619,10 @@ def remove_stale(tmp_root: str | Path) -> list[Path]:
             if owner.exists():
                 pid, _, started = owner.read_text().strip().partition(" ")
                 stale = not pid.isdigit() or _start_time(int(pid)) != started
-            else:
-                stale = time.time() - entry.stat(follow_symlinks=False).st_mtime > _STALE_UNOWNED_S
+            else:  # from before owners were recorded: only a folder laid out as a sandbox is ours
+                ours = os.path.lexists(os.path.join(entry.path, "commands.log")) and os.path.isdir(
+                    os.path.join(entry.path, "root"))
+                stale = ours and time.time() - entry.stat(follow_symlinks=False).st_mtime > _STALE_UNOWNED_S
         except OSError:
             continue
         if stale:

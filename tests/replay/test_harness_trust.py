@@ -213,8 +213,12 @@ def test_stale_sandbox_folders_are_removed_at_the_next_start(tmp_path):
     (dead / "root" / "f").write_text("x")
     (dead / ".owner").write_text("999999999 0\n")  # no such process
     old = tmp_path / "replaybook-old"  # from before owners were recorded: removed once it is a day old
-    old.mkdir()
+    (old / "root").mkdir(parents=True)
+    (old / "commands.log").write_text("")
     os.utime(old, (time.time() - 2 * 86400,) * 2)
+    someone = tmp_path / "replaybook-checkout"  # a user's own folder of that name: never ours to remove
+    (someone / "src").mkdir(parents=True)
+    os.utime(someone, (time.time() - 9 * 86400,) * 2)
     alive = tmp_path / "replaybook-alive"
     alive.mkdir()
     (alive / ".owner").write_text(f"{os.getpid()} {_start_time(os.getpid())}\n")
@@ -225,7 +229,7 @@ def test_stale_sandbox_folders_are_removed_at_the_next_start(tmp_path):
     ro.chmod(stat.S_IRUSR | stat.S_IXUSR)
     removed = remove_stale(tmp_path)
     assert sorted(p.name for p in removed) == ["replaybook-dead", "replaybook-old"]
-    assert alive.exists() and young.exists() and not dead.exists() and not old.exists()
+    assert alive.exists() and young.exists() and someone.exists() and not dead.exists() and not old.exists()
 
 
 def _start_time(pid: int) -> str:
