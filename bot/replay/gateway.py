@@ -46,6 +46,11 @@ ERROR_TYPES = {
 # Upstream response headers an agent may see; anything else stays behind.
 _PASS_HEADERS = ("content-type", "request-id", "retry-after", "retry-after-ms", "x-should-retry")
 RESPONSES_PATH = "/v1/responses"  # the OpenAI Responses API, for Codex CLI (bot/replay/responses_api.py)
+# The budget's reservation per request (see Gateway.reserve).
+OUTPUT_CAP_TOKENS = 32_000  # a request asking for more (or setting no limit) is forwarded with this limit
+MIN_OUTPUT_TOKENS = 1_024  # a request the budget can pay less than this for is refused (or its own, if smaller)
+_MIN_THINKING_TOKENS = 1_024  # the Messages API's least thinking.budget_tokens
+_BYTES_PER_INPUT_TOKEN = 3  # input estimate from the body's size: more tokens than English or code has
 _DELTA_CHARS = 40  # size of each simulated stream delta; several per block exercises client assembly
 
 
@@ -127,6 +132,39 @@ def error_body(status: int, message: str) -> dict[str, Any]:
     return {"type": "error", "error": {"type": ERROR_TYPES.get(status, "api_error"), "message": message}}
 
 
+@dataclass
+class Reservation:
+    """What one admitted request may spend at most; settled to its real cost when it is recorded."""
+
+    usd: float
+    output_tokens: int
+    settled: bool = False
+
+
+def _limit_key(path: str) -> str:
+    return "max_output_tokens" if path == RESPONSES_PATH else "max_tokens"
+
+
+def _output_limit(request: dict[str, Any], path: str) -> int | None:
+    value = request.get(_limit_key(path))
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _thinking_budget(request: dict[str, Any]) -> int | None:
+    thinking = request.get("thinking")
+    value = thinking.get("budget_tokens") if isinstance(thinking, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def with_output_limit(request: dict[str, Any], path: str, tokens: int) -> dict[str, Any]:
+    """``request`` limited to ``tokens`` of output; a thinking budget shrinks to stay below it, as the API requires."""
+    out = {**request, _limit_key(path): tokens}
+    thinking = _thinking_budget(request)
+    if thinking is not None and thinking >= tokens:
+        out["thinking"] = {**request["thinking"], "budget_tokens": tokens - 1}
+    return out
+
+
 def message_events(message: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """The stream events that deliver ``message``, in Messages API order."""
     usage = message["usage"]
@@ -163,8 +201,10 @@ class Gateway:
     ``latency_s`` delays every answer; ``fail_next`` lists HTTP statuses
     (e.g. ``[529, 500]``) returned, as Anthropic errors, to the next calls.
     ``on_call`` is called with each ``ModelCall`` once it is answered.
-    ``max_cost_usd`` is the run's budget: once spent, calls get a 400 error
-    and ``budget_spent`` is set, so the harness reports the run as unscored.
+    ``max_cost_usd`` is the run's budget: each request reserves its worst
+    case first (``reserve``), a request the budget cannot pay for is refused
+    in its API's error shape, and ``budget_spent`` is set, so the harness
+    reports the run as unscored. Parallel requests cannot spend it twice.
     """
 
     def __init__(
@@ -186,6 +226,8 @@ class Gateway:
         # Once the run has spent this much, every further call is refused.
         self.max_cost_usd = max_cost_usd
         self.budget_spent = False
+        self._spent_usd = 0.0  # settled cost of the calls; with _reserved_usd, what `reserve` checks
+        self._reserved_usd = 0.0  # worst cases of the requests in flight
         self.calls: list[ModelCall] = []
         self.callback_errors: list[BaseException] = []
         self._fail_next = deque(fail_next)
@@ -237,12 +279,56 @@ class Gateway:
             offered.append(auth[7:].strip())
         return any(hmac.compare_digest(o.encode(), self.token.encode()) for o in offered)
 
+    def reserve(self, request: dict[str, Any], raw: bytes, path: str) -> tuple[Reservation, dict[str, Any]] | None:
+        """Reserve the worst case of one request before it is answered; None: refuse it, the budget is spent.
+
+        The worst case is the input at the cache-write price (the dearest input),
+        estimated as one token per ``_BYTES_PER_INPUT_TOKEN`` bytes of the body,
+        plus the output limit at the output price (``pricing.price_for`` the
+        requested model). The output limit is the request's ``max_tokens``
+        (``max_output_tokens`` for the Responses API), at most
+        ``OUTPUT_CAP_TOKENS``, and at most what the budget left after the open
+        reservations still pays for; the request is forwarded with that limit
+        (a missing one is set), so the model cannot spend past it. When the
+        budget pays for less than ``MIN_OUTPUT_TOKENS`` (or the request's own
+        smaller limit), the request is refused and ``budget_spent`` set.
+        Returns the reservation and the request to answer. The budget can be
+        passed only by an upstream that counts more input tokens than the
+        estimate. Without ``max_cost_usd`` nothing is reserved or changed.
+        """
+        asked = _output_limit(request, path)
+        if self.max_cost_usd is None:
+            return Reservation(0.0, asked or 0), request
+        price = pricing.price_for(str(request.get("model") or SIMULATED_MODEL))
+        input_usd = -(-len(raw) // _BYTES_PER_INPUT_TOKEN) * price.cache_write_per_mtok / 1e6
+        least = min(asked or MIN_OUTPUT_TOKENS, MIN_OUTPUT_TOKENS)
+        if _thinking_budget(request) is not None:
+            least = max(least, _MIN_THINKING_TOKENS + 1)
+        with self._lock:
+            left = self.max_cost_usd - self._spent_usd - self._reserved_usd - input_usd
+            affordable = int(left * 1e6 / price.output_per_mtok) if left > 0 else 0
+            tokens = min(asked or OUTPUT_CAP_TOKENS, OUTPUT_CAP_TOKENS, affordable)
+            if tokens < least:
+                self.budget_spent = True
+                return None
+            grant = Reservation(input_usd + tokens * price.output_per_mtok / 1e6, tokens)
+            self._reserved_usd += grant.usd
+        return grant, (request if tokens == asked else with_output_limit(request, path, tokens))
+
+    def release(self, grant: Reservation) -> None:
+        """Give back a reservation that was never recorded (the request ended without an answer)."""
+        with self._lock:
+            if not grant.settled:
+                grant.settled = True
+                self._reserved_usd -= grant.usd
+
     def _take_failure(self) -> int | None:
         with self._lock:
             return self._fail_next.popleft() if self._fail_next else None
 
     def _record(self, request: dict[str, Any], usage: Usage, *, status: int, started: float,
-               simulated: bool, stream: bool, branch: str | None = None) -> ModelCall:
+               simulated: bool, stream: bool, branch: str | None = None,
+               grant: Reservation | None = None) -> ModelCall:
         model = str(request.get("model") or SIMULATED_MODEL)
         cost = pricing.cost_usd(
             model, usage.input_tokens, usage.output_tokens,
@@ -258,6 +344,10 @@ class Gateway:
         # One lock keeps `calls` and the callback (the trace writer) in the same order.
         with self._lock:
             self.calls.append(call)
+            self._spent_usd += cost
+            if grant is not None and not grant.settled:  # the reservation becomes the real cost
+                grant.settled = True
+                self._reserved_usd -= grant.usd
             if self._on_call is not None:
                 try:
                     self._on_call(call)
@@ -304,6 +394,7 @@ class _Server(ThreadingHTTPServer):
 
     daemon_threads = True
     block_on_close = False  # we join ourselves, with a timeout
+    request_queue_size = 128  # socketserver's 5 resets connections when an agent opens many at once
     gateway: Gateway
 
     def __init__(self, *args: Any) -> None:
@@ -429,31 +520,48 @@ class _Handler(BaseHTTPRequestHandler):
         simulated = gateway.mode == "scripted"
         if gateway.latency_s:
             time.sleep(gateway.latency_s)
-        if gateway.max_cost_usd is not None and gateway.total_cost_usd >= gateway.max_cost_usd:
-            gateway.budget_spent = True
-            message = f"replaybook: this run's budget of ${gateway.max_cost_usd:.2f} is spent"
-            self._send_json(400, error_body(400, message))
+        reserved = gateway.reserve(request, raw, path)
+        if reserved is None:
+            self._refuse_budget(gateway, path)
             return
-        status = gateway._take_failure()
-        if status is not None:
-            gateway._record(request, Usage(), status=status, started=started, simulated=simulated, stream=stream)
-            # retry-after-ms keeps SDK retries fast in tests, as the real API's retry-after does.
-            self._send_json(status, error_body(status, f"injected failure {status}"), {"retry-after-ms": "10"})
-        elif simulated and path == RESPONSES_PATH:
-            self._scripted_responses(gateway, request, started, stream)
-        elif simulated:
-            self._scripted(gateway, request, started, stream)
+        grant, limited = reserved
+        if limited is not request:
+            request, raw = limited, json.dumps(limited).encode()
+        try:
+            status = gateway._take_failure()
+            if status is not None:
+                gateway._record(request, Usage(), status=status, started=started, simulated=simulated, stream=stream,
+                                grant=grant)
+                # retry-after-ms keeps SDK retries fast in tests, as the real API's retry-after does.
+                self._send_json(status, error_body(status, f"injected failure {status}"), {"retry-after-ms": "10"})
+            elif simulated and path == RESPONSES_PATH:
+                self._scripted_responses(gateway, request, started, stream, grant)
+            elif simulated:
+                self._scripted(gateway, request, started, stream, grant)
+            else:
+                self._forward(gateway, request, raw, started, stream, path, grant)
+        finally:
+            gateway.release(grant)
+
+    def _refuse_budget(self, gateway: Gateway, path: str) -> None:
+        """The refusal in the endpoint's own error shape; neither SDK retries it (``x-should-retry``)."""
+        message = f"replaybook: this run's budget of ${gateway.max_cost_usd:.2f} is spent"
+        no_retry = {"x-should-retry": "false"}
+        if path == RESPONSES_PATH:  # OpenAI's answer when the money is gone; Codex does not retry it
+            error = {"message": message, "type": "insufficient_quota", "param": None, "code": "insufficient_quota"}
+            self._send_json(429, {"error": error}, no_retry)
         else:
-            self._forward(gateway, request, raw, started, stream, path)
+            self._send_json(400, error_body(400, message), no_retry)
 
     # Each answer is recorded before its last bytes go out, so a client that
     # has its response always finds the call in `gateway.calls`.
 
-    def _scripted(self, gateway: Gateway, request: dict[str, Any], started: float, stream: bool) -> None:
+    def _scripted(self, gateway: Gateway, request: dict[str, Any], started: float, stream: bool,
+                  grant: Reservation | None = None) -> None:
         assert gateway.policy is not None
         reply = gateway.policy.respond(request)
         usage = Usage()
-        record = dict(status=200, started=started, simulated=True, stream=stream, branch=reply.branch)
+        record = dict(status=200, started=started, simulated=True, stream=stream, branch=reply.branch, grant=grant)
         if not stream:
             usage.add_message(reply.message)
             gateway._record(request, usage, **record)
@@ -469,13 +577,14 @@ class _Handler(BaseHTTPRequestHandler):
         self._chunk(sse(events[-1]))
         self._end_stream()
 
-    def _scripted_responses(self, gateway: Gateway, request: dict[str, Any], started: float, stream: bool) -> None:
+    def _scripted_responses(self, gateway: Gateway, request: dict[str, Any], started: float, stream: bool,
+                            grant: Reservation | None = None) -> None:
         """The Responses API (Codex): the same simulated model, through ``responses_api``'s translation."""
         assert gateway.policy is not None
         reply = gateway.policy.respond(responses_api.to_messages(request))
         usage = Usage()
         usage.add_message(reply.message)
-        record = dict(status=200, started=started, simulated=True, stream=stream, branch=reply.branch)
+        record = dict(status=200, started=started, simulated=True, stream=stream, branch=reply.branch, grant=grant)
         response = responses_api.from_message(reply.message, request)
         if not stream:
             gateway._record(request, usage, **record)
@@ -490,9 +599,9 @@ class _Handler(BaseHTTPRequestHandler):
         self._end_stream()
 
     def _forward(self, gateway: Gateway, request: dict[str, Any], raw: bytes, started: float, stream: bool,
-                 path: str = "/v1/messages") -> None:
+                 path: str = "/v1/messages", grant: Reservation | None = None) -> None:
         usage = ResponsesUsage() if path == RESPONSES_PATH else Usage()
-        record = dict(started=started, simulated=False, stream=stream)
+        record = dict(started=started, simulated=False, stream=stream, grant=grant)
         try:
             conn, resp = gateway._upstream_request(path, raw, self.headers)
         except (OSError, http.client.HTTPException) as exc:

@@ -1,0 +1,228 @@
+"""The gateway's budget holds against parallel requests: each one reserves its worst case first.
+
+The upstream is a local fake of both APIs that answers slowly and spends all it
+may: as many output tokens as the forwarded request allows (a model that never
+stops early), and input tokens in proportion to the body. The agents are the
+real anthropic and openai SDKs, many threads at once.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import anthropic
+import openai
+import pytest
+
+from bot.model import pricing
+from bot.replay.gateway import OUTPUT_CAP_TOKENS, Gateway, Upstream
+
+REAL_KEY = "sk-REAL-KEY-never-shown-to-agents"
+MODEL, CODEX_MODEL = "claude-sonnet-4-6", "gpt-5-codex"
+PROMPT = "Fix the flaky test in packages/api. " * 100  # about 3.6 KB: ~900 tokens
+UNBOUNDED_OUTPUT = 100_000  # what the fake spends when a request sets no limit: all a real model may
+
+
+class SpendingUpstream(BaseHTTPRequestHandler):
+    """Messages and Responses, answered after ``delay_s`` with the most usage the request allows."""
+
+    protocol_version = "HTTP/1.1"
+    delay_s = 0.4
+    seen: list[dict] = []
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        raw = self.rfile.read(int(self.headers["content-length"]))
+        body = json.loads(raw)
+        self.seen.append(body)
+        time.sleep(self.delay_s)
+        input_tokens = len(raw) // 4
+        if self.path.endswith("/responses"):
+            out = body.get("max_output_tokens") or UNBOUNDED_OUTPUT
+            answer = {"id": "resp_up", "object": "response", "status": "completed", "model": body["model"],
+                      "output": [{"type": "message", "id": "m1", "role": "assistant", "status": "completed",
+                                  "content": [{"type": "output_text", "text": "done", "annotations": []}]}],
+                      "usage": {"input_tokens": input_tokens, "input_tokens_details": {"cached_tokens": 0},
+                                "output_tokens": out, "output_tokens_details": {"reasoning_tokens": 0},
+                                "total_tokens": input_tokens + out}}
+            return self._json(answer)
+        out = body.get("max_tokens") or UNBOUNDED_OUTPUT
+        message = {"id": "msg_up", "type": "message", "role": "assistant", "model": body["model"],
+                   "content": [{"type": "text", "text": "done"}], "stop_reason": "max_tokens", "stop_sequence": None,
+                   "usage": {"input_tokens": input_tokens, "output_tokens": out}}
+        if not body.get("stream"):
+            return self._json(message)
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        start = {**message, "content": [], "stop_reason": None, "usage": {"input_tokens": input_tokens,
+                                                                           "output_tokens": 1}}
+        for event in [{"type": "message_start", "message": start},
+                      {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+                      {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "done"}},
+                      {"type": "content_block_stop", "index": 0},
+                      {"type": "message_delta", "delta": {"stop_reason": "max_tokens", "stop_sequence": None},
+                       "usage": {"output_tokens": out}},
+                      {"type": "message_stop"}]:
+            data = f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.write(b"0\r\n\r\n")
+
+    def _json(self, payload: dict) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 128  # many agents' connections at once
+
+
+@pytest.fixture
+def upstream():
+    SpendingUpstream.seen = []
+    server = _Server(("127.0.0.1", 0), SpendingUpstream)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    yield Upstream(REAL_KEY, base_url=f"http://127.0.0.1:{server.server_address[1]}")
+    server.shutdown()
+    server.server_close()
+
+
+def in_parallel(n: int, call) -> list:
+    """``call(i)`` on n threads at once; each result or the exception it raised."""
+    def one(i: int):
+        try:
+            return call(i)
+        except Exception as exc:  # the refusals are what this test is about
+            return exc
+
+    with ThreadPoolExecutor(n) as pool:
+        return list(pool.map(one, range(n)))
+
+
+def test_parallel_messages_never_spend_past_the_budget(upstream) -> None:
+    with Gateway(upstream=upstream, max_cost_usd=0.50) as gw:
+        sdk = anthropic.Anthropic(base_url=gw.url, api_key=gw.token, max_retries=0)
+
+        def call(i: int):
+            args = dict(model=MODEL, max_tokens=8000, messages=[{"role": "user", "content": PROMPT}])
+            if i % 2:
+                with sdk.messages.stream(**args) as stream:
+                    return stream.get_final_message()
+            return sdk.messages.create(**args)
+
+        results = in_parallel(24, call)
+    answered = [r for r in results if isinstance(r, anthropic.types.Message)]
+    refused = [r for r in results if isinstance(r, anthropic.BadRequestError)]
+    assert len(answered) + len(refused) == 24, [r for r in results if r not in answered + refused]
+    assert answered and refused
+    assert all(r.body["error"]["type"] == "invalid_request_error" and "budget" in r.body["error"]["message"]
+               for r in refused)
+    assert gw.total_cost_usd <= 0.50, f"spent ${gw.total_cost_usd} of a $0.50 budget"
+    assert gw.budget_spent
+    assert len(SpendingUpstream.seen) == len(answered)  # a refused request never reaches the upstream
+
+
+def test_parallel_responses_never_spend_past_the_budget(upstream) -> None:
+    with Gateway(upstream=upstream, max_cost_usd=0.50) as gw:
+        sdk = openai.OpenAI(base_url=gw.url + "/v1", api_key=gw.token, max_retries=0)
+
+        def call(i: int):
+            limit = {"max_output_tokens": 20_000} if i % 2 else {}  # Codex sets none
+            return sdk.responses.create(model=CODEX_MODEL, input=PROMPT, **limit)
+
+        results = in_parallel(16, call)
+    answered = [r for r in results if not isinstance(r, Exception)]
+    refused = [r for r in results if isinstance(r, openai.APIStatusError)]
+    assert len(answered) + len(refused) == 16, [r for r in results if r not in answered + refused]
+    assert answered and refused
+    # OpenAI's own shape for money that is gone: 429 insufficient_quota, which Codex does not retry.
+    assert all(r.status_code == 429 and r.code == "insufficient_quota" and "budget" in r.message for r in refused)
+    assert gw.total_cost_usd <= 0.50, f"spent ${gw.total_cost_usd} of a $0.50 budget"
+    assert gw.budget_spent
+
+
+def test_a_request_with_no_or_an_absurd_limit_is_bounded_by_the_cap(upstream) -> None:
+    with Gateway(upstream=upstream, max_cost_usd=100.0) as gw:
+        sdk = anthropic.Anthropic(base_url=gw.url, api_key=gw.token, max_retries=0)
+        with sdk.messages.stream(model=MODEL, max_tokens=50_000_000, messages=[{"role": "user", "content": "hi"}]) as s:
+            s.get_final_message()
+        openai.OpenAI(base_url=gw.url + "/v1", api_key=gw.token, max_retries=0).responses.create(
+            model=CODEX_MODEL, input="hi")
+    assert [b.get("max_tokens", b.get("max_output_tokens")) for b in SpendingUpstream.seen] == [OUTPUT_CAP_TOKENS] * 2
+    assert gw.total_cost_usd < 2 * pricing.cost_usd("claude-opus-4-1", 1000, OUTPUT_CAP_TOKENS)
+
+
+def test_near_the_end_of_the_budget_a_request_gets_what_is_left(upstream) -> None:
+    """A limit the budget cannot pay for shrinks to what is left; a reply too small to be useful is refused."""
+    with Gateway(upstream=upstream, max_cost_usd=0.06) as gw:
+        sdk = anthropic.Anthropic(base_url=gw.url, api_key=gw.token, max_retries=0)
+        ask = dict(model=MODEL, max_tokens=32_000, messages=[{"role": "user", "content": "hi"}])
+        with sdk.messages.stream(**ask) as stream:  # worth $0.48: shrunk to about 4,000 tokens
+            stream.get_final_message()
+        with pytest.raises(anthropic.BadRequestError, match="budget"), sdk.messages.stream(**ask) as stream:
+            stream.get_final_message()
+    (seen,) = SpendingUpstream.seen
+    assert 1024 <= seen["max_tokens"] < 4000
+    assert gw.total_cost_usd <= 0.06 and gw.budget_spent
+
+
+def test_thinking_budget_shrinks_with_max_tokens(upstream) -> None:
+    """Claude Code asks for max_tokens 32,000 with thinking; the API needs budget_tokens < max_tokens."""
+    with Gateway(upstream=upstream, max_cost_usd=0.20) as gw:
+        with anthropic.Anthropic(base_url=gw.url, api_key=gw.token, max_retries=0).messages.stream(
+                model=MODEL, max_tokens=32_000, thinking={"type": "enabled", "budget_tokens": 31_999},
+                messages=[{"role": "user", "content": "hi"}]) as stream:
+            stream.get_final_message()
+    (seen,) = SpendingUpstream.seen
+    assert 1024 <= seen["thinking"]["budget_tokens"] < seen["max_tokens"] < 32_000
+
+
+# -- a whole trial ----------------------------------------------------------------------------
+
+PARALLEL_AGENT = '''
+import os, sys
+from concurrent.futures import ThreadPoolExecutor
+import anthropic
+
+client = anthropic.Anthropic(base_url=os.environ["ANTHROPIC_BASE_URL"], api_key=os.environ["ANTHROPIC_API_KEY"],
+                             max_retries=0)
+def ask(i):
+    try:
+        client.messages.create(model="claude-sonnet-4-6", max_tokens=8000,
+                               messages=[{"role": "user", "content": sys.argv[1] * 50}])
+        return "ok"
+    except anthropic.APIStatusError as exc:
+        return str(exc.status_code)
+with ThreadPoolExecutor(20) as pool:
+    print(list(pool.map(ask, range(20))))
+open("done.txt", "w").write("done")
+'''
+
+
+def test_a_trial_that_spends_in_parallel_ends_unscored_on_budget(upstream, make_scenario, opts, tmp_path) -> None:
+    agent = tmp_path / "agent.py"
+    agent.write_text(PARALLEL_AGENT)
+    loaded = make_scenario(pass_if=[{"succeeds": {"run": "test -f done.txt"}}], budget={"max_cost_usd": 0.50})
+    template = f"{shlex.quote(sys.executable)} {shlex.quote(str(agent))} {{task}}"
+    from bot.replay.engine import run_trial
+
+    result = run_trial(loaded, "", opts(agent="command", command=template, model=MODEL, api_key=REAL_KEY,
+                                        upstream_url=upstream.base_url), 0)
+    assert result.cost_usd <= 0.50, f"spent ${result.cost_usd} of a $0.50 budget"
+    assert (result.verdict, result.agent_status) == ("unscored", "budget"), result.reason
+    assert result.checks == [] and "budget" in result.reason
