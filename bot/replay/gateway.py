@@ -328,13 +328,16 @@ class Gateway:
 
     def _record(self, request: dict[str, Any], usage: Usage, *, status: int, started: float,
                simulated: bool, stream: bool, branch: str | None = None,
-               grant: Reservation | None = None) -> ModelCall:
+               grant: Reservation | None = None, unfinished: bool = False) -> ModelCall:
+        """Record one answered call; ``unfinished`` (a stream that ended before its final usage) costs its worst case."""
         model = str(request.get("model") or SIMULATED_MODEL)
         cost = pricing.cost_usd(
             model, usage.input_tokens, usage.output_tokens,
             cache_creation_input_tokens=usage.cache_creation_input_tokens,
             cache_read_input_tokens=usage.cache_read_input_tokens,
         )
+        if unfinished and grant is not None:  # the model may have written up to its limit, and that is billed
+            cost = max(cost, round(grant.usd, 8))
         call = ModelCall(
             model=model, input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
             cost_usd=cost, duration_ms=int((time.monotonic() - started) * 1000), simulated=simulated,
@@ -611,8 +614,8 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {k: v for k, v in resp.getheaders() if k.lower() in _PASS_HEADERS and k.lower() != "content-type"}
         try:
             if "text/event-stream" in (resp.getheader("content-type") or ""):
-                def record_call() -> None:
-                    gateway._record(request, usage, status=resp.status, **record)
+                def record_call(finished: bool) -> None:
+                    gateway._record(request, usage, status=resp.status, unfinished=not finished, **record)
 
                 self._relay_stream(gateway, resp, headers, usage, record_call)
             else:
@@ -630,9 +633,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _relay_stream(
         self, gateway: Gateway, resp: http.client.HTTPResponse, headers: dict[str, str],
-        usage: Usage, record: Callable[[], None],
+        usage: Usage, record: Callable[[bool], None],
     ) -> None:
-        """Pass SSE events on as they arrive, counting usage; ``record`` runs exactly once."""
+        """Pass SSE events on as they arrive, counting usage; ``record(finished)`` runs exactly once."""
         recorded = False
         try:
             self._start_stream(resp.status, headers)
@@ -643,12 +646,12 @@ class _Handler(BaseHTTPRequestHandler):
                 self._chunk(held)
                 held = gateway._scrub(event_bytes)
             recorded = True
-            record()
+            record(resp.status == 200 and usage.stop_reason is not None)  # else it was cut before its final usage
             self._chunk(held)
             self._end_stream()
         finally:
             if not recorded:  # the agent hung up mid-stream: the tokens were still spent
-                record()
+                record(False)
 
 
 def _read_events(resp: http.client.HTTPResponse) -> Iterator[bytes]:

@@ -34,6 +34,7 @@ class SpendingUpstream(BaseHTTPRequestHandler):
 
     protocol_version = "HTTP/1.1"
     delay_s = 0.4
+    stall_s = 0.0  # pause after message_start, as a model does while it writes
     seen: list[dict] = []
 
     def log_message(self, *args) -> None:
@@ -74,7 +75,12 @@ class SpendingUpstream(BaseHTTPRequestHandler):
                        "usage": {"output_tokens": out}},
                       {"type": "message_stop"}]:
             data = f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            try:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                self.wfile.flush()
+            except OSError:  # the gateway hung up; a real API bills what it wrote so far
+                return
+            time.sleep(self.stall_s if event["type"] == "message_start" else 0)
         self.wfile.write(b"0\r\n\r\n")
 
     def _json(self, payload: dict) -> None:
@@ -190,6 +196,31 @@ def test_thinking_budget_shrinks_with_max_tokens(upstream) -> None:
             stream.get_final_message()
     (seen,) = SpendingUpstream.seen
     assert 1024 <= seen["thinking"]["budget_tokens"] < seen["max_tokens"] < 32_000
+
+
+def test_an_agent_that_hangs_up_mid_stream_is_charged_its_worst_case(upstream) -> None:
+    """Hanging up before the final usage must not make a call cheap: what the model wrote is unknown, and billed."""
+    SpendingUpstream.stall_s = 1.0
+    try:
+        with Gateway(upstream=upstream, max_cost_usd=0.50) as gw:
+            sdk = anthropic.Anthropic(base_url=gw.url, api_key=gw.token, max_retries=0)
+            for hung_up in range(10):
+                try:
+                    with sdk.messages.stream(model=MODEL, max_tokens=8000,
+                                             messages=[{"role": "user", "content": PROMPT}]) as stream:
+                        next(iter(stream))  # message_start, then hang up
+                except anthropic.BadRequestError as exc:
+                    assert "budget" in str(exc)
+                    break
+                deadline = time.monotonic() + 5
+                while len(gw.calls) <= hung_up and time.monotonic() < deadline:  # the gateway sees the hang-up
+                    time.sleep(0.05)
+    finally:
+        SpendingUpstream.stall_s = 0.0
+    assert 1 <= len(gw.calls) == hung_up < 10  # with only the input charged, all ten would have been answered
+    worst = pricing.cost_usd(MODEL, 0, 8000)
+    assert all(c.cost_usd >= worst for c in gw.calls), [c.cost_usd for c in gw.calls]
+    assert gw.total_cost_usd <= 0.50 and gw.budget_spent
 
 
 # -- a whole trial ----------------------------------------------------------------------------
