@@ -51,6 +51,7 @@ OUTPUT_CAP_TOKENS = 32_000  # a request asking for more (or setting no limit) is
 MIN_OUTPUT_TOKENS = 1_024  # a request the budget can pay less than this for is refused (or its own, if smaller)
 _MIN_THINKING_TOKENS = 1_024  # the Messages API's least thinking.budget_tokens
 _BYTES_PER_INPUT_TOKEN = 3  # input estimate from the body's size: more tokens than English or code has
+_UNFINISHED = (None, "queued", "in_progress")  # stop reasons (Responses: statuses) of an answer not yet done
 _DELTA_CHARS = 40  # size of each simulated stream delta; several per block exercises client assembly
 
 
@@ -625,7 +626,9 @@ class _Handler(BaseHTTPRequestHandler):
                         usage.add_message(json.loads(data))
                     except ValueError:
                         log.warning("upstream sent a 200 that is not JSON; usage not counted")
-                gateway._record(request, usage, status=resp.status, **record)
+                # A 200 with no final usage (a background response still "queued") is billed later: its worst case.
+                unfinished = resp.status == 200 and usage.stop_reason in _UNFINISHED
+                gateway._record(request, usage, status=resp.status, unfinished=unfinished, **record)
                 ctype = resp.getheader("content-type") or "application/json"
                 self._send_bytes(resp.status, gateway._scrub(data), ctype, headers)
         finally:
@@ -646,7 +649,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self._chunk(held)
                 held = gateway._scrub(event_bytes)
             recorded = True
-            record(resp.status == 200 and usage.stop_reason is not None)  # else it was cut before its final usage
+            record(resp.status == 200 and usage.stop_reason not in _UNFINISHED)  # else cut before its final usage
             self._chunk(held)
             self._end_stream()
         finally:

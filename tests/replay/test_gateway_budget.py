@@ -46,6 +46,10 @@ class SpendingUpstream(BaseHTTPRequestHandler):
         self.seen.append(body)
         time.sleep(self.delay_s)
         input_tokens = len(raw) // 4
+        if self.path.endswith("/responses") and body.get("background"):
+            # Answered at once, usage unknown; the model runs on (and is billed) after the connection ends.
+            return self._json({"id": "resp_bg", "object": "response", "status": "queued", "model": body["model"],
+                               "output": [], "usage": None})
         if self.path.endswith("/responses"):
             out = body.get("max_output_tokens") or UNBOUNDED_OUTPUT
             answer = {"id": "resp_up", "object": "response", "status": "completed", "model": body["model"],
@@ -221,6 +225,23 @@ def test_an_agent_that_hangs_up_mid_stream_is_charged_its_worst_case(upstream) -
     worst = pricing.cost_usd(MODEL, 0, 8000)
     assert all(c.cost_usd >= worst for c in gw.calls), [c.cost_usd for c in gw.calls]
     assert gw.total_cost_usd <= 0.50 and gw.budget_spent
+
+
+def test_background_responses_cannot_run_past_the_budget(upstream) -> None:
+    """A background response answers ``queued`` with no usage and is billed later, out of the gateway's sight."""
+    with Gateway(upstream=upstream, max_cost_usd=0.50) as gw:
+        sdk = openai.OpenAI(base_url=gw.url + "/v1", api_key=gw.token, max_retries=0)
+        answered = 0
+        for _ in range(20):
+            try:
+                sdk.responses.create(model=CODEX_MODEL, input=PROMPT, background=True, max_output_tokens=20_000)
+            except openai.APIStatusError as exc:
+                assert exc.status_code in (400, 429) and "budget" in exc.message or "background" in exc.message
+                break
+            answered += 1
+    worst = pricing.cost_usd(CODEX_MODEL, len(PROMPT), 20_000)
+    assert answered * worst <= 0.50 + worst, f"{answered} background responses of up to ${worst:.2f} each"
+    assert gw.total_cost_usd <= 0.50
 
 
 # -- a whole trial ----------------------------------------------------------------------------
