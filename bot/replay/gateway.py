@@ -157,6 +157,43 @@ def _thinking_budget(request: dict[str, Any]) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+# Tools the agent itself runs (their calls come back to it); any other tool runs at the provider (web search and
+# fetch, code execution, MCP, file search, image generation): network outside the sandbox, cost outside the tokens.
+_CLIENT_TOOL_PREFIXES = ("bash_", "text_editor_", "computer_", "memory_")  # Messages API types the client runs
+_CLIENT_RESPONSES_TOOLS = ("function", "custom", "local_shell", "shell", "apply_patch", "computer_use_preview")
+_PROVIDER_FIELDS = ("mcp_servers", "container")  # Messages API: remote MCP servers, a code-execution container
+
+
+def _client_tool(tool: Any, path: str) -> bool:
+    if not isinstance(tool, dict):
+        return False
+    kind = tool.get("type")
+    if path == RESPONSES_PATH:
+        return kind in _CLIENT_RESPONSES_TOOLS
+    return kind in (None, "custom") or (isinstance(kind, str) and kind.startswith(_CLIENT_TOOL_PREFIXES))
+
+
+def without_provider_tools(request: dict[str, Any], path: str) -> dict[str, Any]:
+    """``request`` with only the tools the agent runs itself; the same object when it has no other.
+
+    A tool the provider runs would reach the network from outside the sandbox
+    (a fixture can ask the model to fetch a URL with a file's content in it)
+    and costs per use, outside the tokens the budget counts; the model simply
+    is not offered it.
+    """
+    tools = request.get("tools") if isinstance(request.get("tools"), list) else []
+    dropped = [t for t in tools if not _client_tool(t, path)]
+    fields = [] if path == RESPONSES_PATH else [f for f in _PROVIDER_FIELDS if f in request]
+    if not dropped and not fields:
+        return request
+    log.warning("gateway: removed provider-run tools %s and fields %s from a request",
+                [t.get("type") if isinstance(t, dict) else t for t in dropped], fields)
+    out = {k: v for k, v in request.items() if k not in fields}
+    if dropped:
+        out["tools"] = [t for t in tools if _client_tool(t, path)]
+    return out
+
+
 def with_output_limit(request: dict[str, Any], path: str, tokens: int) -> dict[str, Any]:
     """``request`` limited to ``tokens`` of output; a thinking budget shrinks to stay below it, as the API requires."""
     out = {**request, _limit_key(path): tokens}
@@ -524,6 +561,10 @@ class _Handler(BaseHTTPRequestHandler):
         simulated = gateway.mode == "scripted"
         if gateway.latency_s:
             time.sleep(gateway.latency_s)
+        if not simulated:
+            allowed = without_provider_tools(request, path)
+            if allowed is not request:
+                request, raw = allowed, json.dumps(allowed).encode()
         reserved = gateway.reserve(request, raw, path)
         if reserved is None:
             self._refuse_budget(gateway, path)

@@ -244,6 +244,35 @@ def test_background_responses_cannot_run_past_the_budget(upstream) -> None:
     assert gw.total_cost_usd <= 0.50
 
 
+BASH_TOOL = {"name": "bash", "description": "run a command",
+             "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}}}
+
+
+def test_server_tools_never_reach_the_upstream(upstream) -> None:
+    """Web search and fetch, code execution and MCP run at the provider: network outside the sandbox, cost outside
+    the tokens. The agent's own tools (custom ones, and the client-run bash/editor types) pass."""
+    with Gateway(upstream=upstream, max_cost_usd=5.0) as gw:
+        anthropic.Anthropic(base_url=gw.url, api_key=gw.token, max_retries=0).messages.create(
+            model=MODEL, max_tokens=100, messages=[{"role": "user", "content": "hi"}],
+            tools=[BASH_TOOL, {"type": "bash_20250124", "name": "bash2"},
+                   {"type": "web_search_20250305", "name": "web_search", "max_uses": 500},
+                   {"type": "web_fetch_20250910", "name": "web_fetch"},
+                   {"type": "code_execution_20250825", "name": "code_execution"},
+                   {"type": "mcp_toolset", "mcp_server_name": "evil"}],
+            extra_body={"mcp_servers": [{"type": "url", "url": "https://evil.example/mcp", "name": "evil"}],
+                        "container": "cntr_1"})
+        openai.OpenAI(base_url=gw.url + "/v1", api_key=gw.token, max_retries=0).responses.create(
+            model=CODEX_MODEL, input="hi", max_output_tokens=100,
+            tools=[{"type": "function", "name": "exec_command", "parameters": {"type": "object", "properties": {}}},
+                   {"type": "web_search"}, {"type": "code_interpreter", "container": {"type": "auto"}},
+                   {"type": "mcp", "server_label": "evil", "server_url": "https://evil.example/mcp"},
+                   {"type": "file_search", "vector_store_ids": ["vs_1"]}, {"type": "image_generation"}])
+    messages, responses = SpendingUpstream.seen
+    assert [t.get("type", "custom") for t in messages["tools"]] == ["custom", "bash_20250124"]
+    assert "mcp_servers" not in messages and "container" not in messages
+    assert [t["type"] for t in responses["tools"]] == ["function"]
+
+
 # -- a whole trial ----------------------------------------------------------------------------
 
 PARALLEL_AGENT = '''
