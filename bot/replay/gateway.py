@@ -51,6 +51,7 @@ OUTPUT_CAP_TOKENS = 32_000  # a request asking for more (or setting no limit) is
 MIN_OUTPUT_TOKENS = 1_024  # a request the budget can pay less than this for is refused (or its own, if smaller)
 _MIN_THINKING_TOKENS = 1_024  # the Messages API's least thinking.budget_tokens
 _BYTES_PER_INPUT_TOKEN = 3  # input estimate from the body's size: more tokens than English or code has
+_CUT_SHORT = ("max_tokens", "incomplete")  # stop reasons (Responses: statuses) of an answer that hit its limit
 _UNFINISHED = (None, "queued", "in_progress")  # stop reasons (Responses: statuses) of an answer not yet done
 _DELTA_CHARS = 40  # size of each simulated stream delta; several per block exercises client assembly
 
@@ -140,6 +141,7 @@ class Reservation:
     usd: float
     output_tokens: int
     settled: bool = False
+    cut_by_budget: bool = False  # the output limit is lower than asked because the budget pays for no more
 
 
 def _limit_key(path: str) -> str:
@@ -329,7 +331,8 @@ class Gateway:
         reservations still pays for; the request is forwarded with that limit
         (a missing one is set), so the model cannot spend past it. When the
         budget pays for less than ``MIN_OUTPUT_TOKENS`` (or the request's own
-        smaller limit), the request is refused and ``budget_spent`` set.
+        smaller limit), the request is refused and ``budget_spent`` set; it is
+        set too when an answer runs into a limit the budget lowered.
         Returns the reservation and the request to answer. The budget can be
         passed only by an upstream that counts more input tokens than the
         estimate. Without ``max_cost_usd`` nothing is reserved or changed.
@@ -349,7 +352,8 @@ class Gateway:
             if tokens < least:
                 self.budget_spent = True
                 return None
-            grant = Reservation(input_usd + tokens * price.output_per_mtok / 1e6, tokens)
+            grant = Reservation(input_usd + tokens * price.output_per_mtok / 1e6, tokens,
+                                cut_by_budget=tokens < min(asked or OUTPUT_CAP_TOKENS, OUTPUT_CAP_TOKENS))
             self._reserved_usd += grant.usd
         return grant, (request if tokens == asked else with_output_limit(request, path, tokens))
 
@@ -389,6 +393,8 @@ class Gateway:
             if grant is not None and not grant.settled:  # the reservation becomes the real cost
                 grant.settled = True
                 self._reserved_usd -= grant.usd
+            if grant is not None and grant.cut_by_budget and usage.stop_reason in _CUT_SHORT:
+                self.budget_spent = True  # the answer ran into the budget's limit, not the agent's
             if self._on_call is not None:
                 try:
                     self._on_call(call)

@@ -191,6 +191,18 @@ def test_near_the_end_of_the_budget_a_request_gets_what_is_left(upstream) -> Non
     assert gw.total_cost_usd <= 0.06 and gw.budget_spent
 
 
+def test_an_answer_cut_short_by_the_budget_marks_it_spent(upstream) -> None:
+    """A model that ran into a limit the budget set (not the agent) may have failed for it: the trial is unscored."""
+    with Gateway(upstream=upstream, max_cost_usd=0.40) as gw:
+        sdk = anthropic.Anthropic(base_url=gw.url, api_key=gw.token, max_retries=0)
+        sdk.messages.create(model=MODEL, max_tokens=1000, messages=[{"role": "user", "content": "hi"}])
+        assert not gw.budget_spent  # it hit its own limit
+        with sdk.messages.stream(model=MODEL, max_tokens=32_000, messages=[{"role": "user", "content": "hi"}]) as s:
+            assert s.get_final_message().stop_reason == "max_tokens"
+    assert SpendingUpstream.seen[1]["max_tokens"] < 32_000
+    assert gw.budget_spent and len(gw.calls) == 2
+
+
 def test_thinking_budget_shrinks_with_max_tokens(upstream) -> None:
     """Claude Code asks for max_tokens 32,000 with thinking; the API needs budget_tokens < max_tokens."""
     with Gateway(upstream=upstream, max_cost_usd=0.20) as gw:
