@@ -29,7 +29,9 @@ def _no_network_prefix() -> list[str] | None:
     if shutil.which("unshare") is None or shutil.which("ip") is None:
         return None
     probe = subprocess.run(["unshare", "-rn", "sh", "-c", "ip link set lo up"], capture_output=True)
-    return ["unshare", "-rn", "sh", "-c", 'ip link set lo up && exec "$@"', "offline"] if probe.returncode == 0 else None
+    if probe.returncode != 0:
+        return None
+    return ["unshare", "-rn", "sh", "-c", 'ip link set lo up && exec "$@"', "offline"]
 
 
 OFFLINE = _no_network_prefix()

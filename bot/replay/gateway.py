@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 
 from bot.model import pricing
 from bot.replay import responses_api
+from bot.replay.budget import UNFINISHED, Budget, Reservation, without_provider_tools
 from bot.replay.policy import SIMULATED_MODEL, Reply, estimate_input_tokens
 
 log = logging.getLogger(__name__)
@@ -46,13 +47,6 @@ ERROR_TYPES = {
 # Upstream response headers an agent may see; anything else stays behind.
 _PASS_HEADERS = ("content-type", "request-id", "retry-after", "retry-after-ms", "x-should-retry")
 RESPONSES_PATH = "/v1/responses"  # the OpenAI Responses API, for Codex CLI (bot/replay/responses_api.py)
-# The budget's reservation per request (see Gateway.reserve).
-OUTPUT_CAP_TOKENS = 32_000  # a request asking for more (or setting no limit) is forwarded with this limit
-MIN_OUTPUT_TOKENS = 1_024  # a request the budget can pay less than this for is refused (or its own, if smaller)
-_MIN_THINKING_TOKENS = 1_024  # the Messages API's least thinking.budget_tokens
-_BYTES_PER_INPUT_TOKEN = 3  # input estimate from the body's size: more tokens than English or code has
-_CUT_SHORT = ("max_tokens", "incomplete")  # stop reasons (Responses: statuses) of an answer that hit its limit
-_UNFINISHED = (None, "queued", "in_progress")  # stop reasons (Responses: statuses) of an answer not yet done
 _DELTA_CHARS = 40  # size of each simulated stream delta; several per block exercises client assembly
 
 
@@ -134,77 +128,6 @@ def error_body(status: int, message: str) -> dict[str, Any]:
     return {"type": "error", "error": {"type": ERROR_TYPES.get(status, "api_error"), "message": message}}
 
 
-@dataclass
-class Reservation:
-    """What one admitted request may spend at most; settled to its real cost when it is recorded."""
-
-    usd: float
-    output_tokens: int
-    settled: bool = False
-    cut_by_budget: bool = False  # the output limit is lower than asked because the budget pays for no more
-
-
-def _limit_key(path: str) -> str:
-    return "max_output_tokens" if path == RESPONSES_PATH else "max_tokens"
-
-
-def _output_limit(request: dict[str, Any], path: str) -> int | None:
-    value = request.get(_limit_key(path))
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
-
-
-def _thinking_budget(request: dict[str, Any]) -> int | None:
-    thinking = request.get("thinking")
-    value = thinking.get("budget_tokens") if isinstance(thinking, dict) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-# Tools the agent itself runs (their calls come back to it); any other tool runs at the provider (web search and
-# fetch, code execution, MCP, file search, image generation): network outside the sandbox, cost outside the tokens.
-_CLIENT_TOOL_PREFIXES = ("bash_", "text_editor_", "computer_", "memory_")  # Messages API types the client runs
-_CLIENT_RESPONSES_TOOLS = ("function", "custom", "local_shell", "shell", "apply_patch", "computer_use_preview")
-_PROVIDER_FIELDS = ("mcp_servers", "container")  # Messages API: remote MCP servers, a code-execution container
-
-
-def _client_tool(tool: Any, path: str) -> bool:
-    if not isinstance(tool, dict):
-        return False
-    kind = tool.get("type")
-    if path == RESPONSES_PATH:
-        return kind in _CLIENT_RESPONSES_TOOLS
-    return kind in (None, "custom") or (isinstance(kind, str) and kind.startswith(_CLIENT_TOOL_PREFIXES))
-
-
-def without_provider_tools(request: dict[str, Any], path: str) -> dict[str, Any]:
-    """``request`` with only the tools the agent runs itself; the same object when it has no other.
-
-    A tool the provider runs would reach the network from outside the sandbox
-    (a fixture can ask the model to fetch a URL with a file's content in it)
-    and costs per use, outside the tokens the budget counts; the model simply
-    is not offered it.
-    """
-    tools = request.get("tools") if isinstance(request.get("tools"), list) else []
-    dropped = [t for t in tools if not _client_tool(t, path)]
-    fields = [] if path == RESPONSES_PATH else [f for f in _PROVIDER_FIELDS if f in request]
-    if not dropped and not fields:
-        return request
-    log.warning("gateway: removed provider-run tools %s and fields %s from a request",
-                [t.get("type") if isinstance(t, dict) else t for t in dropped], fields)
-    out = {k: v for k, v in request.items() if k not in fields}
-    if dropped:
-        out["tools"] = [t for t in tools if _client_tool(t, path)]
-    return out
-
-
-def with_output_limit(request: dict[str, Any], path: str, tokens: int) -> dict[str, Any]:
-    """``request`` limited to ``tokens`` of output; a thinking budget shrinks to stay below it, as the API requires."""
-    out = {**request, _limit_key(path): tokens}
-    thinking = _thinking_budget(request)
-    if thinking is not None and thinking >= tokens:
-        out["thinking"] = {**request["thinking"], "budget_tokens": tokens - 1}
-    return out
-
-
 def message_events(message: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """The stream events that deliver ``message``, in Messages API order."""
     usage = message["usage"]
@@ -242,7 +165,7 @@ class Gateway:
     (e.g. ``[529, 500]``) returned, as Anthropic errors, to the next calls.
     ``on_call`` is called with each ``ModelCall`` once it is answered.
     ``max_cost_usd`` is the run's budget: each request reserves its worst
-    case first (``reserve``), a request the budget cannot pay for is refused
+    case first (``Budget.reserve``), a request the budget cannot pay for is refused
     in its API's error shape, and ``budget_spent`` is set, so the harness
     reports the run as unscored. Parallel requests cannot spend it twice.
     """
@@ -263,11 +186,8 @@ class Gateway:
         self.mode = "scripted" if policy is not None else "upstream"
         self.token = "rb-gw-" + secrets.token_urlsafe(24)
         self.latency_s = latency_s
-        # Once the run has spent this much, every further call is refused.
         self.max_cost_usd = max_cost_usd
-        self.budget_spent = False
-        self._spent_usd = 0.0  # settled cost of the calls; with _reserved_usd, what `reserve` checks
-        self._reserved_usd = 0.0  # worst cases of the requests in flight
+        self.budget = Budget(max_cost_usd)
         self.calls: list[ModelCall] = []
         self.callback_errors: list[BaseException] = []
         self._fail_next = deque(fail_next)
@@ -319,50 +239,10 @@ class Gateway:
             offered.append(auth[7:].strip())
         return any(hmac.compare_digest(o.encode(), self.token.encode()) for o in offered)
 
-    def reserve(self, request: dict[str, Any], raw: bytes, path: str) -> tuple[Reservation, dict[str, Any]] | None:
-        """Reserve the worst case of one request before it is answered; None: refuse it, the budget is spent.
-
-        The worst case is the input at the cache-write price (the dearest input),
-        estimated as one token per ``_BYTES_PER_INPUT_TOKEN`` bytes of the body,
-        plus the output limit at the output price (``pricing.price_for`` the
-        requested model). The output limit is the request's ``max_tokens``
-        (``max_output_tokens`` for the Responses API), at most
-        ``OUTPUT_CAP_TOKENS``, and at most what the budget left after the open
-        reservations still pays for; the request is forwarded with that limit
-        (a missing one is set), so the model cannot spend past it. When the
-        budget pays for less than ``MIN_OUTPUT_TOKENS`` (or the request's own
-        smaller limit), the request is refused and ``budget_spent`` set; it is
-        set too when an answer runs into a limit the budget lowered.
-        Returns the reservation and the request to answer. The budget can be
-        passed only by an upstream that counts more input tokens than the
-        estimate. Without ``max_cost_usd`` nothing is reserved or changed.
-        """
-        asked = _output_limit(request, path)
-        if self.max_cost_usd is None:
-            return Reservation(0.0, asked or 0), request
-        price = pricing.price_for(str(request.get("model") or SIMULATED_MODEL))
-        input_usd = -(-len(raw) // _BYTES_PER_INPUT_TOKEN) * price.cache_write_per_mtok / 1e6
-        least = min(asked or MIN_OUTPUT_TOKENS, MIN_OUTPUT_TOKENS)
-        if _thinking_budget(request) is not None:
-            least = max(least, _MIN_THINKING_TOKENS + 1)
-        with self._lock:
-            left = self.max_cost_usd - self._spent_usd - self._reserved_usd - input_usd
-            affordable = int(left * 1e6 / price.output_per_mtok) if left > 0 else 0
-            tokens = min(asked or OUTPUT_CAP_TOKENS, OUTPUT_CAP_TOKENS, affordable)
-            if tokens < least:
-                self.budget_spent = True
-                return None
-            grant = Reservation(input_usd + tokens * price.output_per_mtok / 1e6, tokens,
-                                cut_by_budget=tokens < min(asked or OUTPUT_CAP_TOKENS, OUTPUT_CAP_TOKENS))
-            self._reserved_usd += grant.usd
-        return grant, (request if tokens == asked else with_output_limit(request, path, tokens))
-
-    def release(self, grant: Reservation) -> None:
-        """Give back a reservation that was never recorded (the request ended without an answer)."""
-        with self._lock:
-            if not grant.settled:
-                grant.settled = True
-                self._reserved_usd -= grant.usd
+    @property
+    def budget_spent(self) -> bool:
+        """A request was refused, or an answer was cut short, for the budget: the run is unscored."""
+        return self.budget.spent
 
     def _take_failure(self) -> int | None:
         with self._lock:
@@ -371,15 +251,14 @@ class Gateway:
     def _record(self, request: dict[str, Any], usage: Usage, *, status: int, started: float,
                simulated: bool, stream: bool, branch: str | None = None,
                grant: Reservation | None = None, unfinished: bool = False) -> ModelCall:
-        """Record one answered call; ``unfinished`` (a stream that ended before its final usage) costs its worst case."""
+        """Record one answered call, settling its reservation (``Budget.settle``, which prices ``unfinished``)."""
         model = str(request.get("model") or SIMULATED_MODEL)
         cost = pricing.cost_usd(
             model, usage.input_tokens, usage.output_tokens,
             cache_creation_input_tokens=usage.cache_creation_input_tokens,
             cache_read_input_tokens=usage.cache_read_input_tokens,
         )
-        if unfinished and grant is not None:  # the model may have written up to its limit, and that is billed
-            cost = max(cost, round(grant.usd, 8))
+        cost = self.budget.settle(grant, cost, usage.stop_reason, unfinished=unfinished)
         call = ModelCall(
             model=model, input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
             cost_usd=cost, duration_ms=int((time.monotonic() - started) * 1000), simulated=simulated,
@@ -389,12 +268,6 @@ class Gateway:
         # One lock keeps `calls` and the callback (the trace writer) in the same order.
         with self._lock:
             self.calls.append(call)
-            self._spent_usd += cost
-            if grant is not None and not grant.settled:  # the reservation becomes the real cost
-                grant.settled = True
-                self._reserved_usd -= grant.usd
-            if grant is not None and grant.cut_by_budget and usage.stop_reason in _CUT_SHORT:
-                self.budget_spent = True  # the answer ran into the budget's limit, not the agent's
             if self._on_call is not None:
                 try:
                     self._on_call(call)
@@ -567,11 +440,13 @@ class _Handler(BaseHTTPRequestHandler):
         simulated = gateway.mode == "scripted"
         if gateway.latency_s:
             time.sleep(gateway.latency_s)
+        responses = path == RESPONSES_PATH
         if not simulated:
-            allowed = without_provider_tools(request, path)
+            allowed = without_provider_tools(request, responses)
             if allowed is not request:
                 request, raw = allowed, json.dumps(allowed).encode()
-        reserved = gateway.reserve(request, raw, path)
+        reserved = gateway.budget.reserve(request, raw, model=str(request.get("model") or SIMULATED_MODEL),
+                                          responses=responses)
         if reserved is None:
             self._refuse_budget(gateway, path)
             return
@@ -592,7 +467,7 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 self._forward(gateway, request, raw, started, stream, path, grant)
         finally:
-            gateway.release(grant)
+            gateway.budget.release(grant)
 
     def _refuse_budget(self, gateway: Gateway, path: str) -> None:
         """The refusal in the endpoint's own error shape; neither SDK retries it (``x-should-retry``)."""
@@ -662,8 +537,9 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {k: v for k, v in resp.getheaders() if k.lower() in _PASS_HEADERS and k.lower() != "content-type"}
         try:
             if "text/event-stream" in (resp.getheader("content-type") or ""):
-                def record_call(finished: bool) -> None:
-                    gateway._record(request, usage, status=resp.status, unfinished=not finished, **record)
+                def record_call(cut: bool) -> None:  # cut: ended before its final usage (billed, not seen)
+                    unfinished = resp.status == 200 and (cut or usage.stop_reason in UNFINISHED)
+                    gateway._record(request, usage, status=resp.status, unfinished=unfinished, **record)
 
                 self._relay_stream(gateway, resp, headers, usage, record_call)
             else:
@@ -674,7 +550,7 @@ class _Handler(BaseHTTPRequestHandler):
                     except ValueError:
                         log.warning("upstream sent a 200 that is not JSON; usage not counted")
                 # A 200 with no final usage (a background response still "queued") is billed later: its worst case.
-                unfinished = resp.status == 200 and usage.stop_reason in _UNFINISHED
+                unfinished = resp.status == 200 and usage.stop_reason in UNFINISHED
                 gateway._record(request, usage, status=resp.status, unfinished=unfinished, **record)
                 ctype = resp.getheader("content-type") or "application/json"
                 self._send_bytes(resp.status, gateway._scrub(data), ctype, headers)
@@ -685,7 +561,7 @@ class _Handler(BaseHTTPRequestHandler):
         self, gateway: Gateway, resp: http.client.HTTPResponse, headers: dict[str, str],
         usage: Usage, record: Callable[[bool], None],
     ) -> None:
-        """Pass SSE events on as they arrive, counting usage; ``record(finished)`` runs exactly once."""
+        """Pass SSE events on as they arrive, counting usage; ``record(cut)`` runs exactly once."""
         recorded = False
         try:
             self._start_stream(resp.status, headers)
@@ -696,12 +572,12 @@ class _Handler(BaseHTTPRequestHandler):
                 self._chunk(held)
                 held = gateway._scrub(event_bytes)
             recorded = True
-            record(resp.status == 200 and usage.stop_reason not in _UNFINISHED)  # else cut before its final usage
+            record(False)
             self._chunk(held)
             self._end_stream()
         finally:
             if not recorded:  # the agent hung up mid-stream: the tokens were still spent
-                record(False)
+                record(True)
 
 
 def _read_events(resp: http.client.HTTPResponse) -> Iterator[bytes]:

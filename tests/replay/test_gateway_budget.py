@@ -21,7 +21,8 @@ import openai
 import pytest
 
 from bot.model import pricing
-from bot.replay.gateway import OUTPUT_CAP_TOKENS, Gateway, Upstream
+from bot.replay.budget import OUTPUT_CAP_TOKENS
+from bot.replay.gateway import Gateway, Upstream
 
 REAL_KEY = "sk-REAL-KEY-never-shown-to-agents"
 MODEL, CODEX_MODEL = "claude-sonnet-4-6", "gpt-5-codex"
