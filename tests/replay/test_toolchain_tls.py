@@ -10,9 +10,7 @@ store; uv does only when told to.
 
 from __future__ import annotations
 
-import base64
 import functools
-import hashlib
 import http.server
 import json
 import shutil
@@ -20,10 +18,10 @@ import ssl
 import subprocess
 import sys
 import threading
-import zipfile
 from pathlib import Path
 
 import pytest
+from helpers import hand_made_wheel
 
 from bot.replay import toolchain
 
@@ -35,25 +33,6 @@ def _can_remount() -> bool:
 
 
 pytestmark = pytest.mark.skipif(not _can_remount(), reason="needs `unshare -rm` (user and mount namespaces)")
-
-
-def hand_made_wheel(folder: Path, name: str = "rbprobe", version: str = "1.0") -> Path:
-    files = {f"{name}/__init__.py": "VALUE = 42\n",
-             f"{name}-{version}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
-             f"{name}-{version}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
-                                                  "Tag: py3-none-any\n"}
-    record = []
-    for path, text in files.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
-        record.append(f"{path},sha256={digest},{len(text.encode())}")
-    files[f"{name}-{version}.dist-info/RECORD"] = "\n".join([*record, f"{name}-{version}.dist-info/RECORD,,"]) + "\n"
-    wheel = folder / f"{name}-{version}-py3-none-any.whl"
-    with zipfile.ZipFile(wheel, "w") as out:
-        for path, text in files.items():
-            out.writestr(path, text)
-    (folder / "simple" / name).mkdir(parents=True)
-    (folder / "simple" / name / "index.html").write_text(f'<a href="/{wheel.name}">{wheel.name}</a>\n')
-    return wheel
 
 
 def proxy_ca_and_server_cert(folder: Path) -> tuple[Path, Path, Path]:
