@@ -100,6 +100,10 @@ def _build(env_dir: Path, reqs: list[str], interpreter: str, where: str) -> None
         steps = build_steps(uv, _uv_version(uv) if uv else None, env_dir, interpreter, reqs_file)
         for argv in steps:
             done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=900)
+            if done.returncode != 0 and uv and argv[1:3] == ["pip", "install"]:
+                # No index (no network, or it is down): what uv's cache holds is the same wheels.
+                offline = subprocess.run([*argv, "--offline"], env=env, capture_output=True, text=True, timeout=900)
+                done = offline if offline.returncode == 0 else done
             if done.returncode != 0:
                 raise BadInput(f"{where}: could not build its environment ({' '.join(reqs)}): "
                                f"{(done.stderr or done.stdout).strip()[-400:]}; check the `requirements` "
