@@ -47,6 +47,7 @@ ERROR_TYPES = {
 # Upstream response headers an agent may see; anything else stays behind.
 _PASS_HEADERS = ("content-type", "request-id", "retry-after", "retry-after-ms", "x-should-retry")
 RESPONSES_PATH = "/v1/responses"  # the OpenAI Responses API, for Codex CLI (bot/replay/responses_api.py)
+MAX_BODY_BYTES = 32 << 20  # the Messages API's own request limit; the gateway reads no more than this
 _DELTA_CHARS = 40  # size of each simulated stream delta; several per block exercises client assembly
 
 
@@ -412,6 +413,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(404, error_body(404, f"no such endpoint: GET {path}"))
 
     def do_POST(self) -> None:
+        if int(self.headers.get("content-length") or 0) > MAX_BODY_BYTES:  # never read into memory
+            self.close_connection = True  # the unread body would desync a keep-alive connection
+            message = f"request body over {MAX_BODY_BYTES >> 20} MB"
+            self._send_json(413, error_body(413, message), {"connection": "close"})
+            return
         raw = self._read_body()  # always drain it, or the keep-alive connection desyncs
         path = self.path.split("?", 1)[0]
         gateway = self.server.gateway

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import socket
 import sys
 import threading
 import time
@@ -319,3 +320,17 @@ def test_a_trial_that_spends_in_parallel_ends_unscored_on_budget(upstream, make_
     assert result.cost_usd <= 0.50, f"spent ${result.cost_usd} of a $0.50 budget"
     assert (result.verdict, result.agent_status) == ("unscored", "budget"), result.reason
     assert result.checks == [] and "budget" in result.reason
+
+
+def test_a_huge_body_is_refused_unread(upstream) -> None:
+    """The harness is bound too: a body past the API's own 32 MB limit is not read into memory."""
+    with Gateway(upstream=upstream, max_cost_usd=0.50) as gw:
+        with socket.create_connection(("127.0.0.1", gw.port), timeout=5) as sock:
+            sock.sendall(b"POST /v1/messages HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\n"
+                         b"x-api-key: " + gw.token.encode() + b"\r\ncontent-length: 10000000000\r\n\r\n{")
+            answer = b""
+            while chunk := sock.recv(65536):  # the gateway closes the connection after its answer
+                answer += chunk
+            answer = answer.decode()
+    assert answer.startswith("HTTP/1.1 413") and "request_too_large" in answer
+    assert gw.calls == [] and SpendingUpstream.seen == []
