@@ -97,7 +97,7 @@ def _build(env_dir: Path, reqs: list[str], interpreter: str, where: str) -> None
     env = {k: v for k, v in os.environ.items() if k in _INSTALLER_ENV or k.startswith(("UV_", "PIP_"))}
     uv = _uv()
     try:
-        steps = build_steps(uv, _uv_version(uv) if uv else None, env_dir, interpreter, reqs_file)
+        steps = build_steps(uv, _uv_version(uv, env) if uv else None, env_dir, interpreter, reqs_file)
         for argv in steps:
             done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=900)
             if done.returncode != 0 and uv and argv[1:3] == ["pip", "install"]:
@@ -138,10 +138,10 @@ def build_steps(uv: str | None, uv_version: tuple[int, ...] | None, env_dir: Pat
              "-r", str(reqs_file)]]
 
 
-def _uv_version(uv: str) -> tuple[int, ...] | None:
+def _uv_version(uv: str, env: dict[str, str]) -> tuple[int, ...] | None:
     """``uv --version`` as numbers (``uv 0.13.9 (…)``); None when it does not say."""
     try:
-        out = subprocess.run([uv, "--version"], capture_output=True, text=True, timeout=30).stdout
+        out = subprocess.run([uv, "--version"], env=env, capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.TimeoutExpired):
         return None
     match = re.search(r"\buv (\d+)\.(\d+)(?:\.(\d+))?", out)
