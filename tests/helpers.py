@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
 import textwrap
 import time
+import zipfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -97,3 +99,23 @@ def processes_with(text: str, within: float = 2.0) -> list[int]:
         if not pids or time.monotonic() > end:
             return pids
         time.sleep(0.05)
+
+
+def hand_made_wheel(folder: Path, name: str = "rbprobe", version: str = "1.0") -> Path:
+    """A pure-Python wheel (``import NAME; NAME.VALUE == 42``) in ``folder``, and a PEP 503 ``simple/`` index of it."""
+    files = {f"{name}/__init__.py": "VALUE = 42\n",
+             f"{name}-{version}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+             f"{name}-{version}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+                                                  "Tag: py3-none-any\n"}
+    record = []
+    for path, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        record.append(f"{path},sha256={digest},{len(text.encode())}")
+    files[f"{name}-{version}.dist-info/RECORD"] = "\n".join([*record, f"{name}-{version}.dist-info/RECORD,,"]) + "\n"
+    wheel = folder / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as out:
+        for path, text in files.items():
+            out.writestr(path, text)
+    (folder / "simple" / name).mkdir(parents=True)
+    (folder / "simple" / name / "index.html").write_text(f'<a href="/{wheel.name}">{wheel.name}</a>\n')
+    return wheel

@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 
 from bot.model import pricing
 from bot.replay import responses_api
+from bot.replay.budget import UNFINISHED, Budget, Reservation, without_provider_tools
 from bot.replay.policy import SIMULATED_MODEL, Reply, estimate_input_tokens
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,7 @@ ERROR_TYPES = {
 # Upstream response headers an agent may see; anything else stays behind.
 _PASS_HEADERS = ("content-type", "request-id", "retry-after", "retry-after-ms", "x-should-retry")
 RESPONSES_PATH = "/v1/responses"  # the OpenAI Responses API, for Codex CLI (bot/replay/responses_api.py)
+MAX_BODY_BYTES = 32 << 20  # the Messages API's own request limit; the gateway reads no more than this
 _DELTA_CHARS = 40  # size of each simulated stream delta; several per block exercises client assembly
 
 
@@ -163,8 +165,10 @@ class Gateway:
     ``latency_s`` delays every answer; ``fail_next`` lists HTTP statuses
     (e.g. ``[529, 500]``) returned, as Anthropic errors, to the next calls.
     ``on_call`` is called with each ``ModelCall`` once it is answered.
-    ``max_cost_usd`` is the run's budget: once spent, calls get a 400 error
-    and ``budget_spent`` is set, so the harness reports the run as unscored.
+    ``max_cost_usd`` is the run's budget: each request reserves its worst
+    case first (``Budget.reserve``), a request the budget cannot pay for is refused
+    in its API's error shape, and ``budget_spent`` is set, so the harness
+    reports the run as unscored. Parallel requests cannot spend it twice.
     """
 
     def __init__(
@@ -183,9 +187,8 @@ class Gateway:
         self.mode = "scripted" if policy is not None else "upstream"
         self.token = "rb-gw-" + secrets.token_urlsafe(24)
         self.latency_s = latency_s
-        # Once the run has spent this much, every further call is refused.
         self.max_cost_usd = max_cost_usd
-        self.budget_spent = False
+        self.budget = Budget(max_cost_usd)
         self.calls: list[ModelCall] = []
         self.callback_errors: list[BaseException] = []
         self._fail_next = deque(fail_next)
@@ -237,18 +240,26 @@ class Gateway:
             offered.append(auth[7:].strip())
         return any(hmac.compare_digest(o.encode(), self.token.encode()) for o in offered)
 
+    @property
+    def budget_spent(self) -> bool:
+        """A request was refused, or an answer was cut short, for the budget: the run is unscored."""
+        return self.budget.spent
+
     def _take_failure(self) -> int | None:
         with self._lock:
             return self._fail_next.popleft() if self._fail_next else None
 
     def _record(self, request: dict[str, Any], usage: Usage, *, status: int, started: float,
-               simulated: bool, stream: bool, branch: str | None = None) -> ModelCall:
+               simulated: bool, stream: bool, branch: str | None = None,
+               grant: Reservation | None = None, unfinished: bool = False) -> ModelCall:
+        """Record one answered call, settling its reservation (``Budget.settle``, which prices ``unfinished``)."""
         model = str(request.get("model") or SIMULATED_MODEL)
         cost = pricing.cost_usd(
             model, usage.input_tokens, usage.output_tokens,
             cache_creation_input_tokens=usage.cache_creation_input_tokens,
             cache_read_input_tokens=usage.cache_read_input_tokens,
         )
+        cost = self.budget.settle(grant, cost, usage.stop_reason, unfinished=unfinished)
         call = ModelCall(
             model=model, input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
             cost_usd=cost, duration_ms=int((time.monotonic() - started) * 1000), simulated=simulated,
@@ -304,6 +315,7 @@ class _Server(ThreadingHTTPServer):
 
     daemon_threads = True
     block_on_close = False  # we join ourselves, with a timeout
+    request_queue_size = 128  # socketserver's 5 resets connections when an agent opens many at once
     gateway: Gateway
 
     def __init__(self, *args: Any) -> None:
@@ -401,6 +413,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(404, error_body(404, f"no such endpoint: GET {path}"))
 
     def do_POST(self) -> None:
+        if int(self.headers.get("content-length") or 0) > MAX_BODY_BYTES:  # never read into memory
+            self.close_connection = True  # the unread body would desync a keep-alive connection
+            message = f"request body over {MAX_BODY_BYTES >> 20} MB"
+            self._send_json(413, error_body(413, message), {"connection": "close"})
+            return
         raw = self._read_body()  # always drain it, or the keep-alive connection desyncs
         path = self.path.split("?", 1)[0]
         gateway = self.server.gateway
@@ -429,31 +446,54 @@ class _Handler(BaseHTTPRequestHandler):
         simulated = gateway.mode == "scripted"
         if gateway.latency_s:
             time.sleep(gateway.latency_s)
-        if gateway.max_cost_usd is not None and gateway.total_cost_usd >= gateway.max_cost_usd:
-            gateway.budget_spent = True
-            message = f"replaybook: this run's budget of ${gateway.max_cost_usd:.2f} is spent"
-            self._send_json(400, error_body(400, message))
+        responses = path == RESPONSES_PATH
+        if not simulated:
+            allowed = without_provider_tools(request, responses)
+            if allowed is not request:
+                request, raw = allowed, json.dumps(allowed).encode()
+        reserved = gateway.budget.reserve(request, raw, model=str(request.get("model") or SIMULATED_MODEL),
+                                          responses=responses)
+        if reserved is None:
+            self._refuse_budget(gateway, path)
             return
-        status = gateway._take_failure()
-        if status is not None:
-            gateway._record(request, Usage(), status=status, started=started, simulated=simulated, stream=stream)
-            # retry-after-ms keeps SDK retries fast in tests, as the real API's retry-after does.
-            self._send_json(status, error_body(status, f"injected failure {status}"), {"retry-after-ms": "10"})
-        elif simulated and path == RESPONSES_PATH:
-            self._scripted_responses(gateway, request, started, stream)
-        elif simulated:
-            self._scripted(gateway, request, started, stream)
+        grant, limited = reserved
+        if limited is not request:
+            request, raw = limited, json.dumps(limited).encode()
+        try:
+            status = gateway._take_failure()
+            if status is not None:
+                gateway._record(request, Usage(), status=status, started=started, simulated=simulated, stream=stream,
+                                grant=grant)
+                # retry-after-ms keeps SDK retries fast in tests, as the real API's retry-after does.
+                self._send_json(status, error_body(status, f"injected failure {status}"), {"retry-after-ms": "10"})
+            elif simulated and path == RESPONSES_PATH:
+                self._scripted_responses(gateway, request, started, stream, grant)
+            elif simulated:
+                self._scripted(gateway, request, started, stream, grant)
+            else:
+                self._forward(gateway, request, raw, started, stream, path, grant)
+        finally:
+            gateway.budget.release(grant)
+
+    def _refuse_budget(self, gateway: Gateway, path: str) -> None:
+        """The refusal in the endpoint's own error shape; neither SDK retries it (``x-should-retry``)."""
+        message = f"replaybook: this run's budget of ${gateway.max_cost_usd:.2f} is spent"
+        no_retry = {"x-should-retry": "false"}
+        if path == RESPONSES_PATH:  # OpenAI's answer when the money is gone; Codex does not retry it
+            error = {"message": message, "type": "insufficient_quota", "param": None, "code": "insufficient_quota"}
+            self._send_json(429, {"error": error}, no_retry)
         else:
-            self._forward(gateway, request, raw, started, stream, path)
+            self._send_json(400, error_body(400, message), no_retry)
 
     # Each answer is recorded before its last bytes go out, so a client that
     # has its response always finds the call in `gateway.calls`.
 
-    def _scripted(self, gateway: Gateway, request: dict[str, Any], started: float, stream: bool) -> None:
+    def _scripted(self, gateway: Gateway, request: dict[str, Any], started: float, stream: bool,
+                  grant: Reservation | None = None) -> None:
         assert gateway.policy is not None
         reply = gateway.policy.respond(request)
         usage = Usage()
-        record = dict(status=200, started=started, simulated=True, stream=stream, branch=reply.branch)
+        record = dict(status=200, started=started, simulated=True, stream=stream, branch=reply.branch, grant=grant)
         if not stream:
             usage.add_message(reply.message)
             gateway._record(request, usage, **record)
@@ -469,13 +509,14 @@ class _Handler(BaseHTTPRequestHandler):
         self._chunk(sse(events[-1]))
         self._end_stream()
 
-    def _scripted_responses(self, gateway: Gateway, request: dict[str, Any], started: float, stream: bool) -> None:
+    def _scripted_responses(self, gateway: Gateway, request: dict[str, Any], started: float, stream: bool,
+                            grant: Reservation | None = None) -> None:
         """The Responses API (Codex): the same simulated model, through ``responses_api``'s translation."""
         assert gateway.policy is not None
         reply = gateway.policy.respond(responses_api.to_messages(request))
         usage = Usage()
         usage.add_message(reply.message)
-        record = dict(status=200, started=started, simulated=True, stream=stream, branch=reply.branch)
+        record = dict(status=200, started=started, simulated=True, stream=stream, branch=reply.branch, grant=grant)
         response = responses_api.from_message(reply.message, request)
         if not stream:
             gateway._record(request, usage, **record)
@@ -490,9 +531,9 @@ class _Handler(BaseHTTPRequestHandler):
         self._end_stream()
 
     def _forward(self, gateway: Gateway, request: dict[str, Any], raw: bytes, started: float, stream: bool,
-                 path: str = "/v1/messages") -> None:
+                 path: str = "/v1/messages", grant: Reservation | None = None) -> None:
         usage = ResponsesUsage() if path == RESPONSES_PATH else Usage()
-        record = dict(started=started, simulated=False, stream=stream)
+        record = dict(started=started, simulated=False, stream=stream, grant=grant)
         try:
             conn, resp = gateway._upstream_request(path, raw, self.headers)
         except (OSError, http.client.HTTPException) as exc:
@@ -502,8 +543,9 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {k: v for k, v in resp.getheaders() if k.lower() in _PASS_HEADERS and k.lower() != "content-type"}
         try:
             if "text/event-stream" in (resp.getheader("content-type") or ""):
-                def record_call() -> None:
-                    gateway._record(request, usage, status=resp.status, **record)
+                def record_call(cut: bool) -> None:  # cut: ended before its final usage (billed, not seen)
+                    unfinished = resp.status == 200 and (cut or usage.stop_reason in UNFINISHED)
+                    gateway._record(request, usage, status=resp.status, unfinished=unfinished, **record)
 
                 self._relay_stream(gateway, resp, headers, usage, record_call)
             else:
@@ -513,7 +555,9 @@ class _Handler(BaseHTTPRequestHandler):
                         usage.add_message(json.loads(data))
                     except ValueError:
                         log.warning("upstream sent a 200 that is not JSON; usage not counted")
-                gateway._record(request, usage, status=resp.status, **record)
+                # A 200 with no final usage (a background response still "queued") is billed later: its worst case.
+                unfinished = resp.status == 200 and usage.stop_reason in UNFINISHED
+                gateway._record(request, usage, status=resp.status, unfinished=unfinished, **record)
                 ctype = resp.getheader("content-type") or "application/json"
                 self._send_bytes(resp.status, gateway._scrub(data), ctype, headers)
         finally:
@@ -521,9 +565,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _relay_stream(
         self, gateway: Gateway, resp: http.client.HTTPResponse, headers: dict[str, str],
-        usage: Usage, record: Callable[[], None],
+        usage: Usage, record: Callable[[bool], None],
     ) -> None:
-        """Pass SSE events on as they arrive, counting usage; ``record`` runs exactly once."""
+        """Pass SSE events on as they arrive, counting usage; ``record(cut)`` runs exactly once."""
         recorded = False
         try:
             self._start_stream(resp.status, headers)
@@ -534,12 +578,12 @@ class _Handler(BaseHTTPRequestHandler):
                 self._chunk(held)
                 held = gateway._scrub(event_bytes)
             recorded = True
-            record()
+            record(False)
             self._chunk(held)
             self._end_stream()
         finally:
             if not recorded:  # the agent hung up mid-stream: the tokens were still spent
-                record()
+                record(True)
 
 
 def _read_events(resp: http.client.HTTPResponse) -> Iterator[bytes]:

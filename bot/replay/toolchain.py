@@ -37,7 +37,7 @@ _VERSION = "rb-env-1"  # bump when the layout of an environment changes: part of
 _DONE = ".replaybook-env"
 _MAX_REQUIREMENTS_BYTES = 64 << 10
 _INSTALLER_ENV = ("PATH", "HOME", "XDG_CACHE_HOME", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy",
-                  "https_proxy", "no_proxy", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "LANG")
+                  "https_proxy", "no_proxy", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "LANG")
 HOST_WARNING = ("declares no `requirements`, so its commands and checks use whatever the host's PATH holds "
                 "and its verdict depends on the host; declare them (e.g. `requirements: [pytest==8.3.4]`)")
 
@@ -98,17 +98,14 @@ def _build(env_dir: Path, reqs: list[str], interpreter: str, where: str) -> None
     # in the installer's environment.
     env = {k: v for k, v in os.environ.items() if k in _INSTALLER_ENV or k.startswith(("UV_", "PIP_"))}
     uv = _uv()
-    if uv:
-        steps = [[uv, "venv", "-q", "--python", interpreter, str(env_dir)],
-                 [uv, "pip", "install", "-q", "--only-binary", ":all:", "--python", str(env_dir / "bin" / "python"),
-                  "-r", str(reqs_file)]]
-    else:
-        steps = [[interpreter, "-m", "venv", str(env_dir)],
-                 [str(env_dir / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                  "--only-binary=:all:", "-r", str(reqs_file)]]
     try:
+        steps = build_steps(uv, _uv_version(uv, env) if uv else None, env_dir, interpreter, reqs_file)
         for argv in steps:
             done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=900)
+            if done.returncode != 0 and uv and argv[1:3] == ["pip", "install"]:
+                # No index (no network, or it is down): what uv's cache holds is the same wheels.
+                offline = subprocess.run([*argv, "--offline"], env=env, capture_output=True, text=True, timeout=900)
+                done = offline if offline.returncode == 0 else done
             if done.returncode != 0:
                 raise BadInput(f"{where}: could not build its environment ({' '.join(reqs)}): "
                                f"{(done.stderr or done.stdout).strip()[-400:]}; check the `requirements` "
@@ -122,6 +119,35 @@ def _build(env_dir: Path, reqs: list[str], interpreter: str, where: str) -> None
     finally:
         reqs_file.unlink(missing_ok=True)
     (env_dir / _DONE).write_text(json.dumps({"requirements": reqs, "interpreter": interpreter}) + "\n")
+
+
+def build_steps(uv: str | None, uv_version: tuple[int, ...] | None, env_dir: Path, interpreter: str,
+                reqs_file: Path) -> list[list[str]]:
+    """The command lines that build the environment: uv's when there is one, else venv + pip.
+
+    uv is told to trust the system certificate store (``--system-certs``; its
+    name before uv 0.11 was ``--native-tls``), as pip does, so that a build
+    behind a TLS-inspecting proxy whose CA is installed on the machine works
+    where pip works; uv's default is its own bundled roots.
+    """
+    if uv is None:
+        return [[interpreter, "-m", "venv", str(env_dir)],
+                [str(env_dir / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                 "--only-binary=:all:", "-r", str(reqs_file)]]
+    trust = "--system-certs" if uv_version is None or uv_version >= (0, 11) else "--native-tls"
+    return [[uv, "venv", trust, "-q", "--python", interpreter, str(env_dir)],
+            [uv, "pip", "install", trust, "-q", "--only-binary", ":all:", "--python", str(env_dir / "bin" / "python"),
+             "-r", str(reqs_file)]]
+
+
+def _uv_version(uv: str, env: dict[str, str]) -> tuple[int, ...] | None:
+    """``uv --version`` as numbers (``uv 0.13.9 (…)``); None when it does not say."""
+    try:
+        out = subprocess.run([uv, "--version"], env=env, capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    match = re.search(r"\buv (\d+)\.(\d+)(?:\.(\d+))?", out)
+    return tuple(int(n) for n in match.groups(default="0")) if match else None
 
 
 def _uv() -> str | None:

@@ -337,10 +337,11 @@ def test_an_agent_that_deletes_its_whole_repo_still_gets_a_verdict(make_scenario
 
 
 def test_a_spent_budget_is_unscored(make_scenario, opts):
-    loaded = make_scenario(pass_if=[PROOF], with_rule=[{"bash": "ls"}] * 5, budget={"max_cost_usd": 1e-9})
+    # The builtin agent asks for 4,096 tokens a call: the budget pays for the first calls, not for 50.
+    loaded = make_scenario(pass_if=[PROOF], with_rule=[{"bash": "ls", "repeat": 50}], budget={"max_cost_usd": 0.03})
     result = run_trial(loaded, RULE_TEXT, opts(), 0)
     assert (result.verdict, result.agent_status) == ("unscored", "budget")
-    assert result.model_calls == 1 and result.cost_usd > 0
+    assert result.model_calls >= 1 and 0 < result.cost_usd <= 0.03
     assert "budget" in result.reason and result.checks == []
 
 

@@ -332,20 +332,17 @@ def test_pricing_known_dated_family_and_default() -> None:
 
 
 def test_a_spent_budget_refuses_further_calls():
-    import anthropic
-
-    from bot.replay.gateway import Gateway
-    from bot.replay.policy import parse_policy
-
+    """Each call reserves its worst case (here max_tokens=50); once the rest cannot pay for one, calls are refused."""
     policy = parse_policy({"branch_on": "x", "with_rule": [{"say": "hi"}], "without_rule": [{"bash": "ls", "repeat": 50}]})
-    with Gateway(policy, max_cost_usd=0.0001) as gw:
-        client = anthropic.Anthropic(base_url=gw.url, api_key=gw.token, max_retries=0)
-        client.messages.create(model="simulated", max_tokens=50, messages=[{"role": "user", "content": "go"}])
-        assert gw.total_cost_usd > 0 and not gw.budget_spent
-        try:
-            client.messages.create(model="simulated", max_tokens=50, messages=[{"role": "user", "content": "go"}])
-        except anthropic.BadRequestError as exc:
-            assert "budget" in str(exc)
+    with Gateway(policy, max_cost_usd=0.003) as gw:
+        sdk = anthropic.Anthropic(base_url=gw.url, api_key=gw.token, max_retries=0)
+        for answered in range(50):
+            try:
+                sdk.messages.create(model="simulated", max_tokens=50, messages=[{"role": "user", "content": "go"}])
+            except anthropic.BadRequestError as exc:
+                assert "budget" in str(exc)
+                break
         else:
-            raise AssertionError("a call past the budget was answered")
-        assert gw.budget_spent and len(gw.calls) == 1
+            raise AssertionError("calls past the budget were answered")
+    assert answered >= 1 and len(gw.calls) == answered
+    assert gw.budget_spent and 0 < gw.total_cost_usd <= 0.003
