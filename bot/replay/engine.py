@@ -138,7 +138,10 @@ def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
     started = time.monotonic()
     phase = on_phase or _no_phase
     backend = isolation.backend(opts.sandbox)
-    tools = scenario_toolchain(loaded)
+    try:
+        tools, tools_error = scenario_toolchain(loaded), None
+    except InfrastructureError as exc:  # e.g. no package index: unscored, once the run folder says so
+        tools, tools_error = toolchain.HOST, exc
     warnings = trial_warnings(loaded, backend, tools)
     redact = redactor(opts, scenario)
     with ExitStack() as stack:
@@ -173,6 +176,8 @@ def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
                                agent_status="infrastructure", duration_s=round(time.monotonic() - started, 3),
                                simulated=opts.simulated, run_dir=str(run_dir.path) if opts.runs_dir else None,
                                sandbox=backend.name, warnings=warnings)
+        if tools_error is not None:
+            return infrastructure(tools_error)
         # Each stop phase is registered just before its context, so it ends as that context's exit does.
         stack.callback(phase, "services stop")
         services = stack.enter_context(start_services([s.model_dump() for s in scenario.services]))

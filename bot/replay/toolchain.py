@@ -30,12 +30,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from bot.errors import BadInput
+from bot.errors import BadInput, InfrastructureError
 from bot.scenario import REQUIREMENT
 
 _VERSION = "rb-env-1"  # bump when the layout of an environment changes: part of the key
 _DONE = ".replaybook-env"
 _MAX_REQUIREMENTS_BYTES = 64 << 10
+_USERINFO = re.compile(r"://[^/@\s]+@")  # an index URL's user:token, as uv may quote it
 _INSTALLER_ENV = ("PATH", "HOME", "XDG_CACHE_HOME", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy",
                   "https_proxy", "no_proxy", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "LANG")
 HOST_WARNING = ("declares no `requirements`, so its commands and checks use whatever the host's PATH holds "
@@ -107,13 +108,14 @@ def _build(env_dir: Path, reqs: list[str], interpreter: str, where: str) -> None
                 offline = subprocess.run([*argv, "--offline"], env=env, capture_output=True, text=True, timeout=900)
                 done = offline if offline.returncode == 0 else done
             if done.returncode != 0:
-                raise BadInput(f"{where}: could not build its environment ({' '.join(reqs)}): "
-                               f"{(done.stderr or done.stdout).strip()[-400:]}; check the `requirements` "
-                               "(pip requirement syntax) and that the package index is reachable")
+                raise InfrastructureError(
+                    f"{where}: could not build its environment ({' '.join(reqs)}): "
+                    f"{_USERINFO.sub('://***@', (done.stderr or done.stdout).strip()[-400:])}; check the "
+                    "`requirements` (pip requirement syntax) and that the package index is reachable")
     except (OSError, subprocess.TimeoutExpired) as exc:
         shutil.rmtree(env_dir, ignore_errors=True)
-        raise BadInput(f"{where}: could not build its environment: {exc}") from None
-    except BadInput:
+        raise InfrastructureError(f"{where}: could not build its environment: {type(exc).__name__}") from None
+    except InfrastructureError:
         shutil.rmtree(env_dir, ignore_errors=True)
         raise
     finally:

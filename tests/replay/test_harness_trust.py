@@ -329,3 +329,15 @@ def test_a_nested_git_folder_left_by_the_agent_is_hidden_not_a_failure(make_scen
     loaded = make_scenario(pass_if=[PROOF],
                            with_rule=[{"bash": "mkdir -p sub/.git && touch sub/.git/x"}, {"say": "done"}])
     assert run_trial(loaded, RULE, opts(), 0).verdict == "passed"  # a nested .git folder is hidden, not a failure
+
+
+def test_a_toolchain_that_cannot_be_built_is_unscored_and_names_no_index_credential(make_scenario, opts, monkeypatch,
+                                                                                     tmp_path):
+    monkeypatch.setenv("UV_INDEX_URL", "http://someone:index-t0ken-0123@127.0.0.1:9/simple")  # nothing listens
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "empty-uv-cache"))
+    monkeypatch.setenv("PIP_INDEX_URL", "http://someone:index-t0ken-0123@127.0.0.1:9/simple")
+    loaded = make_scenario(pass_if=[PROOF], requirements=["rbprobe-not-cached==1.0"])
+    result = run_trial(loaded, RULE, opts(), 0)
+    assert result.verdict == "unscored" and result.reason.startswith("unscored: infrastructure"), result.reason
+    assert "could not build its environment" in result.reason and "index-t0ken" not in result.reason
+    assert "index-t0ken" not in run_folder_text(result)

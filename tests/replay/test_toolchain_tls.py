@@ -79,11 +79,11 @@ def proxied_index(tmp_path):
 BUILD = """
 import json, sys
 from pathlib import Path
-from bot.errors import BadInput
+from bot.errors import BadInput, InfrastructureError
 from bot.replay import toolchain
 try:
     tools = toolchain.prepare(["rbprobe==1.0"], cache_dir=Path(sys.argv[1]), where="tls-test")
-except BadInput as exc:
+except (BadInput, InfrastructureError) as exc:
     print(json.dumps({"error": str(exc)}))
 else:
     print(json.dumps({"bin_dir": tools.bin_dir}))
