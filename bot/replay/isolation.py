@@ -53,6 +53,12 @@ NONE_WARNING = (
 # Host folders that hold other people's secrets: users' homes, temp and runtime folders
 # (a Docker socket, a runner's credential files). They are masked by empty, read-only
 # tmpfs mounts; what the sandbox needs from them is bound back in, read-only.
+# Host files outside those folders that hold secrets a sandbox run as root could read: covered by
+# an empty file or folder, so no host file's secret reaches an agent's output, and from it a report.
+_SECRET_FILES = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers",
+                 "/etc/security/opasswd")
+_SECRET_DIRS = ("/etc/ssh", "/etc/ssl/private", "/etc/sudoers.d", "/var/lib/docker", "/var/lib/sudo",
+                "/var/log", "/var/lib/private", "/var/spool/cron")
 _MASKED = ("/home", "/root", "/tmp", "/var/tmp", "/run", "/var/run", "/dev/shm", "/mnt", "/media", "/srv")
 
 
@@ -145,6 +151,7 @@ class Bubblewrap:
         for masked in _MASKED:
             if os.path.isdir(masked) and not os.path.islink(masked):
                 args += ["--perms", "0755", "--tmpfs", masked]
+        args += _secret_masks()
         for path in plan.ro:
             args += ["--ro-bind", path, path]
         for path in plan.rw:
@@ -166,6 +173,18 @@ class Bubblewrap:
             args += ["--setenv", key, value]
         args += ["--chdir", cwd, "--", *launcher(argv, plan, bash=self.bash, socat=self.socat, started_fd=status_fd)]
         return args, {}  # an empty environment: PID 1 inside is bwrap, and its environ is readable
+
+
+@functools.lru_cache(maxsize=1)
+def _secret_masks() -> tuple[str, ...]:
+    out: list[str] = []
+    for path in _SECRET_FILES:
+        if os.path.isfile(path) and not os.path.islink(path):
+            out += ["--ro-bind", "/dev/null", path]
+    for path in _SECRET_DIRS:
+        if os.path.isdir(path) and not os.path.islink(path):
+            out += ["--perms", "0555", "--tmpfs", path, "--remount-ro", path]
+    return tuple(out)
 
 
 class Docker:

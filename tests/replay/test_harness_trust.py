@@ -341,3 +341,17 @@ def test_a_toolchain_that_cannot_be_built_is_unscored_and_names_no_index_credent
     assert result.verdict == "unscored" and result.reason.startswith("unscored: infrastructure"), result.reason
     assert "could not build its environment" in result.reason and "index-t0ken" not in result.reason
     assert "index-t0ken" not in run_folder_text(result)
+
+
+def test_host_files_that_hold_secrets_read_empty_inside(tmp_path):
+    """Run as root (as CI is), the read-only host would show /etc/shadow and sshd's keys to the agent, and from
+    its output to a report."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "a").write_text("a")
+    files = [p for p in isolation._SECRET_FILES if os.path.isfile(p)]
+    dirs = [p for p in isolation._SECRET_DIRS if os.path.isdir(p)]
+    with Sandbox(repo) as sb:
+        done = sb.run(["bash", "-c", 'for f in "$@"; do cat "$f" 2>/dev/null; done; for d in ${DIRS}; do ls -A "$d"; done',
+                       "x", *files], timeout_s=10, env={**sb.env(), "DIRS": " ".join(dirs)})
+    assert done.stdout == "", done.stdout[:200]
