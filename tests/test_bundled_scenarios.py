@@ -92,12 +92,8 @@ def test_scenarios_readme_lists_every_scenario():
 
 
 @pytest.mark.parametrize("sid", IDS)
-def test_rule_validate_finds_the_incidents_beside_a_bundled_scenario(sid, tmp_path, capsys, monkeypatch):
-    from conftest import CLI
-
-    root = tmp_path / "repo"
+def test_rule_validate_finds_the_incidents_beside_a_bundled_scenario(sid, root, cli):
     shutil.copytree(folder(sid), root / "scenarios" / sid)
-    cli = CLI(root, capsys, monkeypatch)
     rule_file = root / "scenarios" / sid / "rule.yaml"
     result = cli("rule", "validate", str(rule_file))
     assert result.code == 0 and f"{rule_file}: ok" in result.out, result.err
