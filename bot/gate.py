@@ -315,15 +315,50 @@ def _stop_on_sigint():
         signal.signal(signal.SIGINT, previous)
 
 
+def estimate(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions):
+    """The plan of ``run_gate`` (``bot.gate_estimate.Estimate``), or None when the cheap checks reject the rule."""
+    from bot import gate_estimate
+
+    candidate, problems = cheap_checks(book, rule_path)
+    if candidate is None or problems:
+        return None
+    loaded = sc.load(book.root / candidate.replay)
+    return gate_estimate.estimate(loaded, baseline_prompt(book, candidate), system_prompt(book, candidate),
+                                  suite_dir, opts)
+
+
+def _with_eta(progress: Callable[[str], None], plan, runner: Runner) -> Callable[[str], None]:
+    """Progress lines that end with the time left: the plan's replays not yet run, at the pace seen so far."""
+    import time
+
+    from bot.gate_estimate import duration
+
+    started = time.monotonic()
+
+    def say(msg: str) -> None:
+        ran = runner._ran
+        pace = (time.monotonic() - started) / ran if ran else plan.per_replay_s / max(1, plan.jobs)
+        left = max(0.0, plan.replays - ran) * pace
+        progress(f"{msg} (ETA {duration(left)}, {ran} of about {plan.replays:.0f} replays run)")
+
+    return say
+
+
 def run_gate(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions,
-             progress: Callable[[str], None] = lambda _: None) -> GateResult:
-    """Decide admit or reject for one candidate rule. Changes nothing."""
+             progress: Callable[[str], None] | None = None) -> GateResult:
+    """Decide admit or reject for one candidate rule. Changes nothing.
+
+    With ``progress``, each line ends with an ETA from the gate's plan (``estimate``)."""
     candidate, problems = cheap_checks(book, rule_path)
     if candidate is None or problems:
         rule_id = candidate.id if candidate else Path(rule_path).stem
         return GateResult(rule_id, candidate.rule if candidate else "", "reject",
                           "cheap checks failed: " + "; ".join(problems))
     runner = Runner(opts)
+    if progress is None:
+        progress = lambda _: None  # noqa: E731
+    else:
+        progress = _with_eta(progress, estimate(book, rule_path, suite_dir, opts), runner)
     result = GateResult(candidate.id, candidate.rule, "error", "", provisional=bool(candidate.provisional),
                         simulated=opts.replay.simulated,
                         traces=str(opts.replay.runs_dir) if opts.replay.runs_dir else None)
