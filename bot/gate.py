@@ -10,8 +10,6 @@ retries unscored ones and stops at the gate's budget.
 
 from __future__ import annotations
 
-import contextlib
-import signal
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -25,6 +23,7 @@ from bot import suite as suite_mod
 from bot import errors as errors_mod
 from bot.errors import BadInput
 from bot.gate_pool import Pool, Stream, cores
+from bot.interrupt import stop_on_sigint
 from bot.playbook import Playbook
 from bot.replay import agents as agents_mod
 from bot.replay import process as process_mod
@@ -296,25 +295,6 @@ def twins(book: Playbook, candidate: Rule) -> list[str]:
 # -- the gate -----------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _stop_on_sigint():
-    """Ctrl-C kills every sandbox first (bot/replay/process.py), then interrupts the main thread: the
-    worker threads' trials end at once instead of running to their timeout while the gate waits."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def stop(signum, frame):
-        process_mod.stop_all()
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGINT, stop)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
 def estimate(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions):
     """The plan of ``run_gate`` (``bot.gate_estimate.Estimate``), or None when the cheap checks reject the rule."""
     from bot import gate_estimate
@@ -365,7 +345,7 @@ def run_gate(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions
     loaded = sc.load(book.root / candidate.replay)
     before_text, after_text = baseline_prompt(book, candidate), system_prompt(book, candidate)
     try:
-        with _stop_on_sigint():
+        with stop_on_sigint():
             _decide(result, runner, opts, loaded, before_text, after_text, suite_dir, progress)
     except BudgetSpent as exc:
         result.decision, result.reason = "error", str(exc)
