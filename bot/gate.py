@@ -10,8 +10,6 @@ retries unscored ones and stops at the gate's budget.
 
 from __future__ import annotations
 
-import contextlib
-import signal
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -25,6 +23,7 @@ from bot import suite as suite_mod
 from bot import errors as errors_mod
 from bot.errors import BadInput
 from bot.gate_pool import Pool, Stream, cores
+from bot.interrupt import stop_on_sigint
 from bot.playbook import Playbook
 from bot.replay import agents as agents_mod
 from bot.replay import process as process_mod
@@ -296,41 +295,57 @@ def twins(book: Playbook, candidate: Rule) -> list[str]:
 # -- the gate -----------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _stop_on_sigint():
-    """Ctrl-C kills every sandbox first (bot/replay/process.py), then interrupts the main thread: the
-    worker threads' trials end at once instead of running to their timeout while the gate waits."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+def estimate(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions):
+    """The plan of ``run_gate`` (``bot.gate_estimate.Estimate``), or None when the cheap checks reject the rule."""
+    from bot import gate_estimate
 
-    def stop(signum, frame):
-        process_mod.stop_all()
-        raise KeyboardInterrupt
+    candidate, problems = cheap_checks(book, rule_path)
+    if candidate is None or problems:
+        return None
+    loaded = sc.load(book.root / candidate.replay)
+    return gate_estimate.estimate(loaded, baseline_prompt(book, candidate), system_prompt(book, candidate),
+                                  suite_dir, opts)
 
-    previous = signal.signal(signal.SIGINT, stop)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
+
+def _with_eta(progress: Callable[[str], None], plan, runner: Runner) -> Callable[[str], None]:
+    """Progress lines that end with the time left: the plan's replays not yet run, at the pace seen so far."""
+    import time
+
+    from bot.gate_estimate import duration
+
+    started = time.monotonic()
+
+    def say(msg: str) -> None:
+        ran = runner._ran
+        pace = (time.monotonic() - started) / ran if ran else plan.per_replay_s / max(1, plan.jobs)
+        left = max(0.0, plan.replays - ran) * pace
+        progress(f"{msg} (ETA {duration(left)}, {ran} of about {plan.replays:.0f} replays run)")
+
+    return say
 
 
 def run_gate(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions,
-             progress: Callable[[str], None] = lambda _: None) -> GateResult:
-    """Decide admit or reject for one candidate rule. Changes nothing."""
+             progress: Callable[[str], None] | None = None) -> GateResult:
+    """Decide admit or reject for one candidate rule. Changes nothing.
+
+    With ``progress``, each line ends with an ETA from the gate's plan (``estimate``)."""
     candidate, problems = cheap_checks(book, rule_path)
     if candidate is None or problems:
         rule_id = candidate.id if candidate else Path(rule_path).stem
         return GateResult(rule_id, candidate.rule if candidate else "", "reject",
                           "cheap checks failed: " + "; ".join(problems))
     runner = Runner(opts)
+    if progress is None:
+        progress = lambda _: None  # noqa: E731
+    else:
+        progress = _with_eta(progress, estimate(book, rule_path, suite_dir, opts), runner)
     result = GateResult(candidate.id, candidate.rule, "error", "", provisional=bool(candidate.provisional),
                         simulated=opts.replay.simulated,
                         traces=str(opts.replay.runs_dir) if opts.replay.runs_dir else None)
     loaded = sc.load(book.root / candidate.replay)
     before_text, after_text = baseline_prompt(book, candidate), system_prompt(book, candidate)
     try:
-        with _stop_on_sigint():
+        with stop_on_sigint():
             _decide(result, runner, opts, loaded, before_text, after_text, suite_dir, progress)
     except BudgetSpent as exc:
         result.decision, result.reason = "error", str(exc)

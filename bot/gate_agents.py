@@ -51,14 +51,15 @@ class PerAgent:
 
 
 def run(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions, agents: list[str],
-        progress: Callable[[str], None] = lambda m: None) -> PerAgent:
+        progress: Callable[[str], None] | None = None) -> PerAgent:
     """The gate once per agent, in order; the budget is shared by all of them."""
     out: PerAgent | None = None
     spent = 0.0
     for agent in agents:
         budget = None if opts.max_cost_usd is None else max(0.0, opts.max_cost_usd - spent)
         one = replace(opts, replay=replace(opts.replay, agent=agent), max_cost_usd=budget)
-        result = gate_mod.run_gate(book, rule_path, suite_dir, one, lambda m, a=agent: progress(f"[{a}] {m}"))
+        result = gate_mod.run_gate(book, rule_path, suite_dir, one,
+                                   None if progress is None else (lambda m, a=agent: progress(f"[{a}] {m}")))
         spent += result.cost_usd
         out = out or PerAgent(result.rule_id, result.rule_text)
         out.results[agent] = result

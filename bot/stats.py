@@ -185,3 +185,30 @@ def suite_characteristics(test: SuiteTest, rates: list[tuple[float, float]]) -> 
     each = [suite_scenario_characteristics(test, b, c, k) for b, c in rates]
     clean = math.prod(1 - e.p_regressed for e in each)
     return 1 - clean, sum(e.expected_runs for e in each)
+
+
+# -- planning: how many trials a test still needs -------------------------------------
+
+
+def expected_runs(decide, p: float, passes: int = 0, fails: int = 0) -> float:
+    """Expected further trials before ``decide`` stops, from (passes, fails), at pass rate ``p``."""
+
+    @lru_cache(maxsize=None)
+    def walk(ps: int, fs: int) -> float:
+        if decide(ps, fs) != "continue":
+            return 0.0
+        return 1 + p * walk(ps + 1, fs) + (1 - p) * walk(ps, fs + 1)
+
+    return walk(passes, fails)
+
+
+def most_runs(decide, passes: int = 0, fails: int = 0) -> int:
+    """The most further trials ``decide`` can ask for, from (passes, fails) (unscored retries aside)."""
+
+    @lru_cache(maxsize=None)
+    def walk(ps: int, fs: int) -> int:
+        if decide(ps, fs) != "continue":
+            return 0
+        return 1 + max(walk(ps + 1, fs), walk(ps, fs + 1))
+
+    return walk(passes, fails)

@@ -97,3 +97,19 @@ def test_a_build_from_a_dirty_checkout_refuses_to_guess(built, tmp_path):
     out = tmp_path / "dist"
     _run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", out, clone)
     assert _recorded(next(out.glob("*.whl")))["dirty"] is True
+
+
+def test_uv_tool_install_of_the_wheel_gives_a_replaybook_that_inits_a_fresh_repository(built, tmp_path):
+    from uv import find_uv_bin
+
+    env = {k: v for k, v in os.environ.items() if k not in ("REPLAYBOOK_ACTIONS_SHA", "VIRTUAL_ENV")}
+    env.update(UV_TOOL_DIR=str(tmp_path / "tools"), UV_TOOL_BIN_DIR=str(tmp_path / "bin"))
+    _run(find_uv_bin(), "tool", "install", "--quiet", built["wheel"], env=env)
+    exe = tmp_path / "bin" / "replaybook"
+    assert _run(exe, "--version", env=env).stdout.strip()
+    repo = tmp_path / "their-repo"
+    repo.mkdir()
+    _run("git", "init", "-q", repo)
+    _run(exe, "init", cwd=repo, env=env)
+    capture = (repo / ".github" / "workflows" / "replaybook-capture.yml").read_text()
+    assert f"replaybook/replaybook/actions/capture@{built['head']}" in capture

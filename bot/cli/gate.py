@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -54,13 +55,15 @@ from bot.settings import replay_options
               help="Also write the markdown report to this file.")
 @click.option("--admit", "do_admit", is_flag=True,
               help="On admit: move the rule into playbook/rules/, retire past the cap, re-render, resolve its incidents.")
+@click.option("--estimate", "only_estimate", is_flag=True,
+              help="Print the expected replays (the cache's subtracted), model calls, cost and wall time; replay nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of markdown.")
 @click.pass_context
 def command(ctx: click.Context, rule_file: Path, playbook_dir: Path | None, suite_dir: Path | None,
             agents: tuple[str, ...],
             command_template: str | None, model: str, screen_model: str | None, trials: int | None, jobs: int | None,
             max_cost_usd: float | None, cache_dir: Path | None, no_cache: bool, runs_dir: Path | None,
-            noise: float, seed: int, report_file: Path | None, do_admit: bool, as_json: bool,
+            noise: float, seed: int, report_file: Path | None, do_admit: bool, only_estimate: bool, as_json: bool,
             sandbox: str | None) -> None:
     """Decide admit or reject for RULE_FILE by replay.
 
@@ -84,7 +87,10 @@ def command(ctx: click.Context, rule_file: Path, playbook_dir: Path | None, suit
         raise BadInput(f"a real --model or --screen-model needs {key_var}; use `scripted` for the simulated model")
     opts = gate_mod.GateOptions(replay=replay, suite_trials=trials, jobs=jobs or cores(), max_cost_usd=max_cost_usd,
                                 screen_model=screen_model, cache_dir=None if no_cache else (cache_dir or settings.path("cache")))
-    progress = (lambda msg: None) if as_json else (lambda msg: click.echo(f"… {msg}", err=True))
+    if only_estimate:
+        _estimate(book, rule_file, suite_dir or settings.path("scenarios"), opts, chosen, as_json)
+        return
+    progress = None if as_json else (lambda msg: click.echo(f"… {msg}", err=True))
     if len(chosen) > 1:
         _per_agent(book, rule_file, suite_dir or settings.path("scenarios"), opts, chosen, progress,
                    do_admit=do_admit, report_file=report_file, as_json=as_json)
@@ -97,6 +103,22 @@ def command(ctx: click.Context, rule_file: Path, playbook_dir: Path | None, suit
         result.admitted = {"retired": retired, "resolved": admission.resolved_incidents,
                            "retired_itself": admission.retired_itself}
     _report(result, gate_report.markdown(result, opts.test), gate_report.as_json, report_file, as_json)
+
+
+def _estimate(book: Playbook, rule_file: Path, suite_dir: Path, opts: gate_mod.GateOptions, agents: list[str],
+              as_json: bool) -> None:
+    plans = {a: gate_mod.estimate(book, rule_file, suite_dir, replace(opts, replay=replace(opts.replay, agent=a)))
+             for a in agents}
+    if any(p is None for p in plans.values()):
+        raise CheckFailed(f"{rule_file}: the cheap checks reject it; nothing would be replayed "
+                          f"(`replaybook rule validate {rule_file}` says why)")
+    if as_json:
+        emit_json(plans[agents[0]].as_dict() if len(agents) == 1 else {a: p.as_dict() for a, p in plans.items()})
+        return
+    for agent, plan in plans.items():
+        click.echo(f"gate of {rule_file.name} with agent {agent}, planned:")
+        for line in plan.lines():
+            click.echo(f"  {line}")
 
 
 def _per_agent(book: Playbook, rule_file: Path, suite_dir: Path, opts: gate_mod.GateOptions, agents: list[str],

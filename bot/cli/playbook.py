@@ -83,7 +83,8 @@ def check(ctx: click.Context, sections: tuple[Path, ...], targets: tuple[str, ..
     """Check ids, the cap, scenarios, citations and rendering. Exit 1 with a list if any fails.
 
     Rendered files are checked against each host's documented size limit
-    (docs/playbook.md), so the check fails before a host would truncate one.
+    (docs/playbook.md): it warns at 90% of a limit and fails past it, so a
+    host never truncates one silently.
 
     Each admitted rule's scenario is validated as `replaybook scenario validate`
     does, do-nothing control included (a cached replay).
@@ -93,7 +94,10 @@ def check(ctx: click.Context, sections: tuple[Path, ...], targets: tuple[str, ..
     book = open_playbook(ctx)
     from bot import render as render_mod
 
-    problems = book.check(files) + render_mod.check(book, settings.root, list(targets) + settings.config.render, files)
+    specs = list(targets) + settings.config.render
+    for warning in render_mod.warnings(book, settings.root, specs, files):
+        click.echo(f"warning: {warning}", err=True)
+    problems = book.check(files) + render_mod.check(book, settings.root, specs, files)
     if not problems:  # a scenario that does not load is already reported above
         from bot.cli.scenario import admitted_scenario_problems
 

@@ -19,8 +19,10 @@ from bot import replay_suite
 from bot import scenario as sc
 from bot.cli.output import emit_json, table
 from bot.cli.playbook import open_playbook
-from bot.errors import BadInput, CheckFailed
+from bot.errors import BadInput, CheckFailed, Interrupted
+from bot.interrupt import stop_on_sigint
 from bot.replay import engine
+from bot.replay import process as process_mod
 from bot.replay.agents import AGENTS
 from bot.playbook import Playbook
 from bot.settings import replay_options
@@ -123,7 +125,19 @@ def run(ctx: click.Context, scenario: str, agent: str, command_template: str | N
             done = progress.count = getattr(progress, "count", 0) + 1
             click.echo(f"[{done}/{trials}] trial {result.trial}: {result.verdict}", err=True)
 
-    results = engine.run_trials(loaded, text, opts, trials=trials, jobs=jobs, progress=progress)
+    finished: list[engine.TrialResult] = []
+
+    def keep(result: engine.TrialResult) -> None:
+        finished.append(result)
+        progress(result)
+
+    try:
+        with stop_on_sigint():
+            results = engine.run_trials(loaded, text, opts, trials=trials, jobs=jobs, progress=keep)
+    except (KeyboardInterrupt, process_mod.Interrupted):
+        _interrupted(sorted(finished, key=lambda r: r.trial), trials, as_json)
+    finally:
+        process_mod.STOP.clear()  # run_trials returns only once every trial thread has ended
     if as_json:
         emit_json({"scenario": loaded.scenario.id, "agent": agent, "model": model,
                    "simulated": opts.simulated, "summary": engine.summary(results),
@@ -132,6 +146,16 @@ def run(ctx: click.Context, scenario: str, agent: str, command_template: str | N
         _report(results)
     if not all(r.verdict == "passed" for r in results):
         raise CheckFailed(_closing(results))
+
+
+def _interrupted(finished: list[engine.TrialResult], trials: int, as_json: bool) -> None:
+    """Ctrl-C: the trials that finished, reported as usual, and exit 130."""
+    if as_json:
+        emit_json({"interrupted": True, "summary": engine.summary(finished), "trials": [r.to_dict() for r in finished]})
+    elif finished:
+        _report(finished)
+    raise Interrupted(f"interrupted: {len(finished)} of {trials} trial(s) finished"
+                      + (" (reported above)" if finished and not as_json else "") + "; the rest were stopped")
 
 
 def _report(results: list[engine.TrialResult]) -> None:

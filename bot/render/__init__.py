@@ -14,7 +14,7 @@ from bot.render import limits, sync
 from bot.render.hosts import HOSTS, Target, parse_all
 from bot.render.sync import FileChange
 
-__all__ = ["HOSTS", "FileChange", "Target", "check", "render", "targets"]
+__all__ = ["HOSTS", "FileChange", "Target", "check", "render", "targets", "warnings"]
 
 
 def targets(specs: list[str]) -> list[Target]:
@@ -56,3 +56,18 @@ def check(book: Playbook, root: Path, specs: list[str], sections: list[Path] = (
             what = "should be removed" if change.new is None else "is out of sync with playbook/rules/"
             problems.append(f"{change.rel}: {what} (render target `{change.target}`); run `replaybook playbook render`")
     return problems + _limit_problems(changes, root)
+
+
+def warnings(book: Playbook, root: Path, specs: list[str], sections: list[Path] = ()) -> list[str]:
+    """Each rendered file (or Codex chain) near a host's limit but not past it, one line each."""
+    root = Path(root)
+    try:
+        changes = sync.plan(book, root, targets(specs))
+    except BadInput:
+        return []  # ``check`` reports it
+    out = [w for c in changes if c.new is not None for w in limits.near(c.rel, c.new)]
+    for file in sections:
+        path = Path(file)
+        if path.exists() and path.resolve().is_relative_to(root.resolve()):
+            out += limits.near(path.resolve().relative_to(root.resolve()).as_posix(), path.read_bytes())
+    return out + limits.agents_chains_near(root, {c.rel: c.new for c in changes})

@@ -48,6 +48,8 @@ LIMITS: tuple[Limit, ...] = (
 #: Codex joins every AGENTS.md from the git root down to the working directory and silently cuts the total at
 #: ``project_doc_max_bytes``, root first, so the most specific file loses (checked 2026-12-02).
 CODEX_MAX_BYTES = 32 * 1024
+#: ``playbook check`` warns once a file (or a Codex chain) reaches this share of a limit, before the host cuts it.
+WARN_AT = 0.9
 CODEX_SOURCE = "https://github.com/openai/codex/issues/7138, https://github.com/openai/codex/issues/13386"
 _SKIP_DIRS = {".git", "node_modules", ".venv", "venv", "__pycache__", ".replaybook"}
 
@@ -55,6 +57,26 @@ _SKIP_DIRS = {".git", "node_modules", ".venv", "venv", "__pycache__", ".replaybo
 def agents_chains(root: Path, rendered: dict[str, bytes | None]) -> list[str]:
     """The Codex budget over each chain of AGENTS.md files a run would read (the repository's own files too,
     with ``rendered`` in place of what is on disk): one line per chain past ``project_doc_max_bytes``."""
+    return [_chain_over(rel, chain, total) for rel, chain, total in _chains(root, rendered) if total > CODEX_MAX_BYTES]
+
+
+def agents_chains_near(root: Path, rendered: dict[str, bytes | None]) -> list[str]:
+    """One warning per chain within ``WARN_AT`` of Codex's budget but not past it."""
+    return [f"{rel}: Codex would read {total:,} bytes of AGENTS.md from the git root down ({' + '.join(chain)}), "
+            f"{total / CODEX_MAX_BYTES:.0%} of its project_doc_max_bytes of {CODEX_MAX_BYTES:,} bytes ({CODEX_SOURCE}); "
+            f"past it Codex cuts the total silently and {rel} loses first"
+            for rel, chain, total in _chains(root, rendered) if WARN_AT * CODEX_MAX_BYTES <= total <= CODEX_MAX_BYTES]
+
+
+def _chain_over(rel: str, chain: list[str], total: int) -> str:
+    return (f"{rel}: Codex would read {total:,} bytes of AGENTS.md from the git root down "
+            f"({' + '.join(chain)}), over its project_doc_max_bytes of {CODEX_MAX_BYTES:,} bytes: Codex "
+            f"cuts the total silently and {rel} loses first ({CODEX_SOURCE}); shorten the chain, retire "
+            "rules, or raise project_doc_max_bytes in the Codex config")
+
+
+def _chains(root: Path, rendered: dict[str, bytes | None]) -> list[tuple[str, list[str], int]]:
+    """(the deepest file, the chain Codex reads for it, its joined size) for each AGENTS.md."""
     files = dict(rendered)
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = [d for d in dirnames if d not in _SKIP_DIRS]
@@ -70,11 +92,7 @@ def agents_chains(root: Path, rendered: dict[str, bytes | None]) -> list[str]:
         chain = [a for a in sorted(agents, key=lambda r: r.count("/"))
                  if (d := posixpath.dirname(a)) == "" or folder == d or folder.startswith(d + "/")]
         total = sum(len(agents[a]) for a in chain) + 2 * (len(chain) - 1)  # joined with a blank line
-        if total > CODEX_MAX_BYTES:
-            out.append(f"{rel}: Codex would read {total:,} bytes of AGENTS.md from the git root down "
-                       f"({' + '.join(chain)}), over its project_doc_max_bytes of {CODEX_MAX_BYTES:,} bytes: Codex "
-                       f"cuts the total silently and {rel} loses first ({CODEX_SOURCE}); shorten the chain, retire "
-                       "rules, or raise project_doc_max_bytes in the Codex config")
+        out.append((rel, chain, total))
     return out
 
 
@@ -96,4 +114,19 @@ def over(rel: str, data: bytes) -> list[str]:
             if cap is not None and value > cap:
                 out.append(f"{rel}: would be {value:,} {unit}, over the {cap:,} {unit} limit ({limit.effect}; "
                            f"{limit.source}); retire rules or move text out of the file")
+    return out
+
+
+def near(rel: str, data: bytes) -> list[str]:
+    """One warning per limit ``data`` at ``rel`` has reached ``WARN_AT`` of without passing it."""
+    chars, size, lines = measure(data)
+    out = []
+    for limit in LIMITS:
+        if not limit.applies(rel):
+            continue
+        for value, cap, unit in ((chars, limit.chars, "characters"), (size, limit.bytes, "bytes"),
+                                 (lines, limit.lines, "lines")):
+            if cap is not None and WARN_AT * cap <= value <= cap:
+                out.append(f"{rel}: {value:,} {unit}, {value / cap:.0%} of the {cap:,} {unit} limit ({limit.effect}; "
+                           f"{limit.source}); a few more rules and the host cuts it")
     return out
