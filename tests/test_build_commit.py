@@ -113,3 +113,58 @@ def test_uv_tool_install_of_the_wheel_gives_a_replaybook_that_inits_a_fresh_repo
     _run(exe, "init", cwd=repo, env=env)
     capture = (repo / ".github" / "workflows" / "replaybook-capture.yml").read_text()
     assert f"replaybook/replaybook/actions/capture@{built['head']}" in capture
+
+
+def _uvx(*args, env, cwd=None) -> subprocess.CompletedProcess:
+    from uv import find_uv_bin
+
+    return _run(find_uv_bin(), "tool", "run", *args, env=env, cwd=cwd)
+
+
+def _clean_env(tmp_path: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("REPLAYBOOK_ACTIONS_SHA", "VIRTUAL_ENV")}
+    env.update(UV_TOOL_DIR=str(tmp_path / "tools"), UV_TOOL_BIN_DIR=str(tmp_path / "bin"))
+    return env
+
+
+def test_twine_accepts_the_wheel_and_the_sdist_and_both_carry_the_bundled_scenarios(built, tmp_path):
+    _uvx("twine", "check", "--strict", built["wheel"], built["sdist"], env=_clean_env(tmp_path))
+    with zipfile.ZipFile(built["wheel"]) as z:
+        in_wheel = {n for n in z.namelist() if "/scenarios/" in n or n.startswith("bot/bundled")}
+    with tarfile.open(built["sdist"]) as t:
+        in_sdist = {m.name for m in t.getmembers()}
+    for sid in ("lint-disable", "monorepo-test-cwd"):
+        assert any(f"{sid}/scenario.yaml" in n for n in in_wheel), sid
+        assert any(f"{sid}/scenario.yaml" in n for n in in_sdist), sid
+
+
+def test_pipx_install_of_the_wheel_gives_a_replaybook_that_inits_a_fresh_repository(built, tmp_path):
+    env = {**_clean_env(tmp_path), "PIPX_HOME": str(tmp_path / "pipx"), "PIPX_BIN_DIR": str(tmp_path / "pipx-bin")}
+    _uvx("pipx", "install", "--python", sys.executable, built["wheel"], env=env)
+    exe = tmp_path / "pipx-bin" / "replaybook"
+    repo = tmp_path / "their-repo"
+    repo.mkdir()
+    _run("git", "init", "-q", repo)
+    _run(exe, "init", cwd=repo, env=env)
+    capture = (repo / ".github" / "workflows" / "replaybook-capture.yml").read_text()
+    assert f"replaybook/replaybook/actions/capture@{built['head']}" in capture
+
+
+def test_uvx_from_the_wheel_inits_a_fresh_repository(built, tmp_path):
+    env = _clean_env(tmp_path)
+    repo = tmp_path / "their-repo"
+    repo.mkdir()
+    _run("git", "init", "-q", repo)
+    _uvx("--from", built["wheel"], "replaybook", "init", env=env, cwd=repo)
+    capture = (repo / ".github" / "workflows" / "replaybook-capture.yml").read_text()
+    assert f"replaybook/replaybook/actions/capture@{built['head']}" in capture
+
+
+def test_a_build_of_a_tagged_release_records_its_tag_and_commit(built, tmp_path):
+    clone = tmp_path / "clone"
+    _run("git", "clone", "-q", "--no-hardlinks", REPO, clone)
+    env = {**os.environ, "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@e"}
+    _run("git", "-C", clone, "tag", "-a", "v9.9.9", "-m", "release", env=env)
+    _run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", tmp_path / "dist", clone)
+    recorded = _recorded(next((tmp_path / "dist").glob("*.whl")))
+    assert recorded["tag"] == "v9.9.9" and recorded["commit"] == built["head"] and not recorded["dirty"]
