@@ -25,6 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
 
+from bot.errors import InfrastructureError
+from bot.replay.host_tools import GIT_HARDENED
+
 _VERSION = "rb-baseline-1"  # bump when the layout changes: part of the key
 _KEEP = 32
 _INDEX = "replaybook.index"
@@ -114,9 +117,9 @@ def _build(final: Path, fixture: Path, *, git: str, env: Mapping[str, str], copy
 
 
 def _git(git: str, args: list[str], env: Mapping[str, str], cwd: Path) -> None:
-    done = subprocess.run([git, *args], env=dict(env), cwd=cwd, capture_output=True, check=False)
+    done = subprocess.run([git, *GIT_HARDENED, *args], env=dict(env), cwd=cwd, capture_output=True, check=False)
     if done.returncode != 0:
-        raise RuntimeError(f"git {' '.join(args[:2])} failed building the baseline: "
+        raise InfrastructureError(f"git {' '.join(args[:2])} failed building the baseline: "
                            f"{done.stderr.decode(errors='replace').strip()}")
 
 

@@ -19,6 +19,12 @@ import tempfile
 
 _STARTUP_PATH = os.environ.get("PATH", os.defpath)
 NAMES = ("git", "bash", "socat", "bwrap", "strace", "docker")
+# Every code path git could take from a tree or a config the harness did not write, turned off, for each
+# git the harness runs. Command-line config outranks a repository's and reaches every git git starts
+# (GIT_CONFIG_PARAMETERS).
+GIT_HARDENED = ("-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "core.untrackedCache=false",
+                "-c", "core.excludesFile=/dev/null", "-c", "core.attributesFile=/dev/null",
+                "-c", "submodule.recurse=false", "-c", "core.sshCommand=false")
 
 
 def _untrusted_roots() -> tuple[str, ...]:

@@ -38,6 +38,7 @@ from bot.replay import baseline as baseline_mod
 from bot.replay import host_tools, isolation, launchers, shims
 from bot.replay.bridge import UnixBridge
 from bot.replay.process import Completed, Watch, run_process, tree_bytes
+from bot.replay.host_tools import GIT_HARDENED
 from bot.replay.toolchain import HOST, Toolchain
 from bot.replay.trace import CommandEvent
 
@@ -47,11 +48,6 @@ SETUP_TIMEOUT_S = 300
 COMMAND_LOG_CAP = 32 << 20  # the shims' log kept per trial (and at most max_disk_mb); past it the trial is unscored
 
 TMP_ENV = "REPLAYBOOK_TMPDIR"
-# Every code path git could take from a tree or a config the harness did not write, turned off.
-# Command-line config outranks the repository's and reaches every git git starts (GIT_CONFIG_PARAMETERS).
-GIT_HARDENED = ("-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "core.untrackedCache=false",
-                "-c", "core.excludesFile=/dev/null", "-c", "core.attributesFile=/dev/null",
-                "-c", "submodule.recurse=false", "-c", "core.sshCommand=false")
 _MAX_NESTED_GIT = 256
 TMPFS_MIN_FREE = 4 << 30  # /dev/shm is used only with this much room (a sandbox may hold max_disk_mb)
 _GIT_ID = {
