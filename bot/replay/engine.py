@@ -166,14 +166,20 @@ def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
             "toolchain": tools.key, "warnings": warnings}))
         phase("run folder + trace")
 
-        def infrastructure(exc: InfrastructureError) -> TrialResult:
-            """The harness could not do its part: unscored, with the cause, never the agent's failure."""
+        def infrastructure(exc: InfrastructureError, gateway: Gateway | None = None) -> TrialResult:
+            """The harness could not do its part: unscored, with the cause, never the agent's failure.
+
+            What the model already cost is still counted (the gate's budget pays it)."""
             why = redact.text(f"unscored: infrastructure: {exc}")
             with lock:
                 writer.append(RunEndEvent(status="unscored", reason=why))
             writer.close()
+            calls = gateway.calls if gateway is not None else []
             return TrialResult(scenario=scenario.id, trial=trial, verdict="unscored", reason=why,
-                               agent_status="infrastructure", duration_s=round(time.monotonic() - started, 3),
+                               agent_status="infrastructure", input_tokens=sum(c.input_tokens for c in calls),
+                               output_tokens=sum(c.output_tokens for c in calls), model_calls=len(calls),
+                               cost_usd=gateway.total_cost_usd if gateway is not None else 0.0,
+                               duration_s=round(time.monotonic() - started, 3),
                                simulated=opts.simulated, run_dir=str(run_dir.path) if opts.runs_dir else None,
                                sandbox=backend.name, warnings=warnings)
         if tools_error is not None:
@@ -212,7 +218,7 @@ def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
             try:
                 diff = sandbox.diff()
             except InfrastructureError as exc:
-                return infrastructure(exc)
+                return infrastructure(exc, gateway)
             run_dir.write_diff(diff.patch)
             with lock:
                 writer.extend(file_change_events(diff.files))
@@ -230,7 +236,7 @@ def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
             try:
                 state = checks_mod.collect_end_state(scenario, sandbox, http_counts, transcript=result.raw)
             except InfrastructureError as exc:
-                return infrastructure(exc)
+                return infrastructure(exc, gateway)
             if sandbox.limit_hit:  # a check broke a bound (e.g. a left-behind conftest.py)
                 result.status, result.reason = "limit", sandbox.limit_hit
                 verdict, reason = "unscored", sandbox.limit_hit
