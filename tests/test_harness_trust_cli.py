@@ -53,7 +53,7 @@ def edit_scenario(root: Path, **fields) -> None:
     path.write_text(yaml.safe_dump(data))
 
 
-def test_gate_on_a_scenario_whose_setup_plants_fsmonitor_runs_nothing_on_the_host(cli, root, tmp_path, planted):
+def test_replay_and_gate_on_a_scenario_whose_setup_plants_fsmonitor_run_nothing_on_the_host(cli, root, tmp_path, planted):
     marker = tmp_path / "pwned"
     path = setup(root)
     write(own_scenario(root) / "repo" / "hook.sh", hook(marker))
@@ -65,10 +65,11 @@ def test_gate_on_a_scenario_whose_setup_plants_fsmonitor_runs_nothing_on_the_hos
     for branch in ("with_rule", "without_rule"):
         policy[branch].insert(0, {"bash": "echo dirty > sub/f"})
     (own_scenario(root) / "policy.yaml").write_text(yaml.safe_dump(policy))
-    result = cli("gate", str(path), "--trials", "3", "--runs-dir", str(tmp_path / "runs"))
-    assert not marker.exists(), "the scenario's fsmonitor ran on the host"
-    assert result.code in (0, 1), result.err
-    assert not leaked(planted, result.out, result.err, files_text(tmp_path / "runs"), files_text(root))
+    for argv in (["replay", str(own_scenario(root)), "--trials", "2"], ["gate", str(path), "--trials", "3"]):
+        result = cli(*argv, "--runs-dir", str(tmp_path / "runs"))
+        assert not marker.exists(), f"the scenario's fsmonitor ran on the host ({argv[0]})"
+        assert result.code in (0, 1), result.err
+        assert not leaked(planted, result.out, result.err, files_text(tmp_path / "runs"), files_text(root))
 
 
 @pytest.mark.parametrize("target", ["/proc/self/environ", "../../../../xdg/replaybook/cache.key"])
