@@ -99,22 +99,6 @@ def test_a_build_from_a_dirty_checkout_refuses_to_guess(built, tmp_path):
     assert _recorded(next(out.glob("*.whl")))["dirty"] is True
 
 
-def test_uv_tool_install_of_the_wheel_gives_a_replaybook_that_inits_a_fresh_repository(built, tmp_path):
-    from uv import find_uv_bin
-
-    env = {k: v for k, v in os.environ.items() if k not in ("REPLAYBOOK_ACTIONS_SHA", "VIRTUAL_ENV")}
-    env.update(UV_TOOL_DIR=str(tmp_path / "tools"), UV_TOOL_BIN_DIR=str(tmp_path / "bin"))
-    _run(find_uv_bin(), "tool", "install", "--quiet", built["wheel"], env=env)
-    exe = tmp_path / "bin" / "replaybook"
-    assert _run(exe, "--version", env=env).stdout.strip()
-    repo = tmp_path / "their-repo"
-    repo.mkdir()
-    _run("git", "init", "-q", repo)
-    _run(exe, "init", cwd=repo, env=env)
-    capture = (repo / ".github" / "workflows" / "replaybook-capture.yml").read_text()
-    assert f"replaybook/replaybook/actions/capture@{built['head']}" in capture
-
-
 def _uvx(*args, env, cwd=None) -> subprocess.CompletedProcess:
     from uv import find_uv_bin
 
@@ -127,37 +111,48 @@ def _clean_env(tmp_path: Path) -> dict:
     return env
 
 
+def _init_pins_to(head: str, tmp_path: Path, init) -> None:
+    """``init(repo)`` runs `replaybook init` in a fresh `git init` folder; its workflows must pin to ``head``."""
+    repo = tmp_path / "their-repo"
+    repo.mkdir()
+    _run("git", "init", "-q", repo)
+    init(repo)
+    capture = (repo / ".github" / "workflows" / "replaybook-capture.yml").read_text()
+    assert f"replaybook/replaybook/actions/capture@{head}" in capture
+
+
+def test_uv_tool_install_of_the_wheel_gives_a_replaybook_that_inits_a_fresh_repository(built, tmp_path):
+    from uv import find_uv_bin
+
+    env = _clean_env(tmp_path)
+    _run(find_uv_bin(), "tool", "install", "--quiet", built["wheel"], env=env)
+    exe = tmp_path / "bin" / "replaybook"
+    assert _run(exe, "--version", env=env).stdout.strip()
+    _init_pins_to(built["head"], tmp_path, lambda repo: _run(exe, "init", cwd=repo, env=env))
+
+
 def test_twine_accepts_the_wheel_and_the_sdist_and_both_carry_the_bundled_scenarios(built, tmp_path):
     _uvx("twine", "check", "--strict", built["wheel"], built["sdist"], env=_clean_env(tmp_path))
     with zipfile.ZipFile(built["wheel"]) as z:
-        in_wheel = {n for n in z.namelist() if "/scenarios/" in n or n.startswith("bot/bundled")}
+        in_wheel = set(z.namelist())
     with tarfile.open(built["sdist"]) as t:
         in_sdist = {m.name for m in t.getmembers()}
     for sid in ("lint-disable", "monorepo-test-cwd"):
-        assert any(f"{sid}/scenario.yaml" in n for n in in_wheel), sid
-        assert any(f"{sid}/scenario.yaml" in n for n in in_sdist), sid
+        assert any(n.endswith(f"{sid}/scenario.yaml") for n in in_wheel), sid
+        assert any(n.endswith(f"{sid}/scenario.yaml") for n in in_sdist), sid
 
 
 def test_pipx_install_of_the_wheel_gives_a_replaybook_that_inits_a_fresh_repository(built, tmp_path):
     env = {**_clean_env(tmp_path), "PIPX_HOME": str(tmp_path / "pipx"), "PIPX_BIN_DIR": str(tmp_path / "pipx-bin")}
     _uvx("pipx", "install", "--python", sys.executable, built["wheel"], env=env)
     exe = tmp_path / "pipx-bin" / "replaybook"
-    repo = tmp_path / "their-repo"
-    repo.mkdir()
-    _run("git", "init", "-q", repo)
-    _run(exe, "init", cwd=repo, env=env)
-    capture = (repo / ".github" / "workflows" / "replaybook-capture.yml").read_text()
-    assert f"replaybook/replaybook/actions/capture@{built['head']}" in capture
+    _init_pins_to(built["head"], tmp_path, lambda repo: _run(exe, "init", cwd=repo, env=env))
 
 
 def test_uvx_from_the_wheel_inits_a_fresh_repository(built, tmp_path):
     env = _clean_env(tmp_path)
-    repo = tmp_path / "their-repo"
-    repo.mkdir()
-    _run("git", "init", "-q", repo)
-    _uvx("--from", built["wheel"], "replaybook", "init", env=env, cwd=repo)
-    capture = (repo / ".github" / "workflows" / "replaybook-capture.yml").read_text()
-    assert f"replaybook/replaybook/actions/capture@{built['head']}" in capture
+    _init_pins_to(built["head"], tmp_path,
+                  lambda repo: _uvx("--from", built["wheel"], "replaybook", "init", env=env, cwd=repo))
 
 
 def test_a_build_of_a_tagged_release_records_its_tag_and_commit(built, tmp_path):

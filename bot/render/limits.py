@@ -102,31 +102,27 @@ def measure(data: bytes) -> tuple[int, int, int]:
     return len(text), len(data), text.count("\n") + (0 if not text or text.endswith("\n") else 1)
 
 
-def over(rel: str, data: bytes) -> list[str]:
-    """One line per limit ``data`` would pass at ``rel``; empty when it fits."""
+def _measured(rel: str, data: bytes):
+    """(limit, value, cap, unit) for each limit that applies at ``rel`` and bounds what ``data`` measures."""
     chars, size, lines = measure(data)
-    out = []
     for limit in LIMITS:
         if not limit.applies(rel):
             continue
         for value, cap, unit in ((chars, limit.chars, "characters"), (size, limit.bytes, "bytes"),
                                  (lines, limit.lines, "lines")):
-            if cap is not None and value > cap:
-                out.append(f"{rel}: would be {value:,} {unit}, over the {cap:,} {unit} limit ({limit.effect}; "
-                           f"{limit.source}); retire rules or move text out of the file")
-    return out
+            if cap is not None:
+                yield limit, value, cap, unit
+
+
+def over(rel: str, data: bytes) -> list[str]:
+    """One line per limit ``data`` would pass at ``rel``; empty when it fits."""
+    return [f"{rel}: would be {value:,} {unit}, over the {cap:,} {unit} limit ({limit.effect}; "
+            f"{limit.source}); retire rules or move text out of the file"
+            for limit, value, cap, unit in _measured(rel, data) if value > cap]
 
 
 def near(rel: str, data: bytes) -> list[str]:
     """One warning per limit ``data`` at ``rel`` has reached ``WARN_AT`` of without passing it."""
-    chars, size, lines = measure(data)
-    out = []
-    for limit in LIMITS:
-        if not limit.applies(rel):
-            continue
-        for value, cap, unit in ((chars, limit.chars, "characters"), (size, limit.bytes, "bytes"),
-                                 (lines, limit.lines, "lines")):
-            if cap is not None and WARN_AT * cap <= value <= cap:
-                out.append(f"{rel}: {value:,} {unit}, {value / cap:.0%} of the {cap:,} {unit} limit ({limit.effect}; "
-                           f"{limit.source}); a few more rules and the host cuts it")
-    return out
+    return [f"{rel}: {value:,} {unit}, {value / cap:.0%} of the {cap:,} {unit} limit ({limit.effect}; "
+            f"{limit.source}); a few more rules and the host cuts it"
+            for limit, value, cap, unit in _measured(rel, data) if WARN_AT * cap <= value <= cap]
