@@ -17,12 +17,10 @@ import pytest
 from bot import config as config_mod
 from bot import render as render_mod
 from bot.errors import BadInput
-from bot.github import PyGithubAdapter
-from bot.github.events import GateRulePr
-from bot.github.handle import PrGate, execute
+from bot.github.handle import PrGate
 from bot.playbook import Playbook
 from fakes.github import FakeGitHub
-from helpers import make_scenario, rule_yaml, write
+from helpers import make_scenario, rule_yaml, run_pr_gate, write
 
 HEAD = "3484a3fb816e0859fd6e1cea078d76385ff50625"
 TARGETS = ["claude", "agents", "copilot", "cursor", "windsurf", "gemini"]
@@ -64,22 +62,11 @@ def rendered_base(root: Path, config: str = f"render: {TARGETS}\n", rules: dict[
 
 def run_gate(gh: FakeGitHub, root: Path, base: str, *, merge_group: bool = False) -> tuple[dict, str]:
     """The status the real gate set on the PR at ``root`` (HEAD), and its report."""
-    port = PyGithubAdapter("octo/app", "t", gh.url, sleep=lambda s: None, seconds_between_requests=0,
-                           seconds_between_writes=0)
     try:
         settings = config_mod.load(root)
     except BadInput:  # the PR's own config does not load: the command would stop there (exit 2, no status)
         settings = config_mod.Settings(root, config_mod.Config(), None)
-    action = GateRulePr(number=None if merge_group else 1, head_sha=HEAD, base_ref="main", base_sha=base,
-                        fork=False, secrets=True, merge_group=merge_group)
-    if not merge_group:
-        gh.add_pull(1)
-    try:
-        execute([action], port, root=root, settings=settings, gate=PrGate(root, settings))
-    finally:
-        port.close()
-    report = "" if merge_group else "".join(c["body"] for c in gh.comments_on(1))
-    return gh.statuses_for(HEAD)[0], report
+    return run_pr_gate(gh, root, HEAD, base, merge_group=merge_group, settings=settings)
 
 
 def append_in_section(path: Path, line: str = EVIL) -> None:

@@ -15,11 +15,9 @@ from pathlib import Path
 import pytest
 
 from bot import config as config_mod
-from bot.github import PyGithubAdapter
-from bot.github.events import GateRulePr
-from bot.github.handle import PrGate, execute
+from bot.github.handle import PrGate
 from fakes.github import FakeGitHub
-from helpers import make_scenario, rule_yaml, write
+from helpers import make_scenario, rule_yaml, run_pr_gate, write
 from test_github_handle import HEAD, base_repo, git
 
 
@@ -31,18 +29,7 @@ def gh():
 
 def gate_state(gh: FakeGitHub, root: Path, base: str, *, merge_group: bool = False) -> dict:
     """Run the real gate on the repository at ``root`` (HEAD is the PR); the status it set."""
-    port = PyGithubAdapter("octo/app", "t", gh.url, sleep=lambda s: None, seconds_between_requests=0,
-                           seconds_between_writes=0)
-    settings = config_mod.load(root)
-    action = GateRulePr(number=None if merge_group else 1, head_sha=HEAD, base_ref="main", base_sha=base,
-                        fork=False, secrets=True, merge_group=merge_group)
-    if not merge_group:
-        gh.add_pull(1)
-    try:
-        execute([action], port, root=root, settings=settings, gate=PrGate(root, settings))
-    finally:
-        port.close()
-    return gh.statuses_for(HEAD)[0]
+    return run_pr_gate(gh, root, HEAD, base, merge_group=merge_group)[0]
 
 
 def _commit(root: Path, message: str = "the PR") -> None:
