@@ -3,9 +3,9 @@
 A scenario's toolchain puts its ``bin`` first on the agent's PATH, and a wheel
 can ship a ``bin/git`` or ``bin/bash``. Had the harness looked its own tools
 up on that PATH, the wheel's ``git`` would run on the host, beside the key.
-So ``git``, ``bash``, ``socat``, ``bwrap`` and ``strace`` are resolved from the
+So ``git``, ``bash``, ``socat``, ``bwrap`` and ``docker`` are resolved from the
 PATH the process started with (captured when this module is imported, which
-the CLI does first), never from a folder the scenario can fill (the cache's
+``bot.cli.main`` does first), never from a folder the scenario can fill (the cache's
 toolchains and shims, a sandbox's temp folder), and then always used by
 absolute path.
 """
@@ -18,7 +18,6 @@ import shutil
 import tempfile
 
 _STARTUP_PATH = os.environ.get("PATH", os.defpath)
-NAMES = ("git", "bash", "socat", "bwrap", "strace", "docker")
 # Every code path git could take from a tree or a config the harness did not write, turned off, for each
 # git the harness runs. Command-line config outranks a repository's and reaches every git git starts
 # (GIT_CONFIG_PARAMETERS).
@@ -72,8 +71,3 @@ def start_from(path: str) -> None:
     global _STARTUP_PATH
     _STARTUP_PATH = path
     find.cache_clear()
-
-
-def snapshot() -> dict[str, str | None]:
-    """Every tool the harness may run, resolved now (the CLI calls it before it reads any scenario)."""
-    return {name: find(name) for name in NAMES}
