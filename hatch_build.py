@@ -45,7 +45,7 @@ class BuildInfoHook(BuildHookInterface):
     PLUGIN_NAME = "custom"
 
     def initialize(self, version: str, build_data: dict) -> None:
-        if version == "editable":  # an editable install reads git live (bot/build_info.py)
+        if version == "editable":  # an editable install reads git live (bot/_util/build_info.py)
             return
         info = git_info(self.root)
         if info is None:  # a build from an sdist: keep the sdist's own file (.gitignore would leave it out)

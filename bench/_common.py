@@ -16,10 +16,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator
 
-from bot import bundled
-from bot import rule as rules_mod
-from bot.markdown import table
-from bot import scenario as sc
+from bot._util import bundled
+from bot.playbook import rule as rules_mod
+from bot._util.markdown import table
+from bot.scenario import spec as sc
 from bot.replay import engine
 from bot.replay.sandbox import Sandbox
 from bot.replay.trace import CommandEvent, RunDir, TraceEvent, read_trace

@@ -42,7 +42,7 @@ def floor_sample(fixture: Path, tmp: str) -> None:
 
 
 def replay_sample_factory(scenario: Path, sandbox: str):
-    from bot import scenario as sc
+    from bot.scenario import spec as sc
     from bot.replay import agents, engine
 
     loaded = sc.load(scenario)

@@ -17,7 +17,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bot import capture  # noqa: E402
+from bot.incident import capture  # noqa: E402
 
 LOGS = Path(__file__).resolve().parent.parent / "tests" / "data" / "logs"
 

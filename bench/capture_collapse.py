@@ -1,4 +1,4 @@
-"""Collapsing repeated log lines: the hand-written shape collapser (bot.log_clues) against drain3's
+"""Collapsing repeated log lines: the hand-written shape collapser (bot.incident.capture.clues) against drain3's
 template miner, on the bundled and test logs.
 
     .venv/bin/pip install drain3 && .venv/bin/python bench/capture_collapse.py
@@ -19,8 +19,8 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bot.text_safety import clean  # noqa: E402
-from bot.log_clues import collapse  # noqa: E402
+from bot._util.text_safety import clean  # noqa: E402
+from bot.incident.capture.clues import collapse  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 LOGS = ROOT / "tests" / "data" / "logs"

@@ -31,13 +31,13 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
 from pathlib import Path
 
-from bot import records
-from bot import rule as rules_mod
-from bot.demo import build_workspace
-from bot.gate import GateOptions, GateResult, run_gate
-from bot.incident import Incident, IncidentStore
-from bot.markdown import table
-from bot.playbook import Playbook
+from bot._util import records
+from bot.playbook import rule as rules_mod
+from bot.cli.demo_loop import build_workspace
+from bot.gate.decision import GateOptions, GateResult, run_gate
+from bot.incident.store import Incident, IncidentStore
+from bot._util.markdown import table
+from bot.playbook.store import Playbook
 from bot.replay.engine import ReplayOptions
 
 SEED_RULES = ("rule-0001", "rule-0002", "rule-0003", "rule-0004")

@@ -10,7 +10,7 @@ candidate rules:
   ``$RANDOM`` draw, so with the noise it passes 0.9 without the rule and 0.5 with it.
 
 Each simulated gate judges the whole suite as ``run_gate`` does
-(``bot.gate._judge``: the baseline batch, then the candidate's sequential
+(``bot.gate.decision._judge``: the baseline batch, then the candidate's sequential
 trials), with its own seed and no cache, so every gate is independent. The
 same is done for today's design (3 baseline and 3 candidate trials per
 scenario, a one-sided binomial test at 5%), and both are printed beside
@@ -32,11 +32,11 @@ from pathlib import Path
 
 import yaml
 
-from bot import gate as gate_mod
-from bot import scenario as sc
-from bot import stats
-from bot.gate import GateOptions, Runner, Side
-from bot.markdown import table
+from bot.gate import decision as gate_mod
+from bot.scenario import spec as sc
+from bot.gate import stats
+from bot.gate.decision import GateOptions, Runner, Side
+from bot._util.markdown import table
 from bot.replay.engine import ReplayOptions
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

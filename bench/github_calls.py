@@ -34,7 +34,7 @@ from bot.github.events import (  # noqa: E402
     UpdateDashboard,
 )
 from bot.github.handle import execute  # noqa: E402
-from bot.markdown import table  # noqa: E402
+from bot._util.markdown import table  # noqa: E402
 
 LOG = (ROOT / "tests" / "data" / "logs" / "gha_pytest.log").read_text(encoding="utf-8")
 FORM = (ROOT / "tests" / "data" / "webhooks" / "issues-opened-incident-form.json")

@@ -6,7 +6,7 @@ Targets (issue 8): ingest >= 50,000 events/s batched (article-sized events);
 chronicle of a 10,000-event task <= 200 ms; storage after the volume controls
 well below raw (the article saw about 10x). Ingest is also measured on the
 storage mix (polls, long text), without a target. ``--baseline`` measures
-another copy of bot/trace_store.py side by side, round for round. Prints a
+another copy of bot/hindsight/traces.py side by side, round for round. Prints a
 markdown table on stdout.
 
 The events are synthetic, shaped like the article's example (state summary,
@@ -29,9 +29,9 @@ import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from bot import chronicle
-from bot.markdown import table
-from bot.trace_store import Recorder, TraceStore
+from bot.hindsight import chronicle
+from bot._util.markdown import table
+from bot.hindsight.traces import Recorder, TraceStore
 
 T0 = datetime(2026, 7, 14, 9, 32, tzinfo=timezone.utc)
 ACTIONS = ["parse_with_pandas", "parse_with_csv", "extract_by_lines"]
@@ -85,7 +85,7 @@ def ingest_rate(folder: Path, n: int, recorder_class: type = Recorder, mix=None)
 
 
 def load_recorder(path: str) -> type:
-    """``Recorder`` from another copy of bot/trace_store.py (e.g. ``git show HEAD~1:bot/trace_store.py``)."""
+    """``Recorder`` from another copy of bot/hindsight/traces.py (e.g. ``git show HEAD~1:bot/hindsight/traces.py``)."""
     spec = importlib.util.spec_from_file_location("baseline_trace_store", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up
@@ -151,8 +151,8 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=100_000, help="events per ingest round")
     parser.add_argument("--rounds", type=int, default=3, help="ingest rounds (median)")
     parser.add_argument("--baseline", metavar="TRACE_STORE_PY",
-                        help="another bot/trace_store.py to measure side by side, e.g. from "
-                             "`git show REV:bot/trace_store.py > /tmp/old.py`")
+                        help="another bot/hindsight/traces.py to measure side by side, e.g. from "
+                             "`git show REV:bot/hindsight/traces.py > /tmp/old.py`")
     args = parser.parse_args()
     baseline = load_recorder(args.baseline) if args.baseline else None
     with tempfile.TemporaryDirectory() as tmp:

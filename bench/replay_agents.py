@@ -19,7 +19,7 @@ from pathlib import Path
 
 from _common import BUNDLED, machine, measured_trial, median, ms, playbook_text, progress, say, scenario_dir, table
 
-from bot import scenario as sc
+from bot.scenario import spec as sc
 from bot.replay import agents as agents_mod
 from bot.replay.agents import install
 from bot.replay.engine import ReplayOptions

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from _common import HERE, machine, median, progress, say, table
 
-from bot import scenario as sc
+from bot.scenario import spec as sc
 from bot.replay.engine import ReplayOptions, run_trials
 
 TARGET = 6.0

@@ -40,7 +40,7 @@ from _common import scenario_dir, table, timed_method
 import anthropic
 from anthropic.resources.messages import Messages
 
-from bot import scenario as sc
+from bot.scenario import spec as sc
 from bot.replay import agents as agents_mod
 from bot.replay import engine
 from bot.replay import gateway as gateway_mod

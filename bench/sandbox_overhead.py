@@ -26,7 +26,7 @@ from pathlib import Path
 
 from _common import BUNDLED, machine, median, playbook_text, scenario_dir, table
 
-from bot import scenario as sc
+from bot.scenario import spec as sc
 from bot.replay import engine, toolchain
 
 TARGET_MS = 30.0

@@ -3,21 +3,16 @@
 The public API; everything else is private.
 """
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("replaybook")
-except PackageNotFoundError:  # running from a checkout without an install
-    __version__ = "0.0.0+checkout"
+from bot._util.build_info import VERSION as __version__
 
 from bot.config import Config, Settings
-from bot.hindsight import Hindsight, Reflection
-from bot.lesson import Lesson, LessonStore
+from bot.hindsight.reflection import Hindsight, Reflection
+from bot.hindsight.lesson import Lesson, LessonStore
 from bot.errors import BadInput, CheckFailed, ReplaybookError
-from bot.incident import Incident, IncidentStore
-from bot.playbook import Playbook
-from bot.rule import Rule
-from bot.scenario import Scenario
+from bot.incident.store import Incident, IncidentStore
+from bot.playbook.store import Playbook
+from bot.playbook.rule import Rule
+from bot.scenario.spec import Scenario
 
 __all__ = [
     "BadInput",

@@ -13,12 +13,16 @@ planner never needs a temporary copy of a folder to compute what it would do.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import json
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
+from bot._util import yamlfile
 from bot.errors import BadInput
 
 
@@ -163,9 +167,8 @@ class OverlayTree:
 def apply_local(change: Change, root: Path) -> None:
     """The local sink: every write and delete of ``change`` in one journal commit (all or, after a crash, none).
 
-    The caller holds the playbook's lock (:func:`bot.journal.locked`).
+    The caller holds the playbook's lock (:func:`bot.change.locked`).
     """
-    from bot.journal import Journal
 
     if not change:
         return
@@ -176,3 +179,62 @@ def apply_local(change: Change, root: Path) -> None:
 def relative(path: Path, root: Path) -> str:
     """``path`` as a change path under ``root``."""
     return Path(os.path.relpath(Path(path).resolve(), Path(root).resolve())).as_posix()
+
+
+# The journal: all-or-nothing changes to several files, and a lock for the playbook.
+#
+# ``Journal.commit`` first writes the whole change (every new file's content
+# and every deletion) to one journal file, atomically, then applies it, then
+# removes the journal. A crash in between leaves the journal behind, and the
+# next ``recover`` applies it again: each step is idempotent, so the folder
+# ends either before the change or after it, never in between.
+JOURNAL = ".replaybook/journal.json"
+LOCK = ".replaybook/playbook.lock"
+
+
+class Journal:
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self.path = self.root / JOURNAL
+
+    def commit(self, writes: dict[Path, str], deletes: list[Path] = ()) -> None:
+        record = {
+            "writes": {self._rel(p): text for p, text in writes.items()},
+            "deletes": [self._rel(p) for p in deletes],
+        }
+        yamlfile.replace(self.path, json.dumps(record))
+        self._apply(record)
+        self.path.unlink()
+
+    def recover(self) -> bool:
+        """Finish a change a crash interrupted; return whether there was one."""
+        try:
+            record = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return False
+        self._apply(record)
+        self.path.unlink()
+        return True
+
+    def _apply(self, record: dict) -> None:
+        for rel, text in record["writes"].items():
+            yamlfile.replace(self.root / rel, text)
+        for rel in record["deletes"]:
+            with contextlib.suppress(FileNotFoundError):
+                (self.root / rel).unlink()
+
+    def _rel(self, path: Path) -> str:
+        return os.path.relpath(Path(path).resolve(), self.root.resolve())
+
+
+@contextlib.contextmanager
+def locked(root: Path) -> Iterator[None]:
+    """Hold the playbook's lock: one admission or retirement at a time, across processes."""
+    path = Path(root) / LOCK
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

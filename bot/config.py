@@ -12,7 +12,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from bot import records, yamlfile
+from bot._util import records
+
+from bot._util import yamlfile
 from bot.errors import BadInput
 
 FILENAME = ".replaybook.yml"
@@ -162,7 +164,7 @@ class Config(_Section):
     @field_validator("render")
     @classmethod
     def _targets(cls, value: list[str]) -> list[str]:
-        from bot.render.hosts import parse_all
+        from bot.playbook.render.hosts import parse_all
 
         try:
             parse_all(value)

@@ -85,7 +85,7 @@ def seeded(root) -> Path:
     write(root / "incidents" / "2026-07-21-1105.yaml", incident_yaml("2026-07-21-1105", created="2026-07-21T11:05:00Z"))
     make_scenario(root)
     write(root / "playbook" / "rules" / "rule-0001.yaml", rule_yaml("rule-0001"))
-    from bot.playbook import Playbook
+    from bot.playbook.store import Playbook
 
     Playbook(root / "playbook", root=root).render()
     return root

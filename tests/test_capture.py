@@ -17,13 +17,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bot import capture
-from bot.capture import ACTUAL_UNKNOWN, BELIEVED_UNKNOWN, Analysis
+from bot.incident import capture
+from bot.incident.capture import ACTUAL_UNKNOWN, BELIEVED_UNKNOWN, Analysis
 from bot.errors import BadInput
-from bot.incident import EVIDENCE_MAX, FAILURE_CLASSES, IncidentStore
+from bot.incident.store import EVIDENCE_MAX, FAILURE_CLASSES, IncidentStore
 from bot.model.llm import LLM, render
-from bot.text_safety import fence
-from bot.model.answers import AnswerBook
+from bot._util.text_safety import fence
+from bot.replay.answers import AnswerBook
 from bot.replay.gateway import Gateway
 
 from helpers import REPO, snapshot, write
@@ -419,7 +419,7 @@ def test_cli_every_command_and_option_has_help():
 
 
 def test_core_imports_no_adapter():
-    code = ("import sys, bot.capture; bad = {'click', 'anthropic', 'github'} & set(sys.modules); "
+    code = ("import sys, bot.incident.capture; bad = {'click', 'anthropic', 'github'} & set(sys.modules); "
             "sys.exit(f'imported {bad}' if bad else 0)")
     import subprocess
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from bot import capture
-from bot.log_clues import collapse
+from bot.incident import capture
+from bot.incident.capture.clues import collapse
 from helpers import REPO
 
 LOGS = REPO / "tests" / "data" / "logs"

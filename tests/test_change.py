@@ -16,15 +16,15 @@ import pytest
 import yaml
 
 from bot import config as config_mod
-from bot import playbook_changes
+from bot.playbook import transitions as playbook_changes
 from bot.change import Change, DiskTree, MemoryTree, OverlayTree
 from bot.errors import BadInput
 from bot.github.events import CheckPlaybookInvariants, Distill
 from bot.github.handle import execute
 from bot.github.issue_form import normalised_block
-from bot.incident import Incident, IncidentStore
+from bot.incident.store import Incident, IncidentStore
 from bot.model.llm import LLM
-from bot.playbook import Playbook
+from bot.playbook.store import Playbook
 from fakes.port import FakePort
 from helpers import incident_yaml, make_scenario, rule_yaml, write
 from test_github_prs import WORKER, model, rule_answer  # noqa: F401, F811  (model is a fixture)
@@ -119,7 +119,7 @@ def test_a_local_admit_and_a_merged_rule_pr_write_the_same_files(cli, model, tmp
     proposed = local / "playbook/proposed/rule-0003.yaml"
     assert proposed.is_file(), distilled.out
     # What `gate --admit` does once replay decides admit (its decisions are tested in test_gate.py).
-    from bot import gate as gate_mod
+    from bot.gate import decision as gate_mod
 
     settings = config_mod.load(local)
     book = Playbook(settings.path("playbook"), root=local, cap=settings.cap,

@@ -1,4 +1,4 @@
-"""One SQLite base with named migration sets (bot/database.py), shared by traces and lessons."""
+"""One SQLite base with named migration sets (bot/hindsight/database.py), shared by traces and lessons."""
 
 import shutil
 import sqlite3
@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from bot.database import MIGRATIONS_TABLE, Migrations, SQLiteStore
-from bot.lesson import Lesson, LessonStore
-from bot.trace_store import TraceStore
+from bot.hindsight.database import MIGRATIONS_TABLE, Migrations, SQLiteStore
+from bot.hindsight.lesson import Lesson, LessonStore
+from bot.hindsight.traces import TraceStore
 
-# Written by the stores as they were before bot/database.py (commit 5e38796): two trace
+# Written by the stores as they were before bot/hindsight/database.py (commit 5e38796): two trace
 # events and one lesson, in one file with one migrations table.
 OLD_DB = Path(__file__).parent / "data" / "db" / "hindsight-2026-12.db"
 

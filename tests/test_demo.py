@@ -5,8 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from bot.incident import IncidentStore
-from bot.playbook import Playbook
+from bot.incident.store import IncidentStore
+from bot.playbook.store import Playbook
 
 
 def test_demo_captures_distills_admits_and_shows_why_it_rejects(cli, tmp_path):

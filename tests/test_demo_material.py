@@ -8,10 +8,10 @@ import sys
 
 import pytest
 
-from bot import records
-from bot import rule as rules_mod
-from bot import scenario as sc
-from bot.incident import Incident
+from bot._util import records
+from bot.playbook import rule as rules_mod
+from bot.scenario import spec as sc
+from bot.incident.store import Incident
 from bot.replay.policy import load_policy
 from helpers import REPO
 

@@ -11,14 +11,14 @@ import pytest
 from click.testing import CliRunner
 
 from bot import config
-from bot import scenario as scenario_mod
+from bot.scenario import spec as scenario_mod
 from bot.cli import distill as distill_cli
 from bot.cli.main import Context
-from bot.distill import distill, group_incidents
-from bot.incident import Incident, IncidentStore
+from bot.distill.plan import distill, group_incidents
+from bot.incident.store import Incident, IncidentStore
 from bot.model.llm import LLM, render
-from bot.playbook import Playbook
-from bot.model.answers import AnswerBook
+from bot.playbook.store import Playbook
+from bot.replay.answers import AnswerBook
 from bot.replay.gateway import Gateway
 from helpers import incident_yaml, make_scenario, rule_yaml, snapshot, write
 

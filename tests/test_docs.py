@@ -7,7 +7,7 @@ import re
 
 import click
 
-from bot import schemas
+from bot.cli import schema as schemas
 from bot.cli import reference
 from bot.cli.main import cli
 from helpers import REPO
@@ -36,7 +36,7 @@ def test_listing_commands_take_json():
 def test_schema_files_are_in_sync(cli):
     for kind in schemas.KINDS:
         shipped = json.loads((REPO / "schemas" / f"{kind}.schema.json").read_text())
-        assert shipped == schemas.schema(kind), "run: python -m bot.schemas"
+        assert shipped == schemas.schema(kind), "run: python -m bot.cli.schema"
     printed = json.loads(cli("schema", "rule").out)
     assert printed["properties"]["rule"]["description"].startswith("At most two sentences")
     assert "pass_if" in json.loads(cli("schema", "scenario").out)["required"]

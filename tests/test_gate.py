@@ -12,9 +12,9 @@ from pathlib import Path
 
 import yaml
 
-from bot import gate as gate_mod
-from bot.incident import IncidentStore
-from bot.playbook import Playbook
+from bot.gate import decision as gate_mod
+from bot.incident.store import IncidentStore
+from bot.playbook.store import Playbook
 from bot.replay.engine import ReplayOptions
 from helpers import incident_yaml, snapshot, write
 

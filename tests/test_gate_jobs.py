@@ -1,7 +1,7 @@
 """Parallel gates decide as a one-job gate does: same seed, same trials read, same decision and report.
 
 Trials run ahead on a shared pool and across suite scenarios at once, but
-every test reads them in trial order (bot.gate_pool), so neither --jobs nor
+every test reads them in trial order (bot.gate.pool), so neither --jobs nor
 which trial finishes first can change what is decided.
 """
 
@@ -11,9 +11,10 @@ import random
 import threading
 import time
 
-from bot import gate as gate_mod
-from bot import gate_report, stats
-from bot.gate_pool import Pool, Stream, cores
+from bot.gate import decision as gate_mod
+from bot.gate import report as gate_report
+from bot.gate import stats
+from bot.gate.pool import Pool, Stream, cores
 from bot.replay.engine import ReplayOptions
 from test_gate import book, mini_scenario, setup
 

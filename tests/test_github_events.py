@@ -44,7 +44,7 @@ from bot.github.issue_form import (
     replace_block,
     strip_block,
 )
-from bot.incident import Incident
+from bot.incident.store import Incident
 
 from helpers import REPO
 

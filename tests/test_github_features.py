@@ -27,7 +27,7 @@ def _playbook(root, cap: int = 5) -> None:
     write(root / "playbook/rules/rule-0001.yaml", rule_yaml("rule-0001", last_hit="2026-08-20"))
     write(root / "playbook/rules/rule-0002.yaml", rule_yaml("rule-0002", text="When a migration is added, run the "
                                                               "schema check before the tests."))
-    from bot.playbook import Playbook
+    from bot.playbook.store import Playbook
 
     Playbook(root / "playbook", root=root, cap=cap).render()
 

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from bot import config as config_mod
-from bot import render as render_mod
+from bot.playbook import render as render_mod
 from bot.errors import BadInput
 from bot.github.handle import PrGate
-from bot.playbook import Playbook
+from bot.playbook.store import Playbook
 from fakes.github import FakeGitHub
 from helpers import make_scenario, rule_yaml, run_pr_gate, write
 
@@ -424,7 +424,7 @@ def test_a_renamed_host_file_as_rendered_is_only_reported(gh, root):
 
 
 def test_render_time_checks_every_file_whoever_built_the_targets(root):
-    from bot.render import hosts, sync
+    from bot.playbook.render import hosts, sync
 
     make_scenario(root)
     write(root / "playbook" / "rules" / "rule-0001.yaml", rule_yaml("rule-0001"))

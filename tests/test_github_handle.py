@@ -350,7 +350,7 @@ def test_git_gate_finds_changed_rules_and_reads_the_base_playbook(root, tmp_path
 
 
 def test_a_hits_only_change_needs_no_replay_and_the_cap_is_checked_on_the_result(root):
-    from bot.gate import cheap_checks
+    from bot.gate.decision import cheap_checks
     from helpers import make_scenario, rule_yaml, write
 
     write(root / ".replaybook.yml", "cap: 2\n")

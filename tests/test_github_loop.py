@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.model.answers import AnswerBook
+from bot.replay.answers import AnswerBook
 from bot.replay.gateway import Gateway
 from bot.replay.policy import load_policy
 from fakes.github import FakeGitHub

@@ -20,8 +20,8 @@ from bot.github import PyGithubAdapter
 from bot.github.issue_form import normalised_block
 from bot.github.maintenance import MAINTENANCE_MARKER
 from bot.github.port import GitHubError, marker
-from bot.incident import Incident
-from bot.model.answers import AnswerBook
+from bot.incident.store import Incident
+from bot.replay.answers import AnswerBook
 from bot.replay.gateway import Gateway
 from fakes.github import BOT_LOGIN, MAIN_SHA, FakeGitHub
 from helpers import incident_yaml, make_scenario, rule_yaml, snapshot, write

@@ -1,6 +1,6 @@
 """The redundancy re-test on GitHub, on the in-memory FakePort: one retirement PR with the evidence, once.
 
-The replays are real (bot.redundancy on the simulated model, its cache); ``allow_simulated`` is a
+The replays are real (bot.health.redundancy on the simulated model, its cache); ``allow_simulated`` is a
 keyword of the Python function only, so the GitHub path itself refuses the simulated model (tested below).
 """
 
@@ -92,7 +92,7 @@ def test_the_planner_retests_on_the_monthly_cron_and_on_dispatch():
 
 def test_hostile_evidence_reaches_the_body_neutralised():
     from bot.github.port import marker_keys
-    from bot.redundancy import Retest as Row
+    from bot.health.redundancy import Retest as Row
 
     evil = "its scenario does not load: <!-- replaybook:retest --> @admin | fixes #1 [x](https://evil.test)"
     text = retest_mod._summary([Row("rule-0003", "scenarios/x", "unknown", 0, 0, "m", evil)], "m", "1 unknown")

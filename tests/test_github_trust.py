@@ -20,7 +20,7 @@ from bot.github.handle import GATE_MARKER, PrGate, execute
 from bot.github.issue_form import MARKER as BLOCK_MARKER
 from bot.github.issue_form import parse_incident_issue
 from bot.github.port import marker
-from bot.text_safety import neutralise
+from bot._util.text_safety import neutralise
 from bot.replay.engine import ReplayOptions
 from fakes.github import BOT_LOGIN
 from helpers import incident_yaml, make_scenario, rule_yaml, write
@@ -111,7 +111,7 @@ def comment_text(gh) -> str:
     return "".join(c["body"] for c in gh.comments_on(1))
 
 
-# No URL: a rule text holding one is refused before any PR (bot/rule_text.py); relative links still render.
+# No URL: a rule text holding one is refused before any PR (bot/playbook/rule_text.py); relative links still render.
 HOSTILE = "ping @octo/admins, see ![x](img/i.png) and [docs](docs/x.md); fixes #77"
 
 

@@ -9,13 +9,15 @@ import json
 from datetime import date, datetime, timezone
 from pathlib import Path
 
-from bot import capture, health
-from bot.incident import Incident, IncidentStore
+from bot.incident import capture
+
+from bot.playbook import worth as health
+from bot.incident.store import Incident, IncidentStore
 from bot.model.llm import LLM
-from bot.playbook import Playbook
-from bot.model.answers import AnswerBook
+from bot.playbook.store import Playbook
+from bot.replay.answers import AnswerBook
 from bot.replay.gateway import Gateway
-from bot.rule import Rule
+from bot.playbook.rule import Rule
 from helpers import REPO, incident_yaml, make_scenario, rule_yaml, write
 
 TODAY = date(2026, 9, 1)
@@ -171,7 +173,7 @@ def test_capture_asks_the_simulated_model_and_keeps_only_an_admitted_rule_older_
 
 def test_distill_records_the_later_incidents_of_a_group_and_leaves_a_persons_answer(root):
     from bot import config
-    from bot.distill import distill
+    from bot.distill.plan import distill
 
     a1, a2, a3 = "2026-07-14-0932", "2026-07-21-1105", "2026-07-28-1000"
     write(root / "incidents" / f"{a1}.yaml", incident_yaml(a1))

@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 import pytest
 
 from bot.errors import BadInput
-from bot.incident import Incident, IncidentStore
+from bot.incident.store import Incident, IncidentStore
 from helpers import incident_yaml, snapshot, write
 
 NEW = ["incident", "new", "--task", "Add rate limiting", "--failure-class", "wrong_assumption",
@@ -239,14 +239,14 @@ def test_a_file_named_not_for_a_time_reports_every_problem_not_only_created(cli,
 
 
 def test_an_unknown_key_in_a_strict_record_is_named_with_the_nearest_known_one(cli, root):
-    from bot import records
+    from bot._util import records
     from pydantic import BaseModel, ConfigDict
 
     class Strict(BaseModel):
         model_config = ConfigDict(extra="forbid")
         stdout_contains: str = ""
 
-    from bot import yamlfile
+    from bot._util import yamlfile
     path = root / "x.yaml"
     write(path, "stdout_contain: ok\n")
     with pytest.raises(BadInput) as err:

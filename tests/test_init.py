@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from bot import config as config_mod
-from bot import init as init_mod
+from bot.github import init as init_mod
 from helpers import REPO, write
 
 CAPTURE = ".github/workflows/replaybook-capture.yml"

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from bot.cli import lessons as lessons_cli
 from bot.cli.main import Context
 from bot.errors import BadInput, ReplaybookError
-from bot.lesson import DB_FILE, MIGRATIONS_TABLE, REMINDER, Lesson, LessonStore, find_conflicts
+from bot.hindsight.lesson import DB_FILE, MIGRATIONS_TABLE, REMINDER, Lesson, LessonStore, find_conflicts
 
 T0 = datetime(2026, 7, 1, 9, 0, tzinfo=timezone.utc)
 DISTINCT = [
@@ -195,7 +195,7 @@ def test_migrations_are_named_recorded_once_and_share_the_table(tmp_path):
 
 
 def test_it_shares_the_database_with_the_trace_store(tmp_path):
-    trace_store = pytest.importorskip("bot.trace_store")
+    trace_store = pytest.importorskip("bot.hindsight.traces")
     path = tmp_path / "hindsight.db"
     with trace_store.TraceStore(path) as traces, LessonStore(path) as lessons:
         lesson = lessons.add(Lesson.new("csv", "Prefer utf-8-sig.", now=T0)).lesson

@@ -8,8 +8,8 @@ import pytest
 from pydantic import BaseModel
 
 from bot.model.llm import LLM, LLMError, render
-from bot.text_safety import fence
-from bot.model.answers import AnswerBook
+from bot._util.text_safety import fence
+from bot.replay.answers import AnswerBook
 from bot.replay.gateway import Gateway
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from bot.playbook import SECTION_END, SECTION_START
-from bot.rule import Rule, sentences
+from bot.playbook.store import SECTION_END, SECTION_START
+from bot.playbook.rule import Rule, sentences
 from helpers import make_scenario, rule_yaml, snapshot, write
 
 
@@ -127,7 +127,7 @@ def test_retire_a_named_rule_and_refuse_an_unknown_one(cli, seeded):
 
 
 def test_next_id_is_never_reused(seeded):
-    from bot.playbook import Playbook
+    from bot.playbook.store import Playbook
 
     write(seeded / "playbook" / "archive" / "rule-0007.yaml", rule_yaml("rule-0007"))
     assert Playbook(seeded / "playbook", root=seeded).next_id() == "rule-0008"
@@ -174,8 +174,8 @@ def test_sentence_counting_ignores_dots_inside_names():
 def test_admit_is_one_change_moving_retiring_rendering_and_resolving(seeded):
     from datetime import date
 
-    from bot.incident import IncidentStore
-    from bot.playbook import Playbook
+    from bot.incident.store import IncidentStore
+    from bot.playbook.store import Playbook
 
     write(seeded / ".replaybook.yml", "cap: 1\n")
     candidate = write(seeded / "playbook" / "proposed" / "rule-0002.yaml",
@@ -197,7 +197,7 @@ def test_an_interrupted_change_is_finished_by_the_next_one(seeded):
     import json
     from datetime import date
 
-    from bot.playbook import Playbook
+    from bot.playbook.store import Playbook
 
     rules = seeded / "playbook" / "rules"
     journal = seeded / ".replaybook" / "journal.json"

@@ -8,10 +8,10 @@ from datetime import date
 
 import pytest
 
-from bot import gate as gate_mod
+from bot.gate import decision as gate_mod
 from bot.errors import BadInput
-from bot.incident import IncidentStore
-from bot.playbook import Playbook
+from bot.incident.store import IncidentStore
+from bot.playbook.store import Playbook
 from helpers import REPO, rule_yaml, write
 
 TEXTS = ["When the API answers 429, wait for its retry-after header before calling again.",
@@ -49,8 +49,8 @@ ADMIT = """
 import sys
 from datetime import date
 from pathlib import Path
-from bot.incident import IncidentStore
-from bot.playbook import Playbook
+from bot.incident.store import IncidentStore
+from bot.playbook.store import Playbook
 root = Path(sys.argv[1])
 Playbook(root / "playbook", root=root, cap=2, incidents=IncidentStore(root / "incidents")).admit(Path(sys.argv[2]), date(2026, 12, 1))
 """

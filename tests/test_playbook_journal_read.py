@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from bot.journal import JOURNAL
+from bot.change import JOURNAL
 from helpers import rule_yaml, write
 
 

@@ -7,8 +7,8 @@ import json
 import pytest
 import yaml
 
-from bot.render import HOSTS
-from bot.render.sync import GENERATED
+from bot.playbook.render import HOSTS
+from bot.playbook.render.sync import GENERATED
 from helpers import rule_yaml, snapshot, write
 
 ALL = ["claude", "agents", "copilot", "cursor", "gemini", "windsurf"]
@@ -36,7 +36,7 @@ def test_every_target_renders_and_keeps_every_byte_outside_the_markers(cli, seed
         "AGENTS.md": (b"# Agents\n\nno trailing newline", b""),
         "GEMINI.md": (b"", b"\n\ntrailer without newline"),
     }
-    from bot.playbook import SECTION_END
+    from bot.playbook.store import SECTION_END
 
     for rel, (before, after) in outside.items():
         write(seeded / rel, "")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.render import limits
+from bot.playbook.render import limits
 from helpers import write
 
 CASES = [(limit, unit, cap) for limit in limits.LIMITS

@@ -1,12 +1,12 @@
-"""The one list of what a rule may never say (bot/rule_text.py): each kind refused, ordinary rules kept."""
+"""The one list of what a rule may never say (bot/playbook/rule_text.py): each kind refused, ordinary rules kept."""
 
 from __future__ import annotations
 
 import pytest
 
-from bot import rule_text
+from bot.playbook import rule_text
 from bot.errors import BadInput
-from bot.playbook import Playbook, parse_rule
+from bot.playbook.store import Playbook, parse_rule
 from helpers import make_scenario, rule_yaml, write
 
 REFUSED = {

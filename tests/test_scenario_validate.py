@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bot import scenario_validate as sv
+from bot.replay import validate as sv
 from bot.replay.cache import ReplayCache
 from helpers import REPO, write
 
@@ -160,7 +160,7 @@ def test_ci_runs_the_validation_of_the_bundled_suite(capsys):
 
 
 def test_playbook_check_validates_each_admitted_rules_scenario(cli, root):
-    from bot.playbook import Playbook
+    from bot.playbook.store import Playbook
 
     write(root / "incidents" / "a.yaml", __import__("helpers").incident_yaml("a"))
     sound(root, pass_if=[{"succeeds": {"run": "test -f README.md"}}])  # holds on the fixture

@@ -1,6 +1,6 @@
-"""One stop list and one Jaccard for the gate, distill and lessons (bot/similarity.py)."""
+"""One stop list and one Jaccard for the gate, distill and lessons (bot/_util/similarity.py)."""
 
-from bot.similarity import STOP_WORDS, jaccard, similarity, terms, words
+from bot._util.similarity import STOP_WORDS, jaccard, similarity, terms, words
 
 
 def test_terms_keep_compound_tokens_and_drop_sentence_punctuation():

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from bot import stats
+from bot.gate import stats
 from helpers import REPO
 
 TEST = stats.SuiteTest()

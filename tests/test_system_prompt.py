@@ -1,4 +1,4 @@
-"""`replay --rule` and the gate give the replayed agent one system prompt (bot/system_prompt.py)."""
+"""`replay --rule` and the gate give the replayed agent one system prompt (bot/playbook/render/system_prompt.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import hashlib
 import json
 from pathlib import Path
 
-from bot import rule as rules_mod
-from bot.system_prompt import baseline_prompt, system_prompt
+from bot.playbook import rule as rules_mod
+from bot.playbook.render.system_prompt import baseline_prompt, system_prompt
 from test_gate import book, gate, setup
 
 

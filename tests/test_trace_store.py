@@ -10,10 +10,10 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from bot import chronicle
+from bot.hindsight import chronicle
 from bot.errors import BadInput
 from bot.replay.trace import CommandEvent, RunDir, RunEndEvent, RunStartEvent, ToolCallEvent
-from bot.trace_store import REPR_MARKER, Recorder, TraceStore, _dumps, import_trace, utc_text
+from bot.hindsight.traces import REPR_MARKER, Recorder, TraceStore, _dumps, import_trace, utc_text
 
 T0 = datetime(2026, 7, 14, 9, 32, tzinfo=timezone.utc)
 
@@ -346,7 +346,7 @@ def test_only_the_section_over_the_limit_is_cut(db):
 
 
 def test_without_the_c_json_accelerator_the_encoder_falls_back_to_the_same_output(monkeypatch):
-    from bot.trace_store import recorder
+    from bot.hindsight.traces import recorder
 
     value = {"é": [1, 2.5, None, True], "s": {1}}
     monkeypatch.setattr(json.encoder, "c_make_encoder", None)

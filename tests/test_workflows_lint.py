@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bot import init as init_mod
+from bot.github import init as init_mod
 from helpers import REPO
 
 WORKFLOWS = REPO / ".github" / "workflows"

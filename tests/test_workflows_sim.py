@@ -28,8 +28,8 @@ import pytest
 
 from actsim import ActionContext, ActionFailed, WorkflowResult, run_workflow, stub_python
 from bot.github.issue_form import MARKER, read_block
-from bot.playbook import Playbook
-from bot.model.answers import AnswerBook
+from bot.playbook.store import Playbook
+from bot.replay.answers import AnswerBook
 from bot.replay.gateway import Gateway
 from bot.replay.policy import load_policy
 from fakes.github import FakeGitHub

@@ -14,10 +14,12 @@ from pathlib import Path
 
 import yaml
 
-from bot import bundled, records
-from bot import rule as rules_mod
-from bot import scenario as sc
-from bot.incident import Incident
+from bot._util import bundled
+
+from bot._util import records
+from bot.playbook import rule as rules_mod
+from bot.scenario import spec as sc
+from bot.incident.store import Incident
 from bot.replay.policy import load_policy
 
 HERE = Path(__file__).resolve().parent

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.markdown import table
+from bot._util.markdown import table
 
 from loopbench.run import POLICIES, Week
 

@@ -1,12 +1,12 @@
 """One policy on the stream: real replays, real capture, real distill, the real gate, week by week.
 
-Per task: the scenario is replayed (``bot.gate.Runner``, so through the
+Per task: the scenario is replayed (``bot.gate.decision.Runner``, so through the
 replay cache) with the playbook of that moment, rendered as the gate renders
 it, and the simulated agent follows each rule in its prompt with probability
 q(playbook size). A failed run's ``trace.jsonl`` is captured into an incident
-(``bot.capture``). Distill (``bot.distill``) runs after every ``distill_every``
+(``bot.incident.capture``). Distill (``bot.distill.plan``) runs after every ``distill_every``
 new incidents and at the end of each week; each proposal then goes through
-the policy's gate (``bot.gate.run_gate``) and is admitted with
+the policy's gate (``bot.gate.decision.run_gate``) and is admitted with
 ``Playbook.admit``, or is deleted, so its incidents can be proposed again.
 """
 
@@ -20,11 +20,19 @@ from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Callable
 
-from bot import capture, config, distill, gate, stats
-from bot import scenario as sc
+from bot import config
+
+from bot.incident import capture
+
+from bot.distill import plan as distill
+
+from bot.gate import decision as gate
+
+from bot.gate import stats
+from bot.scenario import spec as sc
 from bot.errors import BadInput
-from bot.incident import IncidentStore
-from bot.playbook import Playbook
+from bot.incident.store import IncidentStore
+from bot.playbook.store import Playbook
 from bot.replay.engine import SCRIPTED, ReplayOptions, TrialResult, run_trial
 from bot.replay.gateway import Gateway
 

@@ -1,7 +1,7 @@
 """The SIMULATED analyst and distiller: scripted, seeded answers, not a real LLM.
 
 They sit behind a real ``Gateway`` and answer the real prompts of
-``bot/prompts/capture.j2`` and ``distill.j2`` through the anthropic SDK, as
+``bot/model/prompts/capture.j2`` and ``distill.j2`` through the anthropic SDK, as
 the demo's answer book does; what they answer is read from the prompt
 itself (the task of each incident names its mode).
 
@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from bot.model.answers import _last_user_text
+from bot.replay.answers import _last_user_text
 from bot.replay.policy import SIM_TAG, SIMULATED_MODEL, Reply, estimate_input_tokens, estimate_tokens
 
 from loopbench.catalogue import HARM_PHRASE, VICTIM, Mode

@@ -9,9 +9,9 @@ from typing import Any, Callable
 import click
 import yaml
 
-from bot import capture as capture_mod
+from bot.incident import capture as capture_mod
 from bot.cli.output import emit_json, warn
-from bot.incident import IncidentStore
+from bot.incident.store import IncidentStore
 
 
 def _common(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -41,7 +41,7 @@ def _analyst(ctx: click.Context):
 def _admitted(ctx: click.Context) -> list:
     """The admitted rules the model may name in ``repeat_of``; a broken playbook only costs the link."""
     from bot.errors import BadInput
-    from bot.playbook import Playbook
+    from bot.playbook.store import Playbook
 
     settings = ctx.obj.settings
     try:

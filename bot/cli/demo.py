@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from bot import demo
+from bot.cli import demo_loop as demo
 from bot.errors import BadInput, CheckFailed
 
 

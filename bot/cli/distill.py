@@ -6,7 +6,7 @@ from datetime import date, datetime, timezone
 
 import click
 
-from bot import distill as distill_mod
+from bot.distill import plan as distill_mod
 from bot.cli.output import emit_json, table
 from bot.settings import Environment
 from bot.errors import BadInput, CheckFailed

@@ -9,14 +9,14 @@ from pathlib import Path
 import click
 
 from bot.replay.isolation import BACKENDS
-from bot import gate as gate_mod
-from bot import gate_log
-from bot import gate_report
+from bot.gate import decision as gate_mod
+from bot.gate import ledger as gate_log
+from bot.gate import report as gate_report
 from bot.cli.output import emit_json
 from bot.cli.playbook import open_playbook
 from bot.errors import BadInput, CheckFailed
-from bot.gate_pool import cores
-from bot.playbook import Playbook
+from bot.gate.pool import cores
+from bot.playbook.store import Playbook
 from bot.replay.agents import AGENTS
 from bot.replay.engine import SCRIPTED
 from bot.settings import replay_options
@@ -123,7 +123,7 @@ def _estimate(book: Playbook, rule_file: Path, suite_dir: Path, opts: gate_mod.G
 
 def _per_agent(book: Playbook, rule_file: Path, suite_dir: Path, opts: gate_mod.GateOptions, agents: list[str],
                progress, *, do_admit: bool, report_file: Path | None, as_json: bool) -> None:
-    from bot import gate_agents
+    from bot.gate import agents as gate_agents
 
     result = gate_agents.run(book, rule_file, suite_dir, opts, agents, progress)
     if do_admit and result.decision == "admit":

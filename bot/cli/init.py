@@ -1,4 +1,4 @@
-"""``replaybook init``: set a repository up for Replaybook (see :mod:`bot.init`)."""
+"""``replaybook init``: set a repository up for Replaybook (see :mod:`bot.github.init`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from bot import init as init_mod
+from bot.github import init as init_mod
 from bot.errors import CheckFailed
 
 

@@ -9,10 +9,10 @@ from typing import Any, TypeVar
 
 import click
 
-from bot import records
-from bot.credentials import host_redactor
+from bot._util import records
+from bot._util.credentials import host_redactor
 from bot.errors import BadInput
-from bot.markdown import table  # noqa: F401  (re-exported for the commands)
+from bot._util.markdown import table  # noqa: F401  (re-exported for the commands)
 
 T = TypeVar("T")
 

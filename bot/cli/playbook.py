@@ -11,8 +11,8 @@ import click
 
 from bot.cli.output import emit_json, table
 from bot.errors import BadInput, CheckFailed
-from bot.incident import IncidentStore
-from bot.playbook import STATES, Playbook
+from bot.incident.store import IncidentStore
+from bot.playbook.store import STATES, Playbook
 
 
 def open_playbook(ctx: click.Context) -> Playbook:
@@ -46,7 +46,7 @@ def group() -> None:
 @click.pass_context
 def list_(ctx: click.Context, all_states: bool, as_json: bool) -> None:
     """List admitted rules (with --all: every state)."""
-    from bot import health
+    from bot.playbook import worth as health
 
     book = open_playbook(ctx)
     entries = book.entries(STATES if all_states else ("rules",))
@@ -92,7 +92,7 @@ def check(ctx: click.Context, sections: tuple[Path, ...], targets: tuple[str, ..
     settings = ctx.obj.settings
     files = list(sections) + [settings.root / s for s in settings.config.sections]
     book = open_playbook(ctx)
-    from bot import render as render_mod
+    from bot.playbook import render as render_mod
 
     specs = list(targets) + settings.config.render
     for warning in render_mod.warnings(book, settings.root, specs, files):
@@ -119,7 +119,7 @@ def render(ctx: click.Context, sections: tuple[Path, ...], targets: tuple[str, .
 
     Nothing is written when a rendered file would pass its host's size limit.
     """
-    from bot import render as render_mod
+    from bot.playbook import render as render_mod
 
     book = open_playbook(ctx)
     settings = ctx.obj.settings
@@ -222,8 +222,8 @@ def escalate(ctx: click.Context, rule_id: str, write: bool) -> None:
 
     On GitHub the dashboard offers the same as one PR for each ignored rule.
     """
-    from bot import escalate as escalate_mod
-    from bot import scenario as scenario_mod
+    from bot.health import escalation as escalate_mod
+    from bot.scenario import spec as scenario_mod
 
     book = open_playbook(ctx)
     rule = next((r for r in book.admitted() if r.id == rule_id), None)
@@ -267,8 +267,8 @@ def retest(ctx: click.Context, rule_ids: tuple[str, ...], agent: str, model: str
     """
     import os
 
-    from bot import gate as gate_mod
-    from bot import redundancy
+    from bot.gate import decision as gate_mod
+    from bot.health import redundancy
     from bot.replay.engine import SCRIPTED, ReplayOptions
 
     settings = ctx.obj.settings

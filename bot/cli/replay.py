@@ -2,7 +2,7 @@
 
 ``replaybook replay SCENARIO`` replays one scenario (the ``run`` subcommand,
 implied); ``list`` and ``report`` serve a workflow that fans the suite out
-as a matrix and merges the results (see :mod:`bot.replay_suite`).
+as a matrix and merges the results (see :mod:`bot.replay.matrix`).
 """
 
 from __future__ import annotations
@@ -13,20 +13,20 @@ from pathlib import Path
 import click
 
 from bot.replay.isolation import BACKENDS
-from bot import bundled
-from bot import rule as rules_mod
-from bot import replay_suite
-from bot import scenario as sc
+from bot._util import bundled
+from bot.playbook import rule as rules_mod
+from bot.replay import matrix as replay_suite
+from bot.scenario import spec as sc
 from bot.cli.output import emit_json, table
 from bot.cli.playbook import open_playbook
 from bot.errors import BadInput, CheckFailed, Interrupted
-from bot.interrupt import stop_on_sigint
+from bot.replay.interrupt import stop_on_sigint
 from bot.replay import engine
 from bot.replay import process as process_mod
 from bot.replay.agents import AGENTS
-from bot.playbook import Playbook
+from bot.playbook.store import Playbook
 from bot.settings import replay_options
-from bot.system_prompt import system_prompt
+from bot.playbook.render.system_prompt import system_prompt
 
 SIMULATED_NOTE = "SIMULATED model (scripted, offline): it shows the harness works, not how a real model behaves"
 

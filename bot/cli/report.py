@@ -24,7 +24,7 @@ def command(ctx: click.Context, as_json: bool, on: str | None, output: Path | No
     before it; a rule with `health.ignored_after` (default 2) repeats after
     its admission is `ignored`. See docs/playbook.md.
     """
-    from bot import report as report_mod
+    from bot.health import report as report_mod
 
     settings = ctx.obj.settings
     result = report_mod.build(open_playbook(ctx), _today(on), ignored_after=settings.config.health.ignored_after)

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import click
 
-from bot import rule as rules_mod
-from bot import scenario_validate as sv
-from bot import suite as suite_mod
+from bot.playbook import rule as rules_mod
+from bot.replay import validate as sv
+from bot.scenario import suite as suite_mod
 from bot.cli.output import emit_json
 from bot.errors import BadInput, ReplaybookError
-from bot.playbook import STATES, Playbook
+from bot.playbook.store import STATES, Playbook
 from bot.replay.cache import ReplayCache
 
 

@@ -8,8 +8,8 @@ from typing import Callable
 
 import click
 
-from bot import chronicle as chronicle_mod
-from bot import trace_store
+from bot.hindsight import chronicle as chronicle_mod
+from bot.hindsight import traces as trace_store
 from bot.cli.output import emit_json, table
 from bot.errors import BadInput
 

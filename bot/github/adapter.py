@@ -27,7 +27,7 @@ from github import Auth, Github, GithubException, InputGitTreeElement
 from github.PaginatedList import PaginatedList
 from github.WorkflowJob import WorkflowJob
 
-from bot.credentials import host_redactor, redact_data
+from bot._util.credentials import host_redactor, redact_data
 from bot.github.port import (
     BOT_LABEL,
     BOT_LOGINS,

@@ -16,14 +16,14 @@ import zlib
 from datetime import datetime, timezone
 from typing import Any
 
-from bot import capture as capture_mod
+from bot.incident import capture as capture_mod
 from bot.errors import BadInput
 from bot.github import issue_form
 from bot.github.context import RunContext, Outcome, code, fenced
 from bot.github.events import CaptureRejectedPr, CaptureRun, ParseIncidentIssue
 from bot.github.port import GitHubError, GitHubPort, Job, fit_body, marker
-from bot.incident import Incident
-from bot.text_safety import neutralise
+from bot.incident.store import Incident
+from bot._util.text_safety import neutralise
 
 FORM_MARKER = marker("incident-form")
 
@@ -72,7 +72,7 @@ def _claimed(ctx: RunContext, key: str):
 def _admitted(ctx: RunContext) -> list:
     """The checked-out playbook's admitted rules, which capture's model may name in ``repeat_of``
     (none without a model, and a broken playbook only costs the link)."""
-    from bot.playbook import Playbook
+    from bot.playbook.store import Playbook
 
     if ctx.llm is None:
         return []

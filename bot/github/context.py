@@ -2,7 +2,7 @@
 
 Text from payloads, logs and model answers is untrusted. It reaches GitHub
 only through :func:`code` (one inline code span) or :func:`fenced` (a fence it
-cannot close), both of which :func:`~bot.text_safety.neutralise` it first: no
+cannot close), both of which :func:`~bot._util.text_safety.neutralise` it first: no
 @mention, link, image, closing keyword or hidden marker from a log survives.
 """
 
@@ -14,9 +14,9 @@ from datetime import date
 from pathlib import Path
 from typing import Any, Literal
 
-from bot import capture as capture_mod
+from bot.incident import capture as capture_mod
 from bot.github.port import GitHubPort
-from bot.text_safety import code, fenced  # noqa: F401 (the handlers import them from here)
+from bot._util.text_safety import code, fenced  # noqa: F401 (the handlers import them from here)
 
 Status = Literal["done", "unchanged", "skipped", "failed", "not_implemented"]
 MAX_OPEN_RULE_PRS = 5
@@ -57,7 +57,7 @@ class RunContext:
     gate: GateRunner | None = None
     step_summary: Path | None = None
     run_url: str | None = None
-    distiller: Any = None  # bot.distill.AsksJson; None when no model is configured
+    distiller: Any = None  # bot.distill.plan.AsksJson; None when no model is configured
     max_open_rule_prs: int = MAX_OPEN_RULE_PRS
     open_prs: bool = True
     today: date | None = None

@@ -1,7 +1,7 @@
 """The dashboard: one issue the bot keeps, found by a hidden marker and edited in place.
 
 As Renovate's Dependency Dashboard does, the issue shows the playbook's
-health (``bot.report``) and offers checkboxes; ticking one asks the bot to
+health (``bot.health.report``) and offers checkboxes; ticking one asks the bot to
 act: re-run a rule PR's gate, re-test a rule (replay its scenario), retire a
 rule (a PR moving it to the archive), distill now.
 
@@ -24,10 +24,10 @@ import re
 from datetime import date, datetime, timezone
 from pathlib import Path
 
-from bot.credentials import host_redactor
-from bot import report as report_mod
+from bot._util.credentials import host_redactor
+from bot.health import report as report_mod
 from bot.errors import BadInput
-from bot import playbook_changes
+from bot.playbook import transitions as playbook_changes
 from bot.change import Change
 from bot.github import pulls as prs
 from bot.github.context import RunContext, Outcome
@@ -93,8 +93,8 @@ def body(report: report_mod.Report, actions: dict[str, str], note: str = "") -> 
 
 
 def _admitted(ctx: RunContext):
-    from bot.incident import IncidentStore
-    from bot.playbook import Playbook
+    from bot.incident.store import IncidentStore
+    from bot.playbook.store import Playbook
 
     settings = ctx.settings
     return Playbook(settings.path("playbook"), root=ctx.root, cap=settings.cap,
@@ -197,7 +197,7 @@ def _one(key: str, ctx: RunContext, book) -> Outcome:
 
 def _ignored(ctx: RunContext, book) -> set[str]:
     """The admitted rules whose repeats since admission reach ``health.ignored_after`` (one listing)."""
-    from bot import health
+    from bot.playbook import worth as health
 
     issues = [i for i in ctx.port.open_issues() if ctx.labels.incident in i.labels]
     incidents = _incidents(ctx, issues)
@@ -209,8 +209,8 @@ def _ignored(ctx: RunContext, book) -> set[str]:
 
 def _escalation_pr(ctx: RunContext, rule, base: str) -> Outcome:
     """One PR holding every guard the rule's scenario allows; a rewording note where none does."""
-    from bot import escalate
-    from bot import scenario as sc
+    from bot.health import escalation as escalate
+    from bot.scenario import spec as sc
 
     scenario = sc.load(ctx.root / rule.replay).scenario
     current = {p: (ctx.root / p).read_text(encoding="utf-8") if (ctx.root / p).is_file() else None
@@ -228,8 +228,8 @@ def _escalation_pr(ctx: RunContext, rule, base: str) -> Outcome:
 
 
 def _retirement_pr(ctx: RunContext, rule_id: str, base: str) -> PullRef:
-    """The retirement as :func:`bot.playbook_changes.retirement` plans it, less PLAYBOOK.md (the maintenance PR's)."""
-    from bot.playbook import Playbook
+    """The retirement as :func:`bot.playbook.transitions.retirement` plans it, less PLAYBOOK.md (the maintenance PR's)."""
+    from bot.playbook.store import Playbook
 
     book = Playbook(ctx.settings.path("playbook"), root=ctx.root, cap=ctx.settings.cap)
     planned = playbook_changes.retirement(book, [rule_id], reason="dashboard", on=ctx.today or date.today())

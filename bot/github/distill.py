@@ -3,7 +3,7 @@
 The incidents are read from the issues into memory (``gh-N`` ids: the rule
 PR closes them); distill plans its proposals as a change and writes nothing;
 each proposal's PR carries exactly what admitting it locally would write to
-``rules/`` and ``archive/`` (:func:`bot.playbook_changes.admission`), plus its
+``rules/`` and ``archive/`` (:func:`bot.playbook.transitions.admission`), plus its
 new scenario. PLAYBOOK.md is left to the maintenance PR: two rule PRs would
 always conflict there.
 """
@@ -14,9 +14,9 @@ import re
 from datetime import date, datetime, timezone
 from typing import Any
 
-from bot import capture as capture_mod
-from bot import yamlfile
-from bot import playbook_changes
+from bot.incident import capture as capture_mod
+from bot._util import yamlfile
+from bot.playbook import transitions as playbook_changes
 from bot.change import Change
 from bot.errors import BadInput
 from bot.github import issue_form
@@ -33,8 +33,8 @@ from bot.github.pulls import (
     refresh_pr,
     rule_id_of,
 )
-from bot.incident import Incident, IncidentSet
-from bot.text_safety import neutralise
+from bot.incident.store import Incident, IncidentSet
+from bot._util.text_safety import neutralise
 
 
 def distill(action: Distill, ctx: RunContext) -> list[Outcome]:
@@ -42,7 +42,7 @@ def distill(action: Distill, ctx: RunContext) -> list[Outcome]:
     if ctx.distiller is None:
         return [Outcome(action.kind, "failed", "error: distill needs a model: set ANTHROPIC_API_KEY (and "
                                                "ANTHROPIC_BASE_URL for a proxy) in the job's env")]
-    from bot import distill as distill_mod
+    from bot.distill import plan as distill_mod
 
     prs = ctx.port.list_prs("all")
     rule_prs = [p for p in prs if rule_id_of(p, bot_logins(ctx))]
@@ -179,14 +179,14 @@ def _rule_pr(proposal: Any, rule_id: str, ctx: RunContext) -> tuple[str, Change]
 def admission_change(ctx: RunContext, proposal: Any, rule_id: str) -> Change:
     """What merging the rule PR for ``proposal`` changes: the planner's admission, less what a PR leaves out.
 
-    It is :func:`bot.playbook_changes.admission` on the checkout, the same
+    It is :func:`bot.playbook.transitions.admission` on the checkout, the same
     value a local ``gate --admit`` applies, restricted to ``rules/`` and
     ``archive/`` (the incidents are issues the PR closes; PLAYBOOK.md is the
     maintenance PR's), plus the proposal's new scenario. A base whose playbook
     does not load gets the rule file alone: the gate and the invariant check say
     what is broken.
     """
-    from bot.playbook import Playbook
+    from bot.playbook.store import Playbook
 
     settings = ctx.settings
     book = Playbook(settings.path("playbook"), root=ctx.root, cap=settings.cap)

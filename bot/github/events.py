@@ -403,7 +403,7 @@ def _push(payload: dict, config: Config, event: str) -> list[Action]:
     return [CheckPlaybookInvariants(after_sha=after)]
 
 
-RETEST_CRON = "41 5 1 * *"  # the scheduled workflow's monthly entry (bot/templates/init/replaybook-distill.yml.j2)
+RETEST_CRON = "41 5 1 * *"  # the scheduled workflow's monthly entry (bot/github/templates/init/replaybook-distill.yml.j2)
 
 
 def _schedule(payload: dict, config: Config, event: str) -> list[Action]:

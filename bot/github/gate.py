@@ -15,9 +15,9 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from bot import capture as capture_mod
+from bot.incident import capture as capture_mod
 from bot.change import Change, OverlayTree
-from bot.credentials import host_redactor
+from bot._util.credentials import host_redactor
 from bot.errors import BadInput, ReplaybookError
 from bot.github import instructions, playbook_diff
 from bot.github.context import RunContext, GateVerdict, Outcome, Status, code, fenced
@@ -93,8 +93,8 @@ class PrGate:
         It is read from the base commit's git objects, never from a folder the
         PR could have shaped; the scenarios and the incidents are the head's.
         """
-        from bot.incident import IncidentStore
-        from bot.playbook import Playbook
+        from bot.incident.store import IncidentStore
+        from bot.playbook.store import Playbook
 
         settings = settings or self.settings
         folder = settings.config.paths.playbook.strip("/")
@@ -145,8 +145,8 @@ class PrGate:
         """Why each new or changed suite scenario cannot prove a rule: its files, then the do-nothing control."""
         import dataclasses
 
-        from bot import scenario as scenario_mod
-        from bot import scenario_validate as sv
+        from bot.scenario import spec as scenario_mod
+        from bot.replay import validate as sv
         from bot.replay import isolation
         from bot.replay.engine import run_trial
 
@@ -181,8 +181,8 @@ class PrGate:
         return self._replay(action, change, settings)
 
     def _replay(self, action: GateRulePr, change: playbook_diff.Meaning, settings: Any) -> GateVerdict:
-        from bot import gate as gate_mod
-        from bot import gate_report
+        from bot.gate import decision as gate_mod
+        from bot.gate import report as gate_report
         from bot.replay import isolation
         from bot.settings import replay_options
 

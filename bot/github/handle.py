@@ -23,7 +23,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from bot import capture as capture_mod
+from bot.incident import capture as capture_mod
 from bot.github import capture, dashboard, distill, gate, hits, maintenance, retest
 from bot.github.context import MAX_OPEN_RULE_PRS, RunContext, GateRunner, GateVerdict, Outcome, code
 from bot.github import events

@@ -1,7 +1,7 @@
 """Rule hits on GitHub: ``[rule-NNNN]`` in the agent's merged PRs and commits, recorded by one PR.
 
 A hit moves the rule's ``last_hit`` forward, never back; the retirement
-order reads it. The change is :func:`bot.playbook_changes.hits`, the same a
+order reads it. The change is :func:`bot.playbook.transitions.hits`, the same a
 local ``playbook hit`` applies.
 """
 
@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from datetime import date, datetime, timedelta, timezone
 
-from bot import markdown, playbook_changes
-from bot import rule as rules_mod
+from bot._util import markdown
+
+from bot.playbook import transitions as playbook_changes
+from bot.playbook import rule as rules_mod
 from bot.errors import BadInput
 from bot.github.context import RunContext, Outcome, code
 from bot.github.events import RecordHits
@@ -51,7 +53,7 @@ def record_hits(action: RecordHits, ctx: RunContext) -> list[Outcome]:
         for commit in ctx.port.commits_since(f"{since.isoformat()}T00:00:00Z", login):
             if commit.date:
                 note(commit.message, date.fromisoformat(commit.date[:10]), f"commit {commit.sha[:12]}")
-    from bot.playbook import Playbook
+    from bot.playbook.store import Playbook
 
     try:
         book = Playbook(ctx.settings.path("playbook"), root=ctx.root, cap=ctx.settings.cap)

@@ -25,13 +25,13 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from bot import yamlfile
+from bot._util import yamlfile
 from bot.errors import BadInput
 from bot.github.playbook_diff import _LINK_MODES, Git, GitTree, Meaning
-from bot.playbook import SECTION_END, SECTION_START, Playbook, section_block
-from bot.render import hosts as hosts_mod
-from bot.render import sync
-from bot.rule import Rule
+from bot.playbook.store import SECTION_END, SECTION_START, Playbook, section_block
+from bot.playbook.render import hosts as hosts_mod
+from bot.playbook.render import sync
+from bot.playbook.rule import Rule
 
 RENDER_FIX = "run `replaybook playbook render` and commit what it writes (edit playbook/rules/, never the output)"
 UNPROVEN = "instructions agents read that no replay proved"
@@ -101,9 +101,9 @@ def judge(git: Git, fork_point: str, head: str, change: Meaning) -> Findings:
 
 
 def _over_limits(git: Git, head: str, changed: set[str], generated: set[str]) -> list[str]:
-    """Each changed file holding Replaybook's text that a host would cut or warn about (bot/render/limits.py):
+    """Each changed file holding Replaybook's text that a host would cut or warn about (bot/playbook/render/limits.py):
     padding before the section would push the proven rules past the cut."""
-    from bot.render import limits
+    from bot.playbook.render import limits
 
     out = []
     for rel in sorted(changed):

@@ -21,9 +21,11 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from bot import records, yamlfile
+from bot._util import records
+
+from bot._util import yamlfile
 from bot.errors import BadInput
-from bot.incident import FAILURE_CLASSES, Incident
+from bot.incident.store import FAILURE_CLASSES, Incident
 
 MARKER = "<!-- replaybook:incident-yaml -->"
 NO_RESPONSE = "_No response_"

@@ -1,6 +1,6 @@
 """Playbook maintenance on GitHub: after a push that touches the playbook, one PR fixes what is mechanical.
 
-The fix is :func:`bot.playbook_changes.maintenance` on the checkout (retire
+The fix is :func:`bot.playbook.transitions.maintenance` on the checkout (retire
 past the cap, re-render PLAYBOOK.md, sync the marked sections), computed as a
 change and never written to the checkout; what it cannot fix is listed for a
 person in the PR body.
@@ -10,25 +10,25 @@ from __future__ import annotations
 
 from datetime import date
 
-from bot import playbook_changes
+from bot.playbook import transitions as playbook_changes
 from bot.github.context import RunContext, Outcome, code
 from bot.github.events import CheckPlaybookInvariants
 from bot.github.port import fit_body, marker
 from bot.github.pulls import bot_logins, find_mine, pr_url, upsert_pr
-from bot.incident import IncidentStore
+from bot.incident.store import IncidentStore
 
 MAINTENANCE_KEY = "maintenance"
 MAINTENANCE_MARKER = marker(MAINTENANCE_KEY)
 
 
 def check_invariants(action: CheckPlaybookInvariants, ctx: RunContext) -> list[Outcome]:
-    from bot.playbook import Playbook
+    from bot.playbook.store import Playbook
 
     settings, root = ctx.settings, ctx.root
     store = IncidentStore(settings.path("incidents"))
     sections = [root / s for s in settings.config.sections]
     book = Playbook(settings.path("playbook"), root=root, cap=settings.cap, incidents=store)
-    from bot import render as render_mod
+    from bot.playbook import render as render_mod
 
     problems = book.check(sections) + render_mod.check(book, root, settings.config.render, sections)
     where = f"the playbook at {action.after_sha[:12]}"

@@ -28,9 +28,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from bot import config as config_mod
-from bot import records, yamlfile
+from bot._util import records
+from bot._util import yamlfile
 from bot.errors import BadInput
-from bot.rule import Rule
+from bot.playbook.rule import Rule
 
 _SHA = re.compile(r"^[0-9a-f]{7,40}$")
 _LINK_MODES = {"120000": "a symlink", "160000": "a submodule"}
@@ -144,8 +145,8 @@ def _parse(path: str, text: str) -> Rule | None:
 
 
 def _refused_text(path: str, text: str) -> list[str]:
-    """Why the rule text of a file that does not parse is refused as text agents would obey (bot.rule_text)."""
-    from bot import rule_text
+    """Why the rule text of a file that does not parse is refused as text agents would obey (bot.playbook.rule_text)."""
+    from bot.playbook import rule_text
 
     try:
         value = (yamlfile.parse(Path(path), text, what="rule").data or {}).get("rule")

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import re
 
-from bot import rule_ids
+from bot.playbook import rule_ids
 from bot.change import Change
 from bot.github.context import RunContext
 from bot.github.port import BOT_LOGINS, GitHubError, GitHubPort, PullRef, marker_keys, written_by
-from bot.text_safety import neutralise
+from bot._util.text_safety import neutralise
 
 BRANCH_PREFIX = "replaybook/"
 RULE_BRANCH = BRANCH_PREFIX + "rule-"

@@ -1,7 +1,7 @@
 """Redundancy re-tests on GitHub: monthly, on demand, and when the agent's model or pin changes.
 
 Each admitted rule's scenario is replayed *without* the rule by
-:func:`bot.redundancy.retest` (the gate's sequential test, its cache, and
+:func:`bot.health.redundancy.retest` (the gate's sequential test, its cache, and
 ``health.retest_max_cost_usd`` as the budget). The rules the agent no longer
 needs are retired by ONE pull request, ``replaybook/retest``, found again by
 its hidden marker and updated in place; its body gives the evidence per rule
@@ -24,14 +24,14 @@ from __future__ import annotations
 import json
 from datetime import date
 
-from bot import playbook_changes
+from bot.playbook import transitions as playbook_changes
 from bot.change import Change
 from bot.errors import BadInput
 from bot.github.context import Outcome, RunContext, code
 from bot.github.events import Retest
 from bot.github.port import fit_body, marker
 from bot.github.pulls import bot_logins, find_mine, pr_url, upsert_pr
-from bot.text_safety import one_line
+from bot._util.text_safety import one_line
 
 KEY = "retest"
 MARKER = marker(KEY)
@@ -60,9 +60,9 @@ def run(action: Retest, ctx: RunContext, *, replay=None, allow_simulated: bool =
     ``replay`` (tests) replaces the options read from the environment; ``allow_simulated`` is for tests
     only: no command and no workflow can set it, so on GitHub a simulated re-test is always refused.
     """
-    from bot import gate as gate_mod
-    from bot import redundancy
-    from bot.playbook import Playbook
+    from bot.gate import decision as gate_mod
+    from bot.health import redundancy
+    from bot.playbook.store import Playbook
     from bot.settings import Environment, replay_options
 
     config = ctx.settings.config

@@ -1,6 +1,6 @@
 """The LLM layer: one small adapter over the anthropic SDK for capture, distill and reflection.
 
-Prompts are jinja2 templates in ``bot/prompts/``. Answers that should be
+Prompts are jinja2 templates in ``bot/model/prompts/``. Answers that should be
 JSON are pulled out of code fences and chatter, validated against a pydantic
 model, and repaired once (the model is shown the validation error); after
 that the call fails with ``LLMError``, which callers turn into a degraded
@@ -26,13 +26,13 @@ from pydantic import BaseModel, ValidationError
 
 from bot.errors import LLMError
 from bot.model import pricing
-from bot.text_safety import fence
+from bot._util.text_safety import fence
 
 __all__ = ["LLM", "LLMError", "Usage", "extract_json", "parse_json", "render"]
 
 TEMPERATURE = 0.2
 M = TypeVar("M", bound=BaseModel)
-_templates = jinja2.Environment(loader=jinja2.PackageLoader("bot", "prompts"), undefined=jinja2.StrictUndefined,
+_templates = jinja2.Environment(loader=jinja2.PackageLoader("bot.model", "prompts"), undefined=jinja2.StrictUndefined,
                                 keep_trailing_newline=True, autoescape=False)
 _FENCE = re.compile(r"```(?:json)?\s*\n(.*?)```", re.S)
 _templates.globals["fence"] = lambda text, label="data": fence(text, label)

@@ -30,7 +30,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from bot.replay import isolation
-from bot import scenario as sc
+from bot.scenario import spec as sc
 from bot.replay import checks as checks_mod
 from bot.replay.engine import ReplayOptions, TrialResult
 

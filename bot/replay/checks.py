@@ -22,7 +22,7 @@ from typing import Any, Iterable
 
 from pydantic import BaseModel, Field
 
-from bot import scenario as sc
+from bot.scenario import spec as sc
 from bot.replay.trace import AgentOutputEvent, CommandEvent, ShellEvent, ToolCallEvent, TraceEvent
 
 SUCCEEDS_TIMEOUT_S = 120

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Literal
 
-from bot import scenario as sc
-from bot.credentials import Redactor, credential_error, is_credential_name, known_secrets
+from bot.scenario import spec as sc
+from bot._util.credentials import Redactor, credential_error, is_credential_name, known_secrets
 from bot.errors import BadInput, InfrastructureError
 from bot.replay import agents as agents_mod
 from bot.replay import checks as checks_mod

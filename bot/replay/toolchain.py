@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Sequence
 
 from bot.errors import BadInput, InfrastructureError
-from bot.scenario import REQUIREMENT
+from bot.scenario.spec import REQUIREMENT
 
 _VERSION = "rb-env-1"  # bump when the layout of an environment changes: part of the key
 _DONE = ".replaybook-env"

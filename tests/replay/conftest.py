@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from bot import scenario as sc
+from bot.scenario import spec as sc
 from bot.errors import BadInput
 from bot.replay.agents import claude_code
 

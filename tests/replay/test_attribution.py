@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bot import scenario as sc
+from bot.scenario import spec as sc
 from bot.replay.checks import EndState, SucceedsResult, attribute, evaluate
 from bot.replay.engine import ReplayOptions, run_trial
 from bot.replay.shims import parse_shim_log

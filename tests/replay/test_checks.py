@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from bot import scenario as sc
+from bot.scenario import spec as sc
 from bot.replay.checks import CheckResult, EndState, SucceedsResult, evaluate, normalise
 from bot.replay.trace import CommandEvent, ToolCallEvent
 

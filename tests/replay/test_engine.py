@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from helpers import processes_with
 
-from bot import rule as rule_mod
-from bot import scenario as sc
+from bot.playbook import rule as rule_mod
+from bot.scenario import spec as sc
 from bot.errors import BadInput
 from bot.replay.engine import ReplayOptions, TrialResult, rescore, run_trial, run_trials, trial_seed
 from bot.replay.policy import load_policy

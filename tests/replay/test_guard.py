@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bot import escalate
-from bot import rule as rule_mod
-from bot import scenario as sc
+from bot.health import escalation as escalate
+from bot.playbook import rule as rule_mod
+from bot.scenario import spec as sc
 from bot.replay.engine import run_trial
 from bot.replay.trace import read_trace
 from helpers import REPO

@@ -158,7 +158,7 @@ def test_a_requirements_file_that_is_a_link_out_is_bad_input(make_scenario, opts
 
 
 def test_a_repo_that_is_a_symlink_loop_is_bad_input(tmp_path):
-    from bot import scenario as sc
+    from bot.scenario import spec as sc
 
     folder = tmp_path / "scenarios" / "loop"
     folder.mkdir(parents=True)

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from helpers import processes_with
 
-from bot.credentials import REDACTED
+from bot._util.credentials import REDACTED
 from bot.replay import isolation
 from bot.replay.engine import ReplayOptions, TrialResult, run_trial
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from bot import rule as rule_mod
-from bot import scenario as sc
+from bot.playbook import rule as rule_mod
+from bot.scenario import spec as sc
 from bot.errors import BadInput
 from bot.replay.agents import install
 from bot.replay.engine import run_trial

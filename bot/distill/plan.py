@@ -1,0 +1,639 @@
+"""Distill: unresolved incidents become proposed rules, each with a replay scenario.
+
+How incidents are grouped, and why. Incidents of one ``failure_class`` whose
+belief deltas share words belong together. The content words of ``believed``
++ ``actual`` (lowercased, split at anything not a letter or digit, so
+``packages/api/pytest.ini`` gives ``packages api pytest ini``; stop words and
+words under three letters dropped; a plural or -ed/-ing ending cut) are
+compared pairwise by Jaccard overlap, and two incidents at or above
+``GROUP_THRESHOLD`` (0.25: a quarter of their words shared) are linked; a
+group is a connected set of links (single-link clustering). Groups are
+ordered by their oldest incident, and incidents inside a group by
+``(created, id)``, so the same store always gives the same groups. It is
+cheap (no model call), deterministic (a rerun asks the same questions) and
+explainable.
+
+Word overlap is not meaning, though: on the bundled incidents, pairs that
+describe one mistake in different words score 0.02-0.32, no better than
+unrelated pairs. So groups are only the unit of *packing*: whole groups are
+packed, in order, into batches of at most ``BATCH_MAX`` incidents, one prompt
+each, and the distiller — which reads meaning — groups the incidents of a
+batch by the mistake they show and answers one proposal per mistake, as the
+article's distiller reads all the unresolved incidents at once.
+
+The distiller is a separate prompt (``prompts/distill.j2``), never the
+failing agent's context. Its answer is not trusted: every constraint is
+checked here (two sentences with a condition, cites from the group, a
+scenario with structured checks that loads, no twin of an admitted or pending
+rule, no incident cited twice) and every refusal is reported with its reason.
+
+Ids are allocated under the playbook's lock and files are created without
+clobbering, so two runs at once never share an id; an id is never reused,
+even after a proposal file is deleted (``.replaybook/distill-ids.json`` keeps
+the highest id handed out).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+import uuid
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from datetime import date, datetime, time, timezone
+from pathlib import Path, PurePosixPath
+from typing import Annotated, Any, Literal, Protocol, TypeVar, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError, model_validator
+
+from bot._util import records
+
+from bot.playbook import rule_ids
+
+from bot._util import yamlfile
+from bot.scenario import spec as scenario_mod
+from bot.config import Settings
+from bot.errors import BadInput, LLMError
+from bot.gate.decision import TWIN_THRESHOLD
+from bot.change import Change, OverlayTree, apply_local, relative
+from bot.incident.store import Incident, IncidentSet, IncidentStore
+from bot.change import Journal, locked
+from bot.playbook.store import Playbook
+from bot.replay.policy import parse_policy
+from bot._util.similarity import jaccard, similarity, words
+from bot.distill import spec_change
+from bot.distill.spec_change import Refused as _Refused
+from bot.distill.spec_change import SpecChange, SpecChangeAnswer, SpecPlan
+from bot.playbook.rule import Rule
+
+GROUP_THRESHOLD = 0.25
+BATCH_MAX = 12  # incidents per prompt
+IDS_FILE = rule_ids.MARKS_FILE
+MAX_FILES = 40
+MAX_FILE_BYTES = 64 * 1024
+MAX_FIXTURE_BYTES = 256 * 1024
+EVIDENCE_IN_PROMPT = 1200
+M = TypeVar("M", bound=BaseModel)
+
+
+class AsksJson(Protocol):
+    """What distill needs of a model: ``bot.model.llm.LLM`` fits. Failures raise an exception."""
+
+    def ask_json(self, template: str, schema: type[M], **variables: Any) -> M: ...
+
+
+# -- the answer's shape (checked loosely: the constraints are enforced afterwards) --------
+
+
+class _Loose(BaseModel):
+    model_config = ConfigDict(extra="ignore")  # a hostile answer's extra keys reach nothing
+
+
+class NewScenario(_Loose):
+    id: str
+    task: str
+    task_type: str | None = None
+    pass_if: Any = None
+    budget: dict[str, Any] | None = None
+    files: dict[str, str] = Field(default_factory=dict)
+    policy: dict[str, Any] | None = None
+
+
+class ScenarioChoice(_Loose):
+    existing: str | None = None
+    new: NewScenario | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> "ScenarioChoice":
+        if (self.existing is None) == (self.new is None):
+            raise ValueError('give exactly one of {"existing": "<scenario id>"} or {"new": {...}}')
+        return self
+
+
+class RuleAnswer(_Loose):
+    kind: Literal["rule"]
+    rule: str
+    cites: list[str]
+    task_types: list[str] = Field(default_factory=list)
+    scenario: ScenarioChoice
+
+
+class Answer(RootModel[Annotated[Union[RuleAnswer, SpecChangeAnswer], Field(discriminator="kind")]]):
+    """One proposal: a rule with its scenario, or a spec change."""
+
+
+class AnswerSet(_Loose):
+    """The distiller's answer for one batch: several proposals (a lone proposal is accepted too)."""
+
+    proposals: list[Answer] = Field(max_length=20)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _lone(cls, value: Any) -> Any:
+        if isinstance(value, dict) and "kind" in value and "proposals" not in value:
+            return {"proposals": [value]}
+        return value
+
+
+# -- the report ----------------------------------------------------------------------------
+
+
+@dataclass
+class Group:
+    key: str  # "<failure_class>/<oldest incident id>"
+    failure_class: str
+    incidents: list[Incident]
+
+    @property
+    def ids(self) -> list[str]:
+        return [i.id for i in self.incidents]
+
+
+@dataclass
+class Proposal:
+    id: str
+    group: str
+    rule: str
+    cites: list[str]
+    provisional: bool
+    scenario: str
+    new_scenario: bool
+    path: str | None  # None in a dry run
+    files: Change = field(default_factory=Change, repr=False)  # its rule file and new scenario, as a change
+
+
+@dataclass
+class Refusal:
+    group: str
+    reason: str
+    what: str = "refused"  # skipped | failed | refused | dropped (a cite, the proposal went on)
+    incidents: list[str] = field(default_factory=list)
+
+
+@dataclass
+class DistillReport:
+    dry_run: bool = False
+    simulated: bool = False
+    groups: list[Group] = field(default_factory=list)
+    proposals: list[Proposal] = field(default_factory=list)
+    spec_changes: list[SpecChange] = field(default_factory=list)
+    refusals: list[Refusal] = field(default_factory=list)
+    asked: int = 0
+    failed: int = 0
+    unreadable: list[str] = field(default_factory=list)  # one message per incident file that did not load
+    change: Change = field(default_factory=Change, repr=False)  # every file the run adds
+    written: bool = False
+    repeats: dict[str, list[str]] = field(default_factory=dict)  # incident -> the earlier ones of its group
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "dry_run": self.dry_run,
+            "simulated": self.simulated,
+            "groups": [{"key": g.key, "failure_class": g.failure_class, "incidents": g.ids} for g in self.groups],
+            "proposals": [{k: v for k, v in asdict(p).items() if k != "files"} for p in self.proposals],
+            "spec_changes": [asdict(s) for s in self.spec_changes],
+            "refusals": [asdict(r) for r in self.refusals],
+            "asked": self.asked,
+            "failed": self.failed,
+            "unreadable": self.unreadable,
+            "repeats": self.repeats,
+        }
+
+
+@dataclass
+class _RulePlan:
+    group: Group
+    rule: str
+    cites: list[str]
+    task_types: list[str]
+    scenario_id: str
+    staged: Path | None  # a validated new scenario folder, outside the repo until written
+
+
+# -- grouping --------------------------------------------------------------------------------
+
+
+def delta_similarity(a: Incident, b: Incident) -> float:
+    """Jaccard overlap of two incidents' belief-delta content words."""
+    return jaccard(*(words(f"{i.believed} {i.actual}") for i in (a, b)))
+
+
+def group_incidents(incidents: list[Incident], threshold: float = GROUP_THRESHOLD) -> list[Group]:
+    """Single-link clusters of incidents, per failure class, by belief-delta word overlap."""
+    ordered = sorted(incidents, key=lambda i: (i.created, i.id))
+    parent = list(range(len(ordered)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for a in range(len(ordered)):
+        for b in range(a + 1, len(ordered)):
+            x, y = ordered[a], ordered[b]
+            if x.failure_class == y.failure_class and delta_similarity(x, y) >= threshold:
+                parent[find(b)] = find(a)
+    clusters: dict[int, list[Incident]] = {}
+    for index, incident in enumerate(ordered):
+        clusters.setdefault(find(index), []).append(incident)
+    groups = [Group(f"{members[0].failure_class}/{members[0].id}", members[0].failure_class, members)
+              for members in clusters.values()]
+    return sorted(groups, key=lambda g: (g.incidents[0].created, g.incidents[0].id))
+
+
+def batches(groups: list[Group], max_incidents: int = BATCH_MAX) -> list[Group]:
+    """Pack the clusters, in order, into batches of at most ``max_incidents`` for one prompt each.
+
+    Word overlap links incidents that share a wording; incidents about one
+    mistake in different words score as low as unrelated ones (0.02-0.32 on the
+    bundled incidents), so the model, which reads meaning, does the final
+    grouping inside a batch. Clusters are never split across batches.
+    """
+    out: list[Group] = []
+    for group in groups:
+        last = out[-1] if out else None
+        if last is not None and len(last.incidents) + len(group.incidents) <= max_incidents:
+            last.incidents.extend(group.incidents)
+            last.key = f"batch from {last.incidents[0].id} ({len(last.incidents)} incidents)"
+            if last.failure_class != group.failure_class:
+                last.failure_class = "mixed"
+        else:
+            out.append(Group(group.key, group.failure_class, list(group.incidents)))
+    return out
+
+
+# -- the run ---------------------------------------------------------------------------------
+
+
+def distill(settings: Settings, llm: AsksJson, *, min_incidents: int = 1, since: datetime | date | None = None,
+            dry_run: bool = False, today: date | None = None, batch_max: int = BATCH_MAX,
+            incidents: IncidentStore | IncidentSet | None = None, reserved_ids: Iterable[str] = (),
+            write: bool = True) -> DistillReport:
+    """Propose rules (or spec changes) from the unresolved incidents; see the module docstring.
+
+    ``incidents`` replaces the configured store (on GitHub: the open incident
+    issues); ``reserved_ids`` are rule ids in use elsewhere (on GitHub: those
+    of the bot's rule PRs, open or closed), never handed out again. Every
+    file the run adds is ``report.change``; it is written (under the lock,
+    in one journal commit) unless ``dry_run`` or ``write`` is off, as on
+    GitHub, where each proposal's part of it becomes a PR.
+    """
+    today = today or datetime.now(timezone.utc).date()
+    store = incidents if incidents is not None else IncidentStore(settings.path("incidents"))
+    book = Playbook(settings.path("playbook"), root=settings.root, cap=settings.cap, incidents=store)
+    scenarios_dir = settings.path("scenarios")
+    report = DistillReport(dry_run=dry_run, simulated=bool(getattr(llm, "simulated", False)))
+    covered = _covered(book)
+    candidates = []
+    reading = store.read()  # a bad file is reported and the rest distilled
+    report.unreadable = reading.problems
+    for incident in reading.incidents:
+        if not incident.unresolved or (since is not None and incident.created < _as_utc(since)):
+            continue
+        if incident.triage:
+            report.refusals.append(Refusal(incident.id, "needs triage: its belief delta was not filled in; "
+                                           "edit believed/actual and set triage: false", "skipped", [incident.id]))
+        elif incident.id in covered:
+            report.refusals.append(Refusal(incident.id, f"already cited by {covered[incident.id]}", "skipped",
+                                           [incident.id]))
+        else:
+            candidates.append(incident)
+    report.groups = group_incidents(candidates)
+    plans: list[_RulePlan | SpecPlan] = []
+    report.repeats, repeats = _record_repeats(report.groups, store, settings.root)
+    with tempfile.TemporaryDirectory(prefix="replaybook-distill-") as staging:
+        for group in batches(report.groups, batch_max):
+            if len(group.incidents) < min_incidents:
+                report.refusals.append(Refusal(group.key, f"{len(group.incidents)} incident(s); --min-incidents is "
+                                               f"{min_incidents}", "skipped", group.ids))
+                continue
+            plans += _ask(group, llm, book, scenarios_dir, Path(staging), report)
+        if dry_run or not write:
+            report.change = repeats | _apply(plans, book, settings, report, today, reserved=reserved_ids)
+        elif plans or repeats:
+            with locked(settings.root):
+                Journal(settings.root).recover()  # finish a change a crash interrupted before reading state
+                report.change = repeats | _apply(plans, book, settings, report, today, reserved=reserved_ids)
+                apply_local(report.change, settings.root)
+        report.written = write and not dry_run and bool(report.change)
+    if dry_run:
+        for item in [*report.proposals, *report.spec_changes]:
+            item.path = None
+    return report
+
+
+def _record_repeats(groups: list[Group], store: IncidentStore | IncidentSet,
+                    root: Path) -> tuple[dict[str, list[str]], Change]:
+    """Each later incident of a group repeats the earlier ones: the links, and ``repeat_of`` where nothing is,
+    as a change of the store's files (none for incidents held in memory, such as GitHub's issues)."""
+    from bot.playbook import worth as health
+
+    links: dict[str, list[str]] = {}
+    for group in groups:
+        links.update(health.group_links(group.incidents))
+    if not isinstance(store, IncidentStore):
+        return links, Change()
+    files: dict[str, str] = {}
+    for incident_id, earlier in links.items():
+        path = store.path_of(incident_id)
+        text = yamlfile.set_top_level(path.read_text(encoding="utf-8"), "repeat_of", json.dumps(earlier))
+        try:
+            store.load_text(path, text)  # validated before it is written
+        except BadInput:  # a layout the one-line edit cannot extend (a document end, say): reported, not written
+            continue
+        files[relative(path, root)] = text
+    return links, Change(files)
+
+
+def _as_utc(value: datetime | date) -> datetime:
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    return datetime.combine(value, time(0), tzinfo=timezone.utc)
+
+
+def _ask(group: Group, llm: AsksJson, book: Playbook, scenarios_dir: Path, staging: Path,
+         report: DistillReport) -> list[_RulePlan | SpecPlan]:
+    """One model call for ``group``, and each proposal's own constraints checked."""
+    report.asked += 1
+    try:
+        answers = llm.ask_json("distill", AnswerSet, **_prompt_vars(group, book, scenarios_dir)).proposals
+    except LLMError as exc:  # the model's failure is this group's, never the run's
+        report.failed += 1
+        report.refusals.append(Refusal(group.key, f"the model failed: {exc}", "failed", group.ids))
+        return []
+    plans = [_plan(group, answer.root, scenarios_dir, staging, report) for answer in answers]
+    return [p for p in plans if p is not None]
+
+
+def _plan(group: Group, answer: RuleAnswer | SpecChangeAnswer, scenarios_dir: Path, staging: Path,
+          report: DistillReport) -> _RulePlan | SpecPlan | None:
+    try:
+        try:
+            json.dumps(answer.model_dump(), ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise _Refused("the answer holds text that is not valid UTF-8 (a lone surrogate)") from None
+        if isinstance(answer, SpecChangeAnswer):
+            return spec_change.plan(group, answer)
+        return _rule_plan(group, answer, scenarios_dir, staging)
+    except _Refused as exc:
+        report.refusals.append(Refusal(group.key, str(exc), "refused", group.ids))
+        return None
+
+
+def _rule_plan(group: Group, answer: RuleAnswer, scenarios_dir: Path, staging: Path) -> _RulePlan:
+    text = " ".join(answer.rule.split())
+    _validate_rule(text, answer.task_types)
+    choice = answer.scenario
+    if choice.existing is not None:
+        scenario_id = choice.existing.strip()
+        if not re.match(records.SLUG, scenario_id):
+            raise _Refused(f"scenario {scenario_id!r} is not a scenario id (a slug such as monorepo-test-cwd)")
+        try:
+            scenario_mod.load(scenarios_dir / scenario_id)
+        except BadInput as exc:
+            raise _Refused(f"existing scenario {scenario_id!r} does not load: {exc.render()}") from None
+        return _RulePlan(group, text, answer.cites, answer.task_types, scenario_id, None)
+    new = choice.new
+    assert new is not None
+    return _RulePlan(group, text, answer.cites, answer.task_types, new.id, _stage_scenario(new, text, staging))
+
+
+def _validate_rule(text: str, task_types: list[str]) -> None:
+    try:
+        Rule.model_validate({"id": "rule-0000", "rule": text, "task_types": task_types,
+                             "replay": "scenarios/x", "created": date.today()})
+    except ValidationError as exc:
+        raise _Refused("rule: " + _errors(exc)) from None
+
+
+def _errors(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors(include_url=False)[:5]:
+        loc = ".".join(str(p) for i, p in enumerate(err["loc"]) if i == 0 or p != err["loc"][i - 1])
+        parts.append(f"{loc + ': ' if loc else ''}{records.error_message(err)}")
+    return "; ".join(parts)
+
+
+# -- a generated scenario ----------------------------------------------------------------------
+
+
+def _stage_scenario(new: NewScenario, rule_text: str, staging: Path) -> Path:
+    """Write the scenario into ``staging`` (outside the repo) and load it, or refuse."""
+    data: dict[str, Any] = {"id": new.id, "task": new.task, "repo": "repo"}
+    if new.task_type:
+        data["task_type"] = new.task_type
+    data["pass_if"] = new.pass_if
+    if new.budget is not None:
+        data["budget"] = new.budget
+    try:
+        scenario = scenario_mod.Scenario.model_validate(data)
+    except ValidationError as exc:
+        raise _Refused(f"scenario {new.id!r}: {_errors(exc)}") from None
+    files = _fixture_files(new.files)
+    policy = None
+    if new.policy is not None:
+        policy = {k: new.policy.get(k) for k in ("branch_on", "with_rule", "without_rule")}
+        try:
+            parsed = parse_policy(policy, source=f"scenario {new.id!r} policy")
+        except BadInput as exc:
+            raise _Refused(exc.render()) from None
+        for step in parsed.with_rule + parsed.without_rule:
+            if step.action == "write" and _bad_path(step.path):
+                raise _Refused(f"scenario {new.id!r} policy: write path {step.path!r} is refused; "
+                               "give a path inside the fixture")
+        if parsed.branch_on.casefold() not in rule_text.casefold():
+            raise _Refused(f"scenario {new.id!r} policy: `branch_on` ({parsed.branch_on!r}) is not words of the rule, "
+                           "so a simulated replay could never tell the rule is in the prompt")
+    data["pass_if"] = [c.model_dump(mode="json", exclude_none=True) for c in scenario.pass_if]
+    if new.budget is not None:
+        data["budget"] = scenario.budget.model_dump(mode="json")
+    folder = staging / uuid.uuid4().hex / scenario.id
+    try:
+        for rel, content in files.items():
+            target = folder / "repo" / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(content)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "scenario.yaml").write_text(yamlfile.dump(data, kind="scenario"), encoding="utf-8")
+        if policy is not None:
+            header = ("# SIMULATED MODEL policy (written by `replaybook distill`): scripted steps for offline "
+                      "replays,\n# not a real model. Review its commands before running the gate.\n")
+            body = yaml.safe_dump(policy, sort_keys=False, allow_unicode=True, width=88)
+            (folder / "policy.yaml").write_text(header + body, encoding="utf-8")
+    except OSError as exc:  # e.g. a file and a folder of one name, or a name too long
+        raise _Refused(f"scenario {new.id!r}: its files cannot be laid out: {exc.strerror or exc}") from None
+    try:
+        scenario_mod.load(folder)
+    except BadInput as exc:
+        raise _Refused(f"scenario {new.id!r} does not load: {exc.render()}") from None
+    return folder
+
+
+def _fixture_files(files: dict[str, str]) -> dict[PurePosixPath, bytes]:
+    """The fixture's files, every path checked to stay inside ``repo/``."""
+    if not files:
+        raise _Refused("new scenario: `files` is empty; a fixture repository needs the files the task works on")
+    if len(files) > MAX_FILES:
+        raise _Refused(f"new scenario: {len(files)} files; a fixture holds at most {MAX_FILES}")
+    out: dict[PurePosixPath, bytes] = {}
+    total = 0
+    for raw, content in files.items():
+        if _bad_path(raw):
+            raise _Refused(f"new scenario: file path {raw!r} is refused; give a relative path inside the fixture "
+                           "(no absolute paths, `..`, `~`, backslashes or .git)")
+        data = content.encode("utf-8")
+        if len(data) > MAX_FILE_BYTES:
+            raise _Refused(f"new scenario: file {raw!r} is {len(data):,} bytes; the limit is {MAX_FILE_BYTES:,}")
+        total += len(data)
+        out[PurePosixPath(raw)] = data
+    if total > MAX_FIXTURE_BYTES:
+        raise _Refused(f"new scenario: the fixture is {total:,} bytes; the limit is {MAX_FIXTURE_BYTES:,}")
+    return out
+
+
+def _bad_path(raw: str) -> bool:
+    """Absolute, escaping (``..``), home-relative, Windows-style or into ``.git``: not a fixture path."""
+    return (not raw or "\\" in raw or "\0" in raw or PurePosixPath(raw).is_absolute()
+            or bool(re.match(r"^[A-Za-z]:", raw)) or raw.startswith("~")
+            or any(part in ("..", ".git", "") for part in raw.split("/")))
+
+
+# -- the plans as one change, under the lock ----------------------------------------------------
+
+
+def _apply(plans: list[_RulePlan | SpecPlan], book: Playbook, settings: Settings, report: DistillReport,
+           today: date, *, reserved: Iterable[str] = ()) -> Change:
+    """Check plans against the playbook as it is now, allocate ids, and return every file they add, as one change."""
+    entries = book.entries(("proposed", "rules"))
+    existing = [(e.rule.id, e.state, e.rule.rule) for e in entries]
+    covered = _covered(book, entries)
+    ids = _allocator(book, settings.root, reserved)
+    claimed: set[str] = set()  # new scenario ids taken by this run
+    change = Change()
+    for plan in plans:
+        try:
+            cites = _checked_cites(plan.group, plan.cites, covered, report)
+            if isinstance(plan, SpecPlan):
+                spec, files = spec_change.planned(plan, cites, ids, book, today, change)
+                report.spec_changes.append(spec)
+                change = change | files
+                covered.update({c: spec.id for c in cites})
+                continue
+            for other_id, state, text in existing:
+                score = similarity(plan.rule, text)
+                if score >= TWIN_THRESHOLD:
+                    what = "admitted" if state == "rules" else "pending"
+                    raise _Refused(f"near-duplicate of {what} {other_id} ({score:.0%} of content words shared): "
+                                   f'"{text}"')
+            if plan.staged is not None and plan.scenario_id in claimed:
+                raise _Refused(f"scenario {plan.scenario_id!r} is proposed by another group of this run; "
+                               "give each new scenario its own id")
+            proposal = _rule_files(plan, cites, ids, book, settings, today, change)
+        except _Refused as exc:
+            report.refusals.append(Refusal(plan.group.key, str(exc), "refused", plan.group.ids))
+            continue
+        report.proposals.append(proposal)
+        change = change | proposal.files
+        if plan.staged is not None:
+            claimed.add(plan.scenario_id)
+        existing.append((proposal.id, "proposed", proposal.rule))
+        covered.update({c: proposal.id for c in cites})
+    if ids.changed:
+        change = change | Change({rule_ids.MARKS_FILE: ids.marks()})
+    return change
+
+
+def _checked_cites(group: Group, cites: list[str], covered: dict[str, str], report: DistillReport) -> list[str]:
+    kept: list[str] = []
+    for cite in dict.fromkeys(c.strip() for c in cites):
+        if cite in covered:
+            reason = f"dropped cite {cite!r}: already cited by {covered[cite]}"
+        elif cite not in group.ids:
+            reason = f"dropped cite {cite!r}: not an incident of this group ({', '.join(group.ids)})"
+        else:
+            kept.append(cite)
+            continue
+        report.refusals.append(Refusal(group.key, reason, "dropped", [cite]))
+    if not kept:
+        raise _Refused("cites no incident of this group that is not already covered by a rule or spec change")
+    return kept
+
+
+def _rule_files(plan: _RulePlan, cites: list[str], ids: rule_ids.Allocator, book: Playbook, settings: Settings,
+                today: date, pending: Change) -> Proposal:
+    """The proposal, with its rule file and (for a new scenario) the scenario's files as its change."""
+    scenarios_dir = settings.path("scenarios")
+    target = scenarios_dir / plan.scenario_id
+    replay = relative(target, settings.root)
+    if plan.staged is not None and (target.exists() or book.tree.list(replay)):
+        raise _Refused(f"scenario {plan.scenario_id!r} already exists in {scenarios_dir}/; "
+                       'reuse it with {"existing": ...} or choose another id')
+    tree = OverlayTree(book.tree, pending)
+    while True:  # an id whose file exists (made outside the lock) is skipped, never clobbered
+        rule_id = ids.next_rule()
+        path = book.path_of("proposed", f"{rule_id}.yaml")
+        if tree.read(path) is None:
+            break
+    rule = Rule.model_validate({"id": rule_id, "rule": plan.rule, "cites": cites, "task_types": plan.task_types,
+                                "replay": replay, "created": today})
+    header = (f"# Proposed by `replaybook distill` from {len(plan.group.incidents)} incident(s) "
+              f"({plan.group.key}); the gate decides.\n")
+    first, rest = yamlfile.dump(rule.to_yaml_data(), kind="rule").split("\n", 1)
+    files = {path: f"{first}\n{header}{rest}"}
+    if plan.staged is not None:
+        for file in sorted(p for p in plan.staged.rglob("*") if p.is_file()):
+            files[f"{replay}/{file.relative_to(plan.staged).as_posix()}"] = file.read_bytes().decode("utf-8")
+    return Proposal(rule_id, plan.group.key, rule.rule, cites, bool(rule.provisional), plan.scenario_id,
+                    plan.staged is not None, str(settings.root / path), files=Change(files))
+
+
+def _allocator(book: Playbook, root: Path, reserved: Iterable[str] = ()) -> rule_ids.Allocator:
+    """Rule and spec ids above every one in any state, every reserved one and every one handed out before."""
+    specs = [spec_change.highest_number(book.folder)]
+    return rule_ids.Allocator([e.rule.id for e in book.entries()], specs, reserved=reserved,
+                              marks=rule_ids.read_marks(root))
+
+
+def _covered(book: Playbook, entries=None) -> dict[str, str]:
+    """Incident id -> the admitted/pending rule or spec change that already cites it."""
+    out: dict[str, str] = {}
+    for entry in entries if entries is not None else book.entries(("proposed", "rules")):
+        for cite in entry.rule.cites:
+            out.setdefault(cite, f"{entry.rule.id} ({'admitted' if entry.state == 'rules' else 'pending'})")
+    for cite, label in spec_change.cited(book.folder).items():
+        out.setdefault(cite, label)
+    return out
+
+
+# -- the prompt -----------------------------------------------------------------------------------
+
+
+def _prompt_vars(group: Group, book: Playbook, scenarios_dir: Path) -> dict[str, Any]:
+    incidents = []
+    for i in group.incidents:
+        data = {k: v for k, v in i.model_dump(mode="json", exclude_none=True).items()
+                if k in ("id", "task", "task_type", "failure_class", "trigger", "believed", "actual", "cost_minutes")}
+        if i.evidence:
+            data["evidence"] = i.evidence[:EVIDENCE_IN_PROMPT]
+        incidents.append(yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100).strip())
+    scenarios = []
+    for folder in sorted(p for p in scenarios_dir.iterdir() if p.is_dir()) if scenarios_dir.is_dir() else []:
+        try:
+            s = scenario_mod.load(folder).scenario
+        except BadInput:
+            continue  # a broken scenario cannot be reused
+        scenarios.append(f"- {s.id}: {s.task}" + (f" (task_type: {s.task_type})" if s.task_type else ""))
+    rules = [f"- {e.rule.id} ({'admitted' if e.state == 'rules' else 'pending'}): {e.rule.rule}"
+             for e in book.entries(("proposed", "rules"))]
+    return {
+        "group_key": group.key,
+        "failure_class": group.failure_class,
+        "incident_ids": group.ids,
+        "incidents": incidents,
+        "scenarios": "\n".join(scenarios) or "(none)",
+        "rules": "\n".join(rules) or "(none)",
+        "checks": ", ".join(scenario_mod.CHECKS),
+    }

@@ -1,0 +1,521 @@
+"""The admit gate: a rule enters the playbook only if replay proves it.
+
+Cheap checks first (the rule's form, its citations, its scenario, no twin in
+the playbook), then the rule's own scenario as a sequential test (it must
+fail without the rule and pass with it; see ``bot.gate.stats``), then the whole
+suite with the candidate, judged against each scenario's cached baseline.
+Every replay goes through ``Runner``, which caches scored results by content,
+retries unscored ones and stops at the gate's budget.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable, Literal
+
+from bot.scenario import spec as sc
+from bot.replay import validate as sv
+from bot.gate import stats
+from bot.scenario import suite as suite_mod
+from bot import errors as errors_mod
+from bot.errors import BadInput
+from bot.gate.pool import Pool, Stream, cores
+from bot.replay.interrupt import stop_on_sigint
+from bot.playbook.store import Playbook
+from bot.replay import agents as agents_mod
+from bot.replay import process as process_mod
+from bot.replay.cache import ReplayCache, trial_key
+from bot.replay.engine import ReplayOptions, TrialResult, run_trial
+from bot.playbook.rule import Rule
+from bot._util.similarity import similarity
+from bot.playbook.render.system_prompt import baseline_prompt, system_prompt
+
+Decision = Literal["admit", "reject", "error"]
+TWIN_THRESHOLD = 0.6
+
+
+class BudgetSpent(Exception):
+    pass
+
+
+@dataclass
+class GateOptions:
+    replay: ReplayOptions = field(default_factory=ReplayOptions)
+    test: stats.SequentialTest = field(default_factory=stats.SequentialTest)
+    suite: stats.SuiteTest = field(default_factory=stats.SuiteTest)
+    suite_trials: int | None = None  # baseline trials per suite scenario; None: suite.baseline_n
+    jobs: int = field(default_factory=cores)  # trials at once, across every scenario
+    max_cost_usd: float | None = None
+    screen_model: str | None = None
+    max_unscored: int = 3  # extra attempts per side before the gate gives up
+    cache_dir: Path | None = None
+
+
+@dataclass
+class Side:
+    """One batch of trials of one scenario with one playbook text."""
+
+    label: str
+    scenario: str
+    trials: list[TrialResult] = field(default_factory=list)
+    outcome: str = "not run"  # pass | fail | error | not run
+
+    @property
+    def scored(self) -> list[TrialResult]:
+        return [t for t in self.trials if t.verdict != "unscored"]
+
+    @property
+    def passes(self) -> int:
+        return sum(t.verdict == "passed" for t in self.trials)
+
+    @property
+    def n(self) -> int:
+        return len(self.scored)
+
+    @property
+    def unscored(self) -> int:
+        return len(self.trials) - self.n
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        return stats.wilson(self.passes, self.n)
+
+
+@dataclass
+class SuiteEntry:
+    scenario: str
+    baseline: Side
+    candidate: Side | None = None
+    judged: bool = False
+    regressed: bool = False
+    broken: bool = False  # could not be loaded or replayed: the suite is incomplete without it
+    note: str = ""
+
+
+@dataclass
+class GateResult:
+    rule_id: str
+    rule_text: str
+    decision: Decision
+    reason: str
+    provisional: bool = False
+    screen: list[Side] = field(default_factory=list)
+    before: Side | None = None
+    after: Side | None = None
+    suite: list[SuiteEntry] = field(default_factory=list)
+    cost_usd: float = 0.0
+    model_calls: int = 0
+    replays: int = 0
+    cache_hits: int = 0
+    traces: str | None = None
+    simulated: bool = False
+    admitted: dict | None = None
+    warnings: list[str] = field(default_factory=list)  # e.g. replayed without a sandbox
+    suite_test: str = ""  # how the suite was judged, for the report
+    speculative: int = 0  # replays run ahead that no test read (parallel gates only; not in the decision)
+    speculative_cost_usd: float = 0.0
+
+    @property
+    def regressions(self) -> list[SuiteEntry]:
+        return [e for e in self.suite if e.regressed]
+
+    @property
+    def broken(self) -> list[SuiteEntry]:
+        """Suite scenarios that could not be loaded or replayed, so the suite check is incomplete."""
+        return [e for e in self.suite if e.broken]
+
+
+class Runner:
+    """Runs trials through the cache, within the budget, ``jobs`` at a time.
+
+    Trials run on one pool shared by every scenario (``bot.gate.pool``) and are
+    read in trial order; ``cost``, ``model_calls``, ``replays`` and ``hits``
+    count the trials read, ``speculative`` those run ahead and never read.
+    """
+
+    def __init__(self, opts: GateOptions):
+        self.opts = opts
+        self.cache = ReplayCache(opts.cache_dir) if opts.cache_dir else None
+        self.cost = 0.0
+        self.model_calls = 0
+        self.replays = 0
+        self.hits = 0
+        self.spent = 0.0  # every trial run, read or not: what the budget counts
+        self._ran = 0
+        self.warnings: dict[str, None] = {}  # each trial's warnings, once each, in order
+        self._lock = threading.Lock()
+        self._agents: dict[str, object] = {}
+        self._pool: Pool | None = None
+
+    @property
+    def pool(self) -> Pool:
+        with self._lock:
+            if self._pool is None:
+                self._pool = Pool(self.opts.jobs)
+            return self._pool
+
+    @property
+    def speculative(self) -> int:
+        """Replays run ahead that no test read (cached for a later gate)."""
+        return self._ran - self.replays
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+
+    def _agent(self, replay: ReplayOptions):
+        name = f"{replay.agent}:{replay.command}"
+        with self._lock:
+            if name not in self._agents:
+                self._agents[name] = agents_mod.make(replay.agent, command=replay.command)
+            return self._agents[name]
+
+    def _attempt(self, loaded: sc.LoadedScenario, text: str, index: int, replay: ReplayOptions) -> tuple[TrialResult, bool]:
+        """(result, came from the cache); runs on the pool."""
+        agent = self._agent(replay)
+        key = trial_key(loaded, text, replay, index, agent.version) if self.cache else None
+        cached = self.cache.get(key) if self.cache else None
+        if cached is not None:
+            return cached, True
+        with self._lock:
+            if self.opts.max_cost_usd is not None and self.spent >= self.opts.max_cost_usd:
+                raise BudgetSpent(f"the gate's budget of ${self.opts.max_cost_usd:.2f} is spent")
+        result = run_trial(loaded, text, replay, index, agent)
+        with self._lock:
+            self.spent += result.cost_usd
+            self._ran += 1
+        if self.cache:
+            self.cache.put(key, result)
+        return result, False
+
+    def _count(self, result: TrialResult, hit: bool) -> TrialResult:
+        """Account for a trial a test read."""
+        with self._lock:
+            self.warnings.update(dict.fromkeys(result.warnings))
+            if hit:
+                self.hits += 1
+            else:
+                self.cost += result.cost_usd
+                self.model_calls += result.model_calls
+                self.replays += 1
+        return result
+
+    def trial(self, loaded: sc.LoadedScenario, text: str, index: int, replay: ReplayOptions) -> TrialResult:
+        return self._count(*self._attempt(loaded, text, index, replay))
+
+    def control(self, folder: Path, *, policy: bool) -> sv.Finding:
+        """Validate a scenario, do-nothing control included (cached like any replay, counted when run)."""
+        hits = self.cache.hits if self.cache else 0
+        finding = sv.validate(folder, control=True, policy=policy, cache=self.cache)
+        if finding.control is not None:
+            with self._lock:
+                if (self.cache.hits if self.cache else 0) == hits:
+                    self.replays += 1
+                    self._ran += 1
+                else:
+                    self.hits += 1
+        return finding
+
+    def batch(self, jobs: list[tuple[sc.LoadedScenario, str, int, ReplayOptions]]) -> list[TrialResult]:
+        futures = [self.pool.submit(self._attempt, *job) for job in jobs]
+        return [self._count(*f.result()) for f in futures]
+
+    def _stream(self, loaded: sc.LoadedScenario, text: str, replay: ReplayOptions) -> Stream:
+        return Stream(self.pool, lambda index: self._attempt(loaded, text, index, replay))
+
+    def _read(self, stream: Stream, ahead: int) -> TrialResult:
+        # The budget stops a test between two reads, on what was read, not on what ran ahead.
+        with self._lock:
+            if self.opts.max_cost_usd is not None and self.cost >= self.opts.max_cost_usd:
+                raise BudgetSpent(f"the gate's budget of ${self.opts.max_cost_usd:.2f} is spent")
+        return self._count(*stream.next(ahead))
+
+    def sequential(self, side: Side, loaded: sc.LoadedScenario, text: str,
+                   decide: Callable[[int, int], str], limit: int, replay: ReplayOptions) -> Side:
+        """Run trials until ``decide`` says pass or fail; unscored trials are retried, never counted.
+
+        ``decide`` is asked after every trial, in trial order, so the test stops
+        where a one-job gate would, whatever ran ahead.
+        """
+        stream = self._stream(loaded, text, replay)
+        try:
+            while True:
+                state = decide(side.passes, side.n - side.passes)
+                if state != "continue":
+                    side.outcome = state
+                    return side
+                if side.unscored > self.opts.max_unscored:
+                    side.outcome = "error"
+                    return side
+                # Run ahead only as many as could still be needed.
+                side.trials.append(self._read(stream, ahead=min(self.opts.jobs, limit - side.n)))
+        finally:
+            stream.close()
+
+    def fixed(self, side: Side, loaded: sc.LoadedScenario, text: str, n: int, replay: ReplayOptions) -> Side:
+        """``n`` scored trials (unscored ones retried, within the limit)."""
+        stream = self._stream(loaded, text, replay)
+        try:
+            while side.n < n and side.unscored <= self.opts.max_unscored:
+                side.trials.append(self._read(stream, ahead=n - side.n))
+        finally:
+            stream.close()
+        side.outcome = "pass" if side.n >= n else "error"
+        return side
+
+
+# -- cheap checks -----------------------------------------------------------
+
+
+def cheap_checks(book: Playbook, path: Path) -> tuple[Rule | None, list[str]]:
+    """The rule, or the reasons it is rejected before any replay."""
+    try:
+        candidate = book.vet(path)
+    except BadInput as exc:
+        return None, exc.problems or [exc.message]
+    return candidate, twins(book, candidate)
+
+
+def twins(book: Playbook, candidate: Rule) -> list[str]:
+    """Why ``candidate`` is a near-duplicate of an admitted rule; ``Playbook.admit`` asks again under its lock."""
+    problems = []
+    for admitted in book.admitted():
+        if admitted.id == candidate.id:
+            continue
+        score = similarity(candidate.rule, admitted.rule)
+        if score >= TWIN_THRESHOLD:
+            problems.append(f"near-duplicate of admitted {admitted.id} ({score:.0%} of content words shared): "
+                            f"\"{admitted.rule}\"")
+    return problems
+
+
+# -- the gate -----------------------------------------------------------------
+
+
+def estimate(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions):
+    """The plan of ``run_gate`` (``bot.gate.estimate.Estimate``), or None when the cheap checks reject the rule."""
+    from bot.gate import estimate as gate_estimate
+
+    candidate, problems = cheap_checks(book, rule_path)
+    if candidate is None or problems:
+        return None
+    loaded = sc.load(book.root / candidate.replay)
+    return gate_estimate.estimate(loaded, baseline_prompt(book, candidate), system_prompt(book, candidate),
+                                  suite_dir, opts)
+
+
+def _with_eta(progress: Callable[[str], None], plan, runner: Runner) -> Callable[[str], None]:
+    """Progress lines that end with the time left: the plan's replays not yet run, at the pace seen so far."""
+    import time
+
+    from bot.gate.estimate import duration
+
+    started = time.monotonic()
+
+    def say(msg: str) -> None:
+        ran = runner._ran
+        pace = (time.monotonic() - started) / ran if ran else plan.per_replay_s / max(1, plan.jobs)
+        left = max(0.0, plan.replays - ran) * pace
+        progress(f"{msg} (ETA {duration(left)}, {ran} of about {plan.replays:.0f} replays run)")
+
+    return say
+
+
+def run_gate(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions,
+             progress: Callable[[str], None] | None = None) -> GateResult:
+    """Decide admit or reject for one candidate rule. Changes nothing.
+
+    With ``progress``, each line ends with an ETA from the gate's plan (``estimate``)."""
+    candidate, problems = cheap_checks(book, rule_path)
+    if candidate is None or problems:
+        rule_id = candidate.id if candidate else Path(rule_path).stem
+        return GateResult(rule_id, candidate.rule if candidate else "", "reject",
+                          "cheap checks failed: " + "; ".join(problems))
+    runner = Runner(opts)
+    if progress is None:
+        progress = lambda _: None  # noqa: E731
+    else:
+        progress = _with_eta(progress, estimate(book, rule_path, suite_dir, opts), runner)
+    result = GateResult(candidate.id, candidate.rule, "error", "", provisional=bool(candidate.provisional),
+                        simulated=opts.replay.simulated,
+                        traces=str(opts.replay.runs_dir) if opts.replay.runs_dir else None)
+    loaded = sc.load(book.root / candidate.replay)
+    before_text, after_text = baseline_prompt(book, candidate), system_prompt(book, candidate)
+    try:
+        with stop_on_sigint():
+            _decide(result, runner, opts, loaded, before_text, after_text, suite_dir, progress)
+    except BudgetSpent as exc:
+        result.decision, result.reason = "error", str(exc)
+    except (KeyboardInterrupt, process_mod.Interrupted):
+        runner.close()  # the trials still running were killed: this returns at once
+        raise errors_mod.Interrupted(
+            f"interrupted: the gate of {candidate.id} stopped after {runner.replays} replay(s) read "
+            f"({runner.hits} from the cache, ${runner.cost:.2f} spent); nothing was decided or changed. "
+            "Every finished trial is in the cache: run the same gate again to go on from there") from None
+    finally:
+        runner.close()
+        process_mod.STOP.clear()  # only once every trial thread has ended
+    result.cost_usd = round(runner.cost, 6)
+    result.model_calls, result.replays = runner.model_calls, runner.replays
+    result.cache_hits = runner.hits
+    result.speculative = runner.speculative
+    result.speculative_cost_usd = round(max(0.0, runner.spent - runner.cost), 6)
+    result.warnings = list(runner.warnings)
+    return result
+
+
+def _decide(result: GateResult, runner: Runner, opts: GateOptions, loaded: sc.LoadedScenario,
+            before_text: str, after_text: str, suite_dir: Path, progress) -> None:
+    test = opts.test
+    progress(f"own scenario `{loaded.scenario.id}` with an agent that does nothing")
+    finding = runner.control(loaded.folder, policy=opts.replay.simulated)
+    if not finding.ok:
+        result.decision = "reject"
+        result.reason = f"unsound scenario `{loaded.scenario.id}`: " + "; ".join(finding.lines())
+        return
+    if opts.screen_model and not _screen(result, runner, opts, loaded, before_text, after_text, progress):
+        return
+    progress(f"own scenario `{loaded.scenario.id}` without the rule")
+    result.before = runner.sequential(Side("before", loaded.scenario.id), loaded, before_text, test.before,
+                                      test.before_n, opts.replay)
+    if result.before.outcome != "pass":
+        _not_discriminative(result, "before")
+        return
+    progress(f"own scenario `{loaded.scenario.id}` with the rule")
+    result.after = runner.sequential(Side("after", loaded.scenario.id), loaded, after_text, test.after,
+                                     test.after_n, opts.replay)
+    if result.after.outcome != "pass":
+        _not_discriminative(result, "after")
+        return
+    result.suite = _suite(runner, opts, loaded, before_text, after_text, suite_dir, progress)
+    result.suite_test = suite_test(opts).describe()
+    incomplete = incomplete_note(result)
+    if result.regressions:
+        names = ", ".join(e.scenario for e in result.regressions)
+        result.decision, result.reason = "reject", f"regressed {names}" + (f" ({incomplete})" if incomplete else "")
+    elif incomplete:
+        # "The suite does not regress" is unproven where a scenario could not be judged: breaking the one
+        # scenario a harmful rule would regress must not be a way to admit it.
+        result.decision = "error"
+        result.reason = (f"could not decide: {incomplete}; fix them (`replaybook scenario validate`) and gate again "
+                         f"(its own scenario is fixed: {result.before.passes}/{result.before.n} without the rule, "
+                         f"{result.after.passes}/{result.after.n} with it)")
+    else:
+        result.decision = "admit"
+        result.reason = (f"replay is discriminative ({result.before.passes}/{result.before.n} passed without the rule, "
+                         f"{result.after.passes}/{result.after.n} with it) and the suite does not regress"
+                         + (f" ({incomplete})" if incomplete else ""))
+
+
+def incomplete_note(result: GateResult) -> str:
+    """Says the suite was incomplete, naming each scenario it lacked; empty when it was whole."""
+    if not result.broken:
+        return ""
+    names = ", ".join(e.scenario for e in result.broken)
+    return f"suite incomplete: {len(result.broken)} scenario(s) could not be loaded or replayed: {names}"
+
+
+def _not_discriminative(result: GateResult, side: str) -> None:
+    s = result.before if side == "before" else result.after
+    if s.outcome == "error":
+        result.decision = "error"
+        result.reason = f"the {side}-runs could not be scored ({s.unscored} unscored: {_unscored_reasons(s)})"
+        return
+    result.decision = "reject"
+    if side == "before":
+        result.reason = (f"replay not discriminative: the scenario passed without the rule "
+                         f"({s.passes}/{s.n}), so the rule teaches nothing")
+    else:
+        result.reason = (f"replay not discriminative: the scenario still failed with the rule "
+                         f"({s.passes}/{s.n} passed; {_failed_checks(s)})")
+
+
+def _unscored_reasons(side: Side) -> str:
+    return "; ".join(sorted({t.reason for t in side.trials if t.verdict == "unscored"}))[:300]
+
+
+def _failed_checks(side: Side) -> str:
+    names = sorted({c.check for t in side.scored for c in t.failed_checks})
+    return "failing: " + ", ".join(names) if names else "no check failed"
+
+
+def _screen(result, runner, opts, loaded, before_text, after_text, progress) -> bool:
+    """A cheaper model's one run each way; only a rule that can matter goes on."""
+    progress(f"screen with `{opts.screen_model}`")
+    cheap = _with_model(opts.replay, opts.screen_model)
+    before = runner.fixed(Side("screen before", loaded.scenario.id), loaded, before_text, 1, cheap)
+    after = runner.fixed(Side("screen after", loaded.scenario.id), loaded, after_text, 1, cheap)
+    result.screen = [before, after]
+    if before.passes == 0 and after.passes == 1:
+        return True
+    result.decision = "reject"
+    result.reason = (f"screen: with {opts.screen_model} the scenario {'passed' if before.passes else 'failed'} "
+                     f"without the rule and {'passed' if after.passes else 'failed'} with it, so the rule cannot matter there")
+    return False
+
+
+def _with_model(replay: ReplayOptions, model: str) -> ReplayOptions:
+    return replace(replay, model=model)
+
+
+def _suite(runner, opts, own, before_text, after_text, suite_dir, progress) -> list[SuiteEntry]:
+    folders = [f for f in suite_mod.folders(Path(suite_dir)) if f.resolve() != own.folder.resolve()]
+    test = suite_test(opts)
+
+    def one(folder: Path) -> SuiteEntry:
+        finding = sv.validate(folder, control=False, policy=opts.replay.simulated)
+        if not finding.ok:
+            return _broken(finding.scenario, "does not load: " + "; ".join(finding.lines()))
+        loaded = sc.load(folder)
+        progress(f"suite `{loaded.scenario.id}`")
+        try:
+            return _judge(runner, opts, test, len(folders), loaded, before_text, after_text)
+        except BadInput as exc:  # e.g. a sandbox that refuses the fixture: this scenario, not the gate
+            return _broken(loaded.scenario.id, "could not be replayed: " + exc.render())
+
+    if len(folders) <= 1:
+        return [one(f) for f in folders]
+    # Every scenario at once: each waits on its own trials, which share the runner's pool.
+    with ThreadPoolExecutor(max_workers=len(folders), thread_name_prefix="gate-suite") as judges:
+        futures = [judges.submit(one, f) for f in folders]
+        try:
+            return [f.result() for f in futures]
+        except BaseException:
+            runner.close()  # e.g. the budget is spent: stop every other scenario's trials too
+            raise
+
+
+def suite_test(opts: GateOptions) -> stats.SuiteTest:
+    return opts.suite if opts.suite_trials is None else replace(opts.suite, baseline_n=opts.suite_trials)
+
+
+def _broken(name: str, note: str) -> SuiteEntry:
+    return SuiteEntry(name, Side("baseline", name, outcome="error"), broken=True, note=note[:600])
+
+
+def _judge(runner, opts, test: stats.SuiteTest, k: int, loaded, before_text, after_text) -> SuiteEntry:
+    """One suite scenario: its cached baseline, then the candidate's trials until the test decides."""
+    sid = loaded.scenario.id
+    entry = SuiteEntry(sid, runner.fixed(Side("baseline", sid), loaded, before_text, test.baseline_n, opts.replay))
+    base = entry.baseline
+    if base.outcome == "error":
+        entry.broken = True
+        entry.note = "not judged: its baseline could not be scored (" + _unscored_reasons(base) + ")"
+        return entry
+    if base.passes == 0:
+        entry.note = "not judged: it fails with the current playbook too"
+        return entry
+    entry.candidate = runner.sequential(Side("with rule", sid), loaded, after_text,
+                                        lambda p, f: test.decide(base.passes, base.n, p, f, k), test.max_n,
+                                        opts.replay)
+    entry.judged = True
+    if entry.candidate.outcome == "error":
+        entry.regressed = True
+        entry.note = "became unscorable with the rule: " + _unscored_reasons(entry.candidate)
+    else:
+        entry.regressed = entry.candidate.outcome == "fail"
+        entry.note = "regressed" if entry.regressed else "no regression"
+    return entry

@@ -1,0 +1,191 @@
+"""What a gate will cost before it runs: replays, model calls, money and wall time.
+
+The plan walks the gate as it would run (``bot.gate.decision``): the do-nothing
+control, the screen, the rule's own scenario before and after, then each suite
+scenario's baseline and candidate trials. Every trial the cache already holds
+is read, not replayed, and decides the test as it would in the gate; where the
+cache runs out, the rest is the sequential test's expected sample size from
+that point (``bot.gate.stats.expected_runs``), at the pass rates the gate is
+designed for: the mistake every time without the rule, 90% with it, and a
+suite scenario at its baseline's rate. ``most`` is the bound no gate exceeds
+(unscored retries aside).
+
+Per-replay figures (seconds, model calls, cost) come from the scenario's
+past replays in the cache, else from any past replay there, else a stated
+default.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from bot.scenario import spec as sc
+from bot.replay import validate as sv
+from bot.gate import stats
+from bot.scenario import suite as suite_mod
+from bot.replay import agents as agents_mod
+from bot.replay.cache import ReplayCache, trial_key
+from bot.replay.engine import ReplayOptions, TrialResult
+
+DEFAULT_REPLAY_S = 20.0  # a replay's wall time when no past replay says otherwise
+P_BEFORE, P_AFTER, P_SUITE = 0.0, 0.9, 0.9  # the design point of bot.gate.stats (a real rule, a healthy suite)
+_SCAN = 2000  # cache entries read at most for past figures
+
+
+@dataclass
+class Estimate:
+    replays: float = 0.0  # expected replays to run (the cache's trials subtracted)
+    most: int = 0
+    cached: int = 0  # trials the gate will read from the cache
+    model_calls: float = 0.0
+    cost_usd: float = 0.0
+    seconds: float = 0.0  # wall time, the replays spread over ``jobs``
+    jobs: int = 1
+    simulated: bool = True
+    timing: str = "default"  # "past replays" when the cache held some
+    per_replay_s: float = DEFAULT_REPLAY_S
+    scenarios: dict[str, float] = field(default_factory=dict)  # expected replays per scenario
+
+    def as_dict(self) -> dict:
+        return {"replays": round(self.replays, 1), "most": self.most, "cached": self.cached,
+                "model_calls": round(self.model_calls, 1), "cost_usd": round(self.cost_usd, 4),
+                "seconds": round(self.seconds, 1), "jobs": self.jobs, "simulated": self.simulated,
+                "timing": self.timing, "per_replay_s": round(self.per_replay_s, 2),
+                "scenarios": {k: round(v, 1) for k, v in self.scenarios.items()}}
+
+    def lines(self) -> list[str]:
+        cost = f"${self.cost_usd:.2f}" + (" (simulated model: no money is spent)" if self.simulated else "")
+        timing = (f"{self.per_replay_s:.1f} s a replay from past replays" if self.timing == "past replays"
+                  else f"a stated default of {DEFAULT_REPLAY_S:.0f} s a replay: no past replay in the cache")
+        return [f"replays to run: about {self.replays:.1f} (at most {self.most}); "
+                f"{self.cached} trial(s) read from the cache",
+                f"model calls: about {self.model_calls:.0f}",
+                f"cost: about {cost}",
+                f"wall time: about {duration(self.seconds)} with {self.jobs} job(s) ({timing})",
+                *(f"  {sid}: about {n:.1f} replay(s)" for sid, n in self.scenarios.items())]
+
+
+def duration(seconds: float) -> str:
+    seconds = max(0, round(seconds))
+    return f"{seconds // 60} min {seconds % 60:02d} s" if seconds >= 60 else f"{seconds} s"
+
+
+class _Plan:
+    def __init__(self, opts, cache: ReplayCache | None):
+        self.opts, self.cache = opts, cache
+        self.est = Estimate(jobs=opts.jobs, simulated=opts.replay.simulated)
+        self.past = _past(cache)
+        self._agents: dict[str, object] = {}
+
+    def _version(self, replay: ReplayOptions) -> str:
+        name = f"{replay.agent}:{replay.command}"
+        if name not in self._agents:
+            self._agents[name] = agents_mod.make(replay.agent, command=replay.command)
+        return self._agents[name].version
+
+    def lookup(self, loaded, text: str, index: int, replay: ReplayOptions) -> TrialResult | None:
+        if self.cache is None:
+            return None
+        return self.cache.get(trial_key(loaded, text, replay, index, self._version(replay)))
+
+    def to_run(self, sid: str, expected: float, most: int, *, calls: bool = True) -> None:
+        self.est.replays += expected
+        self.est.most += most
+        self.est.scenarios[sid] = self.est.scenarios.get(sid, 0.0) + expected
+        seconds, model_calls, cost = self.past.get(sid) or self.past.get("") or (DEFAULT_REPLAY_S, 0.0, 0.0)
+        self.est.seconds += expected * seconds
+        if calls:
+            self.est.model_calls += expected * model_calls
+            self.est.cost_usd += expected * cost
+
+    def sequential(self, loaded, text: str, decide, p: float, replay: ReplayOptions) -> str | None:
+        """The test's outcome if the cache decides it, else None (and the rest is planned)."""
+        passes = fails = index = 0
+        while (state := decide(passes, fails)) == "continue":
+            hit = self.lookup(loaded, text, index, replay)
+            if hit is None:
+                self.to_run(loaded.scenario.id, stats.expected_runs(decide, p, passes, fails),
+                            stats.most_runs(decide, passes, fails))
+                return None
+            self.est.cached += 1
+            passes, fails, index = passes + (hit.verdict == "passed"), fails + (hit.verdict != "passed"), index + 1
+        return state
+
+    def fixed(self, loaded, text: str, n: int, replay: ReplayOptions) -> tuple[int, int]:
+        """(passes, trials) the cache holds of ``n`` fixed trials; the rest is planned."""
+        hits = [self.lookup(loaded, text, i, replay) for i in range(n)]
+        found = [h for h in hits if h is not None]
+        self.est.cached += len(found)
+        missing = n - len(found)
+        if missing:
+            self.to_run(loaded.scenario.id, missing, missing)
+        return sum(h.verdict == "passed" for h in found), len(found)
+
+
+def _past(cache: ReplayCache | None) -> dict[str, tuple[float, float, float]]:
+    """Mean (seconds, model calls, cost) of past replays per scenario id, and over all of them under ""."""
+    if cache is None or not cache.folder.is_dir():
+        return {}
+    sums: dict[str, list[float]] = {}
+    for i, path in enumerate(cache.folder.glob("*/*.json")):
+        if i >= _SCAN:
+            break
+        try:
+            data = json.loads(json.loads(path.read_text(encoding="utf-8"))["result"])
+            figures = (float(data["duration_s"]), float(data["model_calls"]), float(data["cost_usd"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if figures[1] == 0:
+            continue  # a do-nothing control says nothing about an agent's replay
+        for key in (str(data.get("scenario", "")), ""):
+            acc = sums.setdefault(key, [0.0, 0.0, 0.0, 0.0])
+            for j, value in enumerate(figures):
+                acc[j] += value
+            acc[3] += 1
+    return {k: (a[0] / a[3], a[1] / a[3], a[2] / a[3]) for k, a in sums.items() if a[3]}
+
+
+def estimate(loaded: sc.LoadedScenario, before_text: str, after_text: str, suite_dir: Path, opts) -> Estimate:
+    """The plan of ``bot.gate.decision.run_gate`` for one candidate (``opts`` a ``GateOptions``). Replays nothing."""
+    from bot.gate.decision import suite_test
+
+    cache = ReplayCache(opts.cache_dir) if opts.cache_dir else None
+    plan = _Plan(opts, cache)
+    control = sv.CONTROL
+    if cache and cache.get(trial_key(loaded, "", control, 0, sv.DoNothingAgent().version)) is not None:
+        plan.est.cached += 1
+    else:
+        plan.to_run(loaded.scenario.id, 1, 1, calls=False)
+    if opts.screen_model:
+        cheap = replace(opts.replay, model=opts.screen_model)
+        plan.fixed(loaded, before_text, 1, cheap)
+        plan.fixed(loaded, after_text, 1, cheap)
+    test = opts.test
+    if plan.sequential(loaded, before_text, test.before, P_BEFORE, opts.replay) not in (None, "pass"):
+        return _done(plan)
+    if plan.sequential(loaded, after_text, test.after, P_AFTER, opts.replay) not in (None, "pass"):
+        return _done(plan)
+    folders = [f for f in suite_mod.folders(Path(suite_dir)) if f.resolve() != loaded.folder.resolve()]
+    suite = suite_test(opts)
+    for folder in folders:
+        if not sv.validate(folder, control=False, policy=opts.replay.simulated).ok:
+            continue  # the gate does not replay a scenario that does not load
+        other = sc.load(folder)
+        passes, n = plan.fixed(other, before_text, suite.baseline_n, opts.replay)
+        rate = passes / n if n == suite.baseline_n else P_SUITE
+        base = round(rate * suite.baseline_n)
+        if base == 0:
+            continue  # not judged: it fails with the current playbook too
+        plan.sequential(other, after_text, lambda p, f, b=base: suite.decide(b, suite.baseline_n, p, f, len(folders)),
+                        rate, opts.replay)
+    return _done(plan)
+
+
+def _done(plan: _Plan) -> Estimate:
+    est = plan.est
+    est.timing = "past replays" if plan.past else "default"
+    est.per_replay_s = est.seconds / est.replays if est.replays else (plan.past.get("", (DEFAULT_REPLAY_S,))[0])
+    est.seconds /= max(1, est.jobs)
+    return est

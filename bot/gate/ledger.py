@@ -1,0 +1,91 @@
+"""The gate's ledger: one JSON line per gate decision, so a report can sum what admission costs.
+
+``.replaybook/gates.jsonl`` under the root (next to the cache). Every gate
+appends one record, rejected and failed candidates included: the gateway's
+measured cost (``GateResult.cost_usd``, a simulated estimate when the
+simulated model answered), the decision and its reason. Appends are one
+``write`` of one line with ``O_APPEND``, so concurrent gates never interleave
+a record; a line that does not parse (a crash mid-write, a hand edit) is
+skipped by the reader and counted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+LEDGER = Path(".replaybook") / "gates.jsonl"
+ReasonKind = Literal["admitted", "cheap_checks", "unsound_scenario", "already_followed", "no_effect",
+                     "regression", "screen", "error", "other"]
+
+
+class GateRecord(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    kind: Literal["gate"] = "gate"
+    at: datetime
+    rule_id: str = Field(max_length=40)
+    decision: Literal["admit", "reject", "error"]
+    reason: str = Field(default="", max_length=2000)
+    reason_kind: ReasonKind = "other"
+    cost_usd: float = Field(default=0.0, ge=0)
+    simulated: bool = False
+    replays: int = 0
+    cache_hits: int = 0
+
+
+def reason_kind(decision: str, reason: str) -> ReasonKind:
+    """The reason's category, for "rejected by reason" (the gate's reasons open with these words)."""
+    if decision == "admit":
+        return "admitted"
+    if decision == "error":
+        return "error"
+    for prefix, kind in (("cheap checks failed", "cheap_checks"), ("unsound scenario", "unsound_scenario"),
+                         ("regressed", "regression"), ("screen:", "screen"),
+                         ("replay not discriminative: the scenario passed without", "already_followed"),
+                         ("replay not discriminative: the scenario still failed", "no_effect")):
+        if reason.startswith(prefix):
+            return kind  # type: ignore[return-value]
+    return "other"
+
+
+def record_of(result, at: datetime | None = None) -> GateRecord:
+    """The ledger record of a ``bot.gate.decision.GateResult``."""
+    return GateRecord(at=at or datetime.now(timezone.utc), rule_id=result.rule_id, decision=result.decision,
+                      reason=result.reason[:2000], reason_kind=reason_kind(result.decision, result.reason),
+                      cost_usd=max(0.0, result.cost_usd), simulated=result.simulated, replays=result.replays,
+                      cache_hits=result.cache_hits)
+
+
+def append(root: Path, record: GateRecord) -> Path:
+    path = Path(root) / LEDGER
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = (record.model_dump_json() + "\n").encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+    return path
+
+
+def read(root: Path) -> tuple[list[GateRecord], int]:
+    """Every record, oldest first, and how many lines were skipped as unreadable."""
+    path = Path(root) / LEDGER
+    if not path.is_file():
+        return [], 0
+    records, skipped = [], 0
+    with path.open("rb") as handle:
+        for raw in handle:
+            if not raw.strip():
+                continue
+            try:
+                records.append(GateRecord.model_validate(json.loads(raw)))
+            except (ValueError, ValidationError):
+                skipped += 1
+    return sorted(records, key=lambda r: r.at), skipped

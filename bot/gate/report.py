@@ -1,0 +1,63 @@
+"""The gate's report: markdown a reviewer reads in a minute, and JSON for machines."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jinja2
+
+from bot.gate.decision import GateResult, Side
+from bot._util.text_safety import neutralise
+from bot.gate.stats import SequentialTest
+
+_templates = jinja2.Environment(loader=jinja2.PackageLoader("bot.gate", "templates"), keep_trailing_newline=True,
+                                trim_blocks=True, undefined=jinja2.StrictUndefined, autoescape=False)
+_templates.filters["neutral"] = neutralise  # rule texts and reasons are untrusted: no mention, link or marker
+
+
+def _pct(side: Side) -> str:
+    if side.n == 0:
+        return "–"
+    low, high = side.interval
+    return f"{side.passes / side.n:.0%} ({low:.0%}–{high:.0%})"
+
+
+def _cell(text: str) -> str:
+    """Text that stays in one table cell: no line breaks, no column bars."""
+    return " ".join(text.split()).replace("|", "\\|")[:300]
+
+
+def markdown(result: GateResult, test: SequentialTest) -> str:
+    template = _templates.get_template("gate_report.md.j2")
+    text = template.render(r=result, test=test.describe(), pct=_pct, cell=_cell)
+    return "\n".join(line.rstrip() for line in text.splitlines()).strip() + "\n"
+
+
+def _side(side: Side | None) -> dict[str, Any] | None:
+    if side is None:
+        return None
+    return {"scenario": side.scenario, "passed": side.passes, "scored": side.n, "unscored": side.unscored,
+            "outcome": side.outcome, "interval95": list(side.interval),
+            "trials": [{"trial": t.trial, "verdict": t.verdict, "reason": t.reason, "run_dir": t.run_dir}
+                       for t in side.trials]}
+
+
+def as_json(result: GateResult) -> dict[str, Any]:
+    return {
+        "rule": result.rule_id, "decision": result.decision, "reason": result.reason,
+        "provisional": result.provisional, "simulated": result.simulated,
+        "screen": [_side(s) for s in result.screen],
+        "before": _side(result.before), "after": _side(result.after),
+        "suite": [{"scenario": e.scenario, "judged": e.judged, "regressed": e.regressed, "broken": e.broken,
+                   "note": e.note, "baseline": _side(e.baseline), "with_rule": _side(e.candidate)}
+                  for e in result.suite],
+        "regressions": [e.scenario for e in result.regressions],
+        "suite_incomplete": [e.scenario for e in result.broken],
+        "cost_usd": result.cost_usd, "model_calls": result.model_calls, "replays": result.replays,
+        "cache_hits": result.cache_hits, "speculative_replays": result.speculative,
+        "speculative_cost_usd": result.speculative_cost_usd, "traces": result.traces, "admitted": result.admitted,
+        "warnings": result.warnings,
+    }
+
+
+__all__ = ["as_json", "markdown"]

@@ -1,0 +1,326 @@
+"""``replaybook init``: set a repository up for Replaybook, and keep that set-up current.
+
+It writes two kinds of file:
+
+- **Managed** files (the workflows and the incident issue form) start with a header naming the Replaybook version that wrote them
+  and a hash of the rest of the file. While the file still matches its hash,
+  a later ``init`` (e.g. after upgrading Replaybook) updates it silently; once
+  someone has edited it, ``init`` refuses to overwrite it unless forced.
+- **Seed** files (``.replaybook.yml``, the rendered playbook, the rule
+  folders, the scenarios README) are written once, when missing, and are the user's from then on.
+
+``plan(root)`` decides everything without writing; ``apply(plan, force)``
+writes, all or nothing: when one file is refused, nothing is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import jinja2
+import yaml
+
+from bot._util.build_info import VERSION as __version__
+from bot import config as config_mod
+from bot._util import yamlfile
+from bot.errors import BadInput
+from bot._util.markdown import table
+
+#: Where the composite actions live: ``<ACTIONS_REPO>/actions/<name>@<commit>``.
+ACTIONS_REPO = "replaybook/replaybook"
+
+#: The commit each release tag ``v<version>`` of ACTIONS_REPO points at. Workflows pin the actions to it,
+#: never to the tag (a tag can be moved). Optional: every build records its own commit (hatch_build.py,
+#: bot/_util/build_info.py), which ``init`` uses when no line is here.
+RELEASE_COMMITS: dict[str, str] = {}
+ACTIONS_SHA_ENV = "REPLAYBOOK_ACTIONS_SHA"
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+ACTIONS = ("capture", "distill", "admit", "replay")
+WORKFLOWS = {name: f".github/workflows/replaybook-{name}.yml" for name in ACTIONS}
+ISSUE_FORM = ".github/ISSUE_TEMPLATE/incident.yml"
+BOT_PREFIX = "replaybook"  # config github.bot_workflow_prefixes: never captured
+
+State = Literal["missing", "current", "stale", "modified", "conflict", "present"]
+
+_HEADER = re.compile(r"Written by `replaybook init` (\S+) \(sha256:([0-9a-f]{16})\)")
+_COMMENT = {"yaml": "# {}"}
+_WHAT = {
+    "missing": "written",
+    "current": "nothing to do",
+    "stale": "updated (unchanged since init wrote it)",
+    "modified": "kept: changed by hand, and init has nothing newer",
+    "conflict": "refused: changed by hand; --force overwrites it",
+    "present": "kept: yours once written",
+}
+NEEDS_WORK = ("missing", "stale", "conflict")
+
+_templates = jinja2.Environment(
+    loader=jinja2.PackageLoader("bot.github", "templates/init"),
+    # Workflows are full of ${{ }}: jinja's own delimiters would collide with them.
+    variable_start_string="[[", variable_end_string="]]",
+    block_start_string="[%", block_end_string="%]",
+    comment_start_string="[#", comment_end_string="#]",
+    keep_trailing_newline=True,
+    undefined=jinja2.StrictUndefined,
+    autoescape=False,
+)
+
+
+def version() -> str:
+    """The installed Replaybook's version (importlib.metadata): what the workflows pin the actions to."""
+    return __version__
+
+
+DOCS_URL = "https://github.com/replaybook/replaybook/blob/v{version}/docs/install.md"
+IGNORED = ".replaybook/"  # local caches, traces and the journal: never committed
+
+
+def docs_url() -> str:
+    """The install guide of the installed version (a pip user has no docs/ folder)."""
+    return DOCS_URL.format(version=version())
+
+
+def ignore_local_state(root: Path) -> bool:
+    """Add ``.replaybook/`` to ``root/.gitignore``, keeping every line there; True when it was added."""
+    path = Path(root) / ".gitignore"
+    text = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
+    if any(line.strip() in (IGNORED, IGNORED.rstrip("/"), "/" + IGNORED, "/" + IGNORED.rstrip("/"))
+           for line in text.splitlines()):
+        return False
+    yamlfile.replace(path, text + ("" if not text or text.endswith("\n") else "\n") + IGNORED + "\n")
+    return True
+
+
+def body_hash(body: str) -> str:
+    return hashlib.sha256(body.encode("utf-8")).hexdigest()[:16]
+
+
+def header(kind: str, body: str, at_version: str) -> str:
+    note = (f"Written by `replaybook init` {at_version} (sha256:{body_hash(body)}). "
+            "`replaybook init` updates this file only while it is unchanged; once edited, it is yours.")
+    return _COMMENT[kind].format(note).rstrip() + "\n"
+
+
+def split_header(text: str) -> tuple[str | None, str | None, str]:
+    """(version, recorded hash, body) of a managed file; (None, None, text) when it has no header."""
+    first, newline, rest = text.partition("\n")
+    match = _HEADER.search(first)
+    if not match or not newline:
+        return None, None, text
+    return match.group(1), match.group(2), rest
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One file init owns: where, what it should hold, and what init will do to it."""
+
+    path: str  # relative to the root, with forward slashes
+    text: str
+    managed: bool
+    state: State
+    found_version: str | None = None
+
+    @property
+    def what(self) -> str:
+        if self.state == "stale" and self.found_version and self.found_version != version():
+            return f"updated from {self.found_version}"
+        return _WHAT[self.state]
+
+
+@dataclass(frozen=True)
+class Plan:
+    root: Path
+    files: list[Planned]
+
+    @property
+    def needs_work(self) -> list[Planned]:
+        return [f for f in self.files if f.state in NEEDS_WORK]
+
+    @property
+    def conflicts(self) -> list[Planned]:
+        return [f for f in self.files if f.state == "conflict"]
+
+    def report(self, *, done: bool) -> str:
+        """A markdown table of every file; ``done`` says the writes happened."""
+        rows = [[f"`{f.path}`", f.state, f.what if done or f.state not in NEEDS_WORK else _pending(f)]
+                for f in self.files]
+        return table(["file", "state", "init" if not done else "done"], rows)
+
+
+def _pending(f: Planned) -> str:
+    return {"missing": "would write it", "stale": "would update it",
+            "conflict": "would refuse: changed by hand (--force overwrites it)"}[f.state]
+
+
+# ------------------------------------------------------------------ what to write
+
+
+def watched_workflows(root: Path) -> tuple[list[str], bool]:
+    """Names of the repository's own workflows, for ``workflow_run``; (["CI"], False) when there are none."""
+    names = set()
+    folder = root / ".github" / "workflows"
+    for file in sorted([*folder.glob("*.yml"), *folder.glob("*.yaml")]) if folder.is_dir() else []:
+        try:
+            data = yaml.safe_load(file.read_text(encoding="utf-8"))
+        except (yaml.YAMLError, OSError, UnicodeDecodeError):
+            continue  # not ours to judge; actionlint is
+        name = data.get("name") if isinstance(data, dict) else None
+        name = name if isinstance(name, str) and name.strip() else file.name
+        if not name.lower().startswith(BOT_PREFIX) and not file.name.lower().startswith(BOT_PREFIX):
+            names.add(name)
+    return (sorted(names), True) if names else (["CI"], False)
+
+
+def actions_commit(explicit: str | None = None) -> str:
+    """The commit to pin the actions to: ``explicit``, else $REPLAYBOOK_ACTIONS_SHA, else the release's,
+    else the commit this build was made from (bot/_util/build_info.py)."""
+    sha = explicit or os.environ.get(ACTIONS_SHA_ENV) or RELEASE_COMMITS.get(version()) or _built_from()
+    if sha is None:
+        raise BadInput(f"Replaybook {version()} records no commit for its actions (not built from a git checkout); "
+                       f"pass --actions-sha with the 40-hex commit of tag v{version()} of {ACTIONS_REPO} (or set "
+                       f"{ACTIONS_SHA_ENV}), or install a build made from a checkout: workflows pin actions to a "
+                       "commit, never to a tag")
+    if not _COMMIT.match(sha):
+        raise BadInput(f"--actions-sha {sha!r} is not a full commit id; give all 40 lowercase hex digits")
+    return sha
+
+
+def _built_from() -> str | None:
+    from bot._util.build_info import build_commit
+
+    built = build_commit()
+    if built is None:
+        return None
+    if built.dirty:
+        raise BadInput(f"Replaybook {version()} was built from commit {built.commit[:12]} with uncommitted changes "
+                       f"({built.source}): the actions at that commit are not what this build runs. Commit and "
+                       f"rebuild, or pass --actions-sha with the commit whose actions to use (or set {ACTIONS_SHA_ENV})")
+    return built.commit
+
+
+def uses(local_actions: bool, sha: str | None = None) -> dict[str, str]:
+    if local_actions:  # this repository's own workflows: the actions of the same commit
+        return {name: f"./actions/{name}" for name in ACTIONS}
+    sha = actions_commit(sha)
+    return {name: f"{ACTIONS_REPO}/actions/{name}@{sha}" for name in ACTIONS}
+
+
+def render(root: Path, *, local_actions: bool = False, watched: list[str] | None = None,
+           settings: config_mod.Settings | None = None, actions_sha: str | None = None) -> list[tuple[str, str, bool]]:
+    """(path, text, managed) of every file init writes for ``root``; managed texts carry their header."""
+    settings = settings or _settings(root)
+    cfg = settings.config
+    found = True
+    if not watched:
+        watched, found = watched_workflows(root)
+    at = version()
+    # Remote: the release's commit, named by its tag in a comment. Local: `./` rather than `$/`, which
+    # runners do not all support yet.
+    pin_note = ("  # zizmor: ignore[self-repository] the actions of this same commit" if local_actions
+                else f" # v{at}")
+    context = {"version": at, "pin_note": pin_note, "actions_repo": ACTIONS_REPO,
+               "uses": uses(local_actions, actions_sha), "watched": watched,
+               "watched_found": found, "incident_label": cfg.labels.incident, "scenarios_dir": cfg.paths.scenarios,
+               "agent_model": cfg.models.agent, "playbook_dir": cfg.paths.playbook.strip("/"),
+               "defaults": config_mod.Config()}
+    out: list[tuple[str, str, bool]] = []
+
+    def managed(path: str, template: str, kind: str) -> None:
+        body = _templates.get_template(template).render(**context)
+        out.append((path, header(kind, body, at) + body, True))
+
+    for name in ACTIONS:
+        managed(WORKFLOWS[name], f"replaybook-{name}.yml.j2", "yaml")
+    managed(ISSUE_FORM, "incident.yml.j2", "yaml")
+    out.append((f"{cfg.paths.scenarios}/README.md", _templates.get_template("scenarios-README.md.j2").render(**context),
+                False))
+    out.append((config_mod.FILENAME, _templates.get_template("replaybook.yml.j2").render(**context), False))
+    playbook = cfg.paths.playbook.strip("/")
+    out.append((f"{playbook}/PLAYBOOK.md", _empty_playbook(root / playbook), False))
+    for state in ("rules", "archive"):
+        out.append((f"{playbook}/{state}/.gitkeep", "", False))
+    return out
+
+
+def _empty_playbook(folder: Path) -> str:
+    from bot.playbook.store import Playbook
+
+    return Playbook(folder, root=folder.parent).render_text([])
+
+
+def _settings(root: Path) -> config_mod.Settings:
+    return config_mod.load(root)  # an existing .replaybook.yml decides the folders and labels; broken: BadInput
+
+
+# ------------------------------------------------------------------ deciding and writing
+
+
+def _state(root: Path, path: str, text: str, managed: bool) -> tuple[State, str | None]:
+    target = root / path
+    if path.endswith("/.gitkeep"):
+        return ("present", None) if target.parent.is_dir() else ("missing", None)
+    if not target.exists():
+        return "missing", None
+    if not managed:
+        return "present", None
+    try:
+        current = target.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return "conflict", None
+    if current == text:
+        return "current", None
+    found_version, recorded, body = split_header(current)
+    _, wanted, _ = split_header(text)
+    if recorded == wanted and body_hash(body) == recorded:
+        return "current", found_version  # only the version in the header differs: nothing to update
+    if recorded is None or body_hash(body) != recorded:
+        # Edited by hand (or never ours). Leave it, unless init would now write something else.
+        return ("modified" if recorded == wanted else "conflict"), found_version
+    return "stale", found_version
+
+
+def plan(root: Path, *, local_actions: bool = False, watched: list[str] | None = None,
+         actions_sha: str | None = None) -> Plan:
+    """What init would do in ``root``; writes nothing."""
+    root = Path(root)
+    if not root.is_dir():
+        raise BadInput(f"{root}: not a folder; pass the root of the repository to set up")
+    root = root.resolve()
+    files = []
+    for path, text, managed in render(root, local_actions=local_actions, watched=watched, actions_sha=actions_sha):
+        state, found = _state(root, path, text, managed)
+        files.append(Planned(path, text, managed, state, found))
+    return Plan(root, files)
+
+
+def apply(the_plan: Plan, *, force: bool = False) -> Plan:
+    """Write what ``the_plan`` needs; BadInput (nothing written) when a changed file would be overwritten."""
+    if the_plan.conflicts and not force:
+        names = ", ".join(f.path for f in the_plan.conflicts)
+        raise BadInput(f"{len(the_plan.conflicts)} file(s) were changed by hand since `replaybook init` wrote them, "
+                       f"and init has a newer version: {names}. Nothing was written. Merge your change by hand, or "
+                       "rerun with --force to overwrite them (your changes are lost)",
+                       problems=[f"{f.path}: changed by hand" for f in the_plan.conflicts])
+    for f in the_plan.needs_work:
+        target = the_plan.root / f.path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        yamlfile.replace(target, f.text)
+    ignore_local_state(the_plan.root)
+    return the_plan
+
+
+def manifest(the_plan: Plan) -> str:
+    """The plan as JSON (for ``--json``)."""
+    return json.dumps({"root": str(the_plan.root), "version": version(),
+                       "files": [{"path": f.path, "state": f.state, "managed": f.managed, "what": f.what,
+                                  "found_version": f.found_version} for f in the_plan.files]}, indent=2)
+
+
+__all__ = ["ACTIONS_REPO", "ISSUE_FORM", "WORKFLOWS", "Plan", "Planned", "apply", "header", "plan", "render",
+           "split_header", "version", "watched_workflows"]
