@@ -42,8 +42,8 @@ def floor_sample(fixture: Path, tmp: str) -> None:
 
 
 def replay_sample_factory(scenario: Path, sandbox: str):
-    from bot.scenario import spec as sc
     from bot.replay import agents, engine
+    from bot.scenario import spec as sc
 
     loaded = sc.load(scenario)
     agent = agents.make("builtin")

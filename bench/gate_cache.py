@@ -32,11 +32,11 @@ from datetime import date, datetime, timezone
 from pathlib import Path
 
 from bot._util import records
-from bot.playbook import rule as rules_mod
+from bot._util.markdown import table
 from bot.cli.demo_loop import build_workspace
 from bot.gate.decision import GateOptions, GateResult, run_gate
 from bot.incident.store import Incident, IncidentStore
-from bot._util.markdown import table
+from bot.playbook import rule as rules_mod
 from bot.playbook.store import Playbook
 from bot.replay.engine import ReplayOptions
 

@@ -37,13 +37,13 @@ from pathlib import Path
 
 import yaml
 
-from bot.scenario import spec as sc
+from bot._util.markdown import table
 from bot.gate import stats
 from bot.gate.decision import GateOptions, Runner, Side
-from bot._util.markdown import table
+from bot.playbook.rule import Rule
 from bot.playbook.store import Playbook
 from bot.replay.engine import ReplayOptions
-from bot.playbook.rule import Rule
+from bot.scenario import spec as sc
 
 SCENARIO = "bench-own"
 BRANCH_ON = "write right.txt"

@@ -32,12 +32,12 @@ from pathlib import Path
 
 import yaml
 
+from bot._util.markdown import table
 from bot.gate import decision as gate_mod
-from bot.scenario import spec as sc
 from bot.gate import stats
 from bot.gate.decision import GateOptions, Runner, Side
-from bot._util.markdown import table
 from bot.replay.engine import ReplayOptions
+from bot.scenario import spec as sc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gate_error_rates import machine  # noqa: E402

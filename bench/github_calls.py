@@ -23,6 +23,7 @@ sys.path[:0] = [str(ROOT / "tests")]
 from fakes.github import FakeGitHub  # noqa: E402
 
 from bot import config as config_mod  # noqa: E402
+from bot._util.markdown import table  # noqa: E402
 from bot.github import PyGithubAdapter  # noqa: E402
 from bot.github.context import GateVerdict  # noqa: E402
 from bot.github.events import (  # noqa: E402
@@ -34,7 +35,6 @@ from bot.github.events import (  # noqa: E402
     UpdateDashboard,
 )
 from bot.github.handle import execute  # noqa: E402
-from bot._util.markdown import table  # noqa: E402
 
 LOG = (ROOT / "tests" / "data" / "logs" / "gha_pytest.log").read_text(encoding="utf-8")
 FORM = (ROOT / "tests" / "data" / "webhooks" / "issues-opened-incident-form.json")

@@ -29,8 +29,8 @@ import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from bot.hindsight import chronicle
 from bot._util.markdown import table
+from bot.hindsight import chronicle
 from bot.hindsight.traces import Recorder, TraceStore
 
 T0 = datetime(2026, 7, 14, 9, 32, tzinfo=timezone.utc)

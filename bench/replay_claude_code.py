@@ -16,12 +16,23 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
-from _common import BUNDLED, machine, measured_trial, median, ms, playbook_text, progress, say, scenario_dir, table
+from _common import (
+    BUNDLED,
+    machine,
+    measured_trial,
+    median,
+    ms,
+    playbook_text,
+    progress,
+    say,
+    scenario_dir,
+    table,
+)
 
-from bot.scenario import spec as sc
 from bot.replay import agents as agents_mod
 from bot.replay.agents import claude_code
 from bot.replay.engine import ReplayOptions
+from bot.scenario import spec as sc
 
 AGENTS = ("claude-code", "builtin")
 

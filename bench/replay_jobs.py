@@ -17,8 +17,8 @@ from pathlib import Path
 
 from _common import HERE, machine, median, progress, say, table
 
-from bot.scenario import spec as sc
 from bot.replay.engine import ReplayOptions, run_trials
+from bot.scenario import spec as sc
 
 TARGET = 6.0
 SCENARIO = HERE / "scenarios" / "latency"

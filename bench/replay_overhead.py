@@ -34,18 +34,29 @@ from collections import defaultdict
 from contextlib import contextmanager
 from pathlib import Path
 
-from _common import BUNDLED, command_seconds, machine, measured_trial, median, ms, playbook_text, progress, say
-from _common import scenario_dir, table, timed_method
-
 import anthropic
+from _common import (
+    BUNDLED,
+    command_seconds,
+    machine,
+    measured_trial,
+    median,
+    ms,
+    playbook_text,
+    progress,
+    say,
+    scenario_dir,
+    table,
+    timed_method,
+)
 from anthropic.resources.messages import Messages
 
-from bot.scenario import spec as sc
 from bot.replay import agents as agents_mod
 from bot.replay import engine
 from bot.replay import gateway as gateway_mod
 from bot.replay.sandbox import Sandbox
 from bot.replay.trace import RunDir, read_trace
+from bot.scenario import spec as sc
 
 TARGET_S = 0.150
 PHASES = (*engine.PHASES[:4], "SDK client setup", "model calls (client side)", "file tools + agent loop",

@@ -26,8 +26,8 @@ from pathlib import Path
 
 from _common import BUNDLED, machine, median, playbook_text, scenario_dir, table
 
-from bot.scenario import spec as sc
 from bot.replay import engine, toolchain
+from bot.scenario import spec as sc
 
 TARGET_MS = 30.0
 

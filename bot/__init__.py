@@ -4,14 +4,13 @@ The public API; everything else is private.
 """
 
 from bot._util.build_info import VERSION as __version__
-
 from bot.config import Config, Settings
-from bot.hindsight.reflection import Hindsight, Reflection
-from bot.hindsight.lesson import Lesson, LessonStore
 from bot.errors import BadInput, CheckFailed, ReplaybookError
+from bot.hindsight.lesson import Lesson, LessonStore
+from bot.hindsight.reflection import Hindsight, Reflection
 from bot.incident.store import Incident, IncidentStore
-from bot.playbook.store import Playbook
 from bot.playbook.rule import Rule
+from bot.playbook.store import Playbook
 from bot.scenario.spec import Scenario
 
 __all__ = [

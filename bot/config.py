@@ -8,14 +8,17 @@ that every path is relative to.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from bot._util import records
-
-from bot._util import yamlfile
+from bot._util import records, yamlfile
 from bot.errors import BadInput
+
+if TYPE_CHECKING:
+    from bot.model.llm import LLM
+    from bot.replay.engine import ReplayOptions
+    from bot.settings import Environment
 
 FILENAME = ".replaybook.yml"
 
@@ -212,3 +215,40 @@ def load(root: Path | None = None) -> Settings:
     doc = yamlfile.load(source, what="config file")
     config = records.from_document(Config, doc, what="config")
     return Settings(root, config, source)
+
+
+# ------------------------------------------------ what is built from the config and the environment
+
+
+def llm(env: "Environment", model: str, **options: Any) -> "LLM":
+    """The model adapter for ``model`` with the environment's key and base URL (imports the anthropic SDK)."""
+    from bot.model.llm import LLM
+
+    return LLM.connect(model, api_key=env.api_key, base_url=env.base_url, **options)
+
+
+def for_agent(env: "Environment", agent: str) -> tuple[str, str | None, str]:
+    """(the key's variable name, the key, the upstream URL) for the API shape ``agent`` speaks."""
+    from bot.replay.agents import upstream_env
+
+    key_var, default = upstream_env(agent)
+    key, upstream = env.key_and_upstream(key_var, default)
+    return key_var, key, upstream
+
+
+def replay_options(settings: Settings, env: "Environment", *, model: str, runs_dir: Path | None = None,
+                   sandbox: str | None = None, **given: Any) -> "ReplayOptions":
+    """How to replay, from the command line (``given``, ``runs_dir``, ``sandbox``), the config and ``env``.
+
+    The key goes to a real model only unless ``api_key`` is given (the gate's screen model may be
+    real when the agent's is not); runs are kept under ``paths.traces`` and the sandbox is
+    ``replay.sandbox`` unless given.
+    """
+    from bot.replay.engine import SCRIPTED, ReplayOptions
+
+    cfg = settings.config.replay
+    _, key, upstream = for_agent(env, given.get("agent") or "builtin")
+    given.setdefault("api_key", key if model != SCRIPTED else None)
+    return ReplayOptions(model=model, upstream_url=upstream, runs_dir=runs_dir or settings.path("traces"),
+                         sandbox=sandbox or cfg.sandbox, keep_runs=cfg.keep_runs, keep_runs_days=cfg.keep_runs_days,
+                         **given)

@@ -8,10 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from helpers import REPO, incident_yaml, make_scenario, rule_yaml, write  # noqa: F401
 
 from bot.cli.main import run
-
-from helpers import REPO, incident_yaml, make_scenario, rule_yaml, write  # noqa: F401
 
 
 def pytest_addoption(parser):

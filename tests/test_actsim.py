@@ -8,8 +8,15 @@ import time
 from pathlib import Path
 
 import pytest
-
-from actsim import Evaluator, ExpressionError, check_expressions, evaluate, load_yaml, run_workflow, stub_python
+from actsim import (
+    Evaluator,
+    ExpressionError,
+    check_expressions,
+    evaluate,
+    load_yaml,
+    run_workflow,
+    stub_python,
+)
 from fakes.github import FakeGitHub
 from helpers import REPO, write
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 
 import pytest
-
 from helpers import incident_yaml, rule_yaml, snapshot, write
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -14,7 +13,6 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 from helpers import REPO
 
 

@@ -12,13 +12,13 @@ import subprocess
 import sys
 
 import pytest
+from helpers import REPO
 
 from bot._util import records
-from bot.playbook import rule as rules_mod
-from bot.scenario import spec as sc
 from bot.incident.store import Incident
+from bot.playbook import rule as rules_mod
 from bot.replay.policy import load_policy
-from helpers import REPO
+from bot.scenario import spec as sc
 
 IDS = ["monorepo-test-cwd", "dynamic-module-delete", "flaky-network-retry", "lint-disable"]
 RULE_IDS = dict(zip(IDS, ["rule-0001", "rule-0002", "rule-0003", "rule-0004"]))

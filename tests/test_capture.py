@@ -16,17 +16,16 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import REPO, snapshot, write
 
+from bot._util.text_safety import fence
+from bot.errors import BadInput
 from bot.incident import capture
 from bot.incident.capture import ACTUAL_UNKNOWN, BELIEVED_UNKNOWN, Analysis
-from bot.errors import BadInput
 from bot.incident.store import EVIDENCE_MAX, FAILURE_CLASSES, IncidentStore
 from bot.model.llm import LLM, render
-from bot._util.text_safety import fence
 from bot.replay.answers import AnswerBook
 from bot.replay.gateway import Gateway
-
-from helpers import REPO, snapshot, write
 
 LOGS = REPO / "tests" / "data" / "logs"
 NOW = datetime(2026, 7, 14, 9, 32, tzinfo=timezone.utc)

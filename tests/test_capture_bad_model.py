@@ -14,9 +14,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_github_handle import event, gh, handle, run_payload, seed_run  # noqa: F401  (fixtures)
 
 from bot.github.issue_form import parse_incident_issue
-from test_github_handle import event, gh, handle, run_payload, seed_run  # noqa: F401  (fixtures)
 
 ANSWERS = {
     "not JSON": (200, "application/json", b"<html>upstream proxy error</html>"),

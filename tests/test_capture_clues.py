@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 import yaml
+from helpers import REPO
 
 from bot.incident import capture
 from bot.incident.capture.clues import collapse
-from helpers import REPO
 
 LOGS = REPO / "tests" / "data" / "logs"
 CLUES = yaml.safe_load((LOGS / "clues.yaml").read_text(encoding="utf-8"))

@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from fakes.port import FakePort
+from helpers import incident_yaml, make_scenario, rule_yaml, write
+from test_github_prs import WORKER, model, rule_answer  # noqa: F401, F811  (model is a fixture)
 
 from bot import config as config_mod
-from bot.playbook import transitions as playbook_changes
 from bot.change import Change, DiskTree, MemoryTree, OverlayTree
 from bot.errors import BadInput
 from bot.github.events import CheckPlaybookInvariants, Distill
@@ -24,10 +26,8 @@ from bot.github.handle import execute
 from bot.github.issue_form import normalised_block
 from bot.incident.store import Incident, IncidentStore
 from bot.model.llm import LLM
+from bot.playbook import transitions as playbook_changes
 from bot.playbook.store import Playbook
-from fakes.port import FakePort
-from helpers import incident_yaml, make_scenario, rule_yaml, write
-from test_github_prs import WORKER, model, rule_answer  # noqa: F401, F811  (model is a fixture)
 
 # -- the value itself --------------------------------------------------------------------------
 

@@ -8,10 +8,10 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from click.testing import CliRunner
 
-from bot.hindsight import chronicle
 from bot.cli import trace as trace_cli
 from bot.cli.main import Context
 from bot.errors import BadInput
+from bot.hindsight import chronicle
 from bot.hindsight.traces import Recorder, StoredEvent, TraceStore
 
 T0 = datetime(2026, 7, 14, 9, 32, tzinfo=timezone.utc)

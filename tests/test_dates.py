@@ -9,9 +9,9 @@ the yaml block of an incident issue.
 from __future__ import annotations
 
 import pytest
+from helpers import incident_yaml, make_scenario, rule_yaml, write
 
 from bot.github.issue_form import parse_incident_issue
-from helpers import incident_yaml, make_scenario, rule_yaml, write
 
 BAD = {"no such day": "2026-02-30", "no such hour": "2026-02-01T25:00:00Z"}
 

@@ -7,13 +7,13 @@ import subprocess
 import sys
 
 import pytest
+from helpers import REPO
 
 from bot._util import records
-from bot.playbook import rule as rules_mod
-from bot.scenario import spec as sc
 from bot.incident.store import Incident
+from bot.playbook import rule as rules_mod
 from bot.replay.policy import load_policy
-from helpers import REPO
+from bot.scenario import spec as sc
 
 REGRESSES = "targeted-tests"  # its rule fixes it, and breaks the other one
 FOLLOWED = "whole-suite-after-change"  # its rule is one the agent already follows

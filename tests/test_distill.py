@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from helpers import incident_yaml, make_scenario, rule_yaml, snapshot, write
 
 from bot import config
-from bot.scenario import spec as scenario_mod
 from bot.cli import distill as distill_cli
 from bot.cli.main import Context
 from bot.distill.plan import distill, group_incidents
@@ -20,7 +20,7 @@ from bot.model.llm import LLM, render
 from bot.playbook.store import Playbook
 from bot.replay.answers import AnswerBook
 from bot.replay.gateway import Gateway
-from helpers import incident_yaml, make_scenario, rule_yaml, snapshot, write
+from bot.scenario import spec as scenario_mod
 
 A1, A2, B1 = "2026-07-14-0932", "2026-07-21-1105", "2026-07-16-0310"
 TODAY = date(2026, 8, 3)
@@ -249,7 +249,7 @@ def test_cites_already_covered_are_dropped_and_none_left_is_refused(root):
     report, book = run_with(root, (A2, rule_answer(cites=(A1,), scenario={"existing": "monorepo-test-cwd"})))
     assert [g.ids for g in report.groups] == [[A2]]  # A1 is covered: not asked about again
     text = reasons(report)
-    assert f"skipped: already cited by rule-0001 (pending)" in text
+    assert "skipped: already cited by rule-0001 (pending)" in text
     assert f"dropped: dropped cite '{A1}': already cited by rule-0001" in text
     assert "refused: cites no incident of this group" in text and not report.proposals
 

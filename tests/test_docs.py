@@ -6,11 +6,11 @@ import json
 import re
 
 import click
-
-from bot.cli import schema as schemas
-from bot.cli import reference
-from bot.cli.main import cli
 from helpers import REPO
+
+from bot.cli import reference
+from bot.cli import schema as schemas
+from bot.cli.main import cli
 
 
 def test_every_command_has_help_text():

@@ -18,7 +18,6 @@ from typing import Any
 
 import pytest
 import requests
-
 from fakes.github import FakeGitHub, served_endpoints
 
 OPENAPI_PACKAGE = "@octokit/openapi"

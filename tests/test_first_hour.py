@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from helpers import REPO
 
 SCRIPT = Path(sys.executable).parent / "replaybook"

@@ -12,18 +12,16 @@ import copy
 import json
 from pathlib import Path
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_github_events import examples  # noqa: F401  (the session fixture of GitHub's example payloads)
 
 from bot import config as config_mod
-from bot._util import records
-from bot._util import yamlfile
+from bot._util import records, yamlfile
 from bot.errors import BadInput
 from bot.github.issue_form import FIELDS, MARKER, parse_incident_issue
 from bot.incident.store import Incident
 from bot.playbook.rule import Rule
-from test_github_events import examples  # noqa: F401  (the session fixture of GitHub's example payloads)
 
 BOUNDED = settings(max_examples=60, deadline=None, derandomize=True, database=None,
                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])

@@ -11,12 +11,12 @@ import threading
 from pathlib import Path
 
 import yaml
+from helpers import incident_yaml, snapshot, write
 
 from bot.gate import decision as gate_mod
 from bot.incident.store import IncidentStore
 from bot.playbook.store import Playbook
 from bot.replay.engine import ReplayOptions
-from helpers import incident_yaml, snapshot, write
 
 RULE = "When a task says make it right, write right.txt and never wrong.txt."
 

@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import yaml
-
 from helpers import incident_yaml, write
 from test_gate import candidate
 

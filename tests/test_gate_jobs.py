@@ -11,12 +11,13 @@ import random
 import threading
 import time
 
+from test_gate import book, mini_scenario, setup
+
 from bot.gate import decision as gate_mod
 from bot.gate import report as gate_report
 from bot.gate import stats
 from bot.gate.pool import Pool, Stream, cores
 from bot.replay.engine import ReplayOptions
-from test_gate import book, mini_scenario, setup
 
 
 def _gate(root, rule, jobs: int, seed: int) -> gate_mod.GateResult:

@@ -6,10 +6,18 @@ import subprocess
 import sys
 
 import pytest
-
-from bot.github import BODY_LIMIT, GitHubError, GitHubPort, IssueRef, PyGithubAdapter, fit_body, marker
-from helpers import REPO
 from fakes.github import FakeGitHub
+from helpers import REPO
+
+from bot.github import (
+    BODY_LIMIT,
+    GitHubError,
+    GitHubPort,
+    IssueRef,
+    PyGithubAdapter,
+    fit_body,
+    marker,
+)
 
 SHA = "6dcb09b5b57875f334f61aebed695e2e4193db5e"
 LOG = "setup\n" + "noise\n" * 50 + "##[error]Process completed with exit code 1.\n"

@@ -11,15 +11,14 @@ from datetime import date
 from pathlib import Path
 
 import pytest
-
-from bot import config as config_mod
-from bot.github import PyGithubAdapter
-from bot.github import dashboard
-from bot.config import Config
-from bot.github.events import DashboardTick, UpdateDashboard, plan
-from bot.github.handle import execute
 from fakes.github import BOT_LOGIN, FakeGitHub
 from helpers import incident_yaml, make_scenario, rule_yaml, write
+
+from bot import config as config_mod
+from bot.config import Config
+from bot.github import PyGithubAdapter, dashboard
+from bot.github.events import DashboardTick, UpdateDashboard, plan
+from bot.github.handle import execute
 
 TODAY = date(2026, 9, 1)
 

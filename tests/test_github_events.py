@@ -17,11 +17,11 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from helpers import REPO
 
 from bot.config import Config
 from bot.errors import BadInput
 from bot.github.events import (
-    Retest,
     ACTIONS,
     CaptureRejectedPr,
     CaptureRun,
@@ -32,6 +32,7 @@ from bot.github.events import (
     Ignore,
     ParseIncidentIssue,
     RecordHits,
+    Retest,
     UpdateDashboard,
     plan,
 )
@@ -45,8 +46,6 @@ from bot.github.issue_form import (
     strip_block,
 )
 from bot.incident.store import Incident
-
-from helpers import REPO
 
 EXAMPLES_VERSION = "7.6.1"
 # conftest points HOME at a temp folder per test; the cache lives in the real one.

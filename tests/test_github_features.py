@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from datetime import date
 
+from fakes.port import FakePort
+from helpers import incident_yaml, make_scenario, rule_yaml, write
+
 from bot import config as config_mod
 from bot.github.events import CaptureRun, CheckPlaybookInvariants, RecordHits
 from bot.github.handle import execute
 from bot.github.port import CommitRef, Job, Step
-from fakes.port import FakePort
-from helpers import incident_yaml, make_scenario, rule_yaml, write
 
 TODAY = date(2026, 12, 1)
 

@@ -13,14 +13,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from bot import config as config_mod
-from bot.playbook import render as render_mod
-from bot.errors import BadInput
-from bot.github.handle import PrGate
-from bot.playbook.store import Playbook
 from fakes.github import FakeGitHub
 from helpers import make_scenario, rule_yaml, run_pr_gate, write
+
+from bot import config as config_mod
+from bot.errors import BadInput
+from bot.github.handle import PrGate
+from bot.playbook import render as render_mod
+from bot.playbook.store import Playbook
 
 HEAD = "3484a3fb816e0859fd6e1cea078d76385ff50625"
 TARGETS = ["claude", "agents", "copilot", "cursor", "windsurf", "gemini"]

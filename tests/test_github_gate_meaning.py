@@ -13,12 +13,12 @@ import os
 from pathlib import Path
 
 import pytest
-
-from bot import config as config_mod
-from bot.github.handle import PrGate
 from fakes.github import FakeGitHub
 from helpers import make_scenario, rule_yaml, run_pr_gate, write
 from test_github_handle import HEAD, base_repo, git
+
+from bot import config as config_mod
+from bot.github.handle import PrGate
 
 
 @pytest.fixture

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 import requests
+from fakes.github import SECONDARY_LIMIT, FakeGitHub
+from helpers import REPO
 
 from bot import config as config_mod
 from bot.errors import BadInput
@@ -21,8 +23,6 @@ from bot.github.events import GateRulePr
 from bot.github.handle import GATE_MARKER, GateVerdict, PrGate, execute
 from bot.github.issue_form import MARKER as BLOCK_MARKER
 from bot.github.port import BODY_LIMIT
-from fakes.github import SECONDARY_LIMIT, FakeGitHub
-from helpers import REPO
 
 DATA = REPO / "tests" / "data"
 HEAD = "3484a3fb816e0859fd6e1cea078d76385ff50625"
@@ -350,8 +350,9 @@ def test_git_gate_finds_changed_rules_and_reads_the_base_playbook(root, tmp_path
 
 
 def test_a_hits_only_change_needs_no_replay_and_the_cap_is_checked_on_the_result(root):
-    from bot.gate.decision import cheap_checks
     from helpers import make_scenario, rule_yaml, write
+
+    from bot.gate.decision import cheap_checks
 
     write(root / ".replaybook.yml", "cap: 2\n")
     base = base_repo(root)

@@ -17,13 +17,18 @@ import shutil
 from pathlib import Path
 
 import pytest
+from fakes.github import FakeGitHub
+from test_workflows_sim import (  # one copy of the material
+    CAPTURED,
+    LOG,
+    RULE,
+    SCENARIO,
+    git,
+)
 
 from bot.replay.answers import AnswerBook
 from bot.replay.gateway import Gateway
 from bot.replay.policy import load_policy
-from fakes.github import FakeGitHub
-
-from test_workflows_sim import CAPTURED, LOG, RULE, SCENARIO, git  # one copy of the material
 
 
 @pytest.fixture

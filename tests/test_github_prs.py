@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from fakes.github import BOT_LOGIN, MAIN_SHA, FakeGitHub
+from helpers import incident_yaml, make_scenario, rule_yaml, snapshot, write
 
 from bot.github import PyGithubAdapter
 from bot.github.issue_form import normalised_block
@@ -23,8 +25,6 @@ from bot.github.port import GitHubError, marker
 from bot.incident.store import Incident
 from bot.replay.answers import AnswerBook
 from bot.replay.gateway import Gateway
-from fakes.github import BOT_LOGIN, MAIN_SHA, FakeGitHub
-from helpers import incident_yaml, make_scenario, rule_yaml, snapshot, write
 
 A1, A2, A3 = "gh-1", "gh-2", "gh-3"  # on GitHub an incident is its issue
 RULE = "Before running any test command, check for a package-local pytest.ini and run pytest from that directory."

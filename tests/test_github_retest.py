@@ -9,15 +9,16 @@ from __future__ import annotations
 import json
 from datetime import date
 
+from fakes.port import FakePort
+from helpers import write
+from test_redundancy import playbook
+
 from bot import config as config_mod
 from bot.github import retest as retest_mod
 from bot.github.context import RunContext
 from bot.github.events import Retest, plan
 from bot.github.handle import execute
 from bot.replay.engine import SCRIPTED, ReplayOptions
-from fakes.port import FakePort
-from helpers import write
-from test_redundancy import playbook
 
 TODAY = date(2026, 12, 1)
 

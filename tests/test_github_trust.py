@@ -12,16 +12,6 @@ from __future__ import annotations
 import zlib
 
 import pytest
-
-from bot import config as config_mod
-from bot.github import PyGithubAdapter
-from bot.github.events import GateRulePr
-from bot.github.handle import GATE_MARKER, PrGate, execute
-from bot.github.issue_form import MARKER as BLOCK_MARKER
-from bot.github.issue_form import parse_incident_issue
-from bot.github.port import marker
-from bot._util.text_safety import neutralise
-from bot.replay.engine import ReplayOptions
 from fakes.github import BOT_LOGIN
 from helpers import incident_yaml, make_scenario, rule_yaml, write
 from test_github_handle import HEAD, LOG, git, run_payload, seed_run
@@ -36,6 +26,16 @@ from test_github_prs import (  # noqa: F401  (fixtures)
     rule_answer,
     rule_prs,
 )
+
+from bot import config as config_mod
+from bot._util.text_safety import neutralise
+from bot.github import PyGithubAdapter
+from bot.github.events import GateRulePr
+from bot.github.handle import GATE_MARKER, PrGate, execute
+from bot.github.issue_form import MARKER as BLOCK_MARKER
+from bot.github.issue_form import parse_incident_issue
+from bot.github.port import marker
+from bot.replay.engine import ReplayOptions
 
 
 def _slug(name: str) -> str:

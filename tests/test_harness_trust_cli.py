@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from helpers import write
 from test_gate import setup
 

@@ -7,18 +7,17 @@ from __future__ import annotations
 
 import json
 from datetime import date, datetime, timezone
-from pathlib import Path
+
+from helpers import REPO, incident_yaml, make_scenario, rule_yaml, write
 
 from bot.incident import capture
-
-from bot.playbook import worth as health
 from bot.incident.store import Incident, IncidentStore
 from bot.model.llm import LLM
+from bot.playbook import worth as health
+from bot.playbook.rule import Rule
 from bot.playbook.store import Playbook
 from bot.replay.answers import AnswerBook
 from bot.replay.gateway import Gateway
-from bot.playbook.rule import Rule
-from helpers import REPO, incident_yaml, make_scenario, rule_yaml, write
 
 TODAY = date(2026, 9, 1)
 RULE = "Before running any test command, check for a package-local pytest.ini and run pytest from that directory."

@@ -7,13 +7,19 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from bot.hindsight.reflection import Hindsight, Reflection, TraceEvents, reflect, reflection_to_incident
-from bot.incident.store import IncidentStore
 from bot.hindsight.lesson import REMINDER, Lesson, LessonStore
+from bot.hindsight.reflection import (
+    Hindsight,
+    Reflection,
+    TraceEvents,
+    reflect,
+    reflection_to_incident,
+)
+from bot.hindsight.traces import TraceStore
+from bot.incident.store import IncidentStore
 from bot.model.llm import LLM
 from bot.replay.answers import AnswerBook
 from bot.replay.gateway import Gateway
-from bot.hindsight.traces import TraceStore
 
 T0 = datetime(2026, 7, 1, 9, 0, tzinfo=timezone.utc)
 RULE = "When a CSV file fails to decode, prefer the utf-8-sig encoding before other codecs."

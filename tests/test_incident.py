@@ -7,10 +7,10 @@ import threading
 from datetime import datetime, timezone
 
 import pytest
+from helpers import incident_yaml, snapshot, write
 
 from bot.errors import BadInput
 from bot.incident.store import Incident, IncidentStore
-from helpers import incident_yaml, snapshot, write
 
 NEW = ["incident", "new", "--task", "Add rate limiting", "--failure-class", "wrong_assumption",
        "--trigger", "CI failed", "--believed", "Tests run from the root", "--actual", "Each package has its own pytest.ini"]
@@ -239,8 +239,9 @@ def test_a_file_named_not_for_a_time_reports_every_problem_not_only_created(cli,
 
 
 def test_an_unknown_key_in_a_strict_record_is_named_with_the_nearest_known_one(cli, root):
-    from bot._util import records
     from pydantic import BaseModel, ConfigDict
+
+    from bot._util import records
 
     class Strict(BaseModel):
         model_config = ConfigDict(extra="forbid")

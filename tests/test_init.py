@@ -9,10 +9,10 @@ import sys
 
 import pytest
 import yaml
+from helpers import REPO, write
 
 from bot import config as config_mod
 from bot.github import init as init_mod
-from helpers import REPO, write
 
 CAPTURE = ".github/workflows/replaybook-capture.yml"
 ADMIT = ".github/workflows/replaybook-admit.yml"

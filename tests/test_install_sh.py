@@ -9,7 +9,6 @@ import sys
 import tomllib
 
 import pytest
-
 from helpers import REPO
 
 LOCK = REPO / "actions" / "requirements.lock"

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import pytest
 import yaml
+from helpers import REPO
 
 from bot.github import init as init_mod
-from bot.github.issue_form import FIELDS, NO_RESPONSE, incident_from_issue, parse_incident_issue
+from bot.github.issue_form import (
+    FIELDS,
+    NO_RESPONSE,
+    incident_from_issue,
+    parse_incident_issue,
+)
 from bot.incident.store import FAILURE_CLASSES, Incident
-from helpers import REPO
 
 FORM = REPO / ".github" / "ISSUE_TEMPLATE" / "incident.yml"
 

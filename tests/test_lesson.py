@@ -13,7 +13,14 @@ from click.testing import CliRunner
 from bot.cli import lessons as lessons_cli
 from bot.cli.main import Context
 from bot.errors import BadInput, ReplaybookError
-from bot.hindsight.lesson import DB_FILE, MIGRATIONS_TABLE, REMINDER, Lesson, LessonStore, find_conflicts
+from bot.hindsight.lesson import (
+    DB_FILE,
+    MIGRATIONS_TABLE,
+    REMINDER,
+    Lesson,
+    LessonStore,
+    find_conflicts,
+)
 
 T0 = datetime(2026, 7, 1, 9, 0, tzinfo=timezone.utc)
 DISTINCT = [

@@ -7,8 +7,8 @@ from typing import Literal
 import pytest
 from pydantic import BaseModel
 
-from bot.model.llm import LLM, LLMError, render
 from bot._util.text_safety import fence
+from bot.model.llm import LLM, LLMError, render
 from bot.replay.answers import AnswerBook
 from bot.replay.gateway import Gateway
 

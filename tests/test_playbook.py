@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 
-from bot.playbook.store import SECTION_END, SECTION_START
-from bot.playbook.rule import Rule, sentences
 from helpers import make_scenario, rule_yaml, snapshot, write
+
+from bot.playbook.rule import Rule, sentences
+from bot.playbook.store import SECTION_END, SECTION_START
 
 
 def add_rule(root, rule_id, **kw):

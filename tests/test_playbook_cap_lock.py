@@ -7,12 +7,12 @@ import sys
 from datetime import date
 
 import pytest
+from helpers import REPO, rule_yaml, write
 
-from bot.gate import decision as gate_mod
 from bot.errors import BadInput
+from bot.gate import decision as gate_mod
 from bot.incident.store import IncidentStore
 from bot.playbook.store import Playbook
-from helpers import REPO, rule_yaml, write
 
 TEXTS = ["When the API answers 429, wait for its retry-after header before calling again.",
          "When a migration adds a column, write its default in the same migration file.",

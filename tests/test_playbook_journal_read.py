@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers import rule_yaml, write
 
 from bot.change import JOURNAL
-from helpers import rule_yaml, write
 
 
 def _crash_mid_retirement(root) -> None:

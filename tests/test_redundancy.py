@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import yaml
-
 from helpers import incident_yaml, write
 from test_gate import mini_scenario
 

@@ -6,10 +6,10 @@ import json
 
 import pytest
 import yaml
+from helpers import rule_yaml, snapshot, write
 
 from bot.playbook.render import HOSTS
 from bot.playbook.render.sync import GENERATED
-from helpers import rule_yaml, snapshot, write
 
 ALL = ["claude", "agents", "copilot", "cursor", "gemini", "windsurf"]
 MAINS = {name: HOSTS[name].main for name in ALL}

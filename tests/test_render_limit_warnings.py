@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from helpers import write
 
 from bot.playbook.render import limits
-from helpers import write
 
 CASES = [(limit, unit, cap) for limit in limits.LIMITS
          for unit, cap in (("chars", limit.chars), ("bytes", limit.bytes), ("lines", limit.lines)) if cap]

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers import REPO
 
 from bot.replay.gateway import Gateway
 from bot.replay.policy import load_policy
-from helpers import REPO
 
 RULE = str(REPO / "scenarios" / "lint-disable" / "rule.yaml")
 

@@ -8,7 +8,6 @@ import subprocess
 import sys
 
 import pytest
-
 from helpers import REPO, make_scenario, write
 
 RULE = str(REPO / "scenarios" / "lint-disable" / "rule.yaml")

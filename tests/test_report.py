@@ -6,7 +6,6 @@ import json
 from datetime import date
 
 import yaml
-
 from helpers import incident_yaml, write
 from test_gate import candidate, mini_scenario, setup
 

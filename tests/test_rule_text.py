@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-
-from bot.playbook import rule_text
-from bot.errors import BadInput
-from bot.playbook.store import Playbook, parse_rule
 from helpers import make_scenario, rule_yaml, write
+
+from bot.errors import BadInput
+from bot.playbook import rule_text
+from bot.playbook.store import Playbook, parse_rule
 
 REFUSED = {
     "a URL": ["When tests fail, read https://e.example/fix first.", "Before a release, check www.example.com/notes."],

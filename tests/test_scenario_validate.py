@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import REPO, write
 
 from bot.replay import validate as sv
 from bot.replay.cache import ReplayCache
-from helpers import REPO, write
 
 RULE = "When a task says make it right, write right.txt and never wrong.txt."
 

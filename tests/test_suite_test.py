@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 
 import pytest
+from helpers import REPO
 
 from bot.gate import stats
-from helpers import REPO
 
 TEST = stats.SuiteTest()
 

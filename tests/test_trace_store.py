@@ -10,10 +10,23 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from bot.hindsight import chronicle
 from bot.errors import BadInput
-from bot.replay.trace import CommandEvent, RunDir, RunEndEvent, RunStartEvent, ToolCallEvent
-from bot.hindsight.traces import REPR_MARKER, Recorder, TraceStore, _dumps, import_trace, utc_text
+from bot.hindsight import chronicle
+from bot.hindsight.traces import (
+    REPR_MARKER,
+    Recorder,
+    TraceStore,
+    _dumps,
+    import_trace,
+    utc_text,
+)
+from bot.replay.trace import (
+    CommandEvent,
+    RunDir,
+    RunEndEvent,
+    RunStartEvent,
+    ToolCallEvent,
+)
 
 T0 = datetime(2026, 7, 14, 9, 32, tzinfo=timezone.utc)
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import REPO
 
 from bot.github import init as init_mod
-from helpers import REPO
 
 WORKFLOWS = REPO / ".github" / "workflows"
 ACTIONS = REPO / "actions"

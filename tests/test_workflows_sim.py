@@ -25,16 +25,22 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from actsim import (
+    ActionContext,
+    ActionFailed,
+    WorkflowResult,
+    run_workflow,
+    stub_python,
+)
+from fakes.github import FakeGitHub
+from helpers import REPO, rule_yaml, write
+from test_github_events import example, examples  # noqa: F401  (examples is a session fixture)
 
-from actsim import ActionContext, ActionFailed, WorkflowResult, run_workflow, stub_python
 from bot.github.issue_form import MARKER, read_block
 from bot.playbook.store import Playbook
 from bot.replay.answers import AnswerBook
 from bot.replay.gateway import Gateway
 from bot.replay.policy import load_policy
-from fakes.github import FakeGitHub
-from helpers import REPO, rule_yaml, write
-from test_github_events import example, examples  # noqa: F401  (examples is a session fixture)
 
 OWNER, NAME = "octo", "app"
 SCENARIO = REPO / "scenarios" / "monorepo-test-cwd"

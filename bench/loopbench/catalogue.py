@@ -14,13 +14,11 @@ from pathlib import Path
 
 import yaml
 
-from bot._util import bundled
-
-from bot._util import records
-from bot.playbook import rule as rules_mod
-from bot.scenario import spec as sc
+from bot._util import bundled, records
 from bot.incident.store import Incident
+from bot.playbook import rule as rules_mod
 from bot.replay.policy import load_policy
+from bot.scenario import spec as sc
 
 HERE = Path(__file__).resolve().parent
 BENCH_SCENARIOS = HERE / "scenarios"

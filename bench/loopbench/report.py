@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from bot._util.markdown import table
-
 from loopbench.run import POLICIES, Week
 
 SEED_COST_PER_ADMISSION = 3.0

@@ -21,21 +21,16 @@ from pathlib import Path
 from typing import Callable
 
 from bot import config
-
-from bot.incident import capture
-
 from bot.distill import plan as distill
-
-from bot.gate import decision as gate
-
-from bot.gate import stats
-from bot.scenario import spec as sc
 from bot.errors import BadInput
+from bot.gate import decision as gate
+from bot.gate import stats
+from bot.incident import capture
 from bot.incident.store import IncidentStore
 from bot.playbook.store import Playbook
 from bot.replay.engine import SCRIPTED, ReplayOptions, TrialResult, run_trial
 from bot.replay.gateway import Gateway
-
+from bot.scenario import spec as sc
 from loopbench.catalogue import install
 from loopbench.simulated import DistillerConfig, SimulatedModel
 from loopbench.stream import Stream, Task

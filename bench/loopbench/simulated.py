@@ -26,8 +26,13 @@ from typing import Any
 import yaml
 
 from bot.replay.answers import _last_user_text
-from bot.replay.policy import SIM_TAG, SIMULATED_MODEL, Reply, estimate_input_tokens, estimate_tokens
-
+from bot.replay.policy import (
+    SIM_TAG,
+    SIMULATED_MODEL,
+    Reply,
+    estimate_input_tokens,
+    estimate_tokens,
+)
 from loopbench.catalogue import HARM_PHRASE, VICTIM, Mode
 
 _INCIDENT = re.compile(r"<incident>\s*(`{3,})text\n(.*?)\n\1\s*</incident>", re.S)

@@ -19,7 +19,6 @@ generated one-offs, as in a real project most mistakes are new ones.
 
 from __future__ import annotations
 
-import math
 import random
 from dataclasses import dataclass, field
 

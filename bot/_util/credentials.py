@@ -65,10 +65,11 @@ def host_redactor(environ: Mapping[str, str] | None = None) -> Redactor:
     Applied where text leaves the machine (the CLI's errors, reports, GitHub
     writes, job summaries), whatever produced the text.
     """
-    import os
     from pathlib import Path
 
-    environ = os.environ if environ is None else environ
+    from bot import settings
+
+    environ = settings.environ() if environ is None else environ
     values = known_secrets(environ)
     key_file = Path(environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "replaybook" / "cache.key"
     try:

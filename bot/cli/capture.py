@@ -9,8 +9,9 @@ from typing import Any, Callable
 import click
 import yaml
 
-from bot.incident import capture as capture_mod
+from bot import config as config_mod
 from bot.cli.output import emit_json, warn
+from bot.incident import capture as capture_mod
 from bot.incident.store import IncidentStore
 
 
@@ -35,7 +36,7 @@ def _analyst(ctx: click.Context):
     env = ctx.obj.env
     if not env.api_key:
         return None
-    return env.llm(ctx.obj.settings.config.models.capture)  # imports the adapter only when a model is used
+    return config_mod.llm(env, ctx.obj.settings.config.models.capture)  # imports the adapter only when a model is used
 
 
 def _admitted(ctx: click.Context) -> list:

@@ -25,27 +25,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bot import config
-
-from bot._util import bundled
-
-from bot.incident import capture
-
-from bot.distill import plan as distill
-
-from bot.gate import decision as gate
-
-from bot.gate import ledger as gate_log
-
-from bot._util import records
-from bot.playbook import rule as rules_mod
-from bot.scenario import suite as suite_mod
-from bot.incident.store import Incident, IncidentStore
+from bot import config as config_mod
+from bot._util import bundled, records
 from bot._util.markdown import table
+from bot.config import replay_options
+from bot.distill import plan as distill
+from bot.gate import decision as gate
+from bot.gate import ledger as gate_log
+from bot.incident import capture
+from bot.incident.store import Incident, IncidentStore
+from bot.playbook import rule as rules_mod
 from bot.playbook.store import Playbook
 from bot.replay.answers import AnswerBook
 from bot.replay.engine import SCRIPTED, ReplayOptions
 from bot.replay.gateway import Gateway
-from bot.settings import Environment, replay_options
+from bot.scenario import suite as suite_mod
+from bot.settings import Environment
 
 if TYPE_CHECKING:
     from bot.model.llm import LLM
@@ -110,12 +105,14 @@ class Outcome:
 
 
 def _models(stack: ExitStack, workspace: Path, settings, logs: list[Path], env: Environment) -> Models:
-    from bot.model.llm import LLM  # the anthropic SDK takes over a second to import: only when the demo runs
+    from bot.model.llm import (
+        LLM,  # the anthropic SDK takes over a second to import: only when the demo runs
+    )
 
     runs = workspace / ".replaybook" / "traces"
     if env.api_key:
         cfg = settings.config.models
-        return Models(env.llm(cfg.capture), env.llm(cfg.distill, max_tokens=8192),
+        return Models(config_mod.llm(env, cfg.capture), config_mod.llm(env, cfg.distill, max_tokens=8192),
                       replay_options(settings, env, model=cfg.agent, runs_dir=runs), simulated=False)
     book = simulated_answers(logs)
     gateway = stack.enter_context(Gateway(book))

@@ -6,10 +6,11 @@ from datetime import date, datetime, timezone
 
 import click
 
-from bot.distill import plan as distill_mod
+from bot import config as config_mod
 from bot.cli.output import emit_json, table
-from bot.settings import Environment
+from bot.distill import plan as distill_mod
 from bot.errors import BadInput, CheckFailed
+from bot.settings import Environment
 
 # A new scenario carries its fixture files in the answer: allow far more than a capture answer needs.
 MAX_TOKENS = 8192
@@ -54,7 +55,7 @@ def _connect(env: Environment, model: str):
     if not env.api_key:
         raise BadInput("distill needs a model: set ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL for a proxy); "
                        "offline, `replaybook demo` shows distill with the simulated model")
-    llm = env.llm(model, timeout_s=300)  # the adapter imports anthropic; only loaded when a model is configured
+    llm = config_mod.llm(env, model, timeout_s=300)  # the adapter imports anthropic; only loaded when a model is configured
     llm.max_tokens = MAX_TOKENS
     return llm
 

@@ -8,18 +8,19 @@ from pathlib import Path
 
 import click
 
-from bot.replay.isolation import BACKENDS
+from bot import config as config_mod
+from bot.cli.output import emit_json
+from bot.cli.playbook import open_playbook
+from bot.config import replay_options
+from bot.errors import BadInput, CheckFailed
 from bot.gate import decision as gate_mod
 from bot.gate import ledger as gate_log
 from bot.gate import report as gate_report
-from bot.cli.output import emit_json
-from bot.cli.playbook import open_playbook
-from bot.errors import BadInput, CheckFailed
 from bot.gate.pool import cores
 from bot.playbook.store import Playbook
 from bot.replay.agents import AGENTS
 from bot.replay.engine import SCRIPTED
-from bot.settings import replay_options
+from bot.replay.isolation import BACKENDS
 
 
 @click.command("gate")
@@ -80,7 +81,7 @@ def command(ctx: click.Context, rule_file: Path, playbook_dir: Path | None, suit
         book = Playbook(playbook_dir, root=settings.root, cap=settings.cap, incidents=book.incidents)
     chosen = list(dict.fromkeys(agents)) or settings.config.replay.agents or ["builtin"]
     agent = chosen[0]
-    key_var, key, _ = ctx.obj.env.for_agent(agent)  # the screen model may be real when the agent's is not
+    key_var, key, _ = config_mod.for_agent(ctx.obj.env, agent)  # the screen model may be real when the agent's is not
     replay = replay_options(settings, ctx.obj.env, model=model, runs_dir=runs_dir, sandbox=sandbox, api_key=key,
                             agent=agent, command=command_template, noise=noise, seed=seed)
     if (model != SCRIPTED or (screen_model and screen_model != SCRIPTED)) and not key:

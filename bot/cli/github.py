@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import click
 
+from bot import config as config_mod
+from bot import settings as settings_mod
 from bot.cli.output import emit_json, table
-from bot.errors import BadInput, CheckFailed
 from bot.config import Config
+from bot.errors import BadInput, CheckFailed
 from bot.github.events import ACTIONS, plan
 from bot.settings import Environment
 
@@ -35,7 +36,7 @@ def _payload(path: Path) -> dict:
 
 
 def _float_env(name: str, default: float) -> float:
-    raw = os.environ.get(name)
+    raw = settings_mod.get(name)
     try:
         return default if raw in (None, "") else max(0.0, float(raw))
     except ValueError:
@@ -93,7 +94,7 @@ def handle(ctx: click.Context, event_name: str | None, event_path: Path | None, 
     if dry_run:
         emit_json({"event": event_name, "actions": ACTIONS.dump_python(actions, mode="json"), "api_calls": 0})
         return
-    token = os.environ.get("GITHUB_TOKEN")
+    token = settings_mod.get("GITHUB_TOKEN")
     if not token:
         raise BadInput("GITHUB_TOKEN is not set; give the job a token (or use --dry-run to only plan)")
     if not repo or "/" not in repo:
@@ -103,18 +104,18 @@ def handle(ctx: click.Context, event_name: str | None, event_path: Path | None, 
 
     settings = ctx.obj.settings
     throttle = _float_env("REPLAYBOOK_GITHUB_THROTTLE", 1.0)  # 0 in tests; PyGithub's pacing otherwise
-    port = PyGithubAdapter(repo, token, os.environ.get("GITHUB_API_URL") or None,
+    port = PyGithubAdapter(repo, token, settings_mod.get("GITHUB_API_URL"),
                            backoff=_float_env("REPLAYBOOK_GITHUB_BACKOFF", 1.0),
                            seconds_between_requests=0.25 * throttle, seconds_between_writes=1.0 * throttle,
                            bot_logins=config.github.bot_logins)
     env = ctx.obj.env
-    open_prs = os.environ.get("REPLAYBOOK_OPEN_PRS", "") in ("1", "true", "yes")
+    open_prs = (settings_mod.get("REPLAYBOOK_OPEN_PRS") or "") in ("1", "true", "yes")
     wants_distill = open_prs and any(a.kind == "distill" for a in actions)
     try:
         outcomes = handle_mod.execute(
             actions, port, root=settings.root, settings=settings, llm=_analyst(settings, env), payload=payload,
             gate=handle_mod.PrGate(settings.root, settings, env=env),
-            step_summary=Path(os.environ["GITHUB_STEP_SUMMARY"]) if os.environ.get("GITHUB_STEP_SUMMARY") else None,
+            step_summary=Path(summary) if (summary := settings_mod.get("GITHUB_STEP_SUMMARY")) else None,
             run_url=_run_url(), open_prs=open_prs, max_open_rule_prs=_max_open_rule_prs(settings), config=config,
             distiller=_distiller(settings, env) if wants_distill else None,
         )
@@ -138,7 +139,7 @@ def handle(ctx: click.Context, event_name: str | None, event_path: Path | None, 
 
 
 def _analyst(settings, env: Environment):
-    return env.llm(settings.config.models.capture) if env.api_key else None
+    return config_mod.llm(env, settings.config.models.capture) if env.api_key else None
 
 
 def _distiller(settings, env: Environment):
@@ -146,7 +147,7 @@ def _distiller(settings, env: Environment):
         return None  # the distill action says so in its outcome
     from bot.cli.distill import MAX_TOKENS
 
-    llm = env.llm(settings.config.models.distill, timeout_s=300)
+    llm = config_mod.llm(env, settings.config.models.distill, timeout_s=300)
     llm.max_tokens = MAX_TOKENS
     return llm
 
@@ -164,12 +165,12 @@ def _config(settings, agent_logins: tuple[str, ...], agent_label: str | None, wa
 
 def _bot_logins(section) -> list[str]:
     """github.bot_logins, plus $REPLAYBOOK_BOT_LOGINS (space-separated): the App the workflow's token belongs to."""
-    extra = os.environ.get("REPLAYBOOK_BOT_LOGINS", "").split()
+    extra = (settings_mod.get("REPLAYBOOK_BOT_LOGINS") or "").split()
     return list(dict.fromkeys([*section.bot_logins, *extra]))
 
 
 def _max_open_rule_prs(settings) -> int:
-    raw = os.environ.get("REPLAYBOOK_MAX_OPEN_RULE_PRS") or str(settings.config.github.max_open_rule_prs)
+    raw = settings_mod.get("REPLAYBOOK_MAX_OPEN_RULE_PRS") or str(settings.config.github.max_open_rule_prs)
     try:
         value = int(raw)
     except ValueError:
@@ -180,5 +181,5 @@ def _max_open_rule_prs(settings) -> int:
 
 
 def _run_url() -> str | None:
-    parts = [os.environ.get(k) for k in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID")]
+    parts = [settings_mod.get(k) for k in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID")]
     return f"{parts[0]}/{parts[1]}/actions/runs/{parts[2]}" if all(parts) else None

@@ -9,11 +9,11 @@ from pathlib import Path
 import click
 from pydantic import ValidationError
 
-from bot.incident import store as incident_mod
 from bot._util import records
-from bot.incident.capture import read_bounded
 from bot.cli.output import each_valid, emit_json, table
 from bot.errors import BadInput
+from bot.incident import store as incident_mod
+from bot.incident.capture import read_bounded
 from bot.incident.store import Incident, IncidentStore
 
 # Flag -> (prompt text, required)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from bot.github import init as init_mod
 from bot.errors import CheckFailed
+from bot.github import init as init_mod
 
 
 @click.command("init")

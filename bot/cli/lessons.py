@@ -9,7 +9,14 @@ import click
 
 from bot.cli.output import emit_json, table
 from bot.errors import BadInput
-from bot.hindsight.lesson import DB_FILE, MAX_INJECTED, LessonStore, check_task_type, render_injection, utc_now
+from bot.hindsight.lesson import (
+    DB_FILE,
+    MAX_INJECTED,
+    LessonStore,
+    check_task_type,
+    render_injection,
+    utc_now,
+)
 
 
 def _db_option(command: Callable) -> Callable:

@@ -12,14 +12,28 @@ from pathlib import Path
 
 import click
 
-from bot._util.build_info import VERSION as __version__
 from bot import config as config_mod
-from bot.cli import crash_log
-from bot.cli import agent, capture, demo, distill, gate, incident, lessons, playbook, replay, rule, scenario, schema, trace
-from bot.cli import github
-from bot.cli import init
-from bot.cli import report
+from bot._util.build_info import VERSION as __version__
 from bot._util.credentials import host_redactor
+from bot.cli import (
+    agent,
+    capture,
+    crash_log,
+    demo,
+    distill,
+    gate,
+    github,
+    incident,
+    init,
+    lessons,
+    playbook,
+    replay,
+    report,
+    rule,
+    scenario,
+    schema,
+    trace,
+)
 from bot.errors import ReplaybookError
 from bot.replay import host_tools  # noqa: F401  (first: the harness's own tools are found from the PATH at start)
 from bot.settings import Environment

@@ -11,8 +11,8 @@ import click
 
 from bot._util import records
 from bot._util.credentials import host_redactor
-from bot.errors import BadInput
 from bot._util.markdown import table  # noqa: F401  (re-exported for the commands)
+from bot.errors import BadInput
 
 T = TypeVar("T")
 

@@ -265,11 +265,11 @@ def retest(ctx: click.Context, rule_ids: tuple[str, ...], agent: str, model: str
     Run it when the agent's model or pinned version changes, and monthly. Replays come from the cache
     and stop at --max-cost-usd (the rest are `unknown`).
     """
-    import os
 
+    from bot.config import replay_options
     from bot.gate import decision as gate_mod
     from bot.health import redundancy
-    from bot.replay.engine import SCRIPTED, ReplayOptions
+    from bot.replay.engine import SCRIPTED
 
     settings = ctx.obj.settings
     book = open_playbook(ctx)
@@ -277,13 +277,10 @@ def retest(ctx: click.Context, rule_ids: tuple[str, ...], agent: str, model: str
     unknown = [r for r in rule_ids if r not in admitted]
     if unknown:
         raise BadInput(f"{', '.join(unknown)}: not admitted rules in {book.dir('rules')}/; see `replaybook playbook list`")
-    key = os.environ.get("ANTHROPIC_API_KEY")
+    key = ctx.obj.env.api_key
     if model != SCRIPTED and not key:
         raise BadInput("a real --model needs ANTHROPIC_API_KEY; use `scripted` for the simulated model")
-    replay = ReplayOptions(agent=agent, model=model, api_key=key, runs_dir=settings.path("traces"),
-                           sandbox=settings.config.replay.sandbox, keep_runs=settings.config.replay.keep_runs,
-                           keep_runs_days=settings.config.replay.keep_runs_days,
-                           upstream_url=os.environ.get("REPLAYBOOK_UPSTREAM_URL", "https://api.anthropic.com"))
+    replay = replay_options(settings, ctx.obj.env, model=model, agent=agent)
     opts = gate_mod.GateOptions(replay=replay, jobs=jobs, max_cost_usd=max_cost_usd,
                                 cache_dir=None if no_cache else settings.path("cache"))
     progress = (lambda msg: None) if as_json else (lambda msg: click.echo(f"… {msg}", err=True))

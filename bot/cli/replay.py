@@ -12,21 +12,21 @@ from pathlib import Path
 
 import click
 
-from bot.replay.isolation import BACKENDS
 from bot._util import bundled
-from bot.playbook import rule as rules_mod
-from bot.replay import matrix as replay_suite
-from bot.scenario import spec as sc
 from bot.cli.output import emit_json, table
 from bot.cli.playbook import open_playbook
+from bot.config import replay_options
 from bot.errors import BadInput, CheckFailed, Interrupted
-from bot.replay.interrupt import stop_on_sigint
+from bot.playbook import rule as rules_mod
+from bot.playbook.render.system_prompt import system_prompt
+from bot.playbook.store import Playbook
 from bot.replay import engine
+from bot.replay import matrix as replay_suite
 from bot.replay import process as process_mod
 from bot.replay.agents import AGENTS
-from bot.playbook.store import Playbook
-from bot.settings import replay_options
-from bot.playbook.render.system_prompt import system_prompt
+from bot.replay.interrupt import stop_on_sigint
+from bot.replay.isolation import BACKENDS
+from bot.scenario import spec as sc
 
 SIMULATED_NOTE = "SIMULATED model (scripted, offline): it shows the harness works, not how a real model behaves"
 

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import click
 
-from bot.playbook import rule as rules_mod
-from bot.replay import validate as sv
-from bot.scenario import suite as suite_mod
 from bot.cli.output import emit_json
 from bot.errors import BadInput, ReplaybookError
+from bot.playbook import rule as rules_mod
 from bot.playbook.store import STATES, Playbook
+from bot.replay import validate as sv
 from bot.replay.cache import ReplayCache
+from bot.scenario import suite as suite_mod
 
 
 @click.group("scenario")

@@ -8,10 +8,10 @@ from typing import Callable
 
 import click
 
-from bot.hindsight import chronicle as chronicle_mod
-from bot.hindsight import traces as trace_store
 from bot.cli.output import emit_json, table
 from bot.errors import BadInput
+from bot.hindsight import chronicle as chronicle_mod
+from bot.hindsight import traces as trace_store
 
 
 def _db_option(command: Callable) -> Callable:

@@ -46,27 +46,30 @@ from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Literal, Protocol, TypeVar, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    RootModel,
+    ValidationError,
+    model_validator,
+)
 
-from bot._util import records
-
-from bot.playbook import rule_ids
-
-from bot._util import yamlfile
-from bot.scenario import spec as scenario_mod
-from bot.config import Settings
-from bot.errors import BadInput, LLMError
-from bot.gate.decision import TWIN_THRESHOLD
-from bot.change import Change, OverlayTree, apply_local, relative
-from bot.incident.store import Incident, IncidentSet, IncidentStore
-from bot.change import Journal, locked
-from bot.playbook.store import Playbook
-from bot.replay.policy import parse_policy
+from bot._util import records, yamlfile
 from bot._util.similarity import jaccard, similarity, words
+from bot.change import Change, Journal, OverlayTree, apply_local, locked, relative
+from bot.config import Settings
 from bot.distill import spec_change
 from bot.distill.spec_change import Refused as _Refused
 from bot.distill.spec_change import SpecChange, SpecChangeAnswer, SpecPlan
+from bot.errors import BadInput, LLMError
+from bot.gate.decision import TWIN_THRESHOLD
+from bot.incident.store import Incident, IncidentSet, IncidentStore
+from bot.playbook import rule_ids
 from bot.playbook.rule import Rule
+from bot.playbook.store import Playbook
+from bot.replay.policy import parse_policy
+from bot.scenario import spec as scenario_mod
 
 GROUP_THRESHOLD = 0.25
 BATCH_MAX = 12  # incidents per prompt

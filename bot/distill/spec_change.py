@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from bot.change import Change, OverlayTree
 from bot._util.text_safety import block
+from bot.change import Change, OverlayTree
 
 if TYPE_CHECKING:
     from bot.distill.plan import Group

@@ -12,15 +12,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
+from bot._util import markdown, yamlfile
+from bot._util.text_safety import neutralise
 from bot.gate import decision as gate_mod
 from bot.gate import report as gate_report
-from bot._util import markdown
-from bot._util import yamlfile
 from bot.gate.decision import GateOptions, GateResult
-from bot._util.text_safety import neutralise
-from bot.playbook.store import Playbook
-from bot.playbook.render.hosts import HOSTS
 from bot.gate.stats import SequentialTest
+from bot.playbook.render.hosts import HOSTS
+from bot.playbook.store import Playbook
 
 
 @dataclass

@@ -16,22 +16,22 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Literal
 
-from bot.scenario import spec as sc
-from bot.replay import validate as sv
-from bot.gate import stats
-from bot.scenario import suite as suite_mod
 from bot import errors as errors_mod
+from bot._util.similarity import similarity
 from bot.errors import BadInput
+from bot.gate import stats
 from bot.gate.pool import Pool, Stream, cores
-from bot.replay.interrupt import stop_on_sigint
+from bot.playbook.render.system_prompt import baseline_prompt, system_prompt
+from bot.playbook.rule import Rule
 from bot.playbook.store import Playbook
 from bot.replay import agents as agents_mod
 from bot.replay import process as process_mod
+from bot.replay import validate as sv
 from bot.replay.cache import ReplayCache, trial_key
 from bot.replay.engine import ReplayOptions, TrialResult, run_trial
-from bot.playbook.rule import Rule
-from bot._util.similarity import similarity
-from bot.playbook.render.system_prompt import baseline_prompt, system_prompt
+from bot.replay.interrupt import stop_on_sigint
+from bot.scenario import spec as sc
+from bot.scenario import suite as suite_mod
 
 Decision = Literal["admit", "reject", "error"]
 TWIN_THRESHOLD = 0.6

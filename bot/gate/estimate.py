@@ -21,13 +21,13 @@ import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from bot.scenario import spec as sc
-from bot.replay import validate as sv
 from bot.gate import stats
-from bot.scenario import suite as suite_mod
 from bot.replay import agents as agents_mod
+from bot.replay import validate as sv
 from bot.replay.cache import ReplayCache, trial_key
 from bot.replay.engine import ReplayOptions, TrialResult
+from bot.scenario import spec as sc
+from bot.scenario import suite as suite_mod
 
 DEFAULT_REPLAY_S = 20.0  # a replay's wall time when no past replay says otherwise
 P_BEFORE, P_AFTER, P_SUITE = 0.0, 0.9, 0.9  # the design point of bot.gate.stats (a real rule, a healthy suite)

@@ -6,8 +6,8 @@ from typing import Any
 
 import jinja2
 
-from bot.gate.decision import GateResult, Side
 from bot._util.text_safety import neutralise
+from bot.gate.decision import GateResult, Side
 from bot.gate.stats import SequentialTest
 
 _templates = jinja2.Environment(loader=jinja2.PackageLoader("bot.gate", "templates"), keep_trailing_newline=True,

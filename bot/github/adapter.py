@@ -17,9 +17,8 @@ import hashlib
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
-
 from datetime import datetime, timezone
+from typing import Any, TypeVar
 from urllib.parse import quote, urlsplit
 
 import requests

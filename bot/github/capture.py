@@ -16,14 +16,14 @@ import zlib
 from datetime import datetime, timezone
 from typing import Any
 
-from bot.incident import capture as capture_mod
+from bot._util.text_safety import neutralise
 from bot.errors import BadInput
 from bot.github import issue_form
-from bot.github.context import RunContext, Outcome, code, fenced
+from bot.github.context import Outcome, RunContext, code, fenced
 from bot.github.events import CaptureRejectedPr, CaptureRun, ParseIncidentIssue
 from bot.github.port import GitHubError, GitHubPort, Job, fit_body, marker
+from bot.incident import capture as capture_mod
 from bot.incident.store import Incident
-from bot._util.text_safety import neutralise
 
 FORM_MARKER = marker("incident-form")
 

@@ -14,9 +14,9 @@ from datetime import date
 from pathlib import Path
 from typing import Any, Literal
 
-from bot.incident import capture as capture_mod
-from bot.github.port import GitHubPort
 from bot._util.text_safety import code, fenced  # noqa: F401 (the handlers import them from here)
+from bot.github.port import GitHubPort
+from bot.incident import capture as capture_mod
 
 Status = Literal["done", "unchanged", "skipped", "failed", "not_implemented"]
 MAX_OPEN_RULE_PRS = 5

@@ -25,13 +25,13 @@ from datetime import date, datetime, timezone
 from pathlib import Path
 
 from bot._util.credentials import host_redactor
-from bot.health import report as report_mod
-from bot.errors import BadInput
-from bot.playbook import transitions as playbook_changes
 from bot.change import Change
+from bot.errors import BadInput
 from bot.github import pulls as prs
-from bot.github.context import RunContext, Outcome
+from bot.github.context import Outcome, RunContext
 from bot.github.port import IssueRef, PullRef, marker, written_by
+from bot.health import report as report_mod
+from bot.playbook import transitions as playbook_changes
 
 KEY = "dashboard"
 MARKER = marker(KEY)  # <!-- replaybook:dashboard -->

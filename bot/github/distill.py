@@ -14,13 +14,12 @@ import re
 from datetime import date, datetime, timezone
 from typing import Any
 
-from bot.incident import capture as capture_mod
 from bot._util import yamlfile
-from bot.playbook import transitions as playbook_changes
+from bot._util.text_safety import neutralise
 from bot.change import Change
 from bot.errors import BadInput
 from bot.github import issue_form
-from bot.github.context import RunContext, Outcome, code, fenced
+from bot.github.context import Outcome, RunContext, code, fenced
 from bot.github.events import Distill, DistillIfDue
 from bot.github.port import IssueRef, fit_body, marker
 from bot.github.pulls import (
@@ -33,8 +32,9 @@ from bot.github.pulls import (
     refresh_pr,
     rule_id_of,
 )
+from bot.incident import capture as capture_mod
 from bot.incident.store import Incident, IncidentSet
-from bot._util.text_safety import neutralise
+from bot.playbook import transitions as playbook_changes
 
 
 def distill(action: Distill, ctx: RunContext) -> list[Outcome]:

@@ -24,7 +24,6 @@ from bot.config import Config
 from bot.errors import BadInput
 from bot.github.issue_form import strip_block
 
-
 DASHBOARD_LABEL = "replaybook:dashboard"  # bot.github.dashboard.LABEL
 
 

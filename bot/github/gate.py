@@ -15,14 +15,14 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from bot.incident import capture as capture_mod
-from bot.change import Change, OverlayTree
 from bot._util.credentials import host_redactor
+from bot.change import Change, OverlayTree
 from bot.errors import BadInput, ReplaybookError
 from bot.github import instructions, playbook_diff
-from bot.github.context import RunContext, GateVerdict, Outcome, Status, code, fenced
+from bot.github.context import GateVerdict, Outcome, RunContext, Status, code, fenced
 from bot.github.events import GateRulePr
 from bot.github.port import fit_body, marker
+from bot.incident import capture as capture_mod
 from bot.settings import Environment
 
 GATE_CONTEXT = "replaybook/admit"
@@ -145,10 +145,10 @@ class PrGate:
         """Why each new or changed suite scenario cannot prove a rule: its files, then the do-nothing control."""
         import dataclasses
 
-        from bot.scenario import spec as scenario_mod
-        from bot.replay import validate as sv
         from bot.replay import isolation
+        from bot.replay import validate as sv
         from bot.replay.engine import run_trial
+        from bot.scenario import spec as scenario_mod
 
         if not change.scenarios:
             return []
@@ -181,10 +181,10 @@ class PrGate:
         return self._replay(action, change, settings)
 
     def _replay(self, action: GateRulePr, change: playbook_diff.Meaning, settings: Any) -> GateVerdict:
+        from bot.config import replay_options
         from bot.gate import decision as gate_mod
         from bot.gate import report as gate_report
         from bot.replay import isolation
-        from bot.settings import replay_options
 
         replay = self.replay
         if replay is None:

@@ -23,12 +23,27 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from bot.incident import capture as capture_mod
-from bot.github import capture, dashboard, distill, gate, hits, maintenance, retest
-from bot.github.context import MAX_OPEN_RULE_PRS, RunContext, GateRunner, GateVerdict, Outcome, code
-from bot.github import events
+from bot.github import (
+    capture,
+    dashboard,
+    distill,
+    events,
+    gate,
+    hits,
+    maintenance,
+    retest,
+)
+from bot.github.context import (
+    MAX_OPEN_RULE_PRS,
+    GateRunner,
+    GateVerdict,
+    Outcome,
+    RunContext,
+    code,
+)
 from bot.github.gate import GATE_CONTEXT, GATE_MARKER, PrGate
 from bot.github.port import GitHubError, GitHubPort
+from bot.incident import capture as capture_mod
 
 
 def execute(

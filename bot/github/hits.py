@@ -10,14 +10,13 @@ from __future__ import annotations
 from datetime import date, datetime, timedelta, timezone
 
 from bot._util import markdown
-
-from bot.playbook import transitions as playbook_changes
-from bot.playbook import rule as rules_mod
 from bot.errors import BadInput
-from bot.github.context import RunContext, Outcome, code
+from bot.github.context import Outcome, RunContext, code
 from bot.github.events import RecordHits
 from bot.github.port import fit_body, marker
 from bot.github.pulls import bot_logins, find_mine, pr_url, upsert_pr
+from bot.playbook import rule as rules_mod
+from bot.playbook import transitions as playbook_changes
 
 HITS_KEY = "hits"
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,11 +25,12 @@ from typing import Literal
 import jinja2
 import yaml
 
-from bot._util.build_info import VERSION as __version__
 from bot import config as config_mod
+from bot import settings
 from bot._util import yamlfile
-from bot.errors import BadInput
+from bot._util.build_info import VERSION as __version__
 from bot._util.markdown import table
+from bot.errors import BadInput
 
 #: Where the composite actions live: ``<ACTIONS_REPO>/actions/<name>@<commit>``.
 ACTIONS_REPO = "replaybook/replaybook"
@@ -180,7 +180,7 @@ def watched_workflows(root: Path) -> tuple[list[str], bool]:
 def actions_commit(explicit: str | None = None) -> str:
     """The commit to pin the actions to: ``explicit``, else $REPLAYBOOK_ACTIONS_SHA, else the release's,
     else the commit this build was made from (bot/_util/build_info.py)."""
-    sha = explicit or os.environ.get(ACTIONS_SHA_ENV) or RELEASE_COMMITS.get(version()) or _built_from()
+    sha = explicit or settings.get(ACTIONS_SHA_ENV) or RELEASE_COMMITS.get(version()) or _built_from()
     if sha is None:
         raise BadInput(f"Replaybook {version()} records no commit for its actions (not built from a git checkout); "
                        f"pass --actions-sha with the 40-hex commit of tag v{version()} of {ACTIONS_REPO} (or set "

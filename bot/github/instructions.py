@@ -23,15 +23,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
 
 from bot._util import yamlfile
 from bot.errors import BadInput
 from bot.github.playbook_diff import _LINK_MODES, Git, GitTree, Meaning
-from bot.playbook.store import SECTION_END, SECTION_START, Playbook, section_block
 from bot.playbook.render import hosts as hosts_mod
 from bot.playbook.render import sync
 from bot.playbook.rule import Rule
+from bot.playbook.store import SECTION_END, SECTION_START, Playbook, section_block
 
 RENDER_FIX = "run `replaybook playbook render` and commit what it writes (edit playbook/rules/, never the output)"
 UNPROVEN = "instructions agents read that no replay proved"

@@ -21,9 +21,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from bot._util import records
-
-from bot._util import yamlfile
+from bot._util import records, yamlfile
 from bot.errors import BadInput
 from bot.incident.store import FAILURE_CLASSES, Incident
 

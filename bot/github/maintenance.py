@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from datetime import date
 
-from bot.playbook import transitions as playbook_changes
-from bot.github.context import RunContext, Outcome, code
+from bot.github.context import Outcome, RunContext, code
 from bot.github.events import CheckPlaybookInvariants
 from bot.github.port import fit_body, marker
 from bot.github.pulls import bot_logins, find_mine, pr_url, upsert_pr
 from bot.incident.store import IncidentStore
+from bot.playbook import transitions as playbook_changes
 
 MAINTENANCE_KEY = "maintenance"
 MAINTENANCE_MARKER = marker(MAINTENANCE_KEY)

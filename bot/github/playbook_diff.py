@@ -28,8 +28,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from bot import config as config_mod
-from bot._util import records
-from bot._util import yamlfile
+from bot._util import records, yamlfile
 from bot.errors import BadInput
 from bot.playbook.rule import Rule
 

@@ -11,11 +11,18 @@ from __future__ import annotations
 
 import re
 
-from bot.playbook import rule_ids
+from bot._util.text_safety import neutralise
 from bot.change import Change
 from bot.github.context import RunContext
-from bot.github.port import BOT_LOGINS, GitHubError, GitHubPort, PullRef, marker_keys, written_by
-from bot._util.text_safety import neutralise
+from bot.github.port import (
+    BOT_LOGINS,
+    GitHubError,
+    GitHubPort,
+    PullRef,
+    marker_keys,
+    written_by,
+)
+from bot.playbook import rule_ids
 
 BRANCH_PREFIX = "replaybook/"
 RULE_BRANCH = BRANCH_PREFIX + "rule-"

@@ -24,14 +24,14 @@ from __future__ import annotations
 import json
 from datetime import date
 
-from bot.playbook import transitions as playbook_changes
+from bot._util.text_safety import one_line
 from bot.change import Change
 from bot.errors import BadInput
 from bot.github.context import Outcome, RunContext, code
 from bot.github.events import Retest
 from bot.github.port import fit_body, marker
 from bot.github.pulls import bot_logins, find_mine, pr_url, upsert_pr
-from bot._util.text_safety import one_line
+from bot.playbook import transitions as playbook_changes
 
 KEY = "retest"
 MARKER = marker(KEY)
@@ -60,10 +60,11 @@ def run(action: Retest, ctx: RunContext, *, replay=None, allow_simulated: bool =
     ``replay`` (tests) replaces the options read from the environment; ``allow_simulated`` is for tests
     only: no command and no workflow can set it, so on GitHub a simulated re-test is always refused.
     """
+    from bot.config import replay_options
     from bot.gate import decision as gate_mod
     from bot.health import redundancy
     from bot.playbook.store import Playbook
-    from bot.settings import Environment, replay_options
+    from bot.settings import Environment
 
     config = ctx.settings.config
     current = agent_key(config)

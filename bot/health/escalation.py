@@ -23,8 +23,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from bot.scenario import spec as sc
 from bot.playbook.rule import Rule
+from bot.scenario import spec as sc
 
 HOOK_PATH = ".claude/hooks/replaybook-guard.py"
 SETTINGS_PATH = ".claude/settings.json"

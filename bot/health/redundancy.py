@@ -15,11 +15,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Callable, Literal
 
-from bot.gate import decision as gate
-from bot.scenario import spec as sc
 from bot.errors import BadInput
-from bot.playbook.store import Playbook
+from bot.gate import decision as gate
 from bot.playbook.rule import Rule
+from bot.playbook.store import Playbook
+from bot.scenario import spec as sc
 
 Verdict = Literal["redundant", "needed", "unknown"]
 

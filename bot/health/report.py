@@ -13,12 +13,11 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from bot.gate import ledger as gate_log
-
-from bot.playbook import worth as health
-from bot.incident.store import Incident
 from bot._util.markdown import table
 from bot._util.text_safety import neutralise
+from bot.gate import ledger as gate_log
+from bot.incident.store import Incident
+from bot.playbook import worth as health
 from bot.playbook.store import Playbook
 
 CHART_WEEKS = 12

@@ -25,9 +25,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Literal, Sequence
 
-from bot.hindsight.traces import Outline, StoredEvent, TraceStore
-from bot.errors import BadInput
 from bot._util.text_safety import one_line
+from bot.errors import BadInput
+from bot.hindsight.traces import Outline, StoredEvent, TraceStore
 
 NodeKind = Literal["first_failure", "hesitation", "anomaly"]
 SUMMARY_CHARS = 50

@@ -28,10 +28,10 @@ from typing import Any, Callable, Mapping, Protocol, TypeVar
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from bot._util import records
-from bot.errors import LLMError
-from bot.incident.store import EVIDENCE_MAX, ONE_LINE_MAX, Incident, Source
-from bot.hindsight.lesson import Added, Conflict, Lesson, LessonStore, directives
 from bot._util.text_safety import one_line
+from bot.errors import LLMError
+from bot.hindsight.lesson import Added, Conflict, Lesson, LessonStore, directives
+from bot.incident.store import EVIDENCE_MAX, ONE_LINE_MAX, Incident, Source
 
 __all__ = ["EventStore", "Feedback", "Hindsight", "Reflection", "TraceEvents", "reflect", "reflection_to_incident"]
 

@@ -14,9 +14,7 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
-from bot._util import records
-
-from bot._util import yamlfile
+from bot._util import records, yamlfile
 from bot.change import Change, relative
 from bot.errors import BadInput
 

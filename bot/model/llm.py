@@ -24,9 +24,9 @@ import anthropic
 import jinja2
 from pydantic import BaseModel, ValidationError
 
+from bot._util.text_safety import fence
 from bot.errors import LLMError
 from bot.model import pricing
-from bot._util.text_safety import fence
 
 __all__ = ["LLM", "LLMError", "Usage", "extract_json", "parse_json", "render"]
 

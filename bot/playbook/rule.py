@@ -10,9 +10,8 @@ from typing import ClassVar
 from pydantic import Field, field_validator, model_validator
 
 from bot._util import records
-
-from bot.playbook import rule_text
 from bot.errors import BadInput
+from bot.playbook import rule_text
 
 RULE_ID = r"^rule-\d{4,}$"
 CITATION = re.compile(r"\[(rule-\d{4,})\]")

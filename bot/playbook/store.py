@@ -10,24 +10,22 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Callable
 from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
 from pathlib import Path
+from typing import Callable
 
 import jinja2
 
-from bot.playbook import transitions as changes
-from bot._util import records
-from bot.playbook import rule_ids
-from bot.playbook import rule as rules_mod
-from bot.scenario import spec as scenario_mod
-from bot._util import yamlfile
-from bot.change import Change, DiskTree, Tree, apply_local, relative
+from bot._util import records, yamlfile
+from bot.change import Change, DiskTree, Journal, Tree, apply_local, locked, relative
 from bot.errors import BadInput
 from bot.incident.store import IncidentStore
-from bot.change import Journal, locked
+from bot.playbook import rule as rules_mod
+from bot.playbook import rule_ids
+from bot.playbook import transitions as changes
 from bot.playbook.rule import Rule
+from bot.scenario import spec as scenario_mod
 
 STATES = ("proposed", "rules", "archive")
 RENDERED = "PLAYBOOK.md"

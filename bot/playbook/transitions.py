@@ -24,10 +24,10 @@ from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bot.playbook import store as pb
 from bot._util import yamlfile
 from bot.change import Change, OverlayTree
 from bot.errors import BadInput
+from bot.playbook import store as pb
 from bot.playbook.rule import Rule
 
 if TYPE_CHECKING:

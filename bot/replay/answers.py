@@ -15,7 +15,13 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.replay.policy import SIM_TAG, SIMULATED_MODEL, Reply, estimate_input_tokens, estimate_tokens
+from bot.replay.policy import (
+    SIM_TAG,
+    SIMULATED_MODEL,
+    Reply,
+    estimate_input_tokens,
+    estimate_tokens,
+)
 
 
 @dataclass

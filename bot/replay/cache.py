@@ -23,16 +23,17 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import secrets
 import os
+import secrets
 import tempfile
 from functools import lru_cache
 from pathlib import Path
 
-from bot.replay import isolation
-from bot.scenario import spec as sc
+from bot import settings
 from bot.replay import checks as checks_mod
+from bot.replay import isolation
 from bot.replay.engine import ReplayOptions, TrialResult
+from bot.scenario import spec as sc
 
 FORMAT = 3  # bump when TrialResult, the key, the entry or how checks decide changes (3: attribution, sandbox, signed entries)
 
@@ -60,6 +61,7 @@ def tree_hash(folder: Path) -> str:
 
 def trial_key(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions, trial: int,
               agent_version: str) -> str:
+    host = settings.environ()
     policy = loaded.folder / "policy.yaml"
     parts = {
         "format": FORMAT,
@@ -70,7 +72,7 @@ def trial_key(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
         "agent": opts.agent, "agent_version": agent_version, "command": opts.command,
         "model": opts.model, "noise": opts.noise if opts.simulated else None,
         "seed": opts.seed if opts.simulated else None,
-        "env": {name: os.environ.get(name) for name in sorted(opts.env_allow)},
+        "env": {name: host.get(name) for name in sorted(opts.env_allow)},
         "trial": trial,
         # Only when set, so that every existing entry keeps its key.
         **({"follow": opts.follow} if opts.simulated and opts.follow != 1.0 else {}),
@@ -85,9 +87,9 @@ SECRET_ENV = "REPLAYBOOK_CACHE_SECRET"
 
 def _secret() -> bytes:
     """The key entries are signed with: $REPLAYBOOK_CACHE_SECRET, else a private file in the user's config."""
-    if os.environ.get(SECRET_ENV):
-        return os.environ[SECRET_ENV].encode("utf-8")
-    base = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    if secret := settings.get(SECRET_ENV):
+        return secret.encode("utf-8")
+    base = Path(settings.get("XDG_CONFIG_HOME") or Path.home() / ".config")
     path = base / "replaybook" / "cache.key"
     try:
         return path.read_bytes()

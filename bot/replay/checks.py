@@ -22,8 +22,14 @@ from typing import Any, Iterable
 
 from pydantic import BaseModel, Field
 
+from bot.replay.trace import (
+    AgentOutputEvent,
+    CommandEvent,
+    ShellEvent,
+    ToolCallEvent,
+    TraceEvent,
+)
 from bot.scenario import spec as sc
-from bot.replay.trace import AgentOutputEvent, CommandEvent, ShellEvent, ToolCallEvent, TraceEvent
 
 SUCCEEDS_TIMEOUT_S = 120
 STDOUT_KEPT = 20_000  # of a `succeeds` command's stdout, for `stdout_matches` (re-scoring reads it again)

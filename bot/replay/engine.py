@@ -21,8 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Literal
 
-from bot.scenario import spec as sc
-from bot._util.credentials import Redactor, credential_error, is_credential_name, known_secrets
+from bot import settings
+from bot._util.credentials import (
+    Redactor,
+    credential_error,
+    is_credential_name,
+    known_secrets,
+)
 from bot.errors import BadInput, InfrastructureError
 from bot.replay import agents as agents_mod
 from bot.replay import checks as checks_mod
@@ -33,9 +38,18 @@ from bot.replay.sandbox import Sandbox
 from bot.replay.services import service_env, start_services
 from bot.replay.shims import default_cache_dir
 from bot.replay.trace import (
-    AgentOutputEvent, ModelCallEvent, RunDir, RunEndEvent, RunStartEvent, ToolCallEvent, TraceWriter,
-    excerpt, file_change_events, read_trace,
+    AgentOutputEvent,
+    ModelCallEvent,
+    RunDir,
+    RunEndEvent,
+    RunStartEvent,
+    ToolCallEvent,
+    TraceWriter,
+    excerpt,
+    file_change_events,
+    read_trace,
 )
+from bot.scenario import spec as sc
 
 Verdict = Literal["passed", "failed", "unscored"]
 SCRIPTED = "scripted"
@@ -295,10 +309,9 @@ def limits_of(budget: sc.Budget) -> isolation.Limits:
 
 def redactor(opts: ReplayOptions, scenario: sc.Scenario) -> Redactor:
     """Every value the harness knows to be secret: credential-named variables, the key, ``env_allow``."""
-    import os
 
     names = (*scenario.env_allow, *opts.env_allow)
-    return Redactor([*known_secrets(os.environ, names), *([opts.api_key] if opts.api_key else [])])
+    return Redactor([*known_secrets(settings.environ(), names), *([opts.api_key] if opts.api_key else [])])
 
 
 def _redacted(results: list[checks_mod.CheckResult], redact: Redactor) -> list[checks_mod.CheckResult]:

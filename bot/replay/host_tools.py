@@ -17,7 +17,9 @@ import os
 import shutil
 import tempfile
 
-_STARTUP_PATH = os.environ.get("PATH", os.defpath)
+from bot import settings
+
+_STARTUP_PATH = settings.STARTUP_PATH
 # Every code path git could take from a tree or a config the harness did not write, turned off, for each
 # git the harness runs. Command-line config outranks a repository's and reaches every git git starts
 # (GIT_CONFIG_PARAMETERS).
@@ -30,7 +32,7 @@ def _untrusted_roots() -> tuple[str, ...]:
     """Folders the scenario can fill: the replay cache (toolchains, shims) and the sandboxes' temp folders."""
     from bot.replay.shims import default_cache_dir
 
-    roots = [str(default_cache_dir()), os.environ.get("REPLAYBOOK_TMPDIR") or "", "/dev/shm",
+    roots = [str(default_cache_dir()), settings.get("REPLAYBOOK_TMPDIR") or "", "/dev/shm",
              os.path.join(tempfile.gettempdir(), "replaybook-")]
     return tuple(os.path.realpath(r) for r in roots if r)
 

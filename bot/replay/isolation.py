@@ -28,12 +28,12 @@ from __future__ import annotations
 import functools
 import os
 import shlex
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from typing import Mapping, Protocol, Sequence
 
+from bot import settings
 from bot.errors import BadInput
 from bot.replay import host_tools
 from bot.replay.shims import FIXED_LOG
@@ -217,8 +217,8 @@ class Docker:
         args += [a for port, sock in plan.endpoints for a in ("--volume", f"{sock}:{socket_path(port)}:ro")]
         args += [a for key, value in env.items() for a in ("--env", f"{key}={value}")]
         args += [self.image, *launcher(argv, plan, bash=self.bash, socat=self.socat)]
-        host_env = {k: os.environ[k] for k in ("DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_CONFIG") if k in os.environ}
-        return args, {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **host_env}
+        host_env = {k: v for k in ("DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_CONFIG") if (v := settings.get(k))}
+        return args, {"PATH": settings.get("PATH", "/usr/bin:/bin"), **host_env}
 
 
 class NoIsolation:
@@ -236,7 +236,7 @@ class NoIsolation:
 
 def backend(name: str | None = None) -> Backend:
     """The backend called ``name`` (default ``$REPLAYBOOK_SANDBOX``, else bwrap), checked to work here."""
-    name = name or os.environ.get(SANDBOX_ENV) or DEFAULT_BACKEND
+    name = name or settings.get(SANDBOX_ENV) or DEFAULT_BACKEND
     if name == "none":
         return NoIsolation()
     if name not in BACKENDS:
@@ -253,7 +253,7 @@ def _checked(name: str) -> Backend:
         docker = host_tools.find("docker")
         if docker is None:
             raise BadInput("--sandbox docker: the docker CLI is not on PATH; install Docker, or use --sandbox bwrap")
-        return Docker(docker, bash, socat, os.environ.get(DOCKER_IMAGE_ENV) or DEFAULT_DOCKER_IMAGE)
+        return Docker(docker, bash, socat, settings.get(DOCKER_IMAGE_ENV) or DEFAULT_DOCKER_IMAGE)
     if not sys.platform.startswith("linux"):
         raise BadInput(f"--sandbox bwrap needs Linux (this is {sys.platform}); use --sandbox docker")
     bwrap = host_tools.find("bwrap")

@@ -17,10 +17,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from bot import settings
+
 
 def resolve_path(path: str, fixture: Path | None = None, environ: dict[str, str] | None = None) -> str:
     """``path`` with each pyenv shims folder preceded by the bin folders of the versions it selects."""
-    environ = os.environ if environ is None else environ
+    environ = settings.environ() if environ is None else environ
     if fixture is not None and (Path(fixture) / ".python-version").exists():
         return path
     out: list[str] = []

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bot._util.markdown import table
+from bot.errors import BadInput
 from bot.scenario import spec as sc
 from bot.scenario import suite as suite_mod
-from bot.errors import BadInput
-from bot._util.markdown import table
 
 MATRIX_LIMIT = 256  # GitHub Actions runs at most this many jobs per matrix
 

@@ -33,12 +33,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from bot import settings
 from bot.errors import BadInput, InfrastructureError
 from bot.replay import baseline as baseline_mod
 from bot.replay import host_tools, isolation, launchers, shims
 from bot.replay.bridge import UnixBridge
-from bot.replay.process import Completed, Watch, run_process, tree_bytes
 from bot.replay.host_tools import GIT_HARDENED
+from bot.replay.process import Completed, Watch, run_process, tree_bytes
 from bot.replay.toolchain import HOST, Toolchain
 from bot.replay.trace import CommandEvent
 
@@ -117,7 +118,7 @@ class Sandbox:
         self.scrub = tuple(scrub)
         self.shim_cache = shim_cache
         # Where the sandbox's temp dir goes; a tmpfs here makes setup and cleanup far cheaper.
-        self.tmp_root = tmp_root or os.environ.get(TMP_ENV) or _tmpfs()
+        self.tmp_root = tmp_root or settings.get(TMP_ENV) or _tmpfs()
         self.backend = backend if backend is not None and not isinstance(backend, str) else isolation.backend(backend)
         self.toolchain = toolchain
         self.setup_commands = tuple(setup)
@@ -134,7 +135,7 @@ class Sandbox:
         if not self.fixture.is_dir():
             raise BadInput(f"{self.fixture}: fixture folder not found; check the scenario's `repo` path")
         _check_fixture(self.fixture)
-        path = launchers.resolve_path(os.environ.get("PATH", ""), self.fixture)  # python, not pyenv's launcher
+        path = launchers.resolve_path(settings.get("PATH") or "", self.fixture)  # python, not pyenv's launcher
         if self.toolchain.bin_dir:
             path = self.toolchain.bin_dir + os.pathsep + path
         self.shims = shims.build_shims(path, self.scrub, cache_dir=self.shim_cache)
@@ -258,7 +259,8 @@ class Sandbox:
             env[shims.LOG_ENV] = str(self._log.fifo) if self._log else str(self.shim_log)
         if self.toolchain.bin_dir:
             env["VIRTUAL_ENV"] = os.path.dirname(self.toolchain.bin_dir)
-        env.update({k: os.environ[k] for k in self.env_allow if k in os.environ})
+        host = settings.environ()
+        env.update({k: host[k] for k in self.env_allow if k in host})
         env.update(self.extra_env)
         return env
 

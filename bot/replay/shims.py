@@ -40,6 +40,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Sequence
 
+from bot import settings
 from bot.errors import BadInput
 from bot.replay.trace import CommandEvent, ShellEvent
 
@@ -115,9 +116,9 @@ class ShimSet:
 
 
 def default_cache_dir() -> Path:
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV])
-    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    if settings.get(CACHE_ENV):
+        return Path(settings.get(CACHE_ENV))
+    xdg = settings.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(xdg) / "replaybook"
 
 
@@ -127,12 +128,12 @@ def build_shims(
     *,
     cache_dir: Path | None = None,
 ) -> ShimSet:
-    """Return the shim set for ``path`` (default: os.environ PATH), building it once."""
+    """Return the shim set for ``path`` (default: $PATH), building it once."""
     scrub = tuple(sorted(set(scrub)))
     bad = [n for n in scrub if not _NAME_RE.match(n)]
     if bad:
         raise BadInput(f"scrub: {bad[0]!r} is not an environment variable name; use letters, digits and _")
-    dirs = _path_dirs(os.environ.get("PATH", "") if path is None else path)
+    dirs = _path_dirs((settings.get("PATH") or "") if path is None else path)
     base_path = os.pathsep.join(dirs)
     from bot.replay import host_tools
 

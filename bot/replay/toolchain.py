@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from bot import settings
 from bot.errors import BadInput, InfrastructureError
 from bot.scenario.spec import REQUIREMENT
 
@@ -97,7 +98,7 @@ def _build(env_dir: Path, reqs: list[str], interpreter: str, where: str) -> None
     # Built on the host, so it must run no code of the scenario's: wheels only (an sdist
     # runs its setup.py), names and versions only (no URLs or paths), and no secret
     # in the installer's environment.
-    env = {k: v for k, v in os.environ.items() if k in _INSTALLER_ENV or k.startswith(("UV_", "PIP_"))}
+    env = {k: v for k, v in settings.environ().items() if k in _INSTALLER_ENV or k.startswith(("UV_", "PIP_"))}
     uv = _uv()
     try:
         steps = build_steps(uv, _uv_version(uv, env) if uv else None, env_dir, interpreter, reqs_file)

@@ -26,12 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Protocol
 
-from bot.scenario import spec as sc
 from bot.errors import BadInput
 from bot.replay.agents import AgentResult, AgentRun
 from bot.replay.cache import ReplayCache, trial_key
 from bot.replay.engine import ReplayOptions, TrialResult, run_trial
 from bot.replay.policy import load_policy
+from bot.scenario import spec as sc
 
 MAX_FIXTURE_BYTES = 50 << 20
 MAX_FIXTURE_FILES = 20_000

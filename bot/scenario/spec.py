@@ -7,14 +7,20 @@ A sentence is refused: a rule you cannot replay is not a rule.
 from __future__ import annotations
 
 import os
-
 import posixpath
 import re
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import (
-    AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator,
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    field_validator,
+    model_validator,
 )
 
 from bot._util import records

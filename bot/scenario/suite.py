@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bot.scenario import spec as sc
 from bot.errors import BadInput
+from bot.scenario import spec as sc
 
 
 def folders(suite: Path) -> list[Path]:

@@ -40,7 +40,14 @@ pipefail), as on GitHub; ``shell: bash`` adds ``-o pipefail``.
 
 from .actions import _BUILTINS
 from .entry import check_expressions, evaluate, run_workflow, stub_python
-from .expressions import Evaluator, ExpressionError, parse_condition, parse_expression, split_template, to_string
+from .expressions import (
+    Evaluator,
+    ExpressionError,
+    parse_condition,
+    parse_expression,
+    split_template,
+    to_string,
+)
 from .results import ActionContext, ActionFailed, JobResult, StepResult, WorkflowResult
 from .runner import load_yaml, parse_kv_file
 from .triggers import match_trigger

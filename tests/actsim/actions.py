@@ -11,9 +11,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-
 from .results import ActionContext, ActionFailed
-
 
 # -------------------------------------------------------- built-in actions
 

@@ -11,12 +11,18 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-
-from .expressions import _number, _Strict, Evaluator, parse_condition, parse_expression, split_template, to_string
+from .expressions import (
+    Evaluator,
+    _number,
+    _Strict,
+    parse_condition,
+    parse_expression,
+    split_template,
+    to_string,
+)
 from .results import WorkflowResult
 from .runner import _Run, load_yaml
 from .triggers import match_trigger
-
 
 # ---------------------------------------------------------------- entry
 

@@ -10,8 +10,6 @@ import os
 import re
 from pathlib import Path
 
-
-
 # ------------------------------------------------------------- expressions
 
 

@@ -17,9 +17,8 @@ from pathlib import Path
 import yaml
 
 from .actions import _BUILTINS
-from .expressions import _kind, _Strict, _truthy, Evaluator, to_string
+from .expressions import Evaluator, _kind, _Strict, _truthy, to_string
 from .results import ActionContext, ActionFailed, JobResult, StepResult, WorkflowResult
-
 
 # --------------------------------------------------------------- the runner
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import re
 
-
-
 # ---------------------------------------------------------------- triggers
 
 _FILTER_KEYS = {"types", "branches", "branches-ignore", "tags", "tags-ignore", "paths", "paths-ignore", "workflows",

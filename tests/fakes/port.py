@@ -15,7 +15,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from bot.github import port as gh
-from bot.github.port import CommentRef, CommitRef, GitHubError, IssueRef, PullRef, marker_keys, written_by
+from bot.github.port import (
+    CommentRef,
+    CommitRef,
+    GitHubError,
+    IssueRef,
+    PullRef,
+    marker_keys,
+    written_by,
+)
 
 
 @dataclass

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from bot.scenario import spec as sc
 from bot.errors import BadInput
 from bot.replay.agents import claude_code
+from bot.scenario import spec as sc
 
 # The autouse fixture in tests/conftest.py gives every test its own HOME, so the
 # user's real cache is found from the environment as it was at import time.

@@ -5,11 +5,11 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bot.scenario import spec as sc
 from bot.replay.checks import EndState, SucceedsResult, attribute, evaluate
 from bot.replay.engine import ReplayOptions, run_trial
 from bot.replay.shims import parse_shim_log
 from bot.replay.trace import CommandEvent, ShellEvent, ToolCallEvent, read_trace
+from bot.scenario import spec as sc
 
 T0 = datetime(2026, 8, 1, tzinfo=timezone.utc)
 SNAPSHOT = "SNAPSHOT_FILE=/home/.claude/shell-snapshots/s.sh\nsource ~/.bashrc\nls -la; env | sort"

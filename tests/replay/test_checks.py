@@ -6,9 +6,9 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from bot.scenario import spec as sc
 from bot.replay.checks import CheckResult, EndState, SucceedsResult, evaluate, normalise
 from bot.replay.trace import CommandEvent, ToolCallEvent
+from bot.scenario import spec as sc
 
 T0 = datetime(2026, 8, 1, 12, 0, 0, tzinfo=timezone.utc)
 PROOF = {"succeeds": {"run": "true"}}
@@ -225,8 +225,8 @@ def test_a_command_check_names_a_command_or_a_match():
 def _documented_patterns() -> list[tuple[str, list[str], list[str]]]:
     """(pattern, spellings it must match, spellings it must spare) from docs/formats.md."""
     import re as re_
-    import yaml
 
+    import yaml
     from helpers import REPO
 
     text = (REPO / "docs" / "formats.md").read_text(encoding="utf-8")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import gc
 import json
-import os
 import shlex
 import sys
 import time
@@ -19,12 +18,18 @@ from pathlib import Path
 import pytest
 from helpers import processes_with
 
-from bot.playbook import rule as rule_mod
-from bot.scenario import spec as sc
 from bot.errors import BadInput
-from bot.replay.engine import ReplayOptions, TrialResult, rescore, run_trial, run_trials, trial_seed
+from bot.playbook import rule as rule_mod
+from bot.replay.engine import (
+    TrialResult,
+    rescore,
+    run_trial,
+    run_trials,
+    trial_seed,
+)
 from bot.replay.policy import load_policy
 from bot.replay.trace import CommandEvent, read_trace
+from bot.scenario import spec as sc
 
 REPO = Path(__file__).resolve().parents[2]
 BUNDLED = REPO / "scenarios"

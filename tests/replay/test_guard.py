@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import REPO
 
 from bot.health import escalation as escalate
 from bot.playbook import rule as rule_mod
-from bot.scenario import spec as sc
 from bot.replay.engine import run_trial
 from bot.replay.trace import read_trace
-from helpers import REPO
+from bot.scenario import spec as sc
 
 BUNDLED = REPO / "scenarios" / "monorepo-test-cwd"
 

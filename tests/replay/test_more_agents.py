@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from bot.playbook import rule as rule_mod
-from bot.scenario import spec as sc
 from bot.errors import BadInput
+from bot.playbook import rule as rule_mod
 from bot.replay.agents import install
 from bot.replay.engine import run_trial
 from bot.replay.trace import CommandEvent, read_trace
+from bot.scenario import spec as sc
 
 BUNDLED = Path(__file__).resolve().parents[2] / "scenarios"
 # The bundled scenarios whose rule flips them (the others prove a rule is *not* discriminative, or regresses).

@@ -13,7 +13,12 @@ import pytest
 
 from bot.errors import BadInput
 from bot.replay.sandbox import Sandbox
-from bot.replay.services import HttpService, HttpServiceConfig, service_env, start_services
+from bot.replay.services import (
+    HttpService,
+    HttpServiceConfig,
+    service_env,
+    start_services,
+)
 
 
 @pytest.fixture(autouse=True)

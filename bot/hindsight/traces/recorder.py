@@ -11,7 +11,13 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from bot.errors import BadInput
-from bot.hindsight.traces.store import DEFAULT_NOISE, REPR_MARKER, SECTIONS, TraceStore, utc_text
+from bot.hindsight.traces.store import (
+    DEFAULT_NOISE,
+    REPR_MARKER,
+    SECTIONS,
+    TraceStore,
+    utc_text,
+)
 
 
 class _Encoder:

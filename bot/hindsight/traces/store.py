@@ -14,8 +14,8 @@ from itertools import chain
 from pathlib import Path
 from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
-from bot.hindsight.database import Migrations, SQLiteStore
 from bot.errors import BadInput
+from bot.hindsight.database import Migrations, SQLiteStore
 
 DB_RELPATH = ".replaybook/hindsight.db"
 SECTIONS = ("agent_state", "input", "decision", "result")

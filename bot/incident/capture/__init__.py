@@ -21,13 +21,29 @@ from typing import Protocol
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from bot._util import records
-from bot.incident.capture.evidence import ACTUAL_UNKNOWN, BELIEVED_UNKNOWN, TRIGGER_MAX, Analyst, Evidence
-from bot.incident.capture.evidence import fit, one_liner, open_input, read_bounded
+from bot.errors import BadInput, LLMError
+from bot.incident.capture.evidence import (
+    ACTUAL_UNKNOWN,
+    BELIEVED_UNKNOWN,
+    TRIGGER_MAX,
+    Analyst,
+    Evidence,
+    fit,
+    one_liner,
+    open_input,
+    read_bounded,
+)
 from bot.incident.capture.log import LogScanner, evidence_from_log
 from bot.incident.capture.pr import evidence_from_pr
 from bot.incident.capture.transcript import TranscriptScanner, evidence_from_transcript
-from bot.errors import BadInput, LLMError
-from bot.incident.store import Actual, Believed, FailureClass, Incident, IncidentStore, id_for
+from bot.incident.store import (
+    Actual,
+    Believed,
+    FailureClass,
+    Incident,
+    IncidentStore,
+    id_for,
+)
 
 # The scanners live in their own modules (evidence.py, log.py, transcript.py, pr.py); callers keep
 # importing every name from bot.incident.capture.

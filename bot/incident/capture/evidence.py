@@ -8,11 +8,10 @@ from typing import Any, BinaryIO, Protocol, TypeVar
 
 from pydantic import BaseModel
 
-from bot.incident.capture import clues as log_clues
-from bot.errors import BadInput
-from bot.incident.store import EVIDENCE_MAX
 from bot._util.text_safety import clean, one_line
-
+from bot.errors import BadInput
+from bot.incident.capture import clues as log_clues
+from bot.incident.store import EVIDENCE_MAX
 
 TRIGGER_MAX = 200
 BLOCK = 1 << 20  # bytes read at a time

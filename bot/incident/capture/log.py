@@ -9,12 +9,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from bot.incident.capture.evidence import (
-    AFTER, BEFORE, BLOCK, BLOCK_LINES, ERROR_BLOCKS, LINE_MAX, TAIL, Evidence, fit, one_liner, open_input,
-)
-from bot.incident.capture import clues as log_clues
-from bot.errors import BadInput
 from bot._util.text_safety import clean
+from bot.errors import BadInput
+from bot.incident.capture import clues as log_clues
+from bot.incident.capture.evidence import (
+    AFTER,
+    BEFORE,
+    BLOCK,
+    BLOCK_LINES,
+    ERROR_BLOCKS,
+    LINE_MAX,
+    TAIL,
+    Evidence,
+    fit,
+    one_liner,
+    open_input,
+)
 
 # ---------------------------------------------------------------- CI logs
 

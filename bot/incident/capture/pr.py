@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import hashlib
 
-from bot.incident.capture.evidence import (
-    Evidence, fit, one_liner,
-)
 from bot.errors import BadInput
+from bot.incident.capture.evidence import (
+    Evidence,
+    fit,
+    one_liner,
+)
 
 # ---------------------------------------------------------------- pull requests
 

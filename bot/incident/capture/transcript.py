@@ -9,11 +9,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bot.incident.capture.evidence import (
-    JSON_LINE_MAX, Evidence, _readlines, fit, one_liner, open_input,
-)
-from bot.errors import BadInput
 from bot._util.text_safety import clean
+from bot.errors import BadInput
+from bot.incident.capture.evidence import (
+    JSON_LINE_MAX,
+    Evidence,
+    _readlines,
+    fit,
+    one_liner,
+    open_input,
+)
 
 # ---------------------------------------------------------------- transcripts
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from bot.errors import BadInput
-from bot.playbook.store import Playbook
 from bot.playbook.render import limits, sync
 from bot.playbook.render.hosts import HOSTS, Target, parse_all
 from bot.playbook.render.sync import FileChange
+from bot.playbook.store import Playbook
 
 __all__ = ["HOSTS", "FileChange", "Target", "check", "render", "targets", "warnings"]
 

@@ -8,8 +8,8 @@ its id, when it is one being judged again).
 
 from __future__ import annotations
 
-from bot.playbook.store import Playbook
 from bot.playbook.rule import Rule
+from bot.playbook.store import Playbook
 
 
 def system_prompt(book: Playbook, candidate: Rule | None = None) -> str:

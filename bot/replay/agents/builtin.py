@@ -12,8 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bot.replay.agents import AgentResult, AgentRun
-from bot.replay.agents import messages
+from bot.replay.agents import AgentResult, AgentRun, messages
 from bot.replay.shims import TOOL_ENV
 
 VERSION = "builtin-1"

@@ -13,9 +13,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from bot import settings
 from bot.errors import BadInput
-from bot.replay.agents import AgentResult, AgentRun, direct_argv
-from bot.replay.agents import install
+from bot.replay.agents import AgentResult, AgentRun, direct_argv, install
 from bot.replay.agents.install import PINS
 
 PINNED_VERSION = PINS["claude-code"].version
@@ -24,13 +24,13 @@ ENV_BINARY = PINS["claude-code"].env
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    base = settings.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "replaybook" / f"claude-code-{PINNED_VERSION}"
 
 
 def find_cli() -> str | None:
     """``$REPLAYBOOK_CLAUDE_CODE``, the pinned copy in the cache, or ``claude`` on PATH."""
-    explicit = os.environ.get(ENV_BINARY)
+    explicit = settings.get(ENV_BINARY)
     if explicit:
         return explicit
     cached = cache_dir() / "node_modules" / ".bin" / "claude"

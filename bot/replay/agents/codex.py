@@ -14,8 +14,7 @@ import json
 from typing import Any
 
 from bot.errors import BadInput
-from bot.replay.agents import AgentResult, AgentRun, direct_argv
-from bot.replay.agents import install
+from bot.replay.agents import AgentResult, AgentRun, direct_argv, install
 
 PIN = install.PINS["codex"]
 PROVIDER = "replaybook"

@@ -15,6 +15,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from bot import settings
 from bot.errors import BadInput
 
 
@@ -49,7 +50,7 @@ def pin(agent: str) -> Pin:
 
 def cache_dir(agent: str) -> Path:
     p = pin(agent)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    base = settings.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "replaybook" / f"{p.agent}-{p.version}"
 
 
@@ -61,7 +62,7 @@ def cached_binary(agent: str, dest: Path | None = None) -> Path:
 def find(agent: str) -> str | None:
     """``$ENV`` override, the pinned copy in the cache, or the binary on PATH."""
     p = pin(agent)
-    explicit = os.environ.get(p.env)
+    explicit = settings.get(p.env)
     if explicit:
         return explicit
     cached = cached_binary(agent)

@@ -17,8 +17,7 @@ from typing import Any
 import yaml
 
 from bot.errors import BadInput
-from bot.replay.agents import AgentResult, AgentRun
-from bot.replay.agents import install
+from bot.replay.agents import AgentResult, AgentRun, install
 
 PIN = install.PINS["mini-swe-agent"]
 SYSTEM = "You are a helpful assistant that can interact with a computer."

@@ -17,8 +17,7 @@ import json
 from typing import Any
 
 from bot.errors import BadInput
-from bot.replay.agents import AgentResult, AgentRun
-from bot.replay.agents import install
+from bot.replay.agents import AgentResult, AgentRun, install
 
 PIN = install.PINS["opencode"]
 OFFLINE = {f"OPENCODE_{k}": "1" for k in (
