@@ -38,120 +38,45 @@ from __future__ import annotations
 import json
 import re
 import tempfile
-import uuid
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import date, datetime, time, timezone
-from pathlib import Path, PurePosixPath
-from typing import Annotated, Any, Literal, Protocol, TypeVar, Union
+from pathlib import Path
+from typing import Any
 
 import yaml
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    RootModel,
-    ValidationError,
-    model_validator,
-)
 
 from bot._util import records, yamlfile
-from bot._util.similarity import jaccard, similarity, words
+from bot._util.similarity import similarity
 from bot.change import Change, Journal, OverlayTree, apply_local, locked, relative
 from bot.config import Settings
 from bot.distill import spec_change
+from bot.distill.answers import AnswerSet, AsksJson, RuleAnswer, validate_rule
+from bot.distill.grouping import (
+    BATCH_MAX,
+    Group,
+    batches,
+    group_incidents,
+)
 from bot.distill.spec_change import Refused as _Refused
 from bot.distill.spec_change import SpecChange, SpecChangeAnswer, SpecPlan
+from bot.distill.staging import stage_scenario
 from bot.errors import BadInput, LLMError
 from bot.gate.decision import TWIN_THRESHOLD
-from bot.incident.store import Incident, IncidentSet, IncidentStore
+from bot.incident.store import IncidentSet, IncidentStore
 from bot.playbook import rule_ids
 from bot.playbook.rule import Rule
 from bot.playbook.store import Playbook
-from bot.replay.policy import parse_policy
 from bot.scenario import spec as scenario_mod
 
-GROUP_THRESHOLD = 0.25
-BATCH_MAX = 12  # incidents per prompt
 IDS_FILE = rule_ids.MARKS_FILE
-MAX_FILES = 40
-MAX_FILE_BYTES = 64 * 1024
-MAX_FIXTURE_BYTES = 256 * 1024
 EVIDENCE_IN_PROMPT = 1200
-M = TypeVar("M", bound=BaseModel)
-
-
-class AsksJson(Protocol):
-    """What distill needs of a model: ``bot.model.llm.LLM`` fits. Failures raise an exception."""
-
-    def ask_json(self, template: str, schema: type[M], **variables: Any) -> M: ...
 
 
 # -- the answer's shape (checked loosely: the constraints are enforced afterwards) --------
 
 
-class _Loose(BaseModel):
-    model_config = ConfigDict(extra="ignore")  # a hostile answer's extra keys reach nothing
-
-
-class NewScenario(_Loose):
-    id: str
-    task: str
-    task_type: str | None = None
-    pass_if: Any = None
-    budget: dict[str, Any] | None = None
-    files: dict[str, str] = Field(default_factory=dict)
-    policy: dict[str, Any] | None = None
-
-
-class ScenarioChoice(_Loose):
-    existing: str | None = None
-    new: NewScenario | None = None
-
-    @model_validator(mode="after")
-    def _one(self) -> "ScenarioChoice":
-        if (self.existing is None) == (self.new is None):
-            raise ValueError('give exactly one of {"existing": "<scenario id>"} or {"new": {...}}')
-        return self
-
-
-class RuleAnswer(_Loose):
-    kind: Literal["rule"]
-    rule: str
-    cites: list[str]
-    task_types: list[str] = Field(default_factory=list)
-    scenario: ScenarioChoice
-
-
-class Answer(RootModel[Annotated[Union[RuleAnswer, SpecChangeAnswer], Field(discriminator="kind")]]):
-    """One proposal: a rule with its scenario, or a spec change."""
-
-
-class AnswerSet(_Loose):
-    """The distiller's answer for one batch: several proposals (a lone proposal is accepted too)."""
-
-    proposals: list[Answer] = Field(max_length=20)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _lone(cls, value: Any) -> Any:
-        if isinstance(value, dict) and "kind" in value and "proposals" not in value:
-            return {"proposals": [value]}
-        return value
-
-
 # -- the report ----------------------------------------------------------------------------
-
-
-@dataclass
-class Group:
-    key: str  # "<failure_class>/<oldest incident id>"
-    failure_class: str
-    incidents: list[Incident]
-
-    @property
-    def ids(self) -> list[str]:
-        return [i.id for i in self.incidents]
 
 
 @dataclass
@@ -216,56 +141,6 @@ class _RulePlan:
 
 
 # -- grouping --------------------------------------------------------------------------------
-
-
-def delta_similarity(a: Incident, b: Incident) -> float:
-    """Jaccard overlap of two incidents' belief-delta content words."""
-    return jaccard(*(words(f"{i.believed} {i.actual}") for i in (a, b)))
-
-
-def group_incidents(incidents: list[Incident], threshold: float = GROUP_THRESHOLD) -> list[Group]:
-    """Single-link clusters of incidents, per failure class, by belief-delta word overlap."""
-    ordered = sorted(incidents, key=lambda i: (i.created, i.id))
-    parent = list(range(len(ordered)))
-
-    def find(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    for a in range(len(ordered)):
-        for b in range(a + 1, len(ordered)):
-            x, y = ordered[a], ordered[b]
-            if x.failure_class == y.failure_class and delta_similarity(x, y) >= threshold:
-                parent[find(b)] = find(a)
-    clusters: dict[int, list[Incident]] = {}
-    for index, incident in enumerate(ordered):
-        clusters.setdefault(find(index), []).append(incident)
-    groups = [Group(f"{members[0].failure_class}/{members[0].id}", members[0].failure_class, members)
-              for members in clusters.values()]
-    return sorted(groups, key=lambda g: (g.incidents[0].created, g.incidents[0].id))
-
-
-def batches(groups: list[Group], max_incidents: int = BATCH_MAX) -> list[Group]:
-    """Pack the clusters, in order, into batches of at most ``max_incidents`` for one prompt each.
-
-    Word overlap links incidents that share a wording; incidents about one
-    mistake in different words score as low as unrelated ones (0.02-0.32 on the
-    bundled incidents), so the model, which reads meaning, does the final
-    grouping inside a batch. Clusters are never split across batches.
-    """
-    out: list[Group] = []
-    for group in groups:
-        last = out[-1] if out else None
-        if last is not None and len(last.incidents) + len(group.incidents) <= max_incidents:
-            last.incidents.extend(group.incidents)
-            last.key = f"batch from {last.incidents[0].id} ({len(last.incidents)} incidents)"
-            if last.failure_class != group.failure_class:
-                last.failure_class = "mixed"
-        else:
-            out.append(Group(group.key, group.failure_class, list(group.incidents)))
-    return out
 
 
 # -- the run ---------------------------------------------------------------------------------
@@ -388,7 +263,7 @@ def _plan(group: Group, answer: RuleAnswer | SpecChangeAnswer, scenarios_dir: Pa
 
 def _rule_plan(group: Group, answer: RuleAnswer, scenarios_dir: Path, staging: Path) -> _RulePlan:
     text = " ".join(answer.rule.split())
-    _validate_rule(text, answer.task_types)
+    validate_rule(text, answer.task_types)
     choice = answer.scenario
     if choice.existing is not None:
         scenario_id = choice.existing.strip()
@@ -401,107 +276,10 @@ def _rule_plan(group: Group, answer: RuleAnswer, scenarios_dir: Path, staging: P
         return _RulePlan(group, text, answer.cites, answer.task_types, scenario_id, None)
     new = choice.new
     assert new is not None
-    return _RulePlan(group, text, answer.cites, answer.task_types, new.id, _stage_scenario(new, text, staging))
-
-
-def _validate_rule(text: str, task_types: list[str]) -> None:
-    try:
-        Rule.model_validate({"id": "rule-0000", "rule": text, "task_types": task_types,
-                             "replay": "scenarios/x", "created": date.today()})
-    except ValidationError as exc:
-        raise _Refused("rule: " + _errors(exc)) from None
-
-
-def _errors(exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors(include_url=False)[:5]:
-        loc = ".".join(str(p) for i, p in enumerate(err["loc"]) if i == 0 or p != err["loc"][i - 1])
-        parts.append(f"{loc + ': ' if loc else ''}{records.error_message(err)}")
-    return "; ".join(parts)
+    return _RulePlan(group, text, answer.cites, answer.task_types, new.id, stage_scenario(new, text, staging))
 
 
 # -- a generated scenario ----------------------------------------------------------------------
-
-
-def _stage_scenario(new: NewScenario, rule_text: str, staging: Path) -> Path:
-    """Write the scenario into ``staging`` (outside the repo) and load it, or refuse."""
-    data: dict[str, Any] = {"id": new.id, "task": new.task, "repo": "repo"}
-    if new.task_type:
-        data["task_type"] = new.task_type
-    data["pass_if"] = new.pass_if
-    if new.budget is not None:
-        data["budget"] = new.budget
-    try:
-        scenario = scenario_mod.Scenario.model_validate(data)
-    except ValidationError as exc:
-        raise _Refused(f"scenario {new.id!r}: {_errors(exc)}") from None
-    files = _fixture_files(new.files)
-    policy = None
-    if new.policy is not None:
-        policy = {k: new.policy.get(k) for k in ("branch_on", "with_rule", "without_rule")}
-        try:
-            parsed = parse_policy(policy, source=f"scenario {new.id!r} policy")
-        except BadInput as exc:
-            raise _Refused(exc.render()) from None
-        for step in parsed.with_rule + parsed.without_rule:
-            if step.action == "write" and _bad_path(step.path):
-                raise _Refused(f"scenario {new.id!r} policy: write path {step.path!r} is refused; "
-                               "give a path inside the fixture")
-        if parsed.branch_on.casefold() not in rule_text.casefold():
-            raise _Refused(f"scenario {new.id!r} policy: `branch_on` ({parsed.branch_on!r}) is not words of the rule, "
-                           "so a simulated replay could never tell the rule is in the prompt")
-    data["pass_if"] = [c.model_dump(mode="json", exclude_none=True) for c in scenario.pass_if]
-    if new.budget is not None:
-        data["budget"] = scenario.budget.model_dump(mode="json")
-    folder = staging / uuid.uuid4().hex / scenario.id
-    try:
-        for rel, content in files.items():
-            target = folder / "repo" / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(content)
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "scenario.yaml").write_text(yamlfile.dump(data, kind="scenario"), encoding="utf-8")
-        if policy is not None:
-            header = ("# SIMULATED MODEL policy (written by `replaybook distill`): scripted steps for offline "
-                      "replays,\n# not a real model. Review its commands before running the gate.\n")
-            body = yaml.safe_dump(policy, sort_keys=False, allow_unicode=True, width=88)
-            (folder / "policy.yaml").write_text(header + body, encoding="utf-8")
-    except OSError as exc:  # e.g. a file and a folder of one name, or a name too long
-        raise _Refused(f"scenario {new.id!r}: its files cannot be laid out: {exc.strerror or exc}") from None
-    try:
-        scenario_mod.load(folder)
-    except BadInput as exc:
-        raise _Refused(f"scenario {new.id!r} does not load: {exc.render()}") from None
-    return folder
-
-
-def _fixture_files(files: dict[str, str]) -> dict[PurePosixPath, bytes]:
-    """The fixture's files, every path checked to stay inside ``repo/``."""
-    if not files:
-        raise _Refused("new scenario: `files` is empty; a fixture repository needs the files the task works on")
-    if len(files) > MAX_FILES:
-        raise _Refused(f"new scenario: {len(files)} files; a fixture holds at most {MAX_FILES}")
-    out: dict[PurePosixPath, bytes] = {}
-    total = 0
-    for raw, content in files.items():
-        if _bad_path(raw):
-            raise _Refused(f"new scenario: file path {raw!r} is refused; give a relative path inside the fixture "
-                           "(no absolute paths, `..`, `~`, backslashes or .git)")
-        data = content.encode("utf-8")
-        if len(data) > MAX_FILE_BYTES:
-            raise _Refused(f"new scenario: file {raw!r} is {len(data):,} bytes; the limit is {MAX_FILE_BYTES:,}")
-        total += len(data)
-        out[PurePosixPath(raw)] = data
-    if total > MAX_FIXTURE_BYTES:
-        raise _Refused(f"new scenario: the fixture is {total:,} bytes; the limit is {MAX_FIXTURE_BYTES:,}")
-    return out
-
-
-def _bad_path(raw: str) -> bool:
-    """Absolute, escaping (``..``), home-relative, Windows-style or into ``.git``: not a fixture path."""
-    return (not raw or "\\" in raw or "\0" in raw or PurePosixPath(raw).is_absolute()
-            or bool(re.match(r"^[A-Za-z]:", raw)) or raw.startswith("~")
-            or any(part in ("..", ".git", "") for part in raw.split("/")))
 
 
 # -- the plans as one change, under the lock ----------------------------------------------------

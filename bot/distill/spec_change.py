@@ -23,7 +23,7 @@ from bot._util.text_safety import block
 from bot.change import Change, OverlayTree
 
 if TYPE_CHECKING:
-    from bot.distill.plan import Group
+    from bot.distill.grouping import Group
     from bot.incident.store import Incident
     from bot.playbook.store import Playbook
 

@@ -57,7 +57,7 @@ class RunContext:
     gate: GateRunner | None = None
     step_summary: Path | None = None
     run_url: str | None = None
-    distiller: Any = None  # bot.distill.plan.AsksJson; None when no model is configured
+    distiller: Any = None  # bot.distill.answers.AsksJson; None when no model is configured
     max_open_rule_prs: int = MAX_OPEN_RULE_PRS
     open_prs: bool = True
     today: date | None = None
