@@ -16,13 +16,12 @@ import http.client
 import json
 import logging
 import secrets
-import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
@@ -30,25 +29,23 @@ from bot.model import pricing
 from bot.replay import responses_api
 from bot.replay.budget import UNFINISHED, Budget, Reservation, without_provider_tools
 from bot.replay.policy import SIMULATED_MODEL, Reply, estimate_input_tokens
+from bot.replay.wire import (
+    ResponsesUsage,
+    Server,
+    Usage,
+    error_body,
+    message_events,
+    parse_events,
+    read_events,
+    sse,
+)
 
 log = logging.getLogger(__name__)
 
-ERROR_TYPES = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    403: "permission_error",
-    404: "not_found_error",
-    413: "request_too_large",
-    429: "rate_limit_error",
-    500: "api_error",
-    502: "api_error",
-    529: "overloaded_error",
-}
 # Upstream response headers an agent may see; anything else stays behind.
 _PASS_HEADERS = ("content-type", "request-id", "retry-after", "retry-after-ms", "x-should-retry")
 RESPONSES_PATH = "/v1/responses"  # the OpenAI Responses API, for Codex CLI (bot/replay/responses_api.py)
 MAX_BODY_BYTES = 32 << 20  # the Messages API's own request limit; the gateway reads no more than this
-_DELTA_CHARS = 40  # size of each simulated stream delta; several per block exercises client assembly
 
 
 class Responder(Protocol):
@@ -89,75 +86,6 @@ class Upstream:
     timeout_s: float = 600.0
 
 
-class Usage:
-    """Token usage of one response, fed a message body or its stream events."""
-
-    def __init__(self) -> None:
-        self.input_tokens = self.output_tokens = 0
-        self.cache_creation_input_tokens = self.cache_read_input_tokens = 0
-        self.stop_reason: str | None = None
-
-    def _take(self, usage: dict[str, Any] | None) -> None:
-        # Counts in message_delta are cumulative, so later values replace earlier ones.
-        for key in ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"):
-            if isinstance((usage or {}).get(key), int):
-                setattr(self, key, usage[key])
-
-    def add_message(self, body: dict[str, Any]) -> None:
-        self._take(body.get("usage"))
-        self.stop_reason = body.get("stop_reason", self.stop_reason)
-
-    def add_event(self, event: dict[str, Any]) -> None:
-        if event.get("type") == "message_start":
-            self.add_message(event.get("message") or {})
-        elif event.get("type") == "message_delta":
-            self._take(event.get("usage"))
-            self.stop_reason = (event.get("delta") or {}).get("stop_reason") or self.stop_reason
-
-
-class ResponsesUsage(Usage):
-    """Usage of a Responses API answer (Codex): from the body or its ``response.completed`` event."""
-
-    def add_message(self, body: dict[str, Any]) -> None:
-        responses_api.add_usage(self, body)
-
-    add_event = add_message
-
-
-def error_body(status: int, message: str) -> dict[str, Any]:
-    """An Anthropic-shaped error payload."""
-    return {"type": "error", "error": {"type": ERROR_TYPES.get(status, "api_error"), "message": message}}
-
-
-def message_events(message: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """The stream events that deliver ``message``, in Messages API order."""
-    usage = message["usage"]
-    start = {**message, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 1}}
-    yield {"type": "message_start", "message": start}
-    for i, block in enumerate(message["content"]):
-        if block["type"] == "tool_use":
-            yield {"type": "content_block_start", "index": i, "content_block": {**block, "input": {}}}
-            for part in _chunks(json.dumps(block["input"])):
-                delta = {"type": "input_json_delta", "partial_json": part}
-                yield {"type": "content_block_delta", "index": i, "delta": delta}
-        else:
-            yield {"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}}
-            for part in _chunks(block["text"]):
-                yield {"type": "content_block_delta", "index": i, "delta": {"type": "text_delta", "text": part}}
-        yield {"type": "content_block_stop", "index": i}
-    end = {"stop_reason": message["stop_reason"], "stop_sequence": None}
-    yield {"type": "message_delta", "delta": end, "usage": {"output_tokens": usage["output_tokens"]}}
-    yield {"type": "message_stop"}
-
-
-def _chunks(text: str) -> list[str]:
-    return [text[i : i + _DELTA_CHARS] for i in range(0, len(text), _DELTA_CHARS)] or [""]
-
-
-def sse(event: dict[str, Any]) -> bytes:
-    return f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()
-
-
 class Gateway:
     """A local Messages API endpoint for one replay run; use it as a context manager.
 
@@ -194,7 +122,7 @@ class Gateway:
         self._fail_next = deque(fail_next)
         self._on_call = on_call
         self._lock = threading.Lock()
-        self._server = _Server(("127.0.0.1", 0), _Handler)
+        self._server = Server(("127.0.0.1", 0), _Handler)
         self._server.gateway = self
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
         self._thread = threading.Thread(
@@ -310,47 +238,6 @@ class Gateway:
         return data.replace(self._upstream.api_key.encode(), b"[redacted]")
 
 
-class _Server(ThreadingHTTPServer):
-    """Tracks its connections so close() can end keep-alive handlers at once."""
-
-    daemon_threads = True
-    block_on_close = False  # we join ourselves, with a timeout
-    request_queue_size = 128  # socketserver's 5 resets connections when an agent opens many at once
-    gateway: Gateway
-
-    def __init__(self, *args: Any) -> None:
-        self._open: dict[socket.socket, threading.Thread] = {}
-        self._open_lock = threading.Lock()
-        super().__init__(*args)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        thread = threading.Thread(target=self.process_request_thread, args=(request, client_address), daemon=True)
-        with self._open_lock:
-            self._open[request] = thread
-        thread.start()
-
-    def shutdown_request(self, request: Any) -> None:
-        with self._open_lock:
-            self._open.pop(request, None)
-        super().shutdown_request(request)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        log.debug("gateway connection from %s ended with an error", client_address, exc_info=True)
-
-    def close_all(self, timeout_s: float) -> None:
-        with self._open_lock:
-            open_now = dict(self._open)
-        for sock in open_now:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-        deadline = time.monotonic() + timeout_s
-        for thread in open_now.values():
-            thread.join(max(0.0, deadline - time.monotonic()))
-        self.server_close()
-
-
 class _Handler(BaseHTTPRequestHandler):
     # Headers and body are separate writes; with Nagle on, the body waits ~40 ms
     # for the client's delayed ACK on every call (measured in bench/replay_overhead.py).
@@ -358,7 +245,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "replaybook-gateway"
     timeout = 300  # idle keep-alive connections are dropped after this
-    server: _Server
+    server: Server
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("gateway: " + format, *args)
@@ -572,8 +459,8 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             self._start_stream(resp.status, headers)
             held = b""  # one event behind, so the record can precede the last one
-            for event_bytes in _read_events(resp):
-                for event in _parse_events(event_bytes):
+            for event_bytes in read_events(resp):
+                for event in parse_events(event_bytes):
                     usage.add_event(event)
                 self._chunk(held)
                 held = gateway._scrub(event_bytes)
@@ -586,27 +473,3 @@ class _Handler(BaseHTTPRequestHandler):
                 record(True)
 
 
-def _read_events(resp: http.client.HTTPResponse) -> Iterator[bytes]:
-    """Raw SSE events (up to and including the blank line), as they arrive."""
-    buf = b""
-    while True:
-        line = resp.readline()
-        if not line:
-            break
-        buf += line
-        if line in (b"\n", b"\r\n"):
-            yield buf
-            buf = b""
-    if buf:
-        yield buf
-
-
-def _parse_events(event_bytes: bytes) -> Iterator[dict[str, Any]]:
-    for line in event_bytes.splitlines():
-        if line.startswith(b"data:"):
-            try:
-                event = json.loads(line[5:].strip())
-            except ValueError:
-                continue
-            if isinstance(event, dict):
-                yield event
