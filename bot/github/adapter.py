@@ -13,11 +13,10 @@ a commit before ``create_status`` and a job before its logs cost no request.
 from __future__ import annotations
 
 import functools
-import hashlib
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, TypeVar
 from urllib.parse import quote, urlsplit
 
@@ -39,11 +38,20 @@ from bot.github.port import (
     Job,
     PullRef,
     ReviewComment,
-    Step,
     marker,
     marker_keys,
     with_marker,
     written_by,
+)
+from bot.github.refs import (
+    blob_sha,
+    claim_label,
+    comment_ref,
+    commit_ref,
+    github_error,
+    issue_ref,
+    job_record,
+    pull_ref,
 )
 
 T = TypeVar("T")
@@ -113,26 +121,26 @@ class PyGithubAdapter:
         issues = self._repo.get_issues(state="all", labels=[self.label], sort="created", direction="asc")
         # Pull requests are issues too; their html_url says so without another request.
         mine = (i for i in issues if marker in (i.body or "") and "/pull/" not in i.html_url and self._mine(i))
-        return self._guard(lambda: next((_issue_ref(i) for i in mine), None))
+        return self._guard(lambda: next((issue_ref(i) for i in mine), None))
 
     def get_issue(self, number: int) -> IssueRef:
         """The issue as it is now (one request): a payload's copy may be older than a person's last edit."""
         # The lazy issue loads on the first attribute read, inside the guard.
-        return self._guard(lambda: _issue_ref(self._repo.get_issue(int(number))))
+        return self._guard(lambda: issue_ref(self._repo.get_issue(int(number))))
 
     def list_issues(self, label: str, state: str = "open") -> list[IssueRef]:
         """Issues (not pull requests) labelled ``label`` in ``state``, oldest first (one request per 100)."""
         issues = self._repo.get_issues(state=state, labels=[label], sort="created", direction="asc")
-        return self._guard(lambda: [_issue_ref(i) for i in issues if "/pull/" not in i.html_url])
+        return self._guard(lambda: [issue_ref(i) for i in issues if "/pull/" not in i.html_url])
 
     def open_issues(self) -> list[IssueRef]:
         """Every open issue (not pull requests), oldest first, whatever its labels (one request per 100)."""
         issues = self._repo.get_issues(state="open", sort="created", direction="asc")
-        return self._guard(lambda: [_issue_ref(i) for i in issues if "/pull/" not in i.html_url])
+        return self._guard(lambda: [issue_ref(i) for i in issues if "/pull/" not in i.html_url])
 
     def create_issue(self, title: str, body: str, labels: Sequence[str] = ()) -> IssueRef:
         names = list(dict.fromkeys([self.label, *labels]))
-        return self._create_once(body, lambda: _issue_ref(self._repo.create_issue(title=title, body=body, labels=names)),
+        return self._create_once(body, lambda: issue_ref(self._repo.create_issue(title=title, body=body, labels=names)),
                                  self.find_issue_by_marker)
 
     def update_issue(self, number: int, *, body: str | None = None, labels: Sequence[str] | None = None,
@@ -146,18 +154,18 @@ class PyGithubAdapter:
             changes["state"] = state
         issue = self._repo.get_issue(number)
         self._guard(lambda: issue.edit(**changes))
-        return _issue_ref(issue)
+        return issue_ref(issue)
 
     # Comments
 
     def add_comment(self, number: int, body: str) -> CommentRef:
-        return self._create_once(body, lambda: _comment_ref(self._repo.get_issue(number).create_comment(body), number),
+        return self._create_once(body, lambda: comment_ref(self._repo.get_issue(number).create_comment(body), number),
                                  lambda mark: self.find_comment_by_marker(number, mark))
 
     def find_comment_by_marker(self, number: int, marker: str) -> CommentRef | None:
         """The bot's own comment on ``number`` carrying ``marker``; anyone else's is never it."""
         comments = self._repo.get_issue(number).get_comments()
-        return self._guard(lambda: next((_comment_ref(c, number) for c in comments
+        return self._guard(lambda: next((comment_ref(c, number) for c in comments
                                          if marker in (c.body or "") and self._mine(c)), None))
 
     def upsert_comment(self, number: int, marker: str, body: str) -> CommentRef:
@@ -170,7 +178,7 @@ class PyGithubAdapter:
             return self.add_comment(number, body)
         if mine.body != body:
             self._guard(lambda: mine.edit(body))
-        return _comment_ref(mine, number)
+        return comment_ref(mine, number)
 
     # Statuses
 
@@ -196,7 +204,7 @@ class PyGithubAdapter:
             list_item="jobs",
         )
         return [
-            _job(job)
+            job_record(job)
             for job in self._guard(lambda: list(jobs))
             if job.status == "completed" and job.conclusion in FAILED_CONCLUSIONS
         ]
@@ -228,19 +236,19 @@ class PyGithubAdapter:
     def list_prs(self, state: str = "all") -> list[PullRef]:
         """Every pull request in ``state``, oldest first (one request per 100)."""
         pulls = self._repo.get_pulls(state=state, sort="created", direction="asc")
-        return self._guard(lambda: [_pull_ref(p) for p in pulls])
+        return self._guard(lambda: [pull_ref(p) for p in pulls])
 
     def find_pr_by_marker(self, marker: str, state: str = "all") -> PullRef | None:
         """The oldest pull request the bot opened in ``state`` whose body carries ``marker`` (listing, as for issues)."""
         pulls = self._repo.get_pulls(state=state, sort="created", direction="asc")
-        return self._guard(lambda: next((_pull_ref(p) for p in pulls if marker in (p.body or "") and self._mine(p)),
+        return self._guard(lambda: next((pull_ref(p) for p in pulls if marker in (p.body or "") and self._mine(p)),
                                         None))
 
     def commits_since(self, since: str, author: str) -> list[CommitRef]:
         """Commits on the default branch by ``author`` since ``since`` (ISO 8601), newest first."""
         when = datetime.fromisoformat(since.replace("Z", "+00:00"))
         commits = self._repo.get_commits(since=when, author=author)
-        return self._guard(lambda: [_commit_ref(c) for c in commits])
+        return self._guard(lambda: [commit_ref(c) for c in commits])
 
     def dispatch_workflow(self, workflow: str, ref: str, inputs: dict[str, str]) -> None:
         """Start ``workflow`` (its file name) on ``ref`` through ``workflow_dispatch``: one request."""
@@ -277,7 +285,7 @@ class PyGithubAdapter:
             if text is None:
                 if path in have:
                     elements.append(InputGitTreeElement(path, "100644", "blob", sha=None))
-            elif have.get(path) != _blob_sha(text):
+            elif have.get(path) != blob_sha(text):
                 elements.append(InputGitTreeElement(path, "100644", "blob", content=text))
         if not elements:
             return False
@@ -287,13 +295,13 @@ class PyGithubAdapter:
         return True
 
     def create_pr(self, title: str, body: str, head: str, base: str) -> PullRef:
-        return _pull_ref(self._guard(lambda: self._repo.create_pull(base=base, head=head, title=title, body=body)))
+        return pull_ref(self._guard(lambda: self._repo.create_pull(base=base, head=head, title=title, body=body)))
 
     def update_pr(self, number: int, *, title: str | None = None, body: str | None = None) -> PullRef:
         changes = {k: v for k, v in (("title", title), ("body", body)) if v is not None}
         pull = self._repo.get_pull(int(number))  # lazy: the edit is the one request
         self._guard(lambda: pull.edit(**changes))
-        return _pull_ref(pull)
+        return pull_ref(pull)
 
     # Claims: one writer per key at a time, across concurrent workflow runs
 
@@ -304,7 +312,7 @@ class PyGithubAdapter:
         deliveries of one failure file one issue even without a concurrency
         group; a claim older than ``stale_after`` (its holder died) is taken over.
         """
-        name, deadline = _claim_label(key), time.monotonic() + timeout
+        name, deadline = claim_label(key), time.monotonic() + timeout
         while True:
             try:
                 self._guard(lambda: self._repo.create_label(name, "ededed", f"{time.time():.0f} {key}"[:100]))
@@ -324,7 +332,7 @@ class PyGithubAdapter:
     def release(self, key: str) -> None:
         try:
             self._guard(lambda: self._gh.requester.requestJsonAndCheck(
-                "DELETE", f"{self._repo.url}/labels/{quote(_claim_label(key), safe='')}"))
+                "DELETE", f"{self._repo.url}/labels/{quote(claim_label(key), safe='')}"))
         except GitHubError as exc:
             if exc.status != 404:
                 raise
@@ -427,85 +435,8 @@ class PyGithubAdapter:
         try:
             return action()
         except GithubException as exc:
-            raise _github_error(exc) from exc
+            raise github_error(exc) from exc
         except requests.RequestException as exc:
             raise GitHubError(f"GitHub could not be reached: {exc}") from exc
 
 
-def _claim_label(key: str) -> str:
-    return "replaybook-claim-" + hashlib.sha1(key.encode("utf-8")).hexdigest()[:20]
-
-
-def _github_error(exc: GithubException) -> GitHubError:
-    data = exc.data if isinstance(exc.data, dict) else {}
-    message = data.get("message") or exc.message or "no message"
-    hint = {
-        401: "the token was refused; check GITHUB_TOKEN",
-        403: "the token lacks a permission, or a rate limit outlasted the retries",
-        404: "it does not exist any more, or the token cannot see it",
-        410: "it was deleted",
-        422: "GitHub rejected the request's content",
-    }.get(exc.status, "GitHub kept failing after the retries" if exc.status >= 500 else "")
-    request = getattr(exc, "replaybook_request", "")
-    text = f"GitHub answered {exc.status} to {request or 'a request'}: {message}" + (f" ({hint})" if hint else "")
-    errors = [e for e in data.get("errors", []) if isinstance(e, dict)]
-    problems = [f"{e.get('field', '')}: {e.get('message') or e.get('code', '')}" for e in errors]
-    return GitHubError(text, status=exc.status, path=request.partition(" ")[2], problems=problems)
-
-
-def _issue_ref(issue: Any) -> IssueRef:
-    return IssueRef(
-        number=issue.number,
-        title=issue.title,
-        body=issue.body or "",
-        state=issue.state,
-        labels=tuple(label.name for label in issue.labels),
-        url=issue.html_url,
-        created=_iso(issue.created_at),
-        author=issue.user.login if issue.user else "",
-    )
-
-
-def _blob_sha(text: str) -> str:
-    """The id git gives a file holding ``text`` (``git hash-object``)."""
-    data = text.encode("utf-8")
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
-
-
-def _iso(when: Any) -> str:
-    if when is None:
-        return ""
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _commit_ref(commit: Any) -> CommitRef:
-    git = commit.commit
-    return CommitRef(sha=commit.sha, message=git.message or "", date=_iso(git.author.date if git.author else None),
-                     author=commit.author.login if commit.author else "")
-
-
-def _pull_ref(pull: Any) -> PullRef:
-    # merged_at is in list answers too; ``merged`` would cost a request per pull.
-    return PullRef(number=pull.number, state=pull.state, merged=pull.merged_at is not None,
-                   head_ref=pull.head.ref, body=pull.body or "", title=pull.title, url=pull.html_url,
-                   author=pull.user.login if pull.user else "",
-                   merged_at=_iso(pull.merged_at) or None, labels=tuple(label.name for label in pull.labels),
-                   same_repo=_same_repo(pull))
-
-
-def _same_repo(pull: Any) -> bool:
-    """Whether the PR's head branch is in the base repository; a deleted fork (head.repo null) is not."""
-    head_repo, base_repo = pull.head.repo, pull.base.repo  # set from the listing: no request
-    return head_repo is not None and base_repo is not None and head_repo.full_name == base_repo.full_name
-
-
-def _comment_ref(comment: Any, number: int) -> CommentRef:
-    return CommentRef(id=comment.id, issue_number=number, body=comment.body or "", url=comment.html_url,
-                      author=comment.user.login if comment.user else "")
-
-
-def _job(job: WorkflowJob) -> Job:
-    steps = tuple(Step(number=s.number, name=s.name, conclusion=s.conclusion) for s in job.steps or [])
-    return Job(id=job.id, name=job.name, conclusion=job.conclusion, steps=steps)
