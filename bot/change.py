@@ -173,7 +173,18 @@ def apply_local(change: Change, root: Path) -> None:
     if not change:
         return
     root = Path(root)
+    for path in change:
+        _inside(root, path)
     Journal(root).commit({root / p: t for p, t in change.writes.items()}, [root / p for p in change.deletes])
+
+
+def _inside(root: Path, path: str) -> None:
+    """Refuse a path a link carries out of ``root``, or that is a link itself: the sink writes plain files only."""
+    target = root / path
+    if not target.resolve().is_relative_to(root.resolve()):
+        raise BadInput(f"{path}: resolves outside the repository; replace the symlink on its way with a folder")
+    if target.is_symlink():
+        raise BadInput(f"{path}: is a symlink; Replaybook writes only plain files")
 
 
 def relative(path: Path, root: Path) -> str:

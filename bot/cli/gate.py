@@ -128,8 +128,8 @@ def _per_agent(book: Playbook, rule_file: Path, suite_dir: Path, opts: gate_mod.
 
     result = gate_agents.run(book, rule_file, suite_dir, opts, agents, progress)
     if do_admit and result.decision == "admit":
-        gate_agents.record_agents(rule_file, result)
-        admission = book.admit(rule_file, datetime.now(timezone.utc).date(), recheck=gate_mod.twins)
+        admission = book.admit(rule_file, datetime.now(timezone.utc).date(), recheck=gate_mod.twins,
+                               agents=gate_agents.agents_to_record(result))
         first = result.results[result.proven_on[0]]
         first.admitted = {"retired": [r.id for r in admission.retired if r.id != admission.rule.id],
                           "resolved": admission.resolved_incidents, "retired_itself": admission.retired_itself}

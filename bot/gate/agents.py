@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from bot._util import markdown, yamlfile
+from bot._util import markdown
 from bot._util.text_safety import neutralise
 from bot.gate import decision as gate_mod
 from bot.gate import report as gate_report
@@ -68,13 +68,9 @@ def run(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions, age
     return out
 
 
-def record_agents(rule_path: Path, result: PerAgent) -> bool:
-    """Before admission of a rule proven on only some agents: write ``agents: [...]`` into its file."""
-    if not result.partial:
-        return False
-    text = rule_path.read_text(encoding="utf-8")
-    yamlfile.replace(rule_path, yamlfile.set_top_level(text, "agents", "[" + ", ".join(result.proven_on) + "]"))
-    return True
+def agents_to_record(result: PerAgent) -> list[str] | None:
+    """The ``agents:`` an admission records: the agents proven on, when only some were (else None: every agent)."""
+    return list(result.proven_on) if result.partial else None
 
 
 def _hosts_of(agents: list[str]) -> str:

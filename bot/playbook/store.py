@@ -262,7 +262,11 @@ class Playbook:
     # -- changing: plan under the lock, then the one local sink ----------
 
     def apply(self, change: Change) -> bool:
-        """Write ``change`` (less what the checkout already holds) in one journal commit; whether it wrote."""
+        """Write ``change`` (less what the checkout already holds) in one journal commit, under the playbook's
+        lock (taken here unless a transition holds it); whether it wrote."""
+        if not self._holding:
+            with self._changing():
+                return self.apply(change)
         change = change.against(self.tree)
         apply_local(change, self.root)
         return bool(change)
@@ -288,7 +292,8 @@ class Playbook:
             self.apply(plan.change)
             return plan.retired
 
-    def admit(self, path: Path, on: date, *, recheck: Callable[["Playbook", Rule], list[str]] | None = None) -> Admission:
+    def admit(self, path: Path, on: date, *, recheck: Callable[["Playbook", Rule], list[str]] | None = None,
+              agents: list[str] | None = None) -> Admission:
         """Admit the rule file at ``path`` as one atomic change of the playbook.
 
         The rule moves into ``rules/``, the coldest rules retire if the cap is
@@ -299,13 +304,14 @@ class Playbook:
         check, runs under it too), so two gates never reuse an id nor admit
         twins. The cap holds whichever rule is the coldest: when it is the new
         one, it goes straight to the archive. The change is
-        :func:`bot.playbook.transitions.admission`'s, the same a rule PR carries.
+        :func:`bot.playbook.transitions.admission`'s, the same a rule PR carries; ``agents``, when a
+        per-agent gate proved it on only some, is recorded in the admitted file.
         """
         path = Path(path)
         with self._changing():
             text = path.read_text(encoding="utf-8")
             source = self.change_path(path) if path.resolve().parent == self.dir("proposed").resolve() else None
-            admission = changes.admission(self, path, text, on=on, source=source, recheck=recheck)
+            admission = changes.admission(self, path, text, on=on, source=source, recheck=recheck, agents=agents)
             self.apply(admission.change)
             return admission
 

@@ -50,15 +50,19 @@ class HitPlan:
 
 def admission(book: "Playbook", path: Path, text: str, *, on: date, source: str | None = None,
               rule_id: str | None = None, scenario_checked: bool = False,
-              recheck: Callable[["Playbook", Rule], list[str]] | None = None) -> "Admission":
+              recheck: Callable[["Playbook", Rule], list[str]] | None = None,
+              agents: list[str] | None = None) -> "Admission":
     """Admitting the rule file ``text`` (named ``path`` in messages), as ``rule_id`` when given.
 
     ``source`` is the change path of a proposal the admission moves out of
     ``proposed/``. ``recheck`` adds problems found against this playbook (the
-    gate's twin check). Raises ``BadInput`` when the rule is not valid here.
+    gate's twin check). ``agents`` records the agents a per-agent gate proved the rule on (rendered
+    only into their files). Raises ``BadInput`` when the rule is not valid here.
     """
     if rule_id is not None:
         text = yamlfile.set_top_level(text, "id", rule_id)
+    if agents:
+        text = yamlfile.set_top_level(text, "agents", "[" + ", ".join(agents) + "]")
     candidate = book.vet(path, text, scenario_checked=scenario_checked)
     problems = recheck(book, candidate) if recheck else []
     if problems:

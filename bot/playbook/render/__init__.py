@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bot.change import Change
 from bot.errors import BadInput
 from bot.playbook.render import limits, sync
 from bot.playbook.render.hosts import HOSTS, Target, parse_all
@@ -32,7 +33,23 @@ def render(book: Playbook, root: Path, specs: list[str], *, write: bool = True) 
     problems = _limit_problems(changes, root)
     if problems:
         raise BadInput(f"rendering would pass {len(problems)} host limit(s); nothing was written", problems=problems)
-    return sync.apply(Path(root), changes) if write else [c for c in changes if c.changed]
+    changed = [c for c in changes if c.changed]
+    if write:
+        if Path(root).resolve() != book.root.resolve():
+            raise ValueError(f"render writes through the playbook's sink, whose root is {book.root}, not {root}")
+        book.apply(change(changed))
+    return changed
+
+
+def change(files: list[FileChange]) -> Change:
+    """The rendered files as a :class:`~bot.change.Change`, for either sink (a target must be UTF-8 text)."""
+    out: dict[str, str | None] = {}
+    for file in files:
+        try:
+            out[file.rel] = None if file.new is None else file.new.decode("utf-8")
+        except UnicodeDecodeError:
+            raise BadInput(f"{file.rel}: is not UTF-8 text; a render target's file must be UTF-8") from None
+    return Change(out)
 
 
 def check(book: Playbook, root: Path, specs: list[str], sections: list[Path] = ()) -> list[str]:

@@ -25,4 +25,7 @@ def rendered_fixes(book: Playbook, root: Path, specs: list[str], fixed: list[str
         return {}, exc.problems or [exc.message]
     if changes:
         fixed.append("renders " + ", ".join(c.rel for c in changes))
-    return {c.rel: None if c.new is None else c.new.decode("utf-8") for c in changes}, []
+    try:
+        return dict(render.change(changes).files), []
+    except BadInput as exc:
+        return {}, [exc.message]

@@ -1,6 +1,6 @@
 """Render the playbook into every configured host's files, from one source.
 
-``plan`` computes every change without writing; ``apply`` writes them. The
+``plan`` computes every change without writing; the playbook's sink writes them (:func:`bot.playbook.render.change`). The
 main file of each host keeps its bytes outside the markers exactly as they
 were (line endings, a missing trailing newline, anything); a file using CRLF
 gets the section in CRLF too. Path-scoped rules get one generated file each
@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot._util import yamlfile
 from bot.errors import BadInput
 from bot.playbook.render.hosts import HOSTS, Host, Target, check_path
 from bot.playbook.rule import Rule
@@ -57,22 +56,6 @@ def plan(book: Playbook, root: Path, targets: list[Target], rules: list[Rule] | 
     for change in out:  # again at render time, whoever built the targets: only host instruction files
         check_path(HOSTS[change.target], change.rel, f"render target `{change.target}`")
     return out
-
-
-def apply(root: Path, changes: list[FileChange]) -> list[FileChange]:
-    """Write the changes (every path was checked by ``plan``); return those that changed something."""
-    done = []
-    for change in changes:
-        if not change.changed:
-            continue
-        path = _safe(root, change.rel)
-        if change.new is None:
-            path.unlink()
-        else:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            yamlfile.replace(path, change.new)
-        done.append(change)
-    return done
 
 
 def _block(book: Playbook, rules: list[Rule]) -> str:
