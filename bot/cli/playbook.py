@@ -223,24 +223,18 @@ def escalate(ctx: click.Context, rule_id: str, write: bool) -> None:
     On GitHub the dashboard offers the same as one PR for each ignored rule.
     """
     from bot.health import escalation as escalate_mod
-    from bot.scenario import spec as scenario_mod
 
     book = open_playbook(ctx)
     rule = next((r for r in book.admitted() if r.id == rule_id), None)
     if rule is None:
         raise BadInput(f"{rule_id} is not an admitted rule in {book.dir('rules')}/; see `replaybook playbook list`")
-    scenario = scenario_mod.load(book.root / rule.replay).scenario
-    root = book.root
-    current = {p: (root / p).read_text(encoding="utf-8") if (root / p).is_file() else None
-               for p in (escalate_mod.SETTINGS_PATH, escalate_mod.POLICY_PATH)}
-    files = escalate_mod.files(rule, scenario, current)
-    if not files:
-        click.echo(escalate_mod.escalation(rule, scenario).rewording)
+    planned = escalate_mod.plan(rule, book.root, book.tree)
+    if not planned.change:
+        click.echo(planned.escalation.rewording)
         return
-    for path, text in files.items():
-        if write:
-            (root / path).parent.mkdir(parents=True, exist_ok=True)
-            (root / path).write_text(text, encoding="utf-8")
+    if write:
+        book.apply(planned.change)
+    for path in planned.change:
         click.echo(f"{'wrote' if write else 'would write'} {path}")
 
 

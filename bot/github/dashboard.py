@@ -25,7 +25,7 @@ from datetime import date, datetime, timezone
 from pathlib import Path
 
 from bot._util.credentials import host_redactor
-from bot.change import Change
+from bot.change import DiskTree
 from bot.errors import BadInput
 from bot.github import pulls as prs
 from bot.github.context import Outcome, RunContext
@@ -210,20 +210,17 @@ def _ignored(ctx: RunContext, book) -> set[str]:
 def _escalation_pr(ctx: RunContext, rule, base: str) -> Outcome:
     """One PR holding every guard the rule's scenario allows; a rewording note where none does."""
     from bot.health import escalation as escalate
-    from bot.scenario import spec as sc
 
-    scenario = sc.load(ctx.root / rule.replay).scenario
-    current = {p: (ctx.root / p).read_text(encoding="utf-8") if (ctx.root / p).is_file() else None
-               for p in (escalate.SETTINGS_PATH, escalate.POLICY_PATH)}
-    files = escalate.files(rule, scenario, current)
+    planned = escalate.plan(rule, ctx.root, DiskTree(ctx.root))
+    files = planned.change
     if not files:
-        return Outcome("dashboard_tick", "unchanged", escalate.escalation(rule, scenario).rewording or "")
+        return Outcome("dashboard_tick", "unchanged", planned.escalation.rewording or "")
     body = (f"{marker(f'escalate:{rule.id}')}\n{rule.id} is ignored: the agent kept repeating its mistake after "
             f"it was admitted. This PR turns the checks of its scenario `{rule.replay}` into enforcement:\n\n"
             + "\n".join(f"- `{p}`" for p in sorted(files)))
     used = {p.head_ref for p in ctx.port.list_prs("all")}
     pr = prs.open_pr(ctx, f"guard-{rule.id}", f"Guard {rule.id}: enforce what the agent ignores", body,
-                     Change(dict(files)), base, ctx.port.default_branch_sha(), used)
+                     files, base, ctx.port.default_branch_sha(), used)
     return Outcome("dashboard_tick", "done", f"escalate {rule.id}: opened PR #{pr.number}", pr.url)
 
 

@@ -12,8 +12,10 @@ advice. Its scenario's checks are executable policy:
   whose added lines match its patterns (``.github/workflows/replaybook-guard.yml``);
 - a rule with neither gets a proposed rewording instead (no mechanical form).
 
-``files`` returns the changes as values (``{path: text}``), so one PR or a
-local write carries them alike. The guard is generated: the scenario is its
+:func:`plan` is the one planner: it reads the repository through a
+:class:`~bot.change.Tree` and returns a :class:`~bot.change.Change`, which the
+local sink (``playbook escalate --write``) applies and the dashboard's PR
+commits, alike. The guard is generated: the scenario is its
 source, and every pattern in it passes through ``json.dumps`` (data, never
 code) into the script.
 """
@@ -22,7 +24,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from bot.change import Change, Tree
 from bot.playbook.rule import Rule
 from bot.scenario import spec as sc
 
@@ -96,6 +100,19 @@ def files(rule: Rule, scenario: sc.Scenario, current: dict[str, str | None]) -> 
     if esc.diff_excludes:
         out[WORKFLOW_PATH] = workflow(esc.diff_excludes, rule.id)
     return out
+
+
+@dataclass(frozen=True)
+class Plan:
+    escalation: Escalation
+    change: Change  # empty when nothing is mechanical: then ``escalation.rewording`` says what to do
+
+
+def plan(rule: Rule, root: Path, tree: Tree) -> Plan:
+    """Escalating ``rule``: its scenario (under ``root``) read, the current guard files read from ``tree``."""
+    scenario = sc.load(Path(root) / rule.replay).scenario
+    current = {p: tree.read(p) for p in (SETTINGS_PATH, POLICY_PATH)}
+    return Plan(escalation(rule, scenario), Change(files(rule, scenario, current)))
 
 
 def workflow(patterns: list[str], rule_id: str) -> str:
