@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 import pytest
 from helpers import incident_yaml, snapshot, write
 
+from bot.change import apply_local
 from bot.errors import BadInput
 from bot.incident.store import Incident, IncidentStore
 
@@ -97,17 +98,18 @@ def test_validate_accepts_folders_and_warns_on_unknown_keys(cli, root):
 def test_unknown_keys_survive_a_rewrite(root):
     write(root / "incidents" / "a-1.yaml", "# a person's comment\n" + incident_yaml("a-1", severity="high"))
     store = IncidentStore(root / "incidents")
-    [updated] = store.mark_resolved(["a-1"], "rule")
+    apply_local(store.resolution(["a-1"], "rule", root=root), root)
     text = (root / "incidents" / "a-1.yaml").read_text()
-    assert updated.resolved_by == "rule"
+    assert store.get("a-1").resolved_by == "rule"
     assert "severity: high" in text and "# a person's comment" in text and "resolved_by: rule" in text
 
 
-def test_mark_resolved_changes_nothing_if_one_id_is_missing(root):
+def test_a_resolution_never_plans_a_broken_file_and_writes_nothing_then(root):
     write(root / "incidents" / "a-1.yaml", incident_yaml("a-1"))
+    write(root / "incidents" / "a-2.yaml", incident_yaml("a-2") + "believed: twice\n")
     before = snapshot(root)
-    with pytest.raises(BadInput, match="'nope' not found"):
-        IncidentStore(root / "incidents").mark_resolved(["a-1", "nope"], "rule")
+    with pytest.raises(BadInput):
+        IncidentStore(root / "incidents").resolution(["a-1", "a-2"], "rule", root=root)
     assert snapshot(root) == before
 
 
@@ -168,8 +170,7 @@ def test_the_seed_articles_own_incident_validates(cli, root, variant):
     incident = IncidentStore(root / "incidents").get("2026-07-14-0932")
     assert incident.id == "2026-07-14-0932" and incident.created == datetime(2026, 7, 14, 9, 32, tzinfo=timezone.utc)
     assert incident.believed == "Tests are run from repo root with `pytest`" and incident.cost_minutes == 22
-    [updated] = IncidentStore(root / "incidents").mark_resolved(["2026-07-14-0932"], "rule")
-    assert updated.resolved_by == "rule"
+    apply_local(IncidentStore(root / "incidents").resolution(["2026-07-14-0932"], "rule", root=root), root)
     assert IncidentStore(root / "incidents").get("2026-07-14-0932").resolved_by == "rule"
 
 

@@ -321,16 +321,3 @@ class IncidentStore:
         path = Path(path)
         return path.stem if path.parent.resolve() == self.folder.resolve() and path.suffix == ".yaml" else None
 
-    def mark_resolved(self, incident_ids: list[str], by: str) -> list[Incident]:
-        """Set ``resolved_by`` on several incidents; all exist or none changes."""
-        if by not in RESOLVERS:
-            raise BadInput(f"resolved_by {by!r} is not one of {', '.join(RESOLVERS)}")
-        loaded = [self.get(i) for i in incident_ids]  # raises before any write
-        out = []
-        for incident in loaded:
-            path = self.path_of(incident.id)
-            text = yamlfile.set_top_level(path.read_text(encoding="utf-8"), "resolved_by", by)
-            updated = from_document(yamlfile.parse(path, text, what="incident"))
-            yamlfile.replace(path, text)
-            out.append(updated)
-        return out
