@@ -27,9 +27,9 @@ import yaml
 
 from bot import config as config_mod
 from bot import settings
-from bot._util import yamlfile
 from bot._util.build_info import VERSION as __version__
 from bot._util.markdown import table
+from bot.change import Change, apply_local, locked
 from bot.errors import BadInput
 
 #: Where the composite actions live: ``<ACTIONS_REPO>/actions/<name>@<commit>``.
@@ -86,15 +86,14 @@ def docs_url() -> str:
     return DOCS_URL.format(version=version())
 
 
-def ignore_local_state(root: Path) -> bool:
-    """Add ``.replaybook/`` to ``root/.gitignore``, keeping every line there; True when it was added."""
+def ignore_local_state(root: Path) -> Change:
+    """``.replaybook/`` added to ``root/.gitignore``, every line there kept; empty when it is already ignored."""
     path = Path(root) / ".gitignore"
     text = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
     if any(line.strip() in (IGNORED, IGNORED.rstrip("/"), "/" + IGNORED, "/" + IGNORED.rstrip("/"))
            for line in text.splitlines()):
-        return False
-    yamlfile.replace(path, text + ("" if not text or text.endswith("\n") else "\n") + IGNORED + "\n")
-    return True
+        return Change()
+    return Change({".gitignore": text + ("" if not text or text.endswith("\n") else "\n") + IGNORED + "\n"})
 
 
 def body_hash(body: str) -> str:
@@ -145,6 +144,11 @@ class Plan:
     @property
     def conflicts(self) -> list[Planned]:
         return [f for f in self.files if f.state == "conflict"]
+
+    @property
+    def change(self) -> Change:
+        """What init writes, as one Change: every file that needs work, and ``.replaybook/`` in .gitignore."""
+        return Change({f.path: f.text for f in self.needs_work}) | ignore_local_state(self.root)
 
     def report(self, *, done: bool) -> str:
         """A markdown table of every file; ``done`` says the writes happened."""
@@ -307,11 +311,8 @@ def apply(the_plan: Plan, *, force: bool = False) -> Plan:
                        f"and init has a newer version: {names}. Nothing was written. Merge your change by hand, or "
                        "rerun with --force to overwrite them (your changes are lost)",
                        problems=[f"{f.path}: changed by hand" for f in the_plan.conflicts])
-    for f in the_plan.needs_work:
-        target = the_plan.root / f.path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        yamlfile.replace(target, f.text)
-    ignore_local_state(the_plan.root)
+    with locked(the_plan.root):
+        apply_local(the_plan.change, the_plan.root)
     return the_plan
 
 
