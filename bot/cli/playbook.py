@@ -92,16 +92,12 @@ def check(ctx: click.Context, sections: tuple[Path, ...], targets: tuple[str, ..
     settings = ctx.obj.settings
     files = list(sections) + [settings.root / s for s in settings.config.sections]
     book = open_playbook(ctx)
-    from bot.playbook import render as render_mod
+    from bot.playbook import check as check_mod
 
     specs = list(targets) + settings.config.render
-    for warning in render_mod.warnings(book, settings.root, specs, files):
+    for warning in check_mod.warnings(book, settings.root, specs, files):
         click.echo(f"warning: {warning}", err=True)
-    problems = book.check(files) + render_mod.check(book, settings.root, specs, files)
-    if not problems:  # a scenario that does not load is already reported above
-        from bot.cli.scenario import admitted_scenario_problems
-
-        problems = admitted_scenario_problems(book, settings.path("cache"))
+    problems = check_mod.problems(book, settings.root, specs, files, cache_dir=settings.path("cache"))
     if problems:
         raise CheckFailed(f"playbook check failed ({len(problems)} problem(s))", problems=problems)
     click.echo("playbook ok")

@@ -8,8 +8,8 @@ import click
 
 from bot.cli.output import emit_json
 from bot.errors import BadInput, ReplaybookError
-from bot.playbook import rule as rules_mod
-from bot.playbook.store import STATES, Playbook
+from bot.playbook.check import validate_folders
+from bot.playbook.store import Playbook
 from bot.replay import validate as sv
 from bot.replay.cache import ReplayCache
 from bot.scenario import suite as suite_mod
@@ -77,37 +77,3 @@ def playbook_for(ctx: click.Context) -> Playbook:
 
     return open_playbook(ctx)
 
-
-def validate_folders(folders: list[Path], book: Playbook, *, control: bool,
-                     cache: ReplayCache | None) -> list[sv.Finding]:
-    """Validate each folder against the rules that may replay it: the playbook's, in every state, and the
-    ``rule.yaml`` beside a scenario."""
-    try:
-        rules = [e.rule for e in book.entries(STATES)]
-    except BadInput:
-        rules = []  # `playbook check` reports a broken playbook; here it only costs the branch-text check
-    empty = book.render_text([])
-    beside: dict[Path, list] = {}
-    broken: dict[Path, list[str]] = {}
-    for folder in folders:
-        try:
-            beside[folder] = [rules_mod.load(folder / "rule.yaml", named_by_id=False)] \
-                if (folder / "rule.yaml").is_file() else []
-        except BadInput as exc:
-            beside[folder], broken[folder] = [], exc.problems or [exc.message]
-    suite_rules = [r for found in beside.values() for r in found]  # another scenario's rule may branch a policy
-    findings = []
-    for folder in folders:
-        finding = sv.validate(folder, rules=rules + suite_rules, empty_playbook=empty, control=control, cache=cache)
-        finding.problems += broken.get(folder, [])
-        findings.append(finding)
-    return findings
-
-
-def admitted_scenario_problems(book: Playbook, cache_dir: Path) -> list[str]:
-    """`playbook check`'s part: every admitted rule's scenario must be sound."""
-    rules = book.admitted()
-    folders = sorted({(book.root / r.replay).resolve() for r in rules})
-    findings = validate_folders([f for f in folders if (f / "scenario.yaml").is_file()], book, control=True,
-                                cache=ReplayCache(cache_dir))
-    return [f"{f.folder}: scenario {f.scenario} cannot prove its rule: {line}" for f in findings for line in f.lines()]

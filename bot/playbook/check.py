@@ -1,0 +1,60 @@
+"""``playbook check``, in one place for the CLI and the push check on GitHub: ids, the cap, citations,
+rendering for every host, and each admitted rule's scenario sound."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bot.errors import BadInput
+from bot.playbook import render
+from bot.playbook import rule as rules_mod
+from bot.playbook.store import STATES, Playbook
+from bot.replay import validate as sv
+from bot.replay.cache import ReplayCache
+
+
+def problems(book: Playbook, root: Path, specs: list[str], sections: list[Path], *, cache_dir: Path | None,
+             control: bool = True) -> list[str]:
+    """Every problem, one line each; the scenarios are validated once the rest holds (a broken playbook
+    would report each scenario's rule again)."""
+    found = book.check(sections) + render.check(book, root, specs, sections)
+    return found or admitted_scenario_problems(book, cache_dir, control=control)
+
+
+def warnings(book: Playbook, root: Path, specs: list[str], sections: list[Path]) -> list[str]:
+    return render.warnings(book, root, specs, sections)
+
+
+def validate_folders(folders: list[Path], book: Playbook, *, control: bool,
+                     cache: ReplayCache | None) -> list[sv.Finding]:
+    """Validate each folder against the rules that may replay it: the playbook's, in every state, and the
+    ``rule.yaml`` beside a scenario."""
+    try:
+        rules = [e.rule for e in book.entries(STATES)]
+    except BadInput:
+        rules = []  # `playbook check` reports a broken playbook; here it only costs the branch-text check
+    empty = book.render_text([])
+    beside: dict[Path, list] = {}
+    broken: dict[Path, list[str]] = {}
+    for folder in folders:
+        try:
+            beside[folder] = [rules_mod.load(folder / "rule.yaml", named_by_id=False)] \
+                if (folder / "rule.yaml").is_file() else []
+        except BadInput as exc:
+            beside[folder], broken[folder] = [], exc.problems or [exc.message]
+    suite_rules = [r for found in beside.values() for r in found]  # another scenario's rule may branch a policy
+    findings = []
+    for folder in folders:
+        finding = sv.validate(folder, rules=rules + suite_rules, empty_playbook=empty, control=control, cache=cache)
+        finding.problems += broken.get(folder, [])
+        findings.append(finding)
+    return findings
+
+
+def admitted_scenario_problems(book: Playbook, cache_dir: Path | None, *, control: bool = True) -> list[str]:
+    """Every admitted rule's scenario must be sound (``control``: the do-nothing replay too, cached)."""
+    rules = book.admitted()
+    folders = sorted({(book.root / r.replay).resolve() for r in rules})
+    findings = validate_folders([f for f in folders if (f / "scenario.yaml").is_file()], book, control=control,
+                                cache=ReplayCache(cache_dir) if cache_dir else None)
+    return [f"{f.folder}: scenario {f.scenario} cannot prove its rule: {line}" for f in findings for line in f.lines()]
