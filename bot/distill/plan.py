@@ -38,7 +38,7 @@ from __future__ import annotations
 import json
 import re
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import date, datetime, time, timezone
 from pathlib import Path
@@ -115,6 +115,13 @@ class DistillReport:
     written: bool = False
     repeats: dict[str, list[str]] = field(default_factory=dict)  # incident -> the earlier ones of its group
 
+    def as_dry_run(self) -> "DistillReport":
+        """This plan, as a dry run reports it: nothing was written, so no proposal has a path."""
+        self.dry_run = True
+        for item in [*self.proposals, *self.spec_changes]:
+            item.path = None
+        return self
+
     def as_json(self) -> dict[str, Any]:
         return {
             "dry_run": self.dry_run,
@@ -146,24 +153,34 @@ class _RulePlan:
 # -- the run ---------------------------------------------------------------------------------
 
 
-def distill(settings: Settings, llm: AsksJson, *, min_incidents: int = 1, since: datetime | date | None = None,
-            dry_run: bool = False, today: date | None = None, batch_max: int = BATCH_MAX,
-            incidents: IncidentStore | IncidentSet | None = None, reserved_ids: Iterable[str] = (),
-            write: bool = True) -> DistillReport:
-    """Propose rules (or spec changes) from the unresolved incidents; see the module docstring.
+def distill(settings: Settings, llm: AsksJson, *, dry_run: bool = False, **options: Any) -> DistillReport:
+    """The local command: :func:`plan`, with the ids allocated and the change written in one journal commit
+    under the playbook's lock (so two runs at once never share an id). ``dry_run``: the plan, written nowhere."""
+    if dry_run:
+        return plan(settings, llm, **options).as_dry_run()
+    return _distill(settings, llm, sink=apply_local, **options)
+
+
+def plan(settings: Settings, llm: AsksJson, **options: Any) -> DistillReport:
+    """Propose rules (or spec changes) from the unresolved incidents, as ``report.change``; writes nothing.
 
     ``incidents`` replaces the configured store (on GitHub: the open incident
     issues); ``reserved_ids`` are rule ids in use elsewhere (on GitHub: those
-    of the bot's rule PRs, open or closed), never handed out again. Every
-    file the run adds is ``report.change``; it is written (under the lock,
-    in one journal commit) unless ``dry_run`` or ``write`` is off, as on
-    GitHub, where each proposal's part of it becomes a PR.
+    of the bot's rule PRs, open or closed), never handed out again. On
+    GitHub each proposal's part of the change becomes a PR.
     """
+    return _distill(settings, llm, sink=None, **options)
+
+
+def _distill(settings: Settings, llm: AsksJson, *, sink: Callable[[Change, Path], None] | None,
+             min_incidents: int = 1, since: datetime | date | None = None, today: date | None = None,
+             batch_max: int = BATCH_MAX, incidents: IncidentStore | IncidentSet | None = None,
+             reserved_ids: Iterable[str] = ()) -> DistillReport:
     today = today or datetime.now(timezone.utc).date()
     store = incidents if incidents is not None else IncidentStore(settings.path("incidents"))
     book = Playbook(settings.path("playbook"), root=settings.root, cap=settings.cap, incidents=store)
     scenarios_dir = settings.path("scenarios")
-    report = DistillReport(dry_run=dry_run, simulated=bool(getattr(llm, "simulated", False)))
+    report = DistillReport(simulated=bool(getattr(llm, "simulated", False)))
     covered = _covered(book)
     candidates = []
     reading = store.read()  # a bad file is reported and the rest distilled
@@ -189,17 +206,14 @@ def distill(settings: Settings, llm: AsksJson, *, min_incidents: int = 1, since:
                                                f"{min_incidents}", "skipped", group.ids))
                 continue
             plans += _ask(group, llm, book, scenarios_dir, Path(staging), report)
-        if dry_run or not write:
+        if sink is None:
             report.change = repeats | _apply(plans, book, settings, report, today, reserved=reserved_ids)
         elif plans or repeats:
             with locked(settings.root):
                 Journal(settings.root).recover()  # finish a change a crash interrupted before reading state
                 report.change = repeats | _apply(plans, book, settings, report, today, reserved=reserved_ids)
-                apply_local(report.change, settings.root)
-        report.written = write and not dry_run and bool(report.change)
-    if dry_run:
-        for item in [*report.proposals, *report.spec_changes]:
-            item.path = None
+                sink(report.change, settings.root)
+            report.written = bool(report.change)
     return report
 
 

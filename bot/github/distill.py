@@ -47,8 +47,8 @@ def distill(action: Distill, ctx: RunContext) -> list[Outcome]:
     prs = ctx.port.list_prs("all")
     rule_prs = [p for p in prs if rule_id_of(p, bot_logins(ctx))]
     incidents, unreadable = incidents_from_issues(ctx)
-    report = distill_mod.distill(ctx.settings, ctx.distiller, today=ctx.today, incidents=incidents,
-                                 reserved_ids={rule_id_of(p) for p in rule_prs}, write=False)
+    report = distill_mod.plan(ctx.settings, ctx.distiller, today=ctx.today, incidents=incidents,
+                              reserved_ids={rule_id_of(p) for p in rule_prs})
     outcomes: list[Outcome] = []
     held: list[str] = []
     used = {p.head_ref for p in prs}
