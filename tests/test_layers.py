@@ -10,29 +10,10 @@ import ast
 from pathlib import Path
 
 import bot
+from bot.cli.architecture import LAYERS  # bottom to top, the one list docs/architecture.md is made from
 
 ROOT = Path(bot.__file__).parent
 
-#: Bottom to top. A package may import itself and any package before it, never one after it.
-LAYERS = (
-    "settings",   # the environment, read once
-    "errors",
-    "_util",
-    "change",     # a change as a value, and the local sink
-    "model",
-    "scenario",
-    "replay",
-    "incident",
-    "playbook",
-    "config",
-    "gate",
-    "health",
-    "distill",
-    "hindsight",
-    "github",
-    "cli",
-    "__main__",
-)
 
 
 def _concept(module: str) -> str:
@@ -84,3 +65,30 @@ def test_each_package_imports_only_the_layers_below_it():
 def test_the_public_api_is_importable_from_bot():
     for name in bot.__all__:
         assert getattr(bot, name) is not None
+
+
+def test_docs_architecture_is_the_tree_as_it_is():
+    from bot.cli import architecture
+
+    doc = ROOT.parent / "docs" / "architecture.md"
+    assert doc.read_text(encoding="utf-8") == architecture.render(), "run: python -m bot.cli.architecture > docs/architecture.md"
+
+
+def test_the_concept_table_names_every_package_and_module():
+    from bot.cli import architecture
+
+    rows = {r["name"]: r for r in architecture.concepts()}
+    assert set(rows) == set(LAYERS)
+    for name, row in rows.items():
+        package = ROOT / name
+        if package.is_dir():
+            on_disk = {p.relative_to(package).with_suffix("").as_posix() for p in package.rglob("*.py")
+                       if p.name != "__init__.py"}
+            assert set(row["modules"]) == on_disk, name
+        assert row["what"].strip(". "), f"{name}: its docstring says what it is"
+
+
+def test_no_module_is_over_500_lines():
+    long = {str(p.relative_to(ROOT.parent)): n for p in ROOT.rglob("*.py")
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > 500}
+    assert not long, long
