@@ -6,11 +6,13 @@ Where a lower layer reads a higher one's record, it says what it reads as a ``Pr
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import bot
-from bot.cli.architecture import LAYERS  # bottom to top, the one list docs/architecture.md is made from
+from bot.cli.architecture import (  # bottom to top, the one list docs/architecture.md is made from
+    LAYERS,
+    module_imports,
+)
 
 ROOT = Path(bot.__file__).parent
 
@@ -19,21 +21,6 @@ ROOT = Path(bot.__file__).parent
 def _concept(module: str) -> str:
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else "bot"
-
-
-def _imports(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    type_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
-                 for n in ast.walk(node)}
-    names = set()
-    for node in ast.walk(tree):
-        if id(node) in type_only:
-            continue
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "bot":
-            names |= {node.module} if node.module != "bot" else {f"bot.{a.name}" for a in node.names}
-        elif isinstance(node, ast.Import):
-            names |= {a.name for a in node.names if a.name.split(".")[0] == "bot"}
-    return names
 
 
 def _module(path: Path) -> str:
@@ -55,7 +42,7 @@ def test_each_package_imports_only_the_layers_below_it():
         here = _concept(module)
         if here == "bot":  # bot/__init__.py: the public API, re-exported from every layer
             continue
-        for name in _imports(path):
+        for name in module_imports(path):
             there = _concept(name)
             if there == "bot" or rank[there] > rank[here]:
                 upward.append(f"{module} imports {name}")

@@ -93,7 +93,9 @@ def _first_sentence(text: str) -> str:
     return flat.split(". ", 1)[0].rstrip(".") + "."
 
 
-def _imports(path: Path) -> set[str]:
+def module_imports(path: Path) -> set[str]:
+    """The ``bot`` modules ``path`` imports, at any depth (a function's own import counts), but not under
+    ``if TYPE_CHECKING:`` (it never runs)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     type_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
                  for n in ast.walk(node)}
@@ -105,7 +107,11 @@ def _imports(path: Path) -> set[str]:
             names |= {node.module} if node.module != "bot" else {f"bot.{a.name}" for a in node.names}
         elif isinstance(node, ast.Import):
             names |= {a.name for a in node.names if a.name.split(".")[0] == "bot"}
-    return {n.split(".")[1] for n in names if "." in n}
+    return names
+
+
+def _imports(path: Path) -> set[str]:
+    return {n.split(".")[1] for n in module_imports(path) if "." in n}
 
 
 def concepts() -> list[dict]:
