@@ -16,7 +16,8 @@ def week_json(w: Week) -> dict:
             "cost_usd": w.cost_usd, "cost_per_admission": w.cost_per_admission, "proposals": w.proposals,
             "admitted": w.admitted, "retired": w.retired, "rejections": dict(sorted(w.rejections.items())),
             "distill_refused": w.distill_refused, "unscored": w.unscored, "q": w.q,
-            "task_replays": w.task_replays, "task_cost_usd": w.task_cost_usd}
+            "task_replays": w.task_replays, "task_cost_usd": w.task_cost_usd,
+            "useless_admitted": w.useless_admitted, "good_rejected": w.good_rejected}
 
 
 def week_from_json(data: dict) -> Week:
