@@ -7,6 +7,7 @@ from loopbench.run import POLICIES, Week
 
 SEED_COST_PER_ADMISSION = 3.0
 SIM = "SIMULATED model (scripted agent, analyst and distiller; not a real LLM)"
+SIM_NOISY = "SIMULATED noisy agent (runs drawn from the stated noise model, gated by bot.gate.stats; not a real LLM)"
 
 
 def week_json(w: Week) -> dict:
@@ -134,7 +135,7 @@ def markdown(results: dict[str, list[Week]], parameters: dict) -> str:
 
 
 def _chart(title: str, y: str, results: dict[str, list[Week]], value, top: float | None = None) -> list[str]:
-    names = [n for n in POLICIES if n in results]
+    names = [n for n in POLICIES if n in results] + [n for n in results if n not in POLICIES]
     weeks = max(len(v) for v in results.values())
     series = {n: [value(w) for w in results[n]] for n in names}
     high = top if top is not None else max(1, max(max(v) for v in series.values()) * 1.1)
@@ -144,6 +145,9 @@ def _chart(title: str, y: str, results: dict[str, list[Week]], value, top: float
     out += [f"    line [{', '.join(f'{x:g}' for x in series[n])}]" for n in names]
     out += ["```", f"Lines, in order: {', '.join(names)}.", ""]
     return out
+
+
+chart = _chart
 
 
 def charts(results: dict[str, list[Week]]) -> list[str]:
