@@ -233,9 +233,9 @@ class PairedTest:
     """
 
     theta: float = 0.9
-    admit_at: float = 2.6
+    admit_at: float = 3.2
     reject_at: float = -2.0
-    max_pairs: int = 12
+    max_pairs: int = 20
 
     def llr(self, wins: int, losses: int) -> float:
         return wins * math.log(2 * self.theta) + losses * math.log(2 * (1 - self.theta))
