@@ -22,7 +22,7 @@ from loopbench.noise import Noise, NoiseConfig, Proposal
 from loopbench.run import LoopConfig, Week
 from loopbench.stream import Stream
 
-NOISY_POLICIES = ("none", "single_run", "unvalidated", "replaybook_v1", "replaybook")
+NOISY_POLICIES = ("none", "single_run", "unvalidated", "replaybook_v1", "replaybook", "replaybook_carry")
 # Measured on the default run (bench/loopbench/results-2026-12-02.json, SIMULATED prices): the mean cost of one
 # replay (task replays), and of one capture or distill call (unvalidated: $1.01 over 89 calls).
 REPLAY_USD = 0.0183
@@ -36,20 +36,25 @@ class NoisyGate:
 
     own: str  # single | sequential | paired
     suite: stats.SuiteTest
+    carry: bool = False  # after an admission, a suite baseline starts from the trials already run with the new playbook
     sequential: stats.SequentialTest = field(default_factory=stats.SequentialTest)
     paired: stats.PairedTest = field(default_factory=stats.PairedTest)
 
     def describe(self) -> str:
         own = {"single": "1 run without the rule (must fail), 1 with (must pass)",
                "sequential": self.sequential.describe(), "paired": self.paired.describe()}[self.own]
-        return f"{own}; suite: {self.suite.describe()}"
+        carry = ("; after an admission each baseline starts from the admitted rule's own trials with the new "
+                 "playbook (its suite candidate trials, its own 'after' trials), topped up with the previous "
+                 "baseline's, never refreshed" if self.carry else "")
+        return f"{own}; suite: {self.suite.describe()}{carry}"
 
 
 def gates(suite_trials: int = 40) -> dict[str, NoisyGate]:
     product = replace(stats.SuiteTest(), baseline_n=suite_trials)
     return {"single_run": NoisyGate("single", SINGLE_SUITE),
             "replaybook_v1": NoisyGate("sequential", product),  # the product's gate before issue 28
-            "replaybook": NoisyGate("paired", product)}
+            "replaybook": NoisyGate("paired", product),  # the paired test; fresh baselines after each admission
+            "replaybook_carry": NoisyGate("paired", product, carry=True)}  # an economy tried: baselines carried
 
 
 class NoisyRun:
@@ -57,7 +62,8 @@ class NoisyRun:
         self.policy, self.stream, self.noise, self.cfg, self.gate = policy, stream, noise, cfg, gate
         self.rules: list[Proposal] = []
         self.version = 0  # bumps when the playbook changes: every baseline is stale then
-        self.baselines: dict[tuple[str, int], tuple[int, int]] = {}
+        self.baselines: dict[tuple[str, int], list[bool]] = {}
+        self.evidence: dict[str, dict[str, list[bool]]] = {}  # proposal -> scenario -> trials with it admitted
         self.pending: Counter = Counter()
         self.proposed: Counter = Counter()
         self.failed: set[str] = set()
@@ -128,6 +134,7 @@ class NoisyRun:
                 week.good_rejected += proposal.kind == "good"
                 continue
             self.rules.append(proposal)
+            self._carry(proposal)
             self.version += 1
             self.admissions += 1
             week.admitted += 1
@@ -136,6 +143,17 @@ class NoisyRun:
                 week.admitted_harmful += 1
             if proposal.effect < self.noise.config.useless_below:
                 self.useless_ever += 1
+
+    def _carry(self, proposal: Proposal) -> None:
+        """With ``carry``: the next version's baselines, from trials already run with this playbook."""
+        seen = self.evidence.pop(proposal.id, {})
+        if not (self.gate and self.gate.carry):
+            return
+        n = self.gate.suite.baseline_n
+        for sid in self.noise.suite:
+            old = self.baselines.get((sid, self.version))
+            if old is not None or sid in seen:
+                self.baselines[(sid, self.version + 1)] = (seen.get(sid, []) + (old or []))[:n]
 
     # -- the gate: trials drawn from the noise model, decided by bot.gate.stats ------------------------
 
@@ -150,11 +168,13 @@ class NoisyRun:
         if mode not in self.controls:  # the do-nothing control, once per scenario
             self.controls.add(mode)
             self._spend(week, REPLAY_USD, calls=0, replays=1)
+        seen = self.evidence.setdefault(pid, {})
         if gate.own == "paired":
             wins = losses = pairs = 0
             while gate.paired.decide(wins, losses, pairs) == "continue":
                 b = self._trial(week, mode, self.rules, before_q, "before", pid, pairs)
                 a = self._trial(week, mode, after, after_q, "after", pid, pairs)
+                seen.setdefault(mode, []).append(a)
                 wins, losses, pairs = wins + (a and not b), losses + (b and not a), pairs + 1
             if gate.paired.decide(wins, losses, pairs) == "fail":
                 return "no difference with the rule"
@@ -162,15 +182,17 @@ class NoisyRun:
             test = gate.sequential if gate.own == "sequential" else stats.SequentialTest(1, 0, 1, 1)
             if self._side(week, test.before, mode, self.rules, before_q, "before", pid) != "pass":
                 return "passes without the rule"
-            if self._side(week, test.after, mode, after, after_q, "after", pid) != "pass":
+            if self._side(week, test.after, mode, after, after_q, "after", pid, seen.setdefault(mode, [])) != "pass":
                 return "fails with the rule"
         return "regression" if self._regresses(week, proposal, after, before_q, after_q) else ""
 
-    def _side(self, week: Week, decide, mode, rules, q, side, pid) -> str:
+    def _side(self, week: Week, decide, mode, rules, q, side, pid, into: list | None = None) -> str:
         passes = fails = 0
         while (state := decide(passes, fails)) == "continue":
             ok = self._trial(week, mode, rules, q, side, pid, passes + fails)
             passes, fails = passes + ok, fails + (not ok)
+            if into is not None:
+                into.append(ok)
         return state
 
     def _regresses(self, week: Week, proposal: Proposal, after: list[Proposal], before_q: float,
@@ -181,15 +203,15 @@ class NoisyRun:
         regressed = False
         for sid in suite:  # every scenario is judged (as the product does), not only until the first regression
             key = (sid, self.version)
-            if key not in self.baselines:  # a baseline per playbook version, shared by every candidate
-                passes = sum(self._trial(week, sid, self.rules, before_q, "baseline", sid, self.version, j)
-                             for j in range(test.baseline_n))
-                self.baselines[key] = (passes, test.baseline_n)
-            base_passes, base_n = self.baselines[key]
+            base = self.baselines.setdefault(key, [])
+            while len(base) < test.baseline_n:  # a baseline per playbook version, shared by every candidate
+                base.append(self._trial(week, sid, self.rules, before_q, "baseline", sid, self.version, len(base)))
+            base_passes, base_n = sum(base), len(base)
             if base_passes == 0:
                 continue  # not judged: it fails with the current playbook too
             state = self._side(week, lambda p, f: test.decide(base_passes, base_n, p, f, len(suite)), sid, after,
-                               after_q, "candidate", f"{proposal.id}@{sid}")
+                               after_q, "candidate", f"{proposal.id}@{sid}",
+                               self.evidence[proposal.id].setdefault(sid, []))
             regressed |= state == "fail"
         return regressed
 
