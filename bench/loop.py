@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 import time
@@ -26,13 +25,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from bot import settings  # noqa: E402
 from loopbench import noisy, report, seeds  # noqa: E402
 from loopbench.noise import NoiseConfig  # noqa: E402
 from loopbench.run import POLICIES, LoopConfig, PolicyRun  # noqa: E402
 from loopbench.simulated import DistillerConfig  # noqa: E402
 from loopbench.stream import StreamConfig, expected_repeat_share, make_stream  # noqa: E402
 
-DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "replaybook-loop-bench"
+DEFAULT_CACHE = Path(settings.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "replaybook-loop-bench"
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
