@@ -104,7 +104,7 @@ def markdown(runs: dict[str, list[list[Week]]], parameters: dict, seeds: list[in
     rows = []
     for name, s in summaries.items():
         per_adm = s["cost_usd"] / s["admitted"] if s["admitted"] else None
-        vs = [extra_cost(s, summaries[ref]) if ref in summaries and ref != name else None
+        vs = [extra_cost(s, summaries[ref]) if ref in summaries and name not in ("none", "unvalidated", ref) else None
               for ref in ("unvalidated", "single_run")]
         rows.append([name, s["failures"], s["failures_last4"], pct(s["repeat_share"]), pct(s["repeat_share_last4"]),
                      s["harmful_ever"], s["useless_admitted"], s["good_rejected"], s["admitted"], s["playbook_size"],
