@@ -148,3 +148,40 @@ def test_the_preset_json_has_the_documented_shape():
             assert key in policy["summary"] and key in policy["spread"]
         assert set(policy["spread"]["failures"]) == {"mean", "min", "max"}
     assert {t["target"] for t in data["targets"]}
+
+
+def test_the_product_simulated_agent_takes_per_scenario_mistake_rates_from_its_policy():
+    from bot.errors import BadInput
+    from bot.replay.policy import parse_policy
+
+    def request(system: str) -> dict:
+        return {"system": system, "messages": [{"role": "user", "content": "do it"}]}
+
+    steps = {"branch_on": "the rule", "with_rule": [{"say": "right"}], "without_rule": [{"say": "wrong"}]}
+    plain = parse_policy(steps)
+    assert plain.branch_for(request("the rule")) == "with_rule"  # the defaults: the scripted agent as before
+    assert plain.branch_for(request("nothing")) == "without_rule"
+    noisy_policy = parse_policy({**steps, "mistake": 0.6, "effect": 0.5})
+    n = 4000
+    without = sum(noisy_policy.seeded(noise=0.0, seed=s).branch_for(request("nothing")) == "without_rule"
+                  for s in range(n)) / n
+    with_rule = sum(noisy_policy.seeded(noise=0.0, seed=s).branch_for(request("the rule")) == "without_rule"
+                    for s in range(n)) / n
+    assert _within(without, 0.6, n) and _within(with_rule, 0.3, n)
+    with pytest.raises(BadInput) as bad:
+        parse_policy({**steps, "mistake": 1.5})
+    assert any("`mistake`" in p for p in bad.value.problems)
+
+
+def test_the_paired_table_in_docs_gate_is_what_stats_computes():
+    import re
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "gate.md").read_text(encoding="utf-8")
+    text = text[text.index("### For a noisy agent"):text.index("## 3. The whole suite")]
+    rows = re.findall(r"^\| ([\d.]+) → ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \|$", text, re.M)
+    assert len(rows) == 8
+    for b, a, p, runs, sp, sruns in rows:
+        paired = stats.paired_characteristics(stats.PairedTest(), float(b), float(a))
+        seq = stats.operating_characteristics(stats.SequentialTest(), float(b), float(a))
+        assert (f"{paired.p_admit:.4f}", f"{paired.expected_runs:.1f}") == (p, runs), (b, a)
+        assert (f"{seq.p_admit:.4f}", f"{seq.expected_runs:.1f}") == (sp, sruns), (b, a)
