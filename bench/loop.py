@@ -144,6 +144,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     if args.from_json:  # re-render a saved --json run as markdown
         saved = json.loads(args.from_json.read_text(encoding="utf-8"))
+        if saved["parameters"].get("preset") == "noisy":
+            runs = {n: [[report.week_from_json(w) for w in ws] for ws in p["seeds"].values()]
+                    for n, p in saved["policies"].items()}
+            print(seeds.markdown(runs, saved["parameters"], saved["parameters"]["seeds"]))
+            return 0
         results = {n: [report.week_from_json(w) for w in p["weeks"]] for n, p in saved["policies"].items()}
         print(report.markdown(results, saved["parameters"]))
         return 0
