@@ -66,6 +66,8 @@ class NoisyRun:
         self.evidence: dict[str, dict[str, list[bool]]] = {}  # proposal -> scenario -> trials with it admitted
         self.pending: Counter = Counter()
         self.proposed: Counter = Counter()
+        self.refused: Counter = Counter()
+        self.refused_good: Counter = Counter()
         self.failed: set[str] = set()
         self.controls: set[str] = set()
         self.new_incidents = 0
@@ -100,12 +102,29 @@ class NoisyRun:
         if self.noise.run(task.mode, self.rules, self.q(), "task", task.index):
             return
         week.failures += 1
-        week.repeats += task.mode in self.failed
+        if task.mode in self.failed:
+            week.repeats += 1
+            week.repeat_causes[self._cause(task.mode)] += 1
         self.failed.add(task.mode)
         if self.policy != "none":
             self._spend(week, CALL_USD, calls=1)  # capture
             self.pending[task.mode] += 1
             self.new_incidents += 1
+
+    def _cause(self, mode: str) -> str:
+        """Why a mode failed again: the named causes of a repeat."""
+        rule = next((r for r in self.rules if r.mode == mode), None)
+        if rule is not None:
+            return "useless rule" if rule.effect < self.noise.config.useless_below else "rule, failed anyway"
+        if self.stream.modes[mode].harmful_rule:
+            return "no safe rule"
+        if self.policy == "none":
+            return "no loop"
+        if self.refused_good[mode]:
+            return "a good rule refused"
+        if self.refused[mode]:
+            return "only useless proposals so far"
+        return "not proposed yet"
 
     def _spend(self, week: Week, usd: float, calls: int = 0, replays: int = 0) -> None:
         week.cost_usd += usd
@@ -126,10 +145,14 @@ class NoisyRun:
             self.proposed[mode] += 1
             week.proposals += 1
             if len(self.rules) >= self.cap:
+                self.refused[mode] += 1
+                self.refused_good[mode] += proposal.kind == "good"
                 week.rejections["cap"] += 1
                 continue
             why = "" if self.gate is None else self._gate(week, proposal)
             if why:
+                self.refused[mode] += 1
+                self.refused_good[mode] += proposal.kind == "good"
                 week.rejections[why] += 1
                 week.good_rejected += proposal.kind == "good"
                 continue

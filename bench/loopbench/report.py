@@ -18,7 +18,8 @@ def week_json(w: Week) -> dict:
             "admitted": w.admitted, "retired": w.retired, "rejections": dict(sorted(w.rejections.items())),
             "distill_refused": w.distill_refused, "unscored": w.unscored, "q": w.q,
             "task_replays": w.task_replays, "task_cost_usd": w.task_cost_usd,
-            "useless_admitted": w.useless_admitted, "good_rejected": w.good_rejected}
+            "useless_admitted": w.useless_admitted, "good_rejected": w.good_rejected,
+            "repeat_causes": dict(sorted(w.repeat_causes.items()))}
 
 
 def week_from_json(data: dict) -> Week:
@@ -27,7 +28,8 @@ def week_from_json(data: dict) -> Week:
     from dataclasses import fields
 
     names = {f.name for f in fields(Week)}
-    week = Week(**{k: v for k, v in data.items() if k in names and k != "rejections"})
+    week = Week(**{k: v for k, v in data.items() if k in names and k not in ("rejections", "repeat_causes")})
+    week.repeat_causes = Counter(data.get("repeat_causes", {}))
     week.harmful_in_playbook = data["harmful_admitted"]
     week.rejections = Counter(data.get("rejections", {}))
     return week

@@ -9,7 +9,8 @@ from bot._util.markdown import table
 from loopbench import report
 from loopbench.run import Week
 
-ADDED = [f.name for f in fields(Week) if f.name not in ("week", "rejections", "q", "cost_per_admission")]
+ADDED = [f.name for f in fields(Week)
+         if f.name not in ("week", "rejections", "repeat_causes", "q", "cost_per_admission")]
 FIGURES = ("failures", "failures_last4", "repeat_share", "repeat_share_last4", "harmful_ever", "useless_admitted",
            "good_rejected", "playbook_size", "admitted", "replays", "cost_usd", "cost_per_admission")
 
@@ -22,6 +23,7 @@ def summed(per_seed: list[list[Week]]) -> list[Week]:
         for name in ADDED:
             setattr(w, name, sum(getattr(x, name) for x in weeks))
         w.rejections = sum((x.rejections for x in weeks), Counter())
+        w.repeat_causes = sum((x.repeat_causes for x in weeks), Counter())
         w.q = round(sum(x.q for x in weeks) / len(weeks), 4)
         w.cost_usd, w.task_cost_usd = round(w.cost_usd, 6), round(w.task_cost_usd, 6)
         cost, admitted = cost + w.cost_usd, admitted + w.admitted
@@ -35,6 +37,7 @@ def figures(weeks: list[Week]) -> dict:
     s["useless_admitted"] = weeks[-1].useless_admitted if weeks else 0
     s["good_rejected"] = sum(w.good_rejected for w in weeks)
     s["bad_admitted"] = s["harmful_ever"] + s["useless_admitted"]
+    s["repeat_causes_last4"] = dict(sum((w.repeat_causes for w in weeks[-4:]), Counter()).most_common())
     return s
 
 
@@ -123,6 +126,11 @@ def markdown(runs: dict[str, list[list[Week]]], parameters: dict, seeds: list[in
                          _range(p["spread"], "useless_admitted", num), _range(p["spread"], "good_rejected", num),
                          _range(p["spread"], "playbook_size", num), _range(p["spread"], "replays", num),
                          _range(p["spread"], "cost_usd", usd)] for n, p in data["policies"].items()]))
+    lines += ["", "## Repeats of the last 4 weeks, by cause", ""]
+    causes = sorted({c for s in summaries.values() for c in s["repeat_causes_last4"]})
+    lines.append(table(["policy", "repeats", *causes],
+                       [[n, sum(s["repeat_causes_last4"].values()), *[s["repeat_causes_last4"].get(c, 0) for c in causes]]
+                        for n, s in summaries.items()]))
     lines += ["", "## Targets", ""]
     lines.append(table(["target", "value", "met"],
                        [[t["target"], t["value"], "yes" if t["met"] else "**no**"] for t in data["targets"]]))
