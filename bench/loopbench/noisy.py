@@ -58,8 +58,10 @@ def gates(suite_trials: int = 40) -> dict[str, NoisyGate]:
 
 
 class NoisyRun:
-    def __init__(self, policy: str, stream: Stream, noise: Noise, cfg: LoopConfig, gate: NoisyGate | None):
+    def __init__(self, policy: str, stream: Stream, noise: Noise, cfg: LoopConfig, gate: NoisyGate | None,
+                 reproposals: int = 0):
         self.policy, self.stream, self.noise, self.cfg, self.gate = policy, stream, noise, cfg, gate
+        self.reproposals = reproposals  # after a refusal, distill proposes again for the mode (at most this often)
         self.rules: list[Proposal] = []
         self.version = 0  # bumps when the playbook changes: every baseline is stale then
         self.baselines: dict[tuple[str, int], list[bool]] = {}
@@ -141,31 +143,41 @@ class NoisyRun:
             return
         self._spend(week, CALL_USD, calls=1)
         for mode in modes:
-            proposal = self.noise.proposal(mode, self.proposed[mode])
-            self.proposed[mode] += 1
-            week.proposals += 1
-            if len(self.rules) >= self.cap:
-                self.refused[mode] += 1
-                self.refused_good[mode] += proposal.kind == "good"
-                week.rejections["cap"] += 1
-                continue
-            why = "" if self.gate is None else self._gate(week, proposal)
-            if why:
-                self.refused[mode] += 1
-                self.refused_good[mode] += proposal.kind == "good"
-                week.rejections[why] += 1
-                week.good_rejected += proposal.kind == "good"
-                continue
-            self.rules.append(proposal)
-            self._carry(proposal)
-            self.version += 1
-            self.admissions += 1
-            week.admitted += 1
-            if proposal.kind == "harmful":
-                self.harmful_ever += 1
-                week.admitted_harmful += 1
-            if proposal.effect < self.noise.config.useless_below:
-                self.useless_ever += 1
+            for attempt in range(1 + self.reproposals):
+                if attempt:  # the refusal's reason goes back to distill, which proposes again for this mode
+                    self._spend(week, CALL_USD, calls=1)
+                    week.reproposals += 1
+                if self._propose(week, mode) or len(self.rules) >= self.cap:
+                    break
+
+    def _propose(self, week: Week, mode: str) -> bool:
+        """The mode's next proposal through the gate; whether it was admitted."""
+        proposal = self.noise.proposal(mode, self.proposed[mode])
+        self.proposed[mode] += 1
+        week.proposals += 1
+        if len(self.rules) >= self.cap:
+            self.refused[mode] += 1
+            self.refused_good[mode] += proposal.kind == "good"
+            week.rejections["cap"] += 1
+            return False
+        why = "" if self.gate is None else self._gate(week, proposal)
+        if why:
+            self.refused[mode] += 1
+            self.refused_good[mode] += proposal.kind == "good"
+            week.rejections[why] += 1
+            week.good_rejected += proposal.kind == "good"
+            return False
+        self.rules.append(proposal)
+        self._carry(proposal)
+        self.version += 1
+        self.admissions += 1
+        week.admitted += 1
+        if proposal.kind == "harmful":
+            self.harmful_ever += 1
+            week.admitted_harmful += 1
+        if proposal.effect < self.noise.config.useless_below:
+            self.useless_ever += 1
+        return True
 
     def _carry(self, proposal: Proposal) -> None:
         """With ``carry``: the next version's baselines, from trials already run with this playbook."""
@@ -255,7 +267,7 @@ def suite_modes(stream: Stream) -> list[str]:
 
 
 def run_seed(stream: Stream, seed: int, cfg: LoopConfig, noise_cfg: NoiseConfig, names: list[str],
-             suite_trials: int = 40) -> dict[str, list[Week]]:
+             suite_trials: int = 40, reproposals: int = 0) -> dict[str, list[Week]]:
     noise = Noise(noise_cfg, seed, stream.modes, suite_modes(stream))
     table = gates(suite_trials)
-    return {n: NoisyRun(n, stream, noise, replace(cfg, seed=seed), table.get(n)).run() for n in names}
+    return {n: NoisyRun(n, stream, noise, replace(cfg, seed=seed), table.get(n), reproposals).run() for n in names}
