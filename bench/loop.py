@@ -3,6 +3,8 @@
     python bench/loop.py                      # 12 weeks, seed 7, 2 jobs: markdown + mermaid on stdout
     python bench/loop.py --json               # the same figures as JSON
     python bench/loop.py --weeks 2 --tasks 4  # a quick look
+    python bench/loop.py --preset noisy --seeds 3   # the noisy agent (docs/loop-benchmark.md), 3 seeds
+    python bench/loop.py --preset noisy --quick     # a 4-week smoke run (CI)
 
 Every task is a real replay (sandbox, trace, checks) of one scenario with the
 playbook of that moment; every failure is captured, distilled and gated by the
@@ -16,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 import time
@@ -24,24 +25,31 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from loopbench import report  # noqa: E402
+from bot import settings  # noqa: E402
+from loopbench import noisy, report, seeds  # noqa: E402
+from loopbench.noise import NoiseConfig  # noqa: E402
 from loopbench.run import POLICIES, LoopConfig, PolicyRun  # noqa: E402
 from loopbench.simulated import DistillerConfig  # noqa: E402
 from loopbench.stream import StreamConfig, expected_repeat_share, make_stream  # noqa: E402
 
-DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "replaybook-loop-bench"
+DEFAULT_CACHE = Path(settings.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "replaybook-loop-bench"
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--preset", choices=("default", "noisy"), default="default",
+                   help="default: scripted agent, real replays; noisy: the noisy SIMULATED agent of loopbench.noise")
+    p.add_argument("--seeds", type=int, default=1, help="run this many seeds, from --seed up (noisy preset)")
+    p.add_argument("--quick", action="store_true", help="a 4-week smoke run")
     p.add_argument("--weeks", type=int, default=12)
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--jobs", type=int, default=2, help="replays at once (tasks of a week, gates of a round)")
     p.add_argument("--tasks", type=int, default=StreamConfig.tasks_per_week, help="tasks per week (T)")
     p.add_argument("--tail", type=float, default=StreamConfig.tail_per_week, help="new one-off modes per week")
     p.add_argument("--rate-scale", type=float, default=1.0, help="multiply every recurring mode's weekly rate")
-    p.add_argument("--policies", default=",".join(POLICIES), help="comma-separated subset of " + ", ".join(POLICIES))
+    p.add_argument("--policies", default=None, help="comma-separated subset of " + ", ".join(POLICIES)
+                   + " (noisy: of " + ", ".join(noisy.NOISY_POLICIES) + ")")
     p.add_argument("--cap", type=int, default=60)
     p.add_argument("--distill-every", type=int, default=10, help="distill after this many new incidents (and weekly)")
     p.add_argument("--q0", type=float, default=LoopConfig.q0, help="chance of following a rule, empty playbook")
@@ -53,6 +61,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                    help="distiller proposes a rule that breaks another scenario")
     p.add_argument("--suite-trials", type=int, default=LoopConfig.suite_trials,
                    help="replaybook gate: baseline trials per suite scenario")
+    p.add_argument("--reproposals", type=int, default=0,
+                   help="noisy preset: after a refusal, distill proposes again for the mode, at most this often")
+    p.add_argument("--suite-trials-noisy", type=int, default=40,
+                   help="noisy preset, replaybook gates: baseline trials per suite scenario (the product's 40)")
     p.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE, help="replay cache and run folders")
     p.add_argument("--workdir", type=Path, default=None, help="keep the policies' workspaces here (default: a temp dir)")
     p.add_argument("--one-process", action="store_true",
@@ -60,8 +72,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--json", action="store_true", help="print JSON instead of markdown")
     p.add_argument("--from-json", type=Path, help="print the markdown of a run saved with --json; run nothing")
     args = p.parse_args(argv)
-    unknown = [x for x in args.policies.split(",") if x not in POLICIES]
-    if unknown or args.weeks < 1 or args.tasks < 1 or args.jobs < 1:
+    known = noisy.NOISY_POLICIES if args.preset == "noisy" else POLICIES
+    args.policies = args.policies or ",".join(known)
+    if args.quick:
+        args.weeks = 4
+    unknown = [x for x in args.policies.split(",") if x not in known]
+    if unknown or args.weeks < 1 or args.tasks < 1 or args.jobs < 1 or args.seeds < 1:
         p.error(f"--policies takes {', '.join(POLICIES)}; --weeks, --tasks and --jobs are at least 1"
                 + (f" (unknown: {', '.join(unknown)})" if unknown else ""))
     return args
@@ -130,10 +146,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     if args.from_json:  # re-render a saved --json run as markdown
         saved = json.loads(args.from_json.read_text(encoding="utf-8"))
+        if saved["parameters"].get("preset") == "noisy":
+            runs = {n: [[report.week_from_json(w) for w in ws] for ws in p["seeds"].values()]
+                    for n, p in saved["policies"].items()}
+            print(seeds.markdown(runs, saved["parameters"], saved["parameters"]["seeds"]))
+            return 0
         results = {n: [report.week_from_json(w) for w in p["weeks"]] for n, p in saved["policies"].items()}
         print(report.markdown(results, saved["parameters"]))
         return 0
     stream_cfg, loop_cfg = configs(args)
+    if args.preset == "noisy":
+        return run_noisy(args, stream_cfg, loop_cfg)
     names = [n for n in POLICIES if n in args.policies.split(",")]
     with tempfile.TemporaryDirectory(prefix="replaybook-loop-") as tmp:
         runs, parameters = run_all(stream_cfg, loop_cfg, names, args.cache_dir, args.workdir or Path(tmp),
@@ -143,6 +166,31 @@ def main(argv: list[str] | None = None) -> int:
     parameters["policies_in_parallel_processes"] = not args.one_process
     print(json.dumps(report.as_json(results, parameters), indent=1) if args.json
           else report.markdown(results, parameters))
+    return 0
+
+
+def run_noisy(args: argparse.Namespace, stream_cfg: StreamConfig, loop_cfg: LoopConfig) -> int:
+    """Every noisy policy on each seed's stream; JSON or markdown of the seeds summed."""
+    names = [n for n in noisy.NOISY_POLICIES if n in args.policies.split(",")]
+    seed_list = list(range(args.seed, args.seed + args.seeds))
+    noise_cfg = NoiseConfig(p_redundant=args.p_redundant, p_harmful=args.p_harmful)
+    started = time.monotonic()
+    per_seed = [noisy.run_seed(make_stream(stream_cfg, s), s, loop_cfg, noise_cfg, names, args.suite_trials_noisy,
+                               args.reproposals)
+                for s in seed_list]
+    runs = {n: [r[n] for r in per_seed] for n in names}
+    table = noisy.gates(args.suite_trials_noisy)
+    parameters = {"preset": "noisy", "seeds": seed_list, "reproposals": args.reproposals, "stream": stream_cfg.as_dict(),
+                  "expected_no_loop_if_every_mode_task_failed": expected_repeat_share(stream_cfg),
+                  "loop": {k: v for k, v in loop_cfg.as_dict().items() if not k.startswith(("suite", "p_"))},
+                  "noise": noise_cfg.as_dict(),
+                  "gates": {**{n: g.describe() for n, g in table.items() if n in names},
+                            "unvalidated": "every proposal admitted, no cap", "none": "no loop"},
+                  "prices": f"${noisy.REPLAY_USD} per replay, ${noisy.CALL_USD} per capture or distill call "
+                            "(the default run's measured means, SIMULATED)",
+                  "elapsed_s": round(time.monotonic() - started, 2)}
+    print(json.dumps(seeds.as_json(runs, parameters, seed_list), indent=1) if args.json
+          else seeds.markdown(runs, parameters, seed_list))
     return 0
 
 

@@ -296,3 +296,18 @@ def test_the_report_and_json_name_the_broken_suite_scenarios(cli, root):
     assert "| `bad-yaml` | – | – | **broken**: does not load" in result.out
     data = json.loads(cli("gate", str(path), "--json", "--trials", "3").out)
     assert data["suite_incomplete"] == ["bad-policy", "bad-yaml", "escaping-link"]
+
+
+def test_the_paired_test_admits_a_rule_that_fixes_its_scenario_and_refuses_one_that_changes_nothing(root):
+    from bot.gate import stats
+
+    path = setup(root)
+    result = gate(root, path, test=stats.PairedTest())
+    assert result.decision == "admit", result.reason
+    # a deterministic agent wins every pair: admitted as soon as the wins clear the boundary
+    wins = next(w for w in range(1, 30) if stats.PairedTest().decide(w, 0, w) == "pass")
+    assert (result.before.passes, result.before.n, result.after.passes, result.after.n) == (0, wins, wins, wins)
+    mini_scenario(root, "own", branch_on="a phrase no rule has")  # the rule changes nothing: every pair ties
+    result = gate(root, path, test=stats.PairedTest())
+    assert result.decision == "reject" and "did not change the pass rate" in result.reason
+    assert result.before.n == result.after.n == stats.PairedTest().max_pairs

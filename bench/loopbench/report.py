@@ -7,6 +7,7 @@ from loopbench.run import POLICIES, Week
 
 SEED_COST_PER_ADMISSION = 3.0
 SIM = "SIMULATED model (scripted agent, analyst and distiller; not a real LLM)"
+SIM_NOISY = "SIMULATED noisy agent (runs drawn from the stated noise model, gated by bot.gate.stats; not a real LLM)"
 
 
 def week_json(w: Week) -> dict:
@@ -16,7 +17,9 @@ def week_json(w: Week) -> dict:
             "cost_usd": w.cost_usd, "cost_per_admission": w.cost_per_admission, "proposals": w.proposals,
             "admitted": w.admitted, "retired": w.retired, "rejections": dict(sorted(w.rejections.items())),
             "distill_refused": w.distill_refused, "unscored": w.unscored, "q": w.q,
-            "task_replays": w.task_replays, "task_cost_usd": w.task_cost_usd}
+            "task_replays": w.task_replays, "task_cost_usd": w.task_cost_usd,
+            "useless_admitted": w.useless_admitted, "good_rejected": w.good_rejected,
+            "repeat_causes": dict(sorted(w.repeat_causes.items()))}
 
 
 def week_from_json(data: dict) -> Week:
@@ -25,7 +28,8 @@ def week_from_json(data: dict) -> Week:
     from dataclasses import fields
 
     names = {f.name for f in fields(Week)}
-    week = Week(**{k: v for k, v in data.items() if k in names and k != "rejections"})
+    week = Week(**{k: v for k, v in data.items() if k in names and k not in ("rejections", "repeat_causes")})
+    week.repeat_causes = Counter(data.get("repeat_causes", {}))
     week.harmful_in_playbook = data["harmful_admitted"]
     week.rejections = Counter(data.get("rejections", {}))
     return week
@@ -133,7 +137,7 @@ def markdown(results: dict[str, list[Week]], parameters: dict) -> str:
 
 
 def _chart(title: str, y: str, results: dict[str, list[Week]], value, top: float | None = None) -> list[str]:
-    names = [n for n in POLICIES if n in results]
+    names = [n for n in POLICIES if n in results] + [n for n in results if n not in POLICIES]
     weeks = max(len(v) for v in results.values())
     series = {n: [value(w) for w in results[n]] for n in names}
     high = top if top is not None else max(1, max(max(v) for v in series.values()) * 1.1)
@@ -143,6 +147,9 @@ def _chart(title: str, y: str, results: dict[str, list[Week]], value, top: float
     out += [f"    line [{', '.join(f'{x:g}' for x in series[n])}]" for n in names]
     out += ["```", f"Lines, in order: {', '.join(names)}.", ""]
     return out
+
+
+chart = _chart
 
 
 def charts(results: dict[str, list[Week]]) -> list[str]:

@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Callable
 
 from bot import errors as errors_mod
 from bot._util.similarity import similarity
 from bot.errors import BadInput
 from bot.gate import stats
-from bot.gate.pool import Pool, Stream, cores
+from bot.gate.pool import Pool, Stream
+from bot.gate.result import Decision, GateOptions, GateResult, Side, SuiteEntry  # noqa: F401  (re-exported)
 from bot.playbook.render.system_prompt import baseline_prompt, system_prompt
 from bot.playbook.rule import Rule
 from bot.playbook.store import Playbook
@@ -33,99 +34,11 @@ from bot.replay.interrupt import stop_on_sigint
 from bot.scenario import spec as sc
 from bot.scenario import suite as suite_mod
 
-Decision = Literal["admit", "reject", "error"]
 TWIN_THRESHOLD = 0.6
 
 
 class BudgetSpent(Exception):
     pass
-
-
-@dataclass
-class GateOptions:
-    replay: ReplayOptions = field(default_factory=ReplayOptions)
-    test: stats.SequentialTest = field(default_factory=stats.SequentialTest)
-    suite: stats.SuiteTest = field(default_factory=stats.SuiteTest)
-    suite_trials: int | None = None  # baseline trials per suite scenario; None: suite.baseline_n
-    jobs: int = field(default_factory=cores)  # trials at once, across every scenario
-    max_cost_usd: float | None = None
-    screen_model: str | None = None
-    max_unscored: int = 3  # extra attempts per side before the gate gives up
-    cache_dir: Path | None = None
-
-
-@dataclass
-class Side:
-    """One batch of trials of one scenario with one playbook text."""
-
-    label: str
-    scenario: str
-    trials: list[TrialResult] = field(default_factory=list)
-    outcome: str = "not run"  # pass | fail | error | not run
-
-    @property
-    def scored(self) -> list[TrialResult]:
-        return [t for t in self.trials if t.verdict != "unscored"]
-
-    @property
-    def passes(self) -> int:
-        return sum(t.verdict == "passed" for t in self.trials)
-
-    @property
-    def n(self) -> int:
-        return len(self.scored)
-
-    @property
-    def unscored(self) -> int:
-        return len(self.trials) - self.n
-
-    @property
-    def interval(self) -> tuple[float, float]:
-        return stats.wilson(self.passes, self.n)
-
-
-@dataclass
-class SuiteEntry:
-    scenario: str
-    baseline: Side
-    candidate: Side | None = None
-    judged: bool = False
-    regressed: bool = False
-    broken: bool = False  # could not be loaded or replayed: the suite is incomplete without it
-    note: str = ""
-
-
-@dataclass
-class GateResult:
-    rule_id: str
-    rule_text: str
-    decision: Decision
-    reason: str
-    provisional: bool = False
-    screen: list[Side] = field(default_factory=list)
-    before: Side | None = None
-    after: Side | None = None
-    suite: list[SuiteEntry] = field(default_factory=list)
-    cost_usd: float = 0.0
-    model_calls: int = 0
-    replays: int = 0
-    cache_hits: int = 0
-    traces: str | None = None
-    simulated: bool = False
-    admitted: dict | None = None
-    warnings: list[str] = field(default_factory=list)  # e.g. replayed without a sandbox
-    suite_test: str = ""  # how the suite was judged, for the report
-    speculative: int = 0  # replays run ahead that no test read (parallel gates only; not in the decision)
-    speculative_cost_usd: float = 0.0
-
-    @property
-    def regressions(self) -> list[SuiteEntry]:
-        return [e for e in self.suite if e.regressed]
-
-    @property
-    def broken(self) -> list[SuiteEntry]:
-        """Suite scenarios that could not be loaded or replayed, so the suite check is incomplete."""
-        return [e for e in self.suite if e.broken]
 
 
 class Runner:
@@ -255,6 +168,25 @@ class Runner:
         finally:
             stream.close()
 
+    def paired(self, before: Side, after: Side, loaded: sc.LoadedScenario, before_text: str, after_text: str,
+               test: stats.PairedTest, replay: ReplayOptions) -> str:
+        """Before and after in pairs until ``test`` decides: 'pass', 'fail', or 'error' (too many unscored)."""
+        streams = [(before, self._stream(loaded, before_text, replay)), (after, self._stream(loaded, after_text, replay))]
+        wins = losses = 0
+        try:
+            while (state := test.decide(wins, losses, pairs := before.n)) == "continue":
+                for side, stream in streams:
+                    while side.n < pairs + 1:  # one more scored trial on each side
+                        if side.unscored > self.opts.max_unscored:
+                            return "error"
+                        side.trials.append(self._read(stream, ahead=1))
+                b, a = (s.scored[-1].verdict == "passed" for s, _ in streams)
+                wins, losses = wins + (a and not b), losses + (b and not a)
+            return state
+        finally:
+            for _, stream in streams:
+                stream.close()
+
     def fixed(self, side: Side, loaded: sc.LoadedScenario, text: str, n: int, replay: ReplayOptions) -> Side:
         """``n`` scored trials (unscored ones retried, within the limit)."""
         stream = self._stream(loaded, text, replay)
@@ -378,18 +310,22 @@ def _decide(result: GateResult, runner: Runner, opts: GateOptions, loaded: sc.Lo
         return
     if opts.screen_model and not _screen(result, runner, opts, loaded, before_text, after_text, progress):
         return
-    progress(f"own scenario `{loaded.scenario.id}` without the rule")
-    result.before = runner.sequential(Side("before", loaded.scenario.id), loaded, before_text, test.before,
-                                      test.before_n, opts.replay)
-    if result.before.outcome != "pass":
-        _not_discriminative(result, "before")
-        return
-    progress(f"own scenario `{loaded.scenario.id}` with the rule")
-    result.after = runner.sequential(Side("after", loaded.scenario.id), loaded, after_text, test.after,
-                                     test.after_n, opts.replay)
-    if result.after.outcome != "pass":
-        _not_discriminative(result, "after")
-        return
+    if isinstance(test, stats.PairedTest):
+        if not _paired(result, runner, opts, loaded, before_text, after_text, progress):
+            return
+    else:
+        progress(f"own scenario `{loaded.scenario.id}` without the rule")
+        result.before = runner.sequential(Side("before", loaded.scenario.id), loaded, before_text, test.before,
+                                          test.before_n, opts.replay)
+        if result.before.outcome != "pass":
+            _not_discriminative(result, "before")
+            return
+        progress(f"own scenario `{loaded.scenario.id}` with the rule")
+        result.after = runner.sequential(Side("after", loaded.scenario.id), loaded, after_text, test.after,
+                                         test.after_n, opts.replay)
+        if result.after.outcome != "pass":
+            _not_discriminative(result, "after")
+            return
     result.suite = _suite(runner, opts, loaded, before_text, after_text, suite_dir, progress)
     result.suite_test = suite_test(opts).describe()
     incomplete = incomplete_note(result)
@@ -416,6 +352,24 @@ def incomplete_note(result: GateResult) -> str:
         return ""
     names = ", ".join(e.scenario for e in result.broken)
     return f"suite incomplete: {len(result.broken)} scenario(s) could not be loaded or replayed: {names}"
+
+
+def _paired(result: GateResult, runner: Runner, opts: GateOptions, loaded, before_text, after_text, progress) -> bool:
+    """The own scenario with ``stats.PairedTest``: whether the rule changed the pass rate (else result is set)."""
+    progress(f"own scenario `{loaded.scenario.id}` without and with the rule, in pairs")
+    result.before, result.after = Side("before", loaded.scenario.id), Side("after", loaded.scenario.id)
+    state = runner.paired(result.before, result.after, loaded, before_text, after_text, opts.test, opts.replay)
+    result.before.outcome = result.after.outcome = state
+    if state == "pass":
+        return True
+    if state == "error":
+        _not_discriminative(result, "before" if result.before.unscored > opts.max_unscored else "after")
+        return False
+    result.decision = "reject"
+    result.reason = (f"replay not discriminative: the rule did not change the pass rate enough "
+                     f"({result.before.passes}/{result.before.n} passed without it, "
+                     f"{result.after.passes}/{result.after.n} with it, in pairs)")
+    return False
 
 
 def _not_discriminative(result: GateResult, side: str) -> None:

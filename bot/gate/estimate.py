@@ -18,6 +18,7 @@ default.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -163,9 +164,13 @@ def estimate(loaded: sc.LoadedScenario, before_text: str, after_text: str, suite
         plan.fixed(loaded, before_text, 1, cheap)
         plan.fixed(loaded, after_text, 1, cheap)
     test = opts.test
-    if plan.sequential(loaded, before_text, test.before, P_BEFORE, opts.replay) not in (None, "pass"):
+    if isinstance(test, stats.PairedTest):  # planned as its expected number of pairs, each side
+        pairs = math.ceil(stats.paired_characteristics(test, P_BEFORE, P_AFTER).expected_runs / 2)
+        for text in (before_text, after_text):
+            plan.sequential(loaded, text, lambda p, f: "continue" if p + f < pairs else "pass", P_BEFORE, opts.replay)
+    elif plan.sequential(loaded, before_text, test.before, P_BEFORE, opts.replay) not in (None, "pass"):
         return _done(plan)
-    if plan.sequential(loaded, after_text, test.after, P_AFTER, opts.replay) not in (None, "pass"):
+    elif plan.sequential(loaded, after_text, test.after, P_AFTER, opts.replay) not in (None, "pass"):
         return _done(plan)
     folders = [f for f in suite_mod.folders(Path(suite_dir)) if f.resolve() != loaded.folder.resolve()]
     suite = suite_test(opts)

@@ -212,3 +212,59 @@ def most_runs(decide, passes: int = 0, fails: int = 0) -> int:
         return 1 + max(walk(ps + 1, fs), walk(ps, fs + 1))
 
     return walk(passes, fails)
+
+
+# -- the paired test: does the rule beat the playbook without it, on the same scenario? ----------
+
+
+@dataclass(frozen=True)
+class PairedTest:
+    """Before and after interleaved, one pair of trials at a time, as a sequential test on the
+    discordant pairs (McNemar's idea, run as a truncated SPRT).
+
+    A pair is discordant when exactly one side passes. With no effect the after
+    side wins a discordant pair half the time; under H1 it wins ``theta`` of
+    them. The log likelihood ratio moves by log(2 theta) per win and by
+    log(2 (1 - theta)) per loss; the rule is admitted at ``admit_at``, refused
+    at ``reject_at`` or after ``max_pairs`` pairs. Unlike "at most 0 of 3 pass
+    without", it does not need an agent that makes the mistake every time: it
+    asks whether the rule changes the pass rate, which is what a noisy agent
+    can show. Exact characteristics: ``paired_characteristics``.
+    """
+
+    theta: float = 0.9
+    admit_at: float = 3.2
+    reject_at: float = -2.0
+    max_pairs: int = 20
+
+    def llr(self, wins: int, losses: int) -> float:
+        return wins * math.log(2 * self.theta) + losses * math.log(2 * (1 - self.theta))
+
+    def decide(self, wins: int, losses: int, pairs: int) -> Decision:
+        """'pass' (admit), 'fail' (refuse) or 'continue', after ``pairs`` pairs with these discordant counts."""
+        llr = self.llr(wins, losses)
+        if llr >= self.admit_at - 1e-12:
+            return "pass"
+        if llr <= self.reject_at + 1e-12 or pairs >= self.max_pairs:
+            return "fail"
+        return "continue"
+
+    def describe(self) -> str:
+        return (f"before and after in pairs, a sequential test on the discordant pairs (H1: the rule wins "
+                f"{self.theta:g} of them), at most {self.max_pairs} pairs")
+
+
+def paired_characteristics(test: PairedTest, p_before: float, p_after: float) -> Characteristics:
+    """Exact P(admit) and expected runs (two per pair) for independent trials at these pass rates."""
+    win, loss = p_after * (1 - p_before), p_before * (1 - p_after)
+
+    @lru_cache(maxsize=None)
+    def walk(pairs: int, wins: int, losses: int) -> tuple[float, float]:
+        state = test.decide(wins, losses, pairs)
+        if state != "continue":
+            return (1.0 if state == "pass" else 0.0), 0.0
+        nexts = ((win, walk(pairs + 1, wins + 1, losses)), (loss, walk(pairs + 1, wins, losses + 1)),
+                 (1 - win - loss, walk(pairs + 1, wins, losses)))
+        return sum(w * r[0] for w, r in nexts), 2 + sum(w * r[1] for w, r in nexts)
+
+    return Characteristics(*walk(0, 0, 0))

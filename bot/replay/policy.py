@@ -19,6 +19,13 @@ The model keeps no state between HTTP requests: the next step is the one at
 index "number of ``tool_result`` blocks in the request" (repeats expanded).
 Past the last step it says "done".
 
+Two optional keys make the agent noisy, as real agents are (SIMULATED, per
+scenario): ``mistake: p`` is the chance that it takes ``without_rule`` when
+the rule is not in its prompt (default 1: always), and ``effect: e`` how much
+the rule helps: with it, it still takes ``without_rule`` with chance
+p * (1 - e) (default 1: never). Drawn once per run from the run's seed, like
+the noise.
+
 Token counts are estimates, the same for every run of the same conversation:
 input = len(canonical JSON of system, messages and tools) // 4, output =
 len(canonical JSON of the answer's content) // 4, each at least 1.
@@ -46,7 +53,7 @@ Branch = Literal["with_rule", "without_rule"]
 SIMULATED_MODEL = "simulated"
 SIM_TAG = "[SIMULATED]"
 _ACTIONS = ("bash", "write", "say")
-_TOP_KEYS = ("branch_on", "with_rule", "without_rule")
+_TOP_KEYS = ("branch_on", "with_rule", "without_rule", "mistake", "effect")
 _MAX_REPEAT = 100_000
 _CWD_LINE = re.compile(r"^[ \t>*-]*(?:primary )?working directory:[ \t]*(/[^\n]*)$", re.IGNORECASE | re.MULTILINE)
 
@@ -94,8 +101,11 @@ class Policy:
     source: str = "<policy>"
     warnings: tuple[str, ...] = ()
     follow: float = 1.0
+    mistake: float = 1.0  # SIMULATED: P(the mistake) without the rule
+    effect: float = 1.0  # SIMULATED: with the rule, P(the mistake) = mistake * (1 - effect)
     flipped: bool = field(init=False)
     ignored: bool = field(init=False)
+    slip: float = field(init=False)
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.noise <= 1.0:
@@ -104,6 +114,11 @@ class Policy:
         object.__setattr__(self, "without_rule", tuple(self.without_rule))
         if not 0.0 <= self.follow <= 1.0:
             raise BadInput(f"{self.source}: follow is {self.follow}; give a probability between 0 and 1")
+        for name in ("mistake", "effect"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise BadInput(f"{self.source}: {name} is {value}; give a probability between 0 and 1")
+        object.__setattr__(self, "slip", random.Random(f"replaybook-policy-mistake:{self.seed}").random())
         object.__setattr__(self, "flipped", _draw_flip(self.noise, self.seed))
         object.__setattr__(self, "ignored", _draw_ignore(self.follow, self.seed))
 
@@ -114,9 +129,10 @@ class Policy:
     def branch_for(self, request: dict[str, Any]) -> Branch:
         """The branch this run takes for ``request``, noise included."""
         has_rule = self.branch_on.casefold() in system_text(request).casefold() and not self.ignored
+        right = self.slip >= (self.mistake * (1 - self.effect) if has_rule else self.mistake)
         if self.flipped:
-            has_rule = not has_rule
-        return "with_rule" if has_rule else "without_rule"
+            right = not right
+        return "with_rule" if right else "without_rule"
 
     def step_at(self, branch: Branch, index: int) -> Step | None:
         """The step at ``index`` with repeats expanded, or None past the end."""
@@ -335,6 +351,10 @@ def parse_policy(data: Any, *, source: str = "<policy>", noise: float = 0.0, see
     if not isinstance(branch_on, str) or not branch_on.strip():
         problems.append("`branch_on`: give the text (a string) whose presence in the system prompt means the rule is in it")
     branches = {name: _parse_steps(data.get(name), name, problems, warnings) for name in ("with_rule", "without_rule")}
+    rates = {name: data.get(name, 1.0) for name in ("mistake", "effect")}
+    for name, value in rates.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+            problems.append(f"`{name}`: give a probability between 0 and 1; got {value!r}")
     if problems:  # an unknown key often explains a missing one (`contnet:` for `content:`), so say both
         raise BadInput(f"{source}: invalid policy", problems=problems + warnings)
     for warning in warnings:
@@ -348,6 +368,8 @@ def parse_policy(data: Any, *, source: str = "<policy>", noise: float = 0.0, see
         source=source,
         warnings=tuple(warnings),
         follow=follow,
+        mistake=float(rates["mistake"]),
+        effect=float(rates["effect"]),
     )
 
 

@@ -1,0 +1,124 @@
+"""The noisy agent of ``bench/loop.py --preset noisy``: a SIMULATED agent whose runs are random.
+
+Every number is drawn from a stated distribution (``NoiseConfig``; defaults and
+their sources in docs/loop-benchmark.md), and every draw comes from its own
+``random.Random`` keyed by (seed, what, which), never from a shared stream. So
+the draws are deterministic per seed and identical across policies: the mode's
+mistake rate, the k-th proposal for a mode (its kind, effect, victim, drop),
+the uniform number that decides task i, and the uniform that decides the j-th
+trial of a gate side. Two policies that replay the same task with the same
+playbook see the same outcome (common random numbers), so their differences
+are the policies', not the dice's.
+
+The model, per run of scenario s with playbook R:
+
+* the agent makes s's mistake with probability p_s (p_s ~ Beta, drawn per
+  mode; a done-right scenario has p = 0);
+* each rule r in R is followed with probability q (the loop's q(size)); a
+  followed rule for s's mode scales the mistake probability by (1 - e_r);
+* a followed harmful rule whose victim is s lowers s's pass rate by d_r;
+* a run that did it right still fails its checks with probability ``flaky``.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class NoiseConfig:
+    p_alpha: float = 3.0  # mistake probability without a rule ~ Beta(3, 2): mean 0.6, sd 0.2
+    p_beta: float = 2.0
+    p_redundant: float = 0.25  # a proposal the agent already follows: effect 0 (the seeds' "about a quarter")
+    p_harmful: float = 0.10  # a proposal that also breaks another scenario
+    p_weak: float = 0.35  # of the other proposals, the share whose effect is near 0: U(0, weak_max)
+    weak_max: float = 0.10
+    e_alpha: float = 5.0  # the rest: effect ~ Beta(5, 1.5), mean 0.77
+    e_beta: float = 1.5
+    drop_min: float = 0.2  # a harmful rule lowers its victim's pass rate by d ~ U(drop_min, drop_max)
+    drop_max: float = 0.7
+    flaky: float = 0.02  # a right run's checks fail anyway
+    useless_below: float = 0.1  # an admitted rule with effect below this is "useless"
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Proposal:
+    mode: str
+    k: int  # the mode's k-th proposal, from 0
+    kind: str  # good | weak | redundant | harmful
+    effect: float  # e: with the rule followed the mistake happens with p * (1 - e)
+    victim: str = ""  # a harmful rule's victim scenario
+    drop: float = 0.0  # ... and how much it lowers the victim's pass rate
+
+    @property
+    def id(self) -> str:
+        return f"{self.mode}#{self.k}"
+
+
+def _rng(seed: int, *key) -> random.Random:
+    return random.Random("noisy:" + ":".join(str(k) for k in (seed, *key)))
+
+
+def uniform(seed: int, *key) -> float:
+    """The one uniform number of a named event (a task, a gate trial), the same in every policy."""
+    return _rng(seed, *key).random()
+
+
+class Noise:
+    """The draws of one seed. Pure functions of (seed, key): call them in any order, from any policy."""
+
+    def __init__(self, config: NoiseConfig, seed: int, modes: dict, suite: list[str]):
+        self.config, self.seed, self.modes, self.suite = config, seed, modes, suite
+
+    def mistake(self, mode: str) -> float:
+        """p: the chance the agent makes this mode's mistake with no rule for it."""
+        if self.modes[mode].kind == "done-right":
+            return 0.0
+        return round(_rng(self.seed, "p", mode).betavariate(self.config.p_alpha, self.config.p_beta), 4)
+
+    def proposal(self, mode: str, k: int) -> Proposal:
+        c, m = self.config, self.modes[mode]
+        rng = _rng(self.seed, "proposal", mode, k)
+        draw, weak, effect = rng.random(), rng.random(), rng.betavariate(c.e_alpha, c.e_beta)
+        small, victim_draw, drop = rng.uniform(0.0, c.weak_max), rng.random(), rng.uniform(c.drop_min, c.drop_max)
+        if m.kind == "done-right" or draw < c.p_redundant:  # nothing to fix, or a rule it already follows
+            return Proposal(mode, k, "redundant", 0.0)
+        value = round(small if weak < c.p_weak else effect, 4)
+        if draw < c.p_redundant + c.p_harmful or m.harmful_rule:
+            others = [s for s in self.suite if s != mode]
+            victim = others[int(victim_draw * len(others))] if others else ""
+            return Proposal(mode, k, "harmful", value, victim, round(drop, 4))
+        return Proposal(mode, k, "weak" if weak < c.p_weak else "good", value)
+
+    def pass_rate(self, mode: str, rules: list[Proposal], q: float) -> float:
+        """The exact pass rate of one run of ``mode`` with these rules (each followed with chance q)."""
+        p = self.mistake(mode)
+        for r in rules:
+            if r.mode == mode:
+                p *= 1 - q * r.effect
+        ok = 1 - p
+        for r in rules:
+            if r.victim == mode:
+                ok = max(0.0, ok - q * r.drop)
+        return ok * (1 - self.config.flaky)
+
+    def run(self, mode: str, rules: list[Proposal], q: float, *key) -> bool:
+        """One run of ``mode``: passed? Decided by uniform numbers named by ``key``, so it is the
+        same run in every policy that holds the same rules."""
+        rng = _rng(self.seed, "run", *key)
+        u_mistake, u_flaky = rng.random(), rng.random()
+        p = self.mistake(mode)
+        for r in rules:
+            if r.mode == mode and uniform(self.seed, "follow", r.id, *key) < q:
+                p *= 1 - r.effect
+        if u_mistake < p:
+            return False
+        for r in rules:  # the victim passes only if the harm does not strike: pass rate lowered by d
+            if r.victim == mode and uniform(self.seed, "follow", r.id, *key) < q:
+                if uniform(self.seed, "harm", r.id, *key) < r.drop / max(1 - p, 1e-9):
+                    return False
+        return u_flaky >= self.config.flaky

@@ -1,0 +1,101 @@
+"""What the gate is asked and what it answers: its options, each side's trials, the suite's entries, the result."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from bot.gate import stats
+from bot.gate.pool import cores
+from bot.replay.engine import ReplayOptions, TrialResult
+
+Decision = Literal["admit", "reject", "error"]
+
+
+@dataclass
+class GateOptions:
+    replay: ReplayOptions = field(default_factory=ReplayOptions)
+    # the own-scenario test: before then after (the default), or both in pairs (``stats.PairedTest``)
+    test: stats.SequentialTest | stats.PairedTest = field(default_factory=stats.SequentialTest)
+    suite: stats.SuiteTest = field(default_factory=stats.SuiteTest)
+    suite_trials: int | None = None  # baseline trials per suite scenario; None: suite.baseline_n
+    jobs: int = field(default_factory=cores)  # trials at once, across every scenario
+    max_cost_usd: float | None = None
+    screen_model: str | None = None
+    max_unscored: int = 3  # extra attempts per side before the gate gives up
+    cache_dir: Path | None = None
+
+
+@dataclass
+class Side:
+    """One batch of trials of one scenario with one playbook text."""
+
+    label: str
+    scenario: str
+    trials: list[TrialResult] = field(default_factory=list)
+    outcome: str = "not run"  # pass | fail | error | not run
+
+    @property
+    def scored(self) -> list[TrialResult]:
+        return [t for t in self.trials if t.verdict != "unscored"]
+
+    @property
+    def passes(self) -> int:
+        return sum(t.verdict == "passed" for t in self.trials)
+
+    @property
+    def n(self) -> int:
+        return len(self.scored)
+
+    @property
+    def unscored(self) -> int:
+        return len(self.trials) - self.n
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        return stats.wilson(self.passes, self.n)
+
+
+@dataclass
+class SuiteEntry:
+    scenario: str
+    baseline: Side
+    candidate: Side | None = None
+    judged: bool = False
+    regressed: bool = False
+    broken: bool = False  # could not be loaded or replayed: the suite is incomplete without it
+    note: str = ""
+
+
+@dataclass
+class GateResult:
+    rule_id: str
+    rule_text: str
+    decision: Decision
+    reason: str
+    provisional: bool = False
+    screen: list[Side] = field(default_factory=list)
+    before: Side | None = None
+    after: Side | None = None
+    suite: list[SuiteEntry] = field(default_factory=list)
+    cost_usd: float = 0.0
+    model_calls: int = 0
+    replays: int = 0
+    cache_hits: int = 0
+    traces: str | None = None
+    simulated: bool = False
+    admitted: dict | None = None
+    warnings: list[str] = field(default_factory=list)  # e.g. replayed without a sandbox
+    suite_test: str = ""  # how the suite was judged, for the report
+    speculative: int = 0  # replays run ahead that no test read (parallel gates only; not in the decision)
+    speculative_cost_usd: float = 0.0
+
+    @property
+    def regressions(self) -> list[SuiteEntry]:
+        return [e for e in self.suite if e.regressed]
+
+    @property
+    def broken(self) -> list[SuiteEntry]:
+        """Suite scenarios that could not be loaded or replayed, so the suite check is incomplete."""
+        return [e for e in self.suite if e.broken]
