@@ -31,7 +31,7 @@ from bot._util.credentials import (
 from bot.errors import BadInput, InfrastructureError
 from bot.replay import agents as agents_mod
 from bot.replay import checks as checks_mod
-from bot.replay import isolation, shims, toolchain
+from bot.replay import isolation, toolchain
 from bot.replay.gateway import Gateway, ModelCall, Upstream
 from bot.replay.policy import SIMULATED_MODEL, load_policy
 from bot.replay.sandbox import Sandbox
@@ -223,8 +223,7 @@ def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
         result = _run_agent(agent, job)
         phase("agent")
         http_counts = {env: svc.request_count for env, svc in services.items()}
-        ran = sandbox.commands()  # drains the command log first
-        commands = checks_mod.attribute_new(read_trace(run_dir.trace), [*shims.read_shells(sandbox.shim_log), *ran])
+        commands = checks_mod.attribute_new(read_trace(run_dir.trace), sandbox.trace_events())
         with lock:
             writer.extend(commands)
         phase("command log -> trace")

@@ -20,10 +20,8 @@ import pytest
 from bot.errors import BadInput
 from bot.replay import isolation
 from bot.replay.engine import run_trial
-from bot.replay.sandbox import (
-    Sandbox,
-    remove_stale,  # noqa: E402
-)
+from bot.replay.sandbox import Sandbox
+from bot.replay.stale import remove_stale
 from bot.replay.toolchain import Toolchain
 
 RULE = "MAGIC RULE: work the careful way."
