@@ -289,15 +289,31 @@ def _cwd(value: str) -> str:
 
 
 def command_line(argv: list[str]) -> str:
-    """The command line as a shell would show it, which ``match`` searches."""
-    return shlex.join(argv)
+    """The command line as a shell would show it, program by its base name, which ``match`` searches.
+
+    However the program was spelled (``/usr/bin/git``, ``./git``, a path ``os.execv``
+    was given), ``^git .*push`` sees ``git push …``.
+    """
+    if not argv:
+        return ""
+    return shlex.join([os.path.basename(argv[0]) or argv[0], *argv[1:]])
+
+
+def spelled(event: CommandEvent) -> list[str]:
+    """The argv checks see: the program the kernel ran first, by its base name, when the trace knows it
+    (``exec -a ls git push`` is ``git push``), else argv[0]."""
+    argv = list(event.argv) or [""]
+    if event.program:
+        argv[0] = os.path.basename(event.program)
+    return argv
 
 
 def matches(event: CommandEvent, want: sc.CommandMatch) -> bool:
-    name, args = normalise(event.argv)
+    argv = spelled(event)
+    name, args = normalise(argv)
     if want.command is not None and name != want.command:
         return False
-    if want.match is not None and not _regex(want.match).search(command_line(event.argv)):
+    if want.match is not None and not _regex(want.match).search(command_line(argv)):
         return False
     if want.cwd is not None and _cwd(event.cwd) != _cwd(want.cwd):
         return False

@@ -220,7 +220,10 @@ def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
                                   model=SIMULATED_MODEL if opts.simulated else opts.model,
                                   max_turns=scenario.budget.max_turns, timeout_s=scenario.budget.timeout_s,
                                   on_tool_call=on_tool_call)
-        result = _run_agent(agent, job)
+        try:
+            result = _run_agent(agent, job)
+        except InfrastructureError as exc:  # e.g. the tracer failed under a tool call
+            return infrastructure(exc, gateway)
         phase("agent")
         http_counts = {env: svc.request_count for env, svc in services.items()}
         commands = checks_mod.attribute_new(read_trace(run_dir.trace), sandbox.trace_events())
@@ -335,7 +338,7 @@ def _run_agent(agent, job: agents_mod.AgentRun) -> agents_mod.AgentResult:
     """Run the agent; its own crash is an unscored trial, not a crash of the harness."""
     try:
         return agent.run(job)
-    except BadInput:
+    except (BadInput, InfrastructureError):
         raise
     except Exception as exc:  # noqa: BLE001 - any agent failure is an infrastructure failure
         return agents_mod.AgentResult(status="crashed", reason=f"agent crashed: {type(exc).__name__}: {exc}"[:300])

@@ -109,6 +109,8 @@ class Sandbox(HarnessGit):
         if self.toolchain.bin_dir:
             path = self.toolchain.bin_dir + os.pathsep + path
         self.shims = shims.build_shims(path, self.scrub, cache_dir=self.shim_cache)
+        if self.traced:
+            kernel_trace.strace()  # no tracer, no record: the harness's failure, before anything runs
         stale.remove_stale_once(self.tmp_root or tempfile.gettempdir())
         self.base = Path(tempfile.mkdtemp(prefix="replaybook-", dir=self.tmp_root))
         (self.base / stale.OWNER).write_text(f"{os.getpid()} {stale.start_time(os.getpid())}\n")
