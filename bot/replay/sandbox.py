@@ -44,7 +44,7 @@ from bot.replay.toolchain import HOST, Toolchain
 from bot.replay.trace import CommandEvent, ShellEvent
 
 __all__ = ["Completed", "FileChange", "Sandbox", "SandboxDiff"]
-COMMAND_LOG_CAP = 32 << 20  # the shims' log kept per trial (and at most max_disk_mb); past it the trial is unscored
+COMMAND_LOG_CAP = 32 << 20  # the kernel trace (or shims' log) read per trial, at most max_disk_mb; past it: unscored
 
 TMP_ENV = "REPLAYBOOK_TMPDIR"
 TMPFS_MIN_FREE = 4 << 30  # /dev/shm is used only with this much room (a sandbox may hold max_disk_mb)
@@ -99,6 +99,7 @@ class Sandbox(HarnessGit):
         self.traced = self.backend.name != "docker"
         self._events: list[CommandEvent | ShellEvent] = []
         self._runs = itertools.count()
+        self._trace_bytes = 0
 
     # -- lifecycle ---------------------------------------------------------
     def __enter__(self) -> "Sandbox":
@@ -281,11 +282,23 @@ class Sandbox(HarnessGit):
         done = self._start(argv, cwd=workdir, env=env, plan=plan, stdin=stdin, timeout_s=timeout_s,
                            output_cap=output_cap, watch=watch, trace_dir=trace_dir)
         if trace_dir is not None:
-            self._events += kernel_trace.read_run(trace_dir, cwd=str(workdir), root=self.root, tool_call=tool_call)
-            shutil.rmtree(trace_dir, ignore_errors=True)
+            self._read_trace(trace_dir, str(workdir), tool_call)
         if done.limit and self.limit_hit is None:
             self.limit_hit = done.limit
         return done
+
+    def _read_trace(self, trace_dir: Path, cwd: str, tool_call: str | None) -> None:
+        """Parse one run's kernel trace into ``trace_events()``; past the cap the trial is unscored."""
+        size = tree_bytes([str(trace_dir)], 1 << 62)
+        cap = min(COMMAND_LOG_CAP, self.limits.max_disk_bytes)
+        self._trace_bytes += size
+        if self._trace_bytes > cap:
+            if self.limit_hit is None:
+                self.limit_hit = (f"the kernel trace passed {cap >> 20 or 1} MiB (max_disk_mb bounds it too); "
+                                  "the rest was not read")
+        elif self.limit_hit is None:
+            self._events += kernel_trace.read_run(trace_dir, cwd=cwd, root=self.root, tool_call=tool_call)
+        shutil.rmtree(trace_dir, ignore_errors=True)
 
     def _log_full(self, cap: int) -> None:
         if self.limit_hit is None:
@@ -294,7 +307,8 @@ class Sandbox(HarnessGit):
 
     def disk_bytes(self, stop_at: int) -> int:
         """What the agent's writable folders hold, counted up to ``stop_at``."""
-        return tree_bytes([str(self.root), str(self.home), str(self.tmpdir)], stop_at)
+        # The kernel trace of the run in progress counts too: a flood of execs must not fill the host's memory.
+        return tree_bytes([str(self.root), str(self.home), str(self.tmpdir), str(self._base / "kernel")], stop_at)
 
     def _bridge(self, port: int) -> UnixBridge:
         if port not in self._bridges:
