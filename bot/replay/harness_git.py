@@ -196,7 +196,8 @@ class HarnessGit:
         script = ('git add -A -f && git -c core.hooksPath=/dev/null commit -q --no-verify --no-gpg-sign --allow-empty '
                   '-m "replaybook baseline" && git bundle create -q "$1" HEAD')
         env = {**self.env(record=False), **_GIT_ID}
-        done = self.run(["bash", "-c", script, "baseline", str(bundle)], timeout_s=SETUP_TIMEOUT_S, env=env)
+        done = self.run(["bash", "-c", script, "baseline", str(bundle)], timeout_s=SETUP_TIMEOUT_S, env=env,
+                        record=False)  # the harness's own git, never the agent's command
         if done.rc != 0:
             raise BadInput(f"{self.fixture}: the repository that `setup` made cannot take the baseline commit: "
                            f"{done.stderr.strip()[-300:]}; fix the scenario's `setup`")

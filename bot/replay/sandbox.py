@@ -200,7 +200,8 @@ class Sandbox(HarnessGit):
         # The base interpreter and the real location of every PATH tool too: a venv whose python links
         # into a masked home (pyenv's, uv's managed Pythons) must still start inside.
         interpreters = (sys.executable, getattr(sys, "_base_executable", sys.executable))
-        wanted = [str(self.shims.bin_dir.parent), *self.toolchain.reads, *self.reads, sys.prefix,
+        shim_dir = [] if self.traced else [str(self.shims.bin_dir.parent)]  # no shims under the kernel trace
+        wanted = [*shim_dir, *self.toolchain.reads, *self.reads, sys.prefix,
                   os.path.realpath(sys.base_prefix)]
         # Only the harness's own PATH is followed: a toolchain's bin is the scenario's to fill.
         own = os.pathsep.join(d for d in self.shims.base_path.split(os.pathsep) if d != self.toolchain.bin_dir)
