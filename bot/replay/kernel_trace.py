@@ -84,6 +84,7 @@ class _Proc:
     exit_code: int | None = None
     ended: float | None = None
     children: list[tuple[float, int]] = field(default_factory=list)  # (fork time, child pid)
+    dirs: list[tuple[float, str]] = field(default_factory=list)  # (time, chdir/fchdir target)
 
 
 def read_run(out_dir: Path, *, cwd: str, root: Path, tool_call: str | None) -> list[CommandEvent | ShellEvent]:
@@ -91,10 +92,9 @@ def read_run(out_dir: Path, *, cwd: str, root: Path, tool_call: str | None) -> l
     procs = _read_files(out_dir)
     if not procs:
         return []
-    first = min(procs.values(), key=lambda p: (p.execs[0].t if p.execs else float("inf"), p.pid))
     top = min(procs, key=lambda pid: (procs[pid].parent is not None, pid))  # strace's child: no traced parent
     _settle_cwds(procs, top, cwd)
-    root_pid, root_t = _run_root(procs, top, first)
+    root_pid, root_t = _run_root(procs, top)
     if root_pid is None:
         return []
     events: list[CommandEvent | ShellEvent] = []
@@ -106,7 +106,7 @@ def read_run(out_dir: Path, *, cwd: str, root: Path, tool_call: str | None) -> l
 _EPOCH = datetime.fromtimestamp(0, tz=timezone.utc)
 
 
-def _run_root(procs: dict[int, _Proc], top: int, first: _Proc) -> tuple[int | None, float]:
+def _run_root(procs: dict[int, _Proc], top: int) -> tuple[int | None, float]:
     """The run's own program: what the launcher ``exec``s, or (no launcher: ``--sandbox none``) strace's child."""
     for proc in procs.values():
         for i, ex in enumerate(proc.execs):
@@ -120,25 +120,30 @@ def _run_root(procs: dict[int, _Proc], top: int, first: _Proc) -> tuple[int | No
 
 
 def _walk(procs, pid, since, root, tool_call, events, *, depth, skip_first, shell_id=None) -> None:
-    """Record ``pid``'s execs from ``since`` on, then its children forked since then, depth first."""
-    proc = procs.get(pid)
-    if proc is None:
-        return
-    execs = [e for e in proc.execs if e.t >= since]
-    inner = depth
-    for i, ex in enumerate(execs):
-        if skip_first and i == 0:
+    """Record ``pid``'s execs from ``since`` on, then its children forked since then (a stack, not recursion:
+    a chain of generations can be longer than Python's recursion limit)."""
+    stack = [(pid, since, depth, skip_first, shell_id)]
+    while stack:
+        pid, since, depth, skip_first, shell_id = stack.pop()
+        proc = procs.get(pid)
+        if proc is None:
             continue
-        if tool_call is None and shell_id is None and os.path.basename(ex.program) in SHELLS:
-            # A shell the agent program started itself: its commands are matched to a tool call by its script.
-            shell_id = f"shell:{pid}:{ex.t}"
-            events.append(ShellEvent(id=shell_id, argv=ex.argv[1:]))
-            continue
-        events.append(_event(proc, ex, root, tool_call if tool_call is not None else (shell_id or ""), inner, execs, i))
-        inner = depth + 1
-    for forked, child in sorted(proc.children):
-        if forked >= since:
-            _walk(procs, child, 0.0, root, tool_call, events, depth=inner, skip_first=False, shell_id=shell_id)
+        execs = [e for e in proc.execs if e.t >= since]
+        inner = depth
+        for i, ex in enumerate(execs):
+            if skip_first and i == 0:
+                continue
+            if tool_call is None and shell_id is None and os.path.basename(ex.program) in SHELLS:
+                # A shell the agent program started itself: its commands are matched to a tool call by its script.
+                shell_id = f"shell:{pid}:{ex.t}"
+                events.append(ShellEvent(id=shell_id, argv=ex.argv[1:]))
+                continue
+            marker = tool_call if tool_call is not None else (shell_id or "")
+            events.append(_event(proc, ex, root, marker, inner, execs, i))
+            inner = depth + 1
+        for forked, child in sorted(proc.children, reverse=True):
+            if forked >= since:
+                stack.append((child, 0.0, inner, False, shell_id))
 
 
 def _event(proc: _Proc, ex: _Exec, root: Path, marker: str, depth: int, execs: list[_Exec], i: int) -> CommandEvent:
@@ -161,7 +166,7 @@ def _settle_cwds(procs: dict[int, _Proc], top: int, start: str) -> None:
         if proc is None:
             continue
         events = sorted([(e.t, 0, e) for e in proc.execs] + [(t, 1, c) for t, c in proc.children]
-                        + [(t, 2, d) for t, d in getattr(proc, "_dirs", [])], key=lambda x: (x[0], x[1]))
+                        + [(t, 2, d) for t, d in proc.dirs], key=lambda x: (x[0], x[1]))
         for _, kind, item in events:
             if kind == 0:
                 item.cwd = cwd
@@ -180,16 +185,14 @@ def _read_files(out_dir: Path) -> dict[int, _Proc]:
     for f in files:
         pid = int(f.name[2:])
         proc = procs.setdefault(pid, _Proc(pid))
-        dirs: list[tuple[float, str]] = []
         with open(f.path, "rb") as fh:
             data = fh.read(FILE_CAP)
         for line in data.split(b"\n"):
-            _parse_line(line, proc, procs, dirs)
-        proc._dirs = dirs  # type: ignore[attr-defined]
+            _parse_line(line, proc, procs)
     return procs
 
 
-def _parse_line(line: bytes, proc: _Proc, procs: dict[int, _Proc], dirs: list[tuple[float, str]]) -> None:
+def _parse_line(line: bytes, proc: _Proc, procs: dict[int, _Proc]) -> None:
     m = _LINE.match(line)
     if m is None:
         e = _EXIT.match(line)
@@ -218,11 +221,11 @@ def _parse_line(line: bytes, proc: _Proc, procs: dict[int, _Proc], dirs: list[tu
     elif name == b"chdir":
         strings = _strings(args)
         if strings:
-            dirs.append((t, strings[0]))
+            proc.dirs.append((t, strings[0]))
     elif name == b"fchdir":
         fd = re.match(rb"\d+<(.*)>$", args)
         if fd:
-            dirs.append((t, _unescape(fd.group(1))))
+            proc.dirs.append((t, _unescape(fd.group(1))))
 
 
 _STRING = re.compile(rb'"((?:[^"\\]|\\.)*)"')
