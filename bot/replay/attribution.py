@@ -44,11 +44,29 @@ def _runs(shell_argv: list[str], tool: ToolCallEvent) -> bool:
     Claude Code's ``eval 'CMD'`` after its snapshot. Exact, so a short command such as ``ls``
     is not found inside the snapshot script."""
     command = tool.input.get("command") if isinstance(tool.input, dict) else None
+    if isinstance(command, list) and all(isinstance(c, str) for c in command):
+        command = shlex.join(command)
     if not isinstance(command, str) or not command.strip() or not shell_argv:
         return False
     script = shell_argv[-1]
+    if script.strip() == _inner_script(command).strip():  # Codex: the call is `/bin/bash -c 'CMD'`, whole
+        return True
     quoted = {shlex.quote(command), "'" + command.replace("'", "'\\''") + "'"}
     return script.strip() == command.strip() or any(f"eval {q}" in script for q in quoted)
+
+
+_SHELLS = ("bash", "sh", "dash", "zsh")
+
+
+def _inner_script(command: str) -> str:
+    """``CMD`` when a tool call's command is itself ``bash -c CMD`` (or ``-lc``); else the command."""
+    try:
+        argv = shlex.split(command)
+    except ValueError:
+        return command
+    if len(argv) >= 3 and argv[0].rsplit("/", 1)[-1] in _SHELLS and argv[-2] in ("-c", "-lc"):
+        return argv[-1]
+    return command
 
 
 def _origin(event: CommandEvent, runs_of: dict[str, str | None], has_tools: bool) -> dict[str, Any]:

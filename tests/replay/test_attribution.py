@@ -128,3 +128,12 @@ def test_claude_code_one_env_tool_call_is_one_record(claude_code_agent, make_sce
     assert len([c for c in commands if c.argv[:1] == ["env"] and c.by == "tool"]) == 1
     builtin = run_trial(loaded, "", ReplayOptions(runs_dir=tmp_path / "runs"), 0)
     assert builtin.verdict == result.verdict
+
+
+def test_a_codex_like_call_is_tied_to_the_shell_that_runs_its_script():
+    # Codex's exec_command input is the whole `/bin/bash -c 'CMD'`; the kernel sees that shell's argv.
+    events = [ToolCallEvent(name="exec_command", id="item_2", input={"command": "/bin/bash -c 'cd sub && ls'"}),
+              ShellEvent(id="shell:9:1.0", argv=["-c", "cd sub && ls"]), ShellEvent(id="shell:7:0.5", argv=["-lc", "env"]),
+              cmd("git rev-parse HEAD", ""), cmd("env", "shell:7:0.5"), cmd("ls", "shell:9:1.0")]
+    by = [(e.argv[0], e.by, e.tool_call) for e in attribute(events) if isinstance(e, CommandEvent)]
+    assert by == [("git", "agent", ""), ("env", "agent", "shell:7:0.5"), ("ls", "tool", "item_2")]
