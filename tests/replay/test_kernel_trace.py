@@ -117,3 +117,21 @@ def test_the_kernel_trace_is_out_of_the_sandboxs_reach(make_scenario, tmp_path):
     result = trial(make_scenario, tmp_path, [{"succeeds": {"run": "grep -cE 'kernel|commands' found.txt", "exit": 1}}],
                    script)
     assert result.verdict == "passed", result.reason
+
+
+@pytest.mark.parametrize("backend", ["bwrap", "none"])
+def test_fexecve_and_odd_arguments_are_recorded_by_either_backend(tmp_path, backend):
+    from bot.replay.sandbox import Sandbox
+
+    (tmp_path / "repo" / "sub").mkdir(parents=True)
+    script = ("python3 -c 'import os; fd = os.open(\"/bin/echo\", os.O_RDONLY); "
+              "os.execve(fd, [\"echo\", \"a b\", \"q\\x27\\\"\", \"\\xff\"], {})' >/dev/null; "
+              "cd sub && /bin/true 'line1\nline2' \"$(printf 'tab\\there')\"")
+    with Sandbox(tmp_path / "repo", backend=backend) as sb:
+        done = sb.run(["bash", "-c", script], timeout_s=20, tool_call="t1")
+        events = sb.commands()
+    assert done.rc == 0, done.stderr
+    echo = next(e for e in events if e.argv[:1] == ["echo"])
+    assert os.path.basename(echo.program) == "echo" and echo.argv[1:3] == ["a b", "q'\""]
+    true = next(e for e in events if e.argv[:1] == ["/bin/true"])
+    assert (true.argv[1:], true.cwd, true.tool_call) == (["line1\nline2", "tab\there"], "sub", "t1")
