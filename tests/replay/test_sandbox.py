@@ -112,13 +112,14 @@ def test_checks_stay_out_of_the_command_log(fixture_repo):
         assert [c.argv for c in sb.commands()] == [["ls"]]
 
 
-def test_login_shell_keeps_the_shims(fixture_repo):
-    # /etc/profile resets PATH for login shells; the private ~/.bash_profile puts shims back.
+def test_a_login_shell_keeps_the_agents_path(fixture_repo):
+    # /etc/profile resets PATH for login shells; the private ~/.bash_profile puts the agent's PATH back.
     with Sandbox(fixture_repo) as sb:
-        r = sb.run([str(sb.shims.shell), "-l", "-c", "ls >/dev/null"], timeout_s=10)
+        r = sb.run([sb.shims.bash, "-l", "-c", 'ls >/dev/null; printf %s "$PATH"'], timeout_s=10, tool_call="t")
         names = [c.argv[0] for c in sb.commands()]
+        want = sb.shims.base_path
     assert r.rc == 0, r.stderr
-    assert "ls" in names
+    assert r.stdout.startswith(want) and "ls" in names
 
 
 # -- command capture -----------------------------------------------------------
