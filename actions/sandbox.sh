@@ -20,7 +20,7 @@ sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo -n"
 if ! command -v bwrap >/dev/null || ! command -v socat >/dev/null; then
   $sudo apt-get update -qq
-  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap socat >/dev/null
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap socat strace >/dev/null
 fi
 if ! probe && [ -e /proc/sys/kernel/apparmor_restrict_unprivileged_userns ]; then
   if command -v apparmor_parser >/dev/null; then

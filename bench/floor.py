@@ -150,6 +150,17 @@ def main() -> None:
     if out:
         print("## Per sample (bwrap sandbox on)\n")
         print(table(["run", "code", "wall ms/sample (median)", "range over rounds", "CPU ms/sample", "× floor"], out))
+        # Each round's ratio, then the median: machine noise (steal time) moves both sides of one round alike.
+        ratios = []
+        for width, label in ((1, "serial"), (args.width, f"{args.width} at once")):
+            for num, den in (("after", "before"), ("after", "floor"), ("before", "floor")):
+                pairs = list(zip(rows[(num, width)], rows[(den, width)]))
+                walls = [a["wall_per_sample"] / b["wall_per_sample"] for a, b in pairs]
+                cpus = [a["cpu_per_sample"] / b["cpu_per_sample"] for a, b in pairs if b["cpu_per_sample"]]
+                ratios.append([label, f"{num} / {den}", f"{median(walls):.2f}×", f"{min(walls):.2f}–{max(walls):.2f}",
+                               f"{median(cpus):.2f}×" if cpus else "–"])
+        print("\n## Medians of per-round ratios\n")
+        print(table(["run", "ratio", "wall (median)", "range over rounds", "CPU (median)"], ratios))
 
     work = tmp / "ws"
     work.mkdir()

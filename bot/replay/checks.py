@@ -8,36 +8,31 @@ folder, so a run can be re-scored without re-running the agent.
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import os
 import posixpath
 import re
 import shlex
-import stat
 from dataclasses import dataclass, field
 from functools import lru_cache
-from pathlib import Path
 from typing import Any, Iterable
 
 from pydantic import BaseModel, Field
 
+from bot.replay.attribution import attribute, attribute_new  # noqa: F401 - part of this module's API
 from bot.replay.trace import (
     AgentOutputEvent,
     CommandEvent,
-    ShellEvent,
     ToolCallEvent,
     TraceEvent,
 )
+from bot.replay.unchanged import names_nothing, unchanged
 from bot.scenario import spec as sc
 
 SUCCEEDS_TIMEOUT_S = 120
 STDOUT_KEPT = 20_000  # of a `succeeds` command's stdout, for `stdout_matches` (re-scoring reads it again)
 HITS_KEPT = 5
 _PYTHON = re.compile(r"^python(\d+(\.\d+)?)?$")
-# What running code leaves behind: `unchanged` on a folder does not count these.
-CACHE_NAMES = ("__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis", ".tox", ".nox",
-               "*.pyc", "*.pyo", ".coverage", ".coverage.*", ".DS_Store")
 
 
 class SucceedsResult(BaseModel):
@@ -152,125 +147,6 @@ def search(pattern: str, text: str, limit: int = HITS_KEPT) -> list[str]:
     return found
 
 
-# -- unchanged ----------------------------------------------------------------
-
-
-def is_cache(name: str) -> bool:
-    """Whether a file or folder name is bytecode or a tool's cache (see ``CACHE_NAMES``)."""
-    return any(fnmatch.fnmatchcase(name, pattern) for pattern in CACHE_NAMES)
-
-
-def unchanged(pristine: Path, root: Path, path: str) -> bool:
-    """Whether ``path`` is byte-identical in ``root`` and ``pristine`` (both absent counts as unchanged).
-
-    Inside a folder, bytecode and caches (``CACHE_NAMES``) are not compared:
-    running the tests writes ``__pycache__``, and that is not a change to the code.
-    Nothing is followed on the host: a link on the way is resolved inside its
-    own tree, and one that leaves it names nothing (``in_tree``).
-    """
-    rel = _inside(path)
-    a, b = in_tree(Path(pristine), rel), in_tree(Path(root), rel)
-    if a is None or b is None:
-        return a is None and b is None and _same_link_text(Path(pristine), Path(root), rel)
-    return _same(a, b)
-
-
-def names_nothing(pristine: Path, root: Path, path: str) -> bool:
-    """Whether ``path`` is in neither ``pristine`` nor ``root``: an ``unchanged`` on it would prove nothing."""
-    rel = _inside(path)
-    a, b = in_tree(Path(pristine), rel), in_tree(Path(root), rel)
-    return not ((a is not None and os.path.lexists(a)) or (b is not None and os.path.lexists(b)))
-
-
-def _inside(path: str) -> str:
-    norm = posixpath.normpath(path)
-    if posixpath.isabs(path) or norm == ".." or norm.startswith("../"):
-        raise ValueError(f"{path!r}: paths in checks are relative to the repo root and stay inside it")
-    return norm
-
-
-_MAX_HOPS = 40
-
-
-def in_tree(tree: Path, rel: str) -> Path | None:
-    """The entry ``rel`` names in ``tree``, each link on the way resolved inside ``tree``, never on the host.
-
-    The last component is not followed (it is compared as a link). None when a
-    link on the way is absolute, climbs out of ``tree``, or loops.
-    """
-    parts = [p for p in rel.split("/") if p not in ("", ".")]
-    cur: list[str] = []
-    hops = 0
-    while parts:
-        part = parts.pop(0)
-        if part == "..":
-            if not cur:
-                return None
-            cur.pop()
-            continue
-        cur.append(part)
-        full = tree.joinpath(*cur)
-        if parts and os.path.islink(full):
-            hops += 1
-            target = os.readlink(full)
-            if hops > _MAX_HOPS or os.path.isabs(target):
-                return None
-            cur.pop()
-            parts = [p for p in target.split("/") if p not in ("", ".")] + parts
-    return tree.joinpath(*cur)
-
-
-def _same_link_text(a_tree: Path, b_tree: Path, rel: str) -> bool:
-    """Both trees leave themselves at the same link with the same text: the agent changed nothing there."""
-    parts = rel.split("/")
-    for i in range(1, len(parts)):
-        a, b = a_tree.joinpath(*parts[:i]), b_tree.joinpath(*parts[:i])
-        if os.path.islink(a) or os.path.islink(b):
-            return os.path.islink(a) and os.path.islink(b) and os.readlink(a) == os.readlink(b)
-    return False
-
-
-def _same(a: Path, b: Path) -> bool:
-    la, lb = os.path.lexists(a), os.path.lexists(b)
-    if not (la and lb):
-        return la == lb
-    sa, sb = os.lstat(a), os.lstat(b)
-    if stat.S_IFMT(sa.st_mode) != stat.S_IFMT(sb.st_mode):
-        return False
-    if stat.S_ISLNK(sa.st_mode):
-        return os.readlink(a) == os.readlink(b)
-    if stat.S_ISDIR(sa.st_mode):
-        names = {n for n in set(os.listdir(a)) | set(os.listdir(b)) if not is_cache(n)}
-        names.discard(".git")  # the agent's repo is harness state, not fixture content
-        return all(_same(a / n, b / n) for n in names)
-    if not stat.S_ISREG(sa.st_mode) or sa.st_size != sb.st_size:
-        return False
-    return _same_bytes(a, b)
-
-
-def _same_bytes(a: Path, b: Path, chunk: int = 1 << 20) -> bool:
-    """Compared a chunk at a time, never following a link (O_NOFOLLOW): a file may be as large as max_disk_mb."""
-    try:
-        fa = os.open(a, os.O_RDONLY | os.O_NOFOLLOW)
-        try:
-            fb = os.open(b, os.O_RDONLY | os.O_NOFOLLOW)
-        except OSError:
-            os.close(fa)
-            raise
-    except OSError:
-        return False
-    try:
-        while True:
-            x, y = os.read(fa, chunk), os.read(fb, chunk)
-            if x != y:
-                return False
-            if not x:
-                return True
-    finally:
-        os.close(fa)
-        os.close(fb)
-
-
 # -- matching commands -----------------------------------------------------
 
 
@@ -289,15 +165,31 @@ def _cwd(value: str) -> str:
 
 
 def command_line(argv: list[str]) -> str:
-    """The command line as a shell would show it, which ``match`` searches."""
-    return shlex.join(argv)
+    """The command line as a shell would show it, program by its base name, which ``match`` searches.
+
+    However the program was spelled (``/usr/bin/git``, ``./git``, a path ``os.execv``
+    was given), ``^git .*push`` sees ``git push …``.
+    """
+    if not argv:
+        return ""
+    return shlex.join([os.path.basename(argv[0]) or argv[0], *argv[1:]])
+
+
+def spelled(event: CommandEvent) -> list[str]:
+    """The argv checks see: the program the kernel ran first, by its base name, when the trace knows it
+    (``exec -a ls git push`` is ``git push``), else argv[0]."""
+    argv = list(event.argv) or [""]
+    if event.program:
+        argv[0] = os.path.basename(event.program)
+    return argv
 
 
 def matches(event: CommandEvent, want: sc.CommandMatch) -> bool:
-    name, args = normalise(event.argv)
+    argv = spelled(event)
+    name, args = normalise(argv)
     if want.command is not None and name != want.command:
         return False
-    if want.match is not None and not _regex(want.match).search(command_line(event.argv)):
+    if want.match is not None and not _regex(want.match).search(command_line(argv)):
         return False
     if want.cwd is not None and _cwd(event.cwd) != _cwd(want.cwd):
         return False
@@ -307,59 +199,6 @@ def matches(event: CommandEvent, want: sc.CommandMatch) -> bool:
 @lru_cache(maxsize=256)
 def _regex(pattern: str) -> re.Pattern:
     return re.compile(pattern)
-
-
-def attribute(events: Iterable[TraceEvent]) -> list[TraceEvent]:
-    """The events, each command's ``by`` decided: one of the agent's tool calls ran it, or its own machinery.
-
-    A command carries the tool call id the agent adapter set (``builtin``), or
-    the id of the ``$SHELL`` it ran under (``shell:…``, Claude Code). A shell
-    runs a tool call when the tool call's command occurs in the shell's
-    arguments; a shell that runs none (Claude Code's shell snapshot) and a
-    command under no shell or tool call (its own git calls) are the agent's
-    machinery. Where the trace cannot tell (no ids: an old trace; no tool
-    calls: an agent that reports none), ``by`` stays None and counts as a tool call.
-    """
-    events = list(events)
-    commands = [e for e in events if isinstance(e, CommandEvent)]
-    if not any(c.tool_call for c in commands):
-        return events
-    tools = [e for e in events if isinstance(e, ToolCallEvent)]
-    runs_of = {e.id: next((t.id for t in tools if _runs(e.argv, t)), None)
-               for e in events if isinstance(e, ShellEvent)}
-    out = []
-    for event in events:
-        if isinstance(event, CommandEvent) and event.by is None:
-            event = event.model_copy(update=_origin(event, runs_of, bool(tools)))
-        out.append(event)
-    return out
-
-
-def attribute_new(earlier: list[TraceEvent], new: list[TraceEvent]) -> list[TraceEvent]:
-    """``new`` events (the command log), attributed against the trace so far (its tool calls)."""
-    return attribute([*earlier, *new])[len(earlier):]
-
-
-def _runs(shell_argv: list[str], tool: ToolCallEvent) -> bool:
-    """Whether a shell ran this tool call's command: as its whole script (``-c CMD``), or as
-    Claude Code's ``eval 'CMD'`` after its snapshot. Exact, so a short command such as ``ls``
-    is not found inside the snapshot script."""
-    command = tool.input.get("command") if isinstance(tool.input, dict) else None
-    if not isinstance(command, str) or not command.strip() or not shell_argv:
-        return False
-    script = shell_argv[-1]
-    quoted = {shlex.quote(command), "'" + command.replace("'", "'\\''") + "'"}
-    return script.strip() == command.strip() or any(f"eval {q}" in script for q in quoted)
-
-
-def _origin(event: CommandEvent, runs_of: dict[str, str | None], has_tools: bool) -> dict[str, Any]:
-    marker = event.tool_call or ""
-    if not marker.startswith("shell:"):
-        return {"by": "tool" if marker else "agent"}
-    if not has_tools:
-        return {"by": None}  # an agent that reports no tool calls: every shell may be one
-    tool = runs_of.get(marker)
-    return {"by": "tool", "tool_call": tool} if tool else {"by": "agent"}
 
 
 def matching_runs(events: Iterable[TraceEvent], want: sc.CommandMatch) -> list[CommandEvent]:

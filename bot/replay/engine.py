@@ -31,7 +31,7 @@ from bot._util.credentials import (
 from bot.errors import BadInput, InfrastructureError
 from bot.replay import agents as agents_mod
 from bot.replay import checks as checks_mod
-from bot.replay import isolation, shims, toolchain
+from bot.replay import isolation, toolchain
 from bot.replay.gateway import Gateway, ModelCall, Upstream
 from bot.replay.policy import SIMULATED_MODEL, load_policy
 from bot.replay.sandbox import Sandbox
@@ -220,11 +220,13 @@ def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
                                   model=SIMULATED_MODEL if opts.simulated else opts.model,
                                   max_turns=scenario.budget.max_turns, timeout_s=scenario.budget.timeout_s,
                                   on_tool_call=on_tool_call)
-        result = _run_agent(agent, job)
+        try:
+            result = _run_agent(agent, job)
+        except InfrastructureError as exc:  # e.g. the tracer failed under a tool call
+            return infrastructure(exc, gateway)
         phase("agent")
         http_counts = {env: svc.request_count for env, svc in services.items()}
-        ran = sandbox.commands()  # drains the command log first
-        commands = checks_mod.attribute_new(read_trace(run_dir.trace), [*shims.read_shells(sandbox.shim_log), *ran])
+        commands = checks_mod.attribute_new(read_trace(run_dir.trace), sandbox.trace_events())
         with lock:
             writer.extend(commands)
         phase("command log -> trace")
@@ -336,7 +338,7 @@ def _run_agent(agent, job: agents_mod.AgentRun) -> agents_mod.AgentResult:
     """Run the agent; its own crash is an unscored trial, not a crash of the harness."""
     try:
         return agent.run(job)
-    except BadInput:
+    except (BadInput, InfrastructureError):
         raise
     except Exception as exc:  # noqa: BLE001 - any agent failure is an infrastructure failure
         return agents_mod.AgentResult(status="crashed", reason=f"agent crashed: {type(exc).__name__}: {exc}"[:300])

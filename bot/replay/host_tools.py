@@ -3,7 +3,7 @@
 A scenario's toolchain puts its ``bin`` first on the agent's PATH, and a wheel
 can ship a ``bin/git`` or ``bin/bash``. Had the harness looked its own tools
 up on that PATH, the wheel's ``git`` would run on the host, beside the key.
-So ``git``, ``bash``, ``socat``, ``bwrap`` and ``docker`` are resolved from the
+So ``git``, ``bash``, ``socat``, ``bwrap``, ``strace`` and ``docker`` are resolved from the
 PATH the process started with (captured when this module is imported, which
 ``bot.cli.main`` does first), never from a folder the scenario can fill (the cache's
 toolchains and shims, a sandbox's temp folder), and then always used by

@@ -53,7 +53,8 @@ class RunStartEvent(TraceEvent):
 
 
 class CommandEvent(TraceEvent):
-    """One executable the agent (or a command it ran) started, from the PATH shims."""
+    """One executable the agent (or a command it ran) started: one ``execve`` the kernel saw
+    (``bot.replay.kernel_trace``), or, under ``--sandbox docker``, one PATH shim's record."""
 
     kind: Literal["command"] = "command"
     argv: list[str]
@@ -61,9 +62,13 @@ class CommandEvent(TraceEvent):
     exit_code: int
     duration_ms: float
     started_at: datetime
-    depth: int = Field(default=0, description="how many shimmed commands enclose this one")
-    tool_call: str | None = Field(default=None, description="the tool call it ran under, as the shim saw it: the "
-                                  "id the agent adapter set, 'shell:…' for a shell the agent started, '' for none")
+    depth: int = Field(default=0, description="how many recorded commands enclose this one")
+    program: str | None = Field(default=None, description="the file the kernel ran (argv[0] is only what the "
+                                "caller said); None in shim records")
+    pid: int | None = Field(default=None, description="its process, as the host sees it (kernel trace only)")
+    ppid: int | None = Field(default=None, description="the process that started it (kernel trace only)")
+    tool_call: str | None = Field(default=None, description="the tool call whose process started it: the id the "
+                                  "agent adapter ran it under, 'shell:…' for a shell the agent started, '' for none")
     by: Literal["tool", "agent"] | None = Field(
         default=None, description="'tool': one of the agent's tool calls ran it (the id in `tool_call`); 'agent': "
                                   "the agent's own machinery did; None: not known (counted as a tool call)")

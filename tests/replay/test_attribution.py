@@ -96,3 +96,44 @@ def test_claude_codes_own_shell_setup_no_longer_fails_not_ran_env(claude_code_ag
         if any(isinstance(e, CommandEvent) and e.argv[0] == "env" for e in read_trace(Path(failed.run_dir) / "trace.jsonl")):
             break
     assert failed.verdict == "failed" and [c.check for c in failed.failed_checks] == ["not_ran env by any"]
+
+
+SAME_VERDICT = [{"not_ran": {"command": "git"}}, {"max_runs": {"command": "env", "max": 1}},
+                {"ran": {"command": "ls", "cwd": "sub"}}, {"succeeds": {"run": "test -f sub/x.txt"}}]
+
+
+def test_every_process_below_a_builtin_tool_call_is_that_calls(make_scenario, tmp_path):
+    # Subshells, a background job, a nested bash and a python child: one tool call each, by process tree.
+    steps = [{"bash": "cd sub && (ls >/dev/null & wait) ; bash -c 'cat /dev/null'"},
+             {"bash": "python3 -c 'import subprocess; subprocess.run([\"/bin/true\"])'"}, {"say": "done"}]
+    loaded = make_scenario(pass_if=[{"ran": {"command": "ls", "cwd": "sub"}}, {"succeeds": {"run": "true"}}],
+                           with_rule=steps, files={"sub/README.md": "sub\n"})
+    result = run_trial(loaded, "", ReplayOptions(runs_dir=tmp_path / "runs"), 0)
+    assert result.verdict == "passed", result.reason
+    commands = [e for e in read_trace(Path(result.run_dir) / "trace.jsonl") if isinstance(e, CommandEvent)]
+    got = sorted((Path(c.program).name, c.by, c.tool_call) for c in commands)
+    assert got == [("bash", "tool", "toolu_sim_00000"), ("cat", "tool", "toolu_sim_00000"),
+                   ("ls", "tool", "toolu_sim_00000"), ("python3", "tool", "toolu_sim_00001"),
+                   ("true", "tool", "toolu_sim_00001")]
+    ls = next(c for c in commands if c.argv[0] == "ls")
+    assert ls.ppid is not None and ls.pid != ls.ppid
+
+
+def test_claude_code_one_env_tool_call_is_one_record(claude_code_agent, make_scenario, tmp_path):
+    loaded = make_scenario(pass_if=SAME_VERDICT, files={"sub/README.md": "sub\n"},
+                           with_rule=[{"bash": "cd sub && env > x.txt && ls"}, {"say": "done"}])
+    result = run_trial(loaded, "", ReplayOptions(agent="claude-code", runs_dir=tmp_path / "runs"), 0)
+    assert result.verdict == "passed", result.reason
+    commands = [e for e in read_trace(Path(result.run_dir) / "trace.jsonl") if isinstance(e, CommandEvent)]
+    assert len([c for c in commands if c.argv[:1] == ["env"] and c.by == "tool"]) == 1
+    builtin = run_trial(loaded, "", ReplayOptions(runs_dir=tmp_path / "runs"), 0)
+    assert builtin.verdict == result.verdict
+
+
+def test_a_codex_like_call_is_tied_to_the_shell_that_runs_its_script():
+    # Codex's exec_command input is the whole `/bin/bash -c 'CMD'`; the kernel sees that shell's argv.
+    events = [ToolCallEvent(name="exec_command", id="item_2", input={"command": "/bin/bash -c 'cd sub && ls'"}),
+              ShellEvent(id="shell:9:1.0", argv=["-c", "cd sub && ls"]), ShellEvent(id="shell:7:0.5", argv=["-lc", "env"]),
+              cmd("git rev-parse HEAD", ""), cmd("env", "shell:7:0.5"), cmd("ls", "shell:9:1.0")]
+    by = [(e.argv[0], e.by, e.tool_call) for e in attribute(events) if isinstance(e, CommandEvent)]
+    assert by == [("git", "agent", ""), ("env", "agent", "shell:7:0.5"), ("ls", "tool", "item_2")]

@@ -198,9 +198,8 @@ def test_command_agent_loops_over_the_gateway_with_the_sdk(make_scenario, opts, 
     passed = run_trial(loaded, RULE_TEXT, opts(agent="command", command=template), 0)
     assert passed.verdict == "passed", passed.reason
     assert passed.model_calls == 2 and passed.agent_status == "finished"
-    # The agent's `bash -c` goes through the bash shim too; what it ran is one level deeper.
-    assert [(c.argv, c.cwd, c.depth) for c in commands(passed)] == [
-        (["bash", "-c", "touch careful.txt"], ".", 0), (["touch", "careful.txt"], ".", 1)]
+    # The agent's `bash -c` is the shell of its tool call (a ShellEvent), not a command of its own.
+    assert [(c.argv, c.cwd, c.depth) for c in commands(passed)] == [(["touch", "careful.txt"], ".", 0)]
     failed = run_trial(loaded, "", opts(agent="command", command=template), 0)
     assert failed.verdict == "failed"
     assert failed_checks(failed) == ["succeeds test -f careful.txt"]
@@ -266,9 +265,9 @@ def test_no_secret_reaches_the_agents_commands(agent, make_scenario, opts, tmp_p
     patch = (Path(result.run_dir) / "diff.patch").read_text()
     assert "+HOME=" in patch and "+KEY=\n" in patch  # the dump happened; the token was empty
     assert "***" not in patch  # nothing the redactor knows reached the dump
-    for line in patch.splitlines():  # at most the gateway's per-run token, never the real key
+    for line in patch.splitlines():  # at most the gateway's per-run token (no secret: only it honours it), never a key
         name, _, value = line[1:].partition("=")
-        assert name not in SECRETS or (name == "ANTHROPIC_API_KEY" and value.startswith("rb-gw-")), line
+        assert name not in SECRETS or value.startswith("rb-gw-"), line
     for path in Path(result.run_dir).iterdir():  # nor the run folder
         text = path.read_text(errors="replace")
         assert not [v for v in SECRETS.values() if v in text], path.name

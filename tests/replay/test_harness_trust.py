@@ -20,10 +20,8 @@ import pytest
 from bot.errors import BadInput
 from bot.replay import isolation
 from bot.replay.engine import run_trial
-from bot.replay.sandbox import (
-    Sandbox,
-    remove_stale,  # noqa: E402
-)
+from bot.replay.sandbox import Sandbox
+from bot.replay.stale import remove_stale
 from bot.replay.toolchain import Toolchain
 
 RULE = "MAGIC RULE: work the careful way."
@@ -201,12 +199,12 @@ def test_unchanged_holds_through_a_link_the_fixture_had(make_scenario, opts):
 # -- bounds that bind the harness ---------------------------------------------------------------------
 
 
-def test_the_command_log_is_capped_and_the_trial_unscored(make_scenario, opts):
-    loaded = make_scenario(pass_if=[PROOF], budget={"max_disk_mb": 1},
-                           with_rule=[{"bash": f"head -c 3000000 /dev/zero > {isolation.COMMAND_LOG}; true"},
-                                      {"say": "done"}])
+def test_the_kernel_trace_is_capped_and_the_trial_unscored(make_scenario, opts):
+    # 20 arguments of 60 kB each: one exec whose record passes the 1 MiB cap.
+    flood = 'x=$(head -c 60000 /dev/zero | tr "\\0" a); /bin/true' + " $x" * 20 + "; true"
+    loaded = make_scenario(pass_if=[PROOF], budget={"max_disk_mb": 1}, with_rule=[{"bash": flood}, {"say": "done"}])
     result = run_trial(loaded, RULE, opts(), 0)
-    assert result.verdict == "unscored" and "command log" in result.reason, result.reason
+    assert result.verdict == "unscored" and "kernel trace" in result.reason, result.reason
 
 
 def test_stale_sandbox_folders_are_removed_at_the_next_start(tmp_path):

@@ -132,3 +132,22 @@ def test_codex_gets_the_playbook_as_one_toml_string():
     assert value == {"developer_instructions": hostile}
     args = provider_args("http://127.0.0.1:1/v1")
     assert "-c" in args and 'model_providers.replaybook.wire_api="responses"' in args
+
+
+# -- attribution by process tree: the same scenario and rule, the same verdict, whatever the agent ----------------
+SAME_VERDICT = [{"not_ran": {"command": "git"}}, {"max_runs": {"command": "env", "max": 1}},
+                {"ran": {"command": "ls", "cwd": "sub"}}, {"succeeds": {"run": "test -f sub/x.txt"}}]
+
+
+@pytest.mark.parametrize("agent", ["codex", "opencode", "mini-swe-agent"])
+def test_the_agents_own_commands_are_its_own_and_each_exec_counts_once(agent, agent_bin, make_scenario, opts):
+    # Codex runs git rev-parse/remote itself (by absolute /bin/bash -c, or none): `by: agent`, never a tool call's.
+    agent_bin(agent)
+    loaded = make_scenario(pass_if=SAME_VERDICT, files={"sub/README.md": "sub\n"},
+                           with_rule=[{"bash": "cd sub && env > x.txt && ls"}, {"say": "done"}])
+    result = run_trial(loaded, "", opts(agent=agent), 0)
+    assert result.verdict == "passed", result.reason
+    commands = [e for e in read_trace(Path(result.run_dir) / "trace.jsonl") if isinstance(e, CommandEvent)]
+    assert [c.cwd for c in commands if c.argv[:1] == ["ls"] and c.by == "tool"] == ["sub"]
+    assert len([c for c in commands if c.argv[:1] == ["env"] and c.by == "tool"]) == 1
+    assert all(c.by == "agent" for c in commands if os.path.basename(c.program or c.argv[0]) == "git")

@@ -104,35 +104,36 @@ def test_gateway_variables_survive_shims_and_shebang_chains(fixture_repo, tmp_pa
 
 
 def test_checks_stay_out_of_the_command_log(fixture_repo):
+    # The program the harness starts is the run itself (a tool call's shell): what it runs is recorded.
     with Sandbox(fixture_repo) as sb:
-        sb.run(["ls"], timeout_s=5, record=False)
+        sh(sb, "ls", record=False)
         assert sb.commands() == []
-        sb.run(["ls"], timeout_s=5)
+        sh(sb, "ls")
         assert [c.argv for c in sb.commands()] == [["ls"]]
 
 
-def test_login_shell_keeps_the_shims(fixture_repo):
-    # /etc/profile resets PATH for login shells; the private ~/.bash_profile puts shims back.
+def test_a_login_shell_keeps_the_agents_path(fixture_repo):
+    # /etc/profile resets PATH for login shells; the private ~/.bash_profile puts the agent's PATH back.
     with Sandbox(fixture_repo) as sb:
-        r = sb.run([str(sb.shims.shell), "-l", "-c", "ls >/dev/null"], timeout_s=10)
+        r = sb.run([sb.shims.bash, "-l", "-c", 'ls >/dev/null; printf %s "$PATH"'], timeout_s=10, tool_call="t")
         names = [c.argv[0] for c in sb.commands()]
+        want = sb.shims.base_path
     assert r.rc == 0, r.stderr
-    assert "ls" in names
+    assert r.stdout.startswith(want) and "ls" in names
 
 
 # -- command capture -----------------------------------------------------------
-def test_shims_record_cwd_and_exit_code(fixture_repo):
+def test_the_kernel_trace_records_cwd_exit_code_and_the_program(fixture_repo):
     with Sandbox(fixture_repo) as sb:
-        r = sh(sb, 'cd sub && python -c "import sys; sys.exit(3)"')
+        r = sh(sb, 'cd sub && python -c "import sys; sys.exit(3)"; exit 3', tool_call="t1")
         events = sb.commands()
     assert r.rc == 3
     py = [e for e in events if e.argv[0] == "python"]
     assert len(py) == 1
     assert py[0].argv == ["python", "-c", "import sys; sys.exit(3)"]
-    assert (py[0].cwd, py[0].exit_code, py[0].depth) == ("sub", 3, 1)
+    assert (py[0].cwd, py[0].exit_code, py[0].depth, py[0].tool_call) == ("sub", 3, 0, "t1")
+    assert os.path.isabs(py[0].program) and py[0].pid and py[0].ppid
     assert py[0].duration_ms > 0
-    outer = events[0]
-    assert outer.argv[0] == "bash" and outer.cwd == "." and outer.depth == 0
 
 
 def test_nested_shells_and_odd_argv_survive(fixture_repo):
@@ -140,15 +141,15 @@ def test_nested_shells_and_odd_argv_survive(fixture_repo):
     odd = ["a b", "line1\nline2", "q'\"$x`", "", "tab\there"]
     with Sandbox(fixture_repo) as sb:
         script = "bash -c 'ls >/dev/null' && ls -d -- \"$@\" 2>/dev/null"
-        sb.run(["bash", "-c", script, "bash", *odd], timeout_s=10)
-        sh(sb, "ls $'\\xff\\xfe' 2>/dev/null; cd /; ls >/dev/null")
+        sb.run(["bash", "-c", script, "bash", *odd], timeout_s=10, tool_call="t1")
+        sh(sb, "ls $'\\xff\\xfe' 2>/dev/null; cd /; ls >/dev/null", tool_call="t2")
         events = sb.commands()
     argvs = [e.argv for e in events]
     assert ["bash", "-c", "ls >/dev/null"] in argvs
-    assert [e.depth for e in events if e.argv == ["ls"] and e.cwd == "."] == [2]
+    assert [e.depth for e in events if e.argv == ["ls"] and e.cwd == "."] == [1]  # the exec of a `bash -c` inside
     assert ["ls", "-d", "--", *odd] in argvs
     assert ["ls", "\\xff\\xfe"] in argvs  # undecodable bytes stay visible
-    assert [e.cwd for e in events if e.argv == ["ls"] and e.depth == 1] == ["/"]  # outside: absolute
+    assert [e.cwd for e in events if e.argv == ["ls"] and e.depth == 0] == ["/"]  # outside: absolute
 
 
 def test_shim_log_resynchronises_after_damage(tmp_path):

@@ -2,7 +2,7 @@
 
 Tools: ``bash``, ``read``, ``write`` and ``edit``, all confined to the
 sandbox. The loop runs in-process (no interpreter start-up per replay); each
-``bash`` call is a real process in the sandbox, recorded by the PATH shims,
+``bash`` call is a real process in the sandbox, traced by the kernel,
 under the run's remaining time.
 """
 
@@ -116,9 +116,11 @@ def _bash(job: AgentRun, args: dict[str, Any], tool_call_id: str | None = None) 
     bash = job.sandbox.which("bash") or "/bin/bash"
     if not job.sandbox.root.is_dir():
         raise ToolError("the repository folder no longer exists")
-    # The shims record the id with every command, so checks can tell the tool's commands from the agent's own.
+    # Every process this call starts belongs to it (the kernel trace, by process tree); the id also reaches the
+    # PATH shims, which keep the record under --sandbox docker.
     env = {**job.sandbox.env(), TOOL_ENV: tool_call_id or "tool"}
-    done = job.sandbox.run([bash, "-c", command], env=env, timeout_s=max(0.1, min(job.remaining_s, 300.0)))
+    done = job.sandbox.run([bash, "-c", command], env=env, timeout_s=max(0.1, min(job.remaining_s, 300.0)),
+                           tool_call=tool_call_id or "tool")
     tail = " (timed out)" if done.timed_out else ""
     return f"exit code {done.rc}{tail}\n{done.stdout}{done.stderr}"
 

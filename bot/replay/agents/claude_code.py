@@ -65,9 +65,8 @@ class ClaudeCodeAgent:
                 "--max-turns", str(job.max_turns), "--model", job.model, "--dangerously-skip-permissions"]
         if job.system_prompt.strip():
             argv += ["--append-system-prompt", job.system_prompt]
-        # The CLI keeps the shims on its PATH (its shell snapshot copies PATH, so
-        # this is how its commands get recorded) but is itself started by
-        # absolute path, so no shim scrubs the gateway token from it.
+        # Started by absolute path; the kernel trace records every command it and its shells run
+        # (under --sandbox docker, the shims on its PATH do, and no shim scrubs the gateway token from it).
         argv[:1] = direct_argv(self.binary, job.sandbox)
         env = job.sandbox.env()
         env.update(job.gateway.agent_env())

@@ -5,7 +5,7 @@ provider (``wire_api = "responses"``, base URL ``GATEWAY/v1``, the per-run
 token in ``OPENAI_API_KEY``). The playbook under test goes in as
 ``developer_instructions``, a developer message. Codex's own sandbox is off
 (``danger-full-access``): the replay sandbox (bwrap) is the isolation, and
-its PATH shims record every command, as for any agent.
+the kernel trace records every command, as for any agent.
 """
 
 from __future__ import annotations

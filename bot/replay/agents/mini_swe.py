@@ -4,7 +4,7 @@ It calls the model through litellm as ``anthropic/MODEL``, so the gateway's
 Messages API serves it (``ANTHROPIC_BASE_URL``, the per-run token as the
 key). The playbook is appended to its system template, escaped so that no
 ``{`` in a rule can reach Jinja. Its ``bash`` tool calls are read from the
-trajectory file it writes; its commands are recorded by the PATH shims.
+trajectory file it writes; its commands are recorded by the kernel trace.
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ repository or of a HOME is read for config. The playbook under test is an
 ``instructions`` file, the way opencode reads AGENTS.md. It runs offline: no
 models.dev fetch, no auto-update, no share, no default plugins, no LSP
 download, no Claude Code fallbacks (env switches below). Every permission is
-``allow``: the replay sandbox (bwrap) is the isolation, and its PATH shims
-record every command, as for any agent.
+``allow``: the replay sandbox (bwrap) is the isolation, and the kernel trace
+records every command, as for any agent.
 """
 
 from __future__ import annotations

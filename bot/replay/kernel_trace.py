@@ -1,0 +1,262 @@
+"""The kernel's trace of a sandboxed run: every ``execve`` by any route, recorded from outside.
+
+Each recorded run of the sandbox (a builtin tool call, an agent program) is
+started under ``strace --seccomp-bpf -f -ff`` (see ``STRACE_FLAGS``). The
+tracer runs on the host and writes one file per process into a folder the
+sandbox never sees, so nothing inside can evade the record (an absolute path,
+``command -p``, a PATH of its own, ``hash -p``, ``os.execv``) or forge one.
+
+``read_run`` turns those files into trace events:
+
+- a ``CommandEvent`` per successful ``execve``/``execveat`` (one exec, one
+  record): its argv, the program the kernel ran (``program``), the working
+  directory (tracked per process through ``chdir``/``fchdir`` and inherited
+  on fork), the exit status of the process, its pid and parent pid;
+- the harness's own processes are left out: strace's child (bwrap), the
+  sandbox launcher and the endpoint bridges it starts, and the run's root
+  program (the shell a builtin tool call runs in, or the agent program);
+- under an agent program, each shell it starts itself becomes a
+  ``ShellEvent`` whose id every command below it carries in ``tool_call``
+  (``checks.attribute`` matches it to a tool call by its script); a command
+  the agent program starts outside any shell is its own (``tool_call=''``);
+- under a tool call the harness started (``tool_call`` given), every command
+  below the root belongs to that call.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Sequence
+
+from bot.errors import InfrastructureError
+from bot.replay import host_tools
+from bot.replay.trace import CommandEvent, ShellEvent
+
+SYSCALLS = "execve,execveat,chdir,fchdir,clone,clone3,fork,vfork,exit_group"
+# --seccomp-bpf: the tracee stops only at the traced syscalls, not at every one (the cost stays small).
+# -ff: one file per process, so no line is split by another's; --pidns-translation: clone's result is
+# the host pid, which names the child's file; -y: fchdir's fd shows its path; -s: whole arguments.
+STRACE_FLAGS = ("--seccomp-bpf", "-f", "-ff", "-q", "-ttt", "-y", "-s", "65536", "--pidns-translation",
+                "-e", "signal=none", "-e", f"trace={SYSCALLS}")
+LAUNCHER_NAME = "replaybook-sandbox"  # bot.replay.isolation.launcher's $0
+SHELLS = frozenset({"bash", "sh", "dash", "zsh", "ksh", "fish"})
+FILE_CAP = 64 << 20  # of one process's trace file; past it the rest is not read
+
+_LINE = re.compile(rb"^(\d+\.\d+) (\w+)\((.*)\)\s+= (-?\d+|\?)(?: /\* (\d+) in strace's PID NS \*/)?")
+_EXIT = re.compile(rb"^(\d+\.\d+) \+\+\+ (exited with (\d+)|killed by (SIG\w+))")
+_SIGNALS = {"SIGHUP": 1, "SIGINT": 2, "SIGQUIT": 3, "SIGABRT": 6, "SIGKILL": 9, "SIGSEGV": 11, "SIGPIPE": 13,
+            "SIGALRM": 14, "SIGTERM": 15, "SIGXFSZ": 25}
+
+
+def strace() -> str:
+    """The harness's own strace (its startup PATH); a machine without it cannot trace: the harness's failure."""
+    found = host_tools.find("strace")
+    if found is None:
+        raise InfrastructureError("strace is not on PATH: the replay's trace comes from the kernel "
+                                  "(apt-get install strace); the trial is unscored")
+    return found
+
+
+def command(host_argv: Sequence[str], out_dir: Path) -> list[str]:
+    """``host_argv`` under strace, one file per process in ``out_dir`` (which must lie outside the sandbox)."""
+    return [strace(), *STRACE_FLAGS, "-o", str(out_dir / "p"), "--", *host_argv]
+
+
+@dataclass
+class _Exec:
+    t: float
+    program: str
+    argv: list[str]
+    cwd: str
+
+
+@dataclass
+class _Proc:
+    pid: int
+    parent: int | None = None
+    forked_at: float = 0.0
+    cwd: str | None = None
+    execs: list[_Exec] = field(default_factory=list)
+    exit_code: int | None = None
+    ended: float | None = None
+    children: list[tuple[float, int]] = field(default_factory=list)  # (fork time, child pid)
+    dirs: list[tuple[float, str]] = field(default_factory=list)  # (time, chdir/fchdir target)
+
+
+def read_run(out_dir: Path, *, cwd: str, root: Path, tool_call: str | None) -> list[CommandEvent | ShellEvent]:
+    """The events of one traced run (see the module docstring); ``cwd`` is where it started (a host path)."""
+    procs = _read_files(out_dir)
+    if not procs:
+        return []
+    top = min(procs, key=lambda pid: (procs[pid].parent is not None, pid))  # strace's child: no traced parent
+    _settle_cwds(procs, top, cwd)
+    root_pid, root_t = _run_root(procs, top)
+    if root_pid is None:
+        return []
+    events: list[CommandEvent | ShellEvent] = []
+    _walk(procs, root_pid, root_t, root, tool_call, events, depth=0, skip_first=True)
+    events.sort(key=lambda e: e.started_at if isinstance(e, CommandEvent) else _EPOCH)
+    return events
+
+
+_EPOCH = datetime.fromtimestamp(0, tz=timezone.utc)
+
+
+def _run_root(procs: dict[int, _Proc], top: int) -> tuple[int | None, float]:
+    """The run's own program: what the launcher ``exec``s, or (no launcher: ``--sandbox none``) strace's child."""
+    for proc in procs.values():
+        for i, ex in enumerate(proc.execs):
+            if len(ex.argv) > 3 and ex.argv[1] == "-c" and ex.argv[3] == LAUNCHER_NAME:
+                nxt = proc.execs[i + 1] if i + 1 < len(proc.execs) else None
+                return (proc.pid, nxt.t) if nxt else (None, 0.0)
+    proc = procs.get(top)
+    if proc is None or not proc.execs:
+        return None, 0.0
+    return proc.pid, proc.execs[0].t
+
+
+def _walk(procs, pid, since, root, tool_call, events, *, depth, skip_first, shell_id=None) -> None:
+    """Record ``pid``'s execs from ``since`` on, then its children forked since then (a stack, not recursion:
+    a chain of generations can be longer than Python's recursion limit)."""
+    stack = [(pid, since, depth, skip_first, shell_id)]
+    while stack:
+        pid, since, depth, skip_first, shell_id = stack.pop()
+        proc = procs.get(pid)
+        if proc is None:
+            continue
+        execs = [e for e in proc.execs if e.t >= since]
+        inner = depth
+        for i, ex in enumerate(execs):
+            if skip_first and i == 0:
+                continue
+            if tool_call is None and shell_id is None and os.path.basename(ex.program) in SHELLS:
+                # A shell the agent program started itself: its commands are matched to a tool call by its script.
+                shell_id = f"shell:{pid}:{ex.t}"
+                events.append(ShellEvent(id=shell_id, argv=ex.argv[1:]))
+                continue
+            marker = tool_call if tool_call is not None else (shell_id or "")
+            events.append(_event(proc, ex, root, marker, inner, execs, i))
+            inner = depth + 1
+        for forked, child in sorted(proc.children, reverse=True):
+            if forked >= since:
+                stack.append((child, 0.0, inner, False, shell_id))
+
+
+def _event(proc: _Proc, ex: _Exec, root: Path, marker: str, depth: int, execs: list[_Exec], i: int) -> CommandEvent:
+    end = execs[i + 1].t if i + 1 < len(execs) else (proc.ended or ex.t)  # an exec ends the image before it
+    return CommandEvent(
+        argv=ex.argv, program=ex.program, cwd=relative_cwd(ex.cwd, root),
+        exit_code=proc.exit_code if proc.exit_code is not None and i + 1 == len(execs) else 0,
+        duration_ms=round(max(0.0, end - ex.t) * 1000, 3),
+        started_at=datetime.fromtimestamp(ex.t, tz=timezone.utc), depth=depth, tool_call=marker,
+        pid=proc.pid, ppid=proc.parent,
+    )
+
+
+def _settle_cwds(procs: dict[int, _Proc], top: int, start: str) -> None:
+    """Each exec's cwd: chdir/fchdir replayed in order, a child starting where its parent was at the fork."""
+    pending = [(top, start)]
+    while pending:
+        pid, cwd = pending.pop()
+        proc = procs.get(pid)
+        if proc is None:
+            continue
+        events = sorted([(e.t, 0, e) for e in proc.execs] + [(t, 1, c) for t, c in proc.children]
+                        + [(t, 2, d) for t, d in proc.dirs], key=lambda x: (x[0], x[1]))
+        for _, kind, item in events:
+            if kind == 0:
+                item.cwd = cwd
+            elif kind == 1:
+                pending.append((item, cwd))
+            else:
+                cwd = os.path.normpath(os.path.join(cwd, item))
+
+
+def _read_files(out_dir: Path) -> dict[int, _Proc]:
+    procs: dict[int, _Proc] = {}
+    try:
+        files = [f for f in os.scandir(out_dir) if f.name.startswith("p.") and f.name[2:].isdigit()]
+    except OSError:
+        return procs
+    for f in files:
+        pid = int(f.name[2:])
+        proc = procs.setdefault(pid, _Proc(pid))
+        with open(f.path, "rb") as fh:
+            data = fh.read(FILE_CAP)
+        for line in data.split(b"\n"):
+            _parse_line(line, proc, procs)
+    return procs
+
+
+def _parse_line(line: bytes, proc: _Proc, procs: dict[int, _Proc]) -> None:
+    m = _LINE.match(line)
+    if m is None:
+        e = _EXIT.match(line)
+        if e is not None:
+            proc.ended = float(e.group(1))
+            proc.exit_code = int(e.group(3)) if e.group(3) else -_SIGNALS.get(e.group(4).decode(), 1)
+        return
+    t, name, args, result, host_pid = float(m.group(1)), m.group(2), m.group(3), m.group(4), m.group(5)
+    if result == b"?" or result.startswith(b"-"):
+        return  # exit_group, or a call that failed (e.g. execvp trying each PATH folder)
+    if name in (b"execve", b"execveat"):
+        # Without -v the environment shows as ``0x… /* N vars */``: every quoted string is the program, then argv.
+        strings = _strings(args)
+        if not strings:
+            return
+        if name == b"execveat":  # execveat(dirfd</path>, "prog", [argv], …): a relative prog is under dirfd
+            fd = re.match(rb"\d+<(.*?)>, ", args)
+            if fd and not strings[0].startswith("/"):
+                strings[0] = os.path.join(_unescape(fd.group(1)), strings[0]).rstrip("/")
+        proc.execs.append(_Exec(t, strings[0], strings[1:], ""))
+    elif name in (b"clone", b"clone3", b"fork", b"vfork"):
+        child = int(host_pid or result)
+        proc.children.append((t, child))
+        kid = procs.setdefault(child, _Proc(child))
+        kid.parent, kid.forked_at = proc.pid, t
+    elif name == b"chdir":
+        strings = _strings(args)
+        if strings:
+            proc.dirs.append((t, strings[0]))
+    elif name == b"fchdir":
+        fd = re.match(rb"\d+<(.*)>$", args)
+        if fd:
+            proc.dirs.append((t, _unescape(fd.group(1))))
+
+
+_STRING = re.compile(rb'"((?:[^"\\]|\\.)*)"')
+
+
+def _strings(args: bytes) -> list[str]:
+    return [_unescape(s) for s in _STRING.findall(args)]
+
+
+_ESC = re.compile(rb"\\(x[0-9a-fA-F]{2}|[0-7]{1,3}|.)", re.S)
+_SIMPLE = {b"n": b"\n", b"t": b"\t", b"r": b"\r", b"v": b"\v", b"f": b"\f", b"a": b"\a", b"b": b"\b", b"e": b"\x1b"}
+
+
+def _unescape(raw: bytes) -> str:
+    def one(m: re.Match) -> bytes:
+        code = m.group(1)
+        if code[:1] == b"x" and len(code) == 3:
+            return bytes([int(code[1:], 16)])
+        if code[:1].isdigit():
+            return bytes([int(code, 8) & 0xFF])
+        return _SIMPLE.get(code, code)
+
+    return _ESC.sub(one, raw).decode("utf-8", errors="backslashreplace")
+
+
+def relative_cwd(cwd: str, root: Path) -> str:
+    """A sandbox path as checks name it: relative to the repo root (``.``), or absolute outside it."""
+    for base in {str(root), os.path.realpath(root)}:
+        base = base.rstrip("/")
+        if cwd == base:
+            return "."
+        if cwd.startswith(base + "/"):
+            return cwd[len(base) + 1:].rstrip("/") or "."
+    return cwd
