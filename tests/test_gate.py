@@ -11,57 +11,8 @@ import threading
 from pathlib import Path
 
 import yaml
-from helpers import incident_yaml, snapshot, write
-
-from bot.gate import decision as gate_mod
-from bot.incident.store import IncidentStore
-from bot.playbook.store import Playbook
-from bot.replay.engine import ReplayOptions
-
-RULE = "When a task says make it right, write right.txt and never wrong.txt."
-
-
-def mini_scenario(root: Path, sid: str, branch_on: str = "write right.txt", *, inverse=False, broken=False,
-                  hang=False) -> Path:
-    """A scenario the agent passes by writing right.txt, and fails by writing wrong.txt."""
-    folder = root / "scenarios" / sid
-    write(folder / "repo" / "README.md", "fixture\n")
-    good = [{"bash": "echo ok > right.txt"}, {"say": "done"}]
-    bad = [{"bash": "echo no > wrong.txt"}, {"say": "done"}]
-    if hang:
-        good = bad = [{"bash": "sleep 30"}, {"say": "done"}]
-    with_rule, without_rule = (bad, good) if inverse else (good, bad)
-    write(folder / "policy.yaml", yaml.safe_dump({"branch_on": branch_on, "with_rule": with_rule,
-                                                  "without_rule": without_rule}))
-    checks = [{"succeeds": {"run": "test -f right.txt"}}, {"exists": ["README.md"]}]
-    budget = {"max_turns": 5, "timeout_s": 1.5 if hang else 60, "max_cost_usd": 1.0}
-    scenario = {"id": sid, "task": "make it right", "repo": "repo", "pass_if": checks, "budget": budget}
-    write(folder / "scenario.yaml", yaml.safe_dump(scenario) if not broken else "id: [broken\n")
-    return folder
-
-
-def candidate(root: Path, rule_id="rule-0001", text=RULE, sid="own", cites=("inc-a", "inc-b")) -> Path:
-    return write(root / "playbook" / "proposed" / f"{rule_id}.yaml",
-                 yaml.safe_dump({"id": rule_id, "rule": text, "cites": list(cites), "task_types": [],
-                                 "replay": f"scenarios/{sid}", "created": "2026-11-01"}))
-
-
-def setup(root: Path) -> Path:
-    write(root / "incidents" / "inc-a.yaml", incident_yaml("inc-a"))
-    write(root / "incidents" / "inc-b.yaml", incident_yaml("inc-b", created="2026-07-15T00:00:00Z"))
-    mini_scenario(root, "own")
-    return candidate(root)
-
-
-def book(root: Path, cap: int = 60) -> Playbook:
-    return Playbook(root / "playbook", root=root, cap=cap, incidents=IncidentStore(root / "incidents"))
-
-
-def gate(root: Path, path: Path, **kw) -> gate_mod.GateResult:
-    replay = ReplayOptions(runs_dir=kw.pop("runs_dir", None), noise=kw.pop("noise", 0.0), seed=kw.pop("seed", 0))
-    kw.setdefault("suite_trials", 3)  # a small baseline: these suites are deterministic, and replays cost time
-    opts = gate_mod.GateOptions(replay=replay, cache_dir=kw.pop("cache_dir", root / ".cache"), **kw)
-    return gate_mod.run_gate(book(root, kw.pop("cap", 60)), path, root / "scenarios", opts)
+from helpers import snapshot, write
+from support.gate import book, candidate, gate, mini_scenario, setup
 
 
 def test_a_rule_that_fixes_its_scenario_is_admitted(root):

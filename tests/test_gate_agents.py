@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from helpers import snapshot, write
-from test_gate import setup
+from support.gate import setup
 
 
 def test_a_rule_proven_on_one_agent_only_is_rendered_only_into_its_files(cli, root):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from test_gate import gate, setup
+from support.gate import gate, setup
 
 
 def _entries(root):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from test_gate import mini_scenario, setup
+from support.gate import mini_scenario, setup
 
 
 def _estimate(cli, rule, *extra):

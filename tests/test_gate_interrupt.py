@@ -6,41 +6,24 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
-from pathlib import Path
 
-import yaml
 from helpers import incident_yaml, write
-from test_gate import candidate
-
-SCRIPT = Path(sys.executable).parent / "replaybook"
-MARK = "replaybook-sigint-probe"
-
-
-def _hanging_scenario(root: Path) -> None:
-    folder = root / "scenarios" / "own"
-    write(folder / "repo" / "README.md", "fixture\n")
-    slow = [{"bash": f"sleep 60 # {MARK}"}, {"say": "done"}]
-    write(folder / "policy.yaml", yaml.safe_dump({"branch_on": "write right.txt", "with_rule": slow,
-                                                  "without_rule": slow}))
-    write(folder / "scenario.yaml", yaml.safe_dump({
-        "id": "own", "task": "make it right", "repo": "repo",
-        "pass_if": [{"succeeds": {"run": "test -f right.txt"}}, {"exists": ["README.md"]}],
-        "budget": {"max_turns": 5, "timeout_s": 300, "max_cost_usd": 1.0}}))
-
-
-def _sleepers() -> list[str]:
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines() if MARK in line and "ps -eo" not in line]
+from support.gate import (
+    SCRIPT,
+    candidate,
+    hanging_scenario,
+    sleepers,
+    wait_for_sleepers,
+)
 
 
 def test_sigint_stops_a_running_gate_within_two_seconds(tmp_path):
     root = tmp_path / "repo"
     write(root / "incidents" / "inc-a.yaml", incident_yaml("inc-a"))
     write(root / "incidents" / "inc-b.yaml", incident_yaml("inc-b", created="2026-07-15T00:00:00Z"))
-    _hanging_scenario(root)
+    hanging_scenario(root)
     rule = candidate(root)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen([str(SCRIPT), "--root", str(root), "gate", str(rule), "--trials", "3", "--jobs", "2",
@@ -55,7 +38,7 @@ def test_sigint_stops_a_running_gate_within_two_seconds(tmp_path):
             assert proc.poll() is None, lines
             assert time.monotonic() < deadline, ("the gate did not reach its trials", lines)
             time.sleep(0.1)
-        time.sleep(3)  # a sandbox set up, or its agent in `sleep 60`
+        wait_for_sleepers()  # the agent is in its `sleep 60`, inside the sandbox
         assert proc.poll() is None, lines
         sent = time.monotonic()
         proc.send_signal(signal.SIGINT)
@@ -70,7 +53,7 @@ def test_sigint_stops_a_running_gate_within_two_seconds(tmp_path):
     assert took < 2.0, f"took {took:.1f} s"
     assert "Traceback" not in err and "interrupted" in err and "in the cache" in err
     time.sleep(0.5)
-    assert not _sleepers(), "a sandbox process outlived the gate"
+    assert not sleepers(), "a sandbox process outlived the gate"
 
 
 def _ps() -> str:

@@ -11,7 +11,7 @@ import random
 import threading
 import time
 
-from test_gate import book, mini_scenario, setup
+from support.gate import book, mini_scenario, setup
 
 from bot.gate import decision as gate_mod
 from bot.gate import report as gate_report

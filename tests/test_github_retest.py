@@ -11,7 +11,7 @@ from datetime import date
 
 from fakes.port import FakePort
 from helpers import write
-from test_redundancy import playbook
+from support.gate import redundancy_playbook as playbook
 
 from bot import config as config_mod
 from bot.github import retest as retest_mod

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 from helpers import write
-from test_gate import setup
+from support.gate import setup
 
 SECRETS = {"GITHUB_TOKEN": "ghp_plantedCLI0123456789abcdef", "ANTHROPIC_API_KEY": "sk-ant-plantedCLI-0123456789",
            "REPLAYBOOK_CACHE_SECRET": "planted-cache-secret-0123456789"}

@@ -5,21 +5,9 @@ from __future__ import annotations
 import json
 
 import yaml
-from helpers import incident_yaml, write
-from test_gate import mini_scenario
-
-
-def playbook(root):
-    write(root / "incidents" / "inc-a.yaml", incident_yaml("inc-a"))
-    write(root / "incidents" / "inc-b.yaml", incident_yaml("inc-b", created="2026-07-15T00:00:00Z"))
-    mini_scenario(root, "needed")  # without its rule the agent writes wrong.txt
-    mini_scenario(root, "outgrown", branch_on="never in any prompt", inverse=True)  # the agent gets it right anyway
-    texts = {"needed": "When a task says make it right, write right.txt and never wrong.txt.",
-             "outgrown": "When a task says make it right, check the README first."}
-    for n, sid in ((1, "needed"), (2, "outgrown")):
-        write(root / "playbook" / "rules" / f"rule-000{n}.yaml", yaml.safe_dump({
-            "id": f"rule-000{n}", "rule": texts[sid],
-            "cites": ["inc-a", "inc-b"], "replay": f"scenarios/{sid}", "created": "2026-08-01"}))
+from helpers import write
+from support.gate import mini_scenario
+from support.gate import redundancy_playbook as playbook
 
 
 def test_a_rule_the_agent_no_longer_needs_is_redundant_with_its_evidence(cli, root):

@@ -9,12 +9,12 @@ import subprocess
 import threading
 import time
 
-from test_gate_interrupt import SCRIPT, _hanging_scenario, _sleepers
+from support.gate import SCRIPT, hanging_scenario, sleepers, wait_for_sleepers
 
 
 def test_sigint_stops_a_running_replay_within_two_seconds(tmp_path):
     root = tmp_path / "repo"
-    _hanging_scenario(root)
+    hanging_scenario(root)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen([str(SCRIPT), "--root", str(root), "replay", "own", "--trials", "3", "--jobs", "2"],
                             cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -30,7 +30,7 @@ def test_sigint_stops_a_running_replay_within_two_seconds(tmp_path):
             assert proc.poll() is None, (out, err)
             assert time.monotonic() < deadline, ("the replay did not start", out, err)
             time.sleep(0.1)
-        time.sleep(3)  # a sandbox set up, or its agent in `sleep 60`
+        wait_for_sleepers()  # the agent is in its `sleep 60`, inside the sandbox
         assert proc.poll() is None, (out, err)
         sent = time.monotonic()
         proc.send_signal(signal.SIGINT)
@@ -48,4 +48,4 @@ def test_sigint_stops_a_running_replay_within_two_seconds(tmp_path):
     assert "0 of 3 trial(s) finished" in text_err
     assert "# Replay `own`" in text_out  # the report so far
     time.sleep(0.5)
-    assert not _sleepers(), "a sandbox process outlived the replay"
+    assert not sleepers(), "a sandbox process outlived the replay"

@@ -7,7 +7,7 @@ from datetime import date
 
 import yaml
 from helpers import incident_yaml, write
-from test_gate import candidate, mini_scenario, setup
+from support.gate import candidate, mini_scenario, setup
 
 
 def test_cost_per_admission_sums_every_gate_the_gateway_measured_rejected_ones_included(cli, root):

@@ -6,7 +6,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from test_gate import book, gate, setup
+from support.gate import book, gate, setup
 
 from bot.playbook import rule as rules_mod
 from bot.playbook.render.system_prompt import baseline_prompt, system_prompt
