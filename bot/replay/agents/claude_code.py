@@ -7,7 +7,6 @@ runs is recorded and sees no key. Pinned to ``PINNED_VERSION``.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from pathlib import Path
@@ -79,13 +78,7 @@ class ClaudeCodeAgent:
         """Read stream-json: tool calls go to the trace; the ``result`` line decides the status."""
         uses: dict[str, dict[str, Any]] = {}
         result: dict[str, Any] | None = None
-        for line in raw.splitlines():
-            try:
-                event = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if not isinstance(event, dict):
-                continue
+        for event in install.json_lines(raw):
             kind = event.get("type")
             blocks = (event.get("message") or {}).get("content") or []
             if kind == "assistant":

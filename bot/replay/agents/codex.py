@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from bot.errors import BadInput
 from bot.replay.agents import AgentResult, AgentRun, direct_argv, install
 
 PIN = install.PINS["codex"]
@@ -28,21 +27,12 @@ def provider_args(base_url: str) -> list[str]:
     return out
 
 
-class CodexAgent:
+class CodexAgent(install.PinnedCLI):
     name = "codex"
-
-    def __init__(self, binary: str | None = None):
-        self.binary = binary or install.find("codex")
-        self.version = PIN.version
-
-    def reads(self) -> tuple[str, ...]:
-        """What the sandbox must let the CLI read: its installed package."""
-        return install.package_root(self.binary)
+    title = "the Codex CLI"
 
     def run(self, job: AgentRun) -> AgentResult:
-        if not self.binary:
-            raise BadInput(f"the Codex CLI was not found; run `replaybook agent install codex` "
-                           f"({PIN.spec}) or set {PIN.env}")
+        self.require_binary()
         home = job.sandbox.tmpdir / "codex-home"
         home.mkdir(parents=True, exist_ok=True)
         argv = [self.binary, "exec", "--json", "--skip-git-repo-check", "-s", "danger-full-access",
@@ -65,13 +55,7 @@ class CodexAgent:
         end: dict[str, Any] | None = None
         texts: list[str] = []
         turns = 0
-        for line in raw.splitlines():
-            try:
-                event = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if not isinstance(event, dict):
-                continue
+        for event in install.json_lines(raw):
             kind, item = event.get("type"), event.get("item") or {}
             if kind == "item.completed" and isinstance(item, dict):
                 if item.get("type") == "command_execution":

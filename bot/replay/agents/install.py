@@ -8,10 +8,12 @@ found there first, so users and ``.ci/run`` replay the same version.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -122,3 +124,37 @@ def package_root(binary: str | None) -> tuple[str, ...]:
     real = os.path.realpath(binary)
     marker = f"{os.sep}node_modules{os.sep}"
     return (real.split(marker)[0],) if marker in real else (os.path.dirname(real),)
+
+
+class PinnedCLI:
+    """An agent CLI at its pinned version: found where ``agent install`` puts it (or its variable says), read in
+    place by the sandbox, and named with the way to install it when it is missing."""
+
+    name: str   # the --agent name, the key of its pin
+    title: str  # how a message names it
+
+    def __init__(self, binary: str | None = None):
+        self.pin = pin(self.name)
+        self.binary = binary or find(self.name)
+        self.version = self.pin.version
+
+    def reads(self) -> tuple[str, ...]:
+        """What the sandbox must let the CLI read: its installed package."""
+        return package_root(self.binary)
+
+    def require_binary(self) -> str:
+        if not self.binary:
+            raise BadInput(f"{self.title} was not found; run `replaybook agent install {self.name}` "
+                           f"({self.pin.spec}) or set {self.pin.env}")
+        return self.binary
+
+
+def json_lines(raw: str) -> Iterator[dict]:
+    """Each line of a CLI's JSON-lines output that is a JSON object; anything else (a log line) is skipped."""
+    for line in raw.splitlines():
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(event, dict):
+            yield event

@@ -16,7 +16,6 @@ from typing import Any
 
 import yaml
 
-from bot.errors import BadInput
 from bot.replay.agents import AgentResult, AgentRun, install
 
 PIN = install.PINS["mini-swe-agent"]
@@ -28,12 +27,9 @@ def jinja_literal(text: str) -> str:
     return text.replace("{", "{{ '{' }}")
 
 
-class MiniSweAgent:
+class MiniSweAgent(install.PinnedCLI):
     name = "mini-swe-agent"
-
-    def __init__(self, binary: str | None = None):
-        self.binary = binary or install.find("mini-swe-agent")
-        self.version = PIN.version
+    title = "mini-swe-agent"
 
     def reads(self) -> tuple[str, ...]:
         if not self.binary:
@@ -43,9 +39,7 @@ class MiniSweAgent:
         return tuple(sorted({str(venv), os.path.realpath(venv)}))
 
     def run(self, job: AgentRun) -> AgentResult:
-        if not self.binary:
-            raise BadInput(f"mini-swe-agent was not found; run `replaybook agent install mini-swe-agent` "
-                           f"({PIN.spec}) or set {PIN.env}")
+        self.require_binary()
         system = SYSTEM + ("\n\n" + job.system_prompt if job.system_prompt.strip() else "")
         config = job.sandbox.tmpdir / "mini-replaybook.yaml"
         config.write_text(yaml.safe_dump({"agent": {"system_template": jinja_literal(system),

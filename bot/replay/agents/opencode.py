@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from bot.errors import BadInput
 from bot.replay.agents import AgentResult, AgentRun, install
 
 PIN = install.PINS["opencode"]
@@ -44,21 +43,12 @@ def config(base_url: str, model: str, instructions: list[str]) -> dict[str, Any]
     }
 
 
-class OpencodeAgent:
+class OpencodeAgent(install.PinnedCLI):
     name = "opencode"
-
-    def __init__(self, binary: str | None = None):
-        self.binary = binary or install.find("opencode")
-        self.version = PIN.version
-
-    def reads(self) -> tuple[str, ...]:
-        """What the sandbox must let the CLI read: its installed package (a native binary)."""
-        return install.package_root(self.binary)
+    title = "opencode"
 
     def run(self, job: AgentRun) -> AgentResult:
-        if not self.binary:
-            raise BadInput(f"opencode was not found; run `replaybook agent install opencode` "
-                           f"({PIN.spec}) or set {PIN.env}")
+        self.require_binary()
         instructions = []
         if job.system_prompt.strip():
             playbook = job.sandbox.tmpdir / "opencode-playbook.md"
@@ -83,13 +73,7 @@ class OpencodeAgent:
         base = {"raw": raw + ("\n[stderr]\n" + stderr if stderr else ""), "version": self.version}
         texts: list[str] = []
         turns, error, steps = 0, "", 0
-        for line in raw.splitlines():
-            try:
-                event = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if not isinstance(event, dict):
-                continue
+        for event in install.json_lines(raw):
             kind, part = event.get("type"), event.get("part") or {}
             if not isinstance(part, dict):
                 part = {}
