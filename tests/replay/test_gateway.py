@@ -6,11 +6,12 @@ import http.client
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import urlsplit
 
 import anthropic
 import pytest
+from support.servers import serving
 
 from bot.model import pricing
 from bot.replay.gateway import Gateway, ModelCall, Upstream
@@ -267,12 +268,8 @@ class FakeAnthropic(BaseHTTPRequestHandler):
 @pytest.fixture
 def upstream():
     FakeAnthropic.received = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeAnthropic)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", FakeAnthropic.received
-    server.shutdown()
-    server.server_close()
+    with serving(FakeAnthropic) as url:
+        yield url, FakeAnthropic.received
 
 
 def test_upstream_forwards_with_real_key_and_counts_usage(upstream) -> None:

@@ -12,7 +12,6 @@ import json
 import shlex
 import socket
 import sys
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -20,6 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import anthropic
 import openai
 import pytest
+from support.servers import serving
 
 from bot.model import pricing
 from bot.replay.budget import OUTPUT_CAP_TOKENS
@@ -107,12 +107,8 @@ class _Server(ThreadingHTTPServer):
 @pytest.fixture
 def upstream():
     SpendingUpstream.seen = []
-    server = _Server(("127.0.0.1", 0), SpendingUpstream)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    yield Upstream(REAL_KEY, base_url=f"http://127.0.0.1:{server.server_address[1]}")
-    server.shutdown()
-    server.server_close()
+    with serving(SpendingUpstream, _Server) as url:
+        yield Upstream(REAL_KEY, base_url=url)
 
 
 def in_parallel(n: int, call) -> list:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import http.client
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import urlsplit
 
 import pytest
+from support.servers import serving
 
 from bot.model import pricing
 from bot.replay.gateway import Gateway, Upstream
@@ -134,12 +134,8 @@ class FakeOpenAI(BaseHTTPRequestHandler):
 @pytest.fixture
 def openai_upstream():
     FakeOpenAI.received = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeOpenAI)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", FakeOpenAI.received
-    server.shutdown()
-    server.server_close()
+    with serving(FakeOpenAI) as url:
+        yield url, FakeOpenAI.received
 
 
 def test_upstream_responses_forward_with_a_bearer_key_and_count_cached_tokens(openai_upstream) -> None:
