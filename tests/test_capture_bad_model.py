@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_github_handle import event, gh, handle, run_payload, seed_run  # noqa: F401  (fixtures)
+from support.github import handle, run_payload, seed_run
 
 from bot.github.issue_form import parse_incident_issue
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from fakes.github import FakeGitHub
 from helpers import make_scenario, rule_yaml, run_pr_gate, write
-from test_github_handle import HEAD, base_repo, git
+from support.github import HEAD, base_repo, git
 
 from bot import config as config_mod
 from bot.github.handle import PrGate

@@ -8,34 +8,29 @@ fresh copy of the checkout, as a scheduled job does.
 
 from __future__ import annotations
 
-import json
 import shutil
 from datetime import date
 from pathlib import Path
 
 import pytest
-import yaml
-from fakes.github import BOT_LOGIN, MAIN_SHA, FakeGitHub
+from fakes.github import MAIN_SHA, FakeGitHub
 from helpers import incident_yaml, make_scenario, rule_yaml, snapshot, write
+from support.github import (
+    A1,
+    A2,
+    HEAD,
+    REPOSITORY,
+    RULE,
+    distilled,
+    handle,
+    incidents,
+    rule_answer,
+)
 
 from bot.github import PyGithubAdapter
-from bot.github.issue_form import normalised_block
 from bot.github.maintenance import MAINTENANCE_MARKER
 from bot.github.port import GitHubError, marker
-from bot.incident.store import Incident
-from bot.replay.answers import AnswerBook
-from bot.replay.gateway import Gateway
 
-A1, A2, A3 = "gh-1", "gh-2", "gh-3"  # on GitHub an incident is its issue
-RULE = "Before running any test command, check for a package-local pytest.ini and run pytest from that directory."
-HEAD = "3484a3fb816e0859fd6e1cea078d76385ff50625"
-REPOSITORY = {"id": 1, "name": "app", "full_name": "octo/app", "default_branch": "main"}
-
-
-@pytest.fixture
-def gh():
-    with FakeGitHub("octo", "app") as fake:
-        yield fake
 
 
 @pytest.fixture
@@ -44,6 +39,12 @@ def adapter(gh):
                         seconds_between_writes=0)
     yield a
     a.close()
+
+
+@pytest.fixture
+def event(pr_event):
+    """Events as Actions delivers them, with PRs opted in."""
+    return pr_event
 
 
 # ------------------------------------------------------------------ the port over PyGithub
@@ -88,30 +89,6 @@ def test_a_write_waits_out_a_secondary_rate_limit(gh):
 # ------------------------------------------------------------------ the CLI, as Actions runs it
 
 
-@pytest.fixture
-def event(gh, tmp_path, monkeypatch):
-    path = tmp_path / "event.json"
-    for name, value in {"GITHUB_EVENT_PATH": str(path), "GITHUB_REPOSITORY": "octo/app", "GITHUB_TOKEN": "t",
-                        "GITHUB_API_URL": gh.url, "REPLAYBOOK_GITHUB_BACKOFF": "0",
-                        "REPLAYBOOK_GITHUB_THROTTLE": "0", "REPLAYBOOK_OPEN_PRS": "1"}.items():
-        monkeypatch.setenv(name, value)
-    for name in ("GITHUB_STEP_SUMMARY", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "REPLAYBOOK_MAX_OPEN_RULE_PRS"):
-        monkeypatch.delenv(name, raising=False)
-
-    def deliver(name: str, payload: dict) -> None:
-        monkeypatch.setenv("GITHUB_EVENT_NAME", name)
-        path.write_text(json.dumps(payload), encoding="utf-8")
-
-    return deliver
-
-
-def handle(cli) -> dict:
-    result = cli("github", "handle", "--json")
-    data = json.loads(result.out)
-    data["code"] = result.code
-    return data
-
-
 class Checkout:
     """The repository as a job checks it out: each ``fresh()`` throws away what the last run wrote."""
 
@@ -130,58 +107,7 @@ def add_incident(root: Path, incident_id: str, **over) -> None:
     write(root / "incidents" / f"{incident_id}.yaml", incident_yaml(incident_id, **over))
 
 
-def incident_issue(gh: FakeGitHub, **over) -> int:
-    """An incident issue as capture files it: a summary and the normalised yaml block."""
-    data = yaml.safe_load(incident_yaml("ignored", **{"created": "2026-07-14T09:32:00Z", **over}))
-    body = "**Trigger:** CI failed\n\n" + normalised_block(Incident.model_validate(data))
-    return gh.add_issue("CI failure: test", body, ["replaybook", "incident"], user=BOT_LOGIN)["number"]
-
-
-def incidents(gh: FakeGitHub, count: int) -> list[str]:
-    return [f"gh-{incident_issue(gh, created=f'2026-07-{14 + i:02d}T09:32:00Z', actual=WORKER)}"
-            for i in range(count)]
-
-
-WORKER = '"packages/worker has its own pytest.ini; must cd into packages/worker first"'
-
-
-def new_scenario() -> dict:
-    return {"id": "monorepo-cwd-gen", "task": "Fix the failing test in packages/api/tests/test_x.py",
-            "task_type": "testing",
-            "pass_if": [{"ran": {"command": "pytest", "cwd": "packages/api"}},
-                        {"not_ran": {"command": "pytest", "cwd": "."}},
-                        {"succeeds": {"run": "python -m pytest -q", "cwd": "packages/api"}}],
-            "files": {"packages/api/pytest.ini": "[pytest]\n", "packages/api/tests/test_x.py": "def test_x(): pass\n"},
-            "policy": {"branch_on": "package-local pytest.ini",
-                       "with_rule": [{"bash": "cd packages/api && python -m pytest -q"}, {"say": "done [rule-0001]"}],
-                       "without_rule": [{"bash": "python -m pytest -q"}, {"say": "done"}]}}
-
-
-def rule_answer(cites=(A1, A2), rule=RULE, scenario=None) -> str:
-    return json.dumps({"kind": "rule", "rule": rule, "cites": list(cites), "task_types": [],
-                       "scenario": scenario or {"new": new_scenario()}})
-
-
-@pytest.fixture
-def model(monkeypatch):
-    """A scripted model at ANTHROPIC_BASE_URL; ``model.book`` holds its answers."""
-    book = AnswerBook()
-    with Gateway(book) as gateway:
-        monkeypatch.setenv("ANTHROPIC_API_KEY", gateway.token)
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", gateway.url)
-        gateway.book = book
-        yield gateway
-
-
-def rule_prs(gh: FakeGitHub) -> list[dict]:
-    return [p for p in gh.pulls if p["head_ref"].startswith("replaybook/rule-")]
-
-
 # ------------------------------------------------------------------ distill
-
-
-def distilled(out: dict) -> list[dict]:
-    return [o for o in out["outcomes"] if o["kind"] == "distill"]
 
 
 def test_distill_opens_one_pr_per_rule_and_reruns_change_nothing(cli, gh, event, model, tmp_path):

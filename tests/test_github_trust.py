@@ -14,18 +14,7 @@ import zlib
 import pytest
 from fakes.github import BOT_LOGIN
 from helpers import incident_yaml, make_scenario, rule_yaml, write
-from test_github_handle import HEAD, LOG, git, run_payload, seed_run
-from test_github_prs import (  # noqa: F401  (fixtures)
-    RULE,
-    distilled,
-    event,
-    gh,
-    handle,
-    incidents,
-    model,
-    rule_answer,
-    rule_prs,
-)
+from support.github import HEAD, LOG, RULE, base_repo, distilled, git, handle, incidents, rule_answer, rule_prs, run_payload, seed_run
 
 from bot import config as config_mod
 from bot._util.text_safety import neutralise
@@ -36,6 +25,12 @@ from bot.github.issue_form import MARKER as BLOCK_MARKER
 from bot.github.issue_form import parse_incident_issue
 from bot.github.port import marker
 from bot.replay.engine import ReplayOptions
+
+
+@pytest.fixture
+def event(pr_event):
+    """Events as Actions delivers them, with PRs opted in."""
+    return pr_event
 
 
 def _slug(name: str) -> str:
@@ -89,8 +84,6 @@ def _port(gh):
 
 
 def test_someone_elses_comment_with_the_gate_marker_never_receives_the_report(gh, root):
-    from test_github_handle import base_repo
-
     base = base_repo(root)
     gh.add_pull(1)
     forged = gh.add_comment(1, f"{GATE_MARKER}\n## ✅ Replaybook gate: admit", user="mallory")
@@ -116,8 +109,6 @@ HOSTILE = "ping @octo/admins, see ![x](img/i.png) and [docs](docs/x.md); fixes #
 
 
 def test_rule_text_in_the_gate_report_is_neutralised(gh, root, tmp_path):
-    from test_github_handle import base_repo
-
     for name in ("2026-07-14-0932", "2026-07-21-1105"):
         write(root / "incidents" / f"{name}.yaml", incident_yaml(name))
     make_scenario(root)

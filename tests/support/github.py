@@ -1,0 +1,124 @@
+"""GitHub material shared by the handler, PR, trust and bad-model tests: payloads, seeding, the CLI call, git."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import yaml
+from fakes.github import BOT_LOGIN, FakeGitHub
+from helpers import REPO, incident_yaml, rule_yaml, write
+
+from bot.github.issue_form import normalised_block
+from bot.incident.store import Incident
+
+DATA = REPO / "tests" / "data"
+HEAD = "3484a3fb816e0859fd6e1cea078d76385ff50625"
+LOG = (DATA / "logs" / "gha_pytest.log").read_text(encoding="utf-8")
+REPOSITORY = {"id": 1, "name": "app", "full_name": "octo/app", "default_branch": "main"}
+
+A1, A2, A3 = "gh-1", "gh-2", "gh-3"  # on GitHub an incident is its issue
+RULE = "Before running any test command, check for a package-local pytest.ini and run pytest from that directory."
+WORKER = '"packages/worker has its own pytest.ini; must cd into packages/worker first"'
+
+
+# ------------------------------------------------------------------ payloads
+
+
+def run_payload(run_id: int = 7, attempt: int = 1) -> dict:
+    return {
+        "action": "completed",
+        "workflow": {"name": "CI", "path": ".github/workflows/ci.yml"},
+        "workflow_run": {"id": run_id, "name": "CI", "path": ".github/workflows/ci.yml", "run_attempt": attempt,
+                         "conclusion": "failure", "status": "completed", "head_sha": HEAD,
+                         "html_url": f"https://github.com/octo/app/actions/runs/{run_id}"},
+        "repository": REPOSITORY,
+    }
+
+
+def rule_pr_payload(*, fork: bool, number: int = 3) -> dict:
+    head_repo = "mallory/app" if fork else "octo/app"
+    return {
+        "action": "opened", "number": number,
+        "pull_request": {"number": number, "title": "Add rule-0042", "body": "", "labels": [],
+                         "user": {"login": "alice"}, "html_url": f"https://github.com/octo/app/pull/{number}",
+                         "head": {"ref": "replaybook/rule-0042", "sha": HEAD, "repo": {"full_name": head_repo}},
+                         "base": {"ref": "main", "sha": "b" * 40, "repo": {"full_name": "octo/app"}}},
+        "repository": REPOSITORY, "sender": {"login": "alice"},
+    }
+
+
+# ------------------------------------------------------------------ the CLI and the fake
+
+
+def handle(cli, *args: str) -> dict:
+    """``replaybook github handle --json``: its JSON report, with the exit code as ``code``."""
+    result = cli("github", "handle", "--json", *args)
+    data = json.loads(result.out)
+    data["code"] = result.code
+    return data
+
+
+def seed_run(gh: FakeGitHub, run_id: int = 7, log: str = LOG) -> None:
+    gh.add_workflow_run(run_id, jobs=[{"name": "test (3.11)", "conclusion": "failure"}, {"name": "lint"}],
+                        logs={"test (3.11)": log}, head_sha=HEAD)
+
+
+def incident_issue(gh: FakeGitHub, **over) -> int:
+    """An incident issue as capture files it: a summary and the normalised yaml block."""
+    data = yaml.safe_load(incident_yaml("ignored", **{"created": "2026-07-14T09:32:00Z", **over}))
+    body = "**Trigger:** CI failed\n\n" + normalised_block(Incident.model_validate(data))
+    return gh.add_issue("CI failure: test", body, ["replaybook", "incident"], user=BOT_LOGIN)["number"]
+
+
+def incidents(gh: FakeGitHub, count: int) -> list[str]:
+    return [f"gh-{incident_issue(gh, created=f'2026-07-{14 + i:02d}T09:32:00Z', actual=WORKER)}"
+            for i in range(count)]
+
+
+def rule_prs(gh: FakeGitHub) -> list[dict]:
+    return [p for p in gh.pulls if p["head_ref"].startswith("replaybook/rule-")]
+
+
+def distilled(out: dict) -> list[dict]:
+    return [o for o in out["outcomes"] if o["kind"] == "distill"]
+
+
+# ------------------------------------------------------------------ the model's answers
+
+
+def new_scenario() -> dict:
+    return {"id": "monorepo-cwd-gen", "task": "Fix the failing test in packages/api/tests/test_x.py",
+            "task_type": "testing",
+            "pass_if": [{"ran": {"command": "pytest", "cwd": "packages/api"}},
+                        {"not_ran": {"command": "pytest", "cwd": "."}},
+                        {"succeeds": {"run": "python -m pytest -q", "cwd": "packages/api"}}],
+            "files": {"packages/api/pytest.ini": "[pytest]\n", "packages/api/tests/test_x.py": "def test_x(): pass\n"},
+            "policy": {"branch_on": "package-local pytest.ini",
+                       "with_rule": [{"bash": "cd packages/api && python -m pytest -q"}, {"say": "done [rule-0001]"}],
+                       "without_rule": [{"bash": "python -m pytest -q"}, {"say": "done"}]}}
+
+
+def rule_answer(cites=(A1, A2), rule=RULE, scenario=None) -> str:
+    return json.dumps({"kind": "rule", "rule": rule, "cites": list(cites), "task_types": [],
+                       "scenario": scenario or {"new": new_scenario()}})
+
+
+# ------------------------------------------------------------------ git
+
+
+def git(cwd: Path, *args: str) -> str:
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@e",
+           "HOME": str(cwd), "PATH": os.environ.get("PATH", "/usr/bin:/bin:/usr/local/bin")}
+    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def base_repo(root: Path) -> str:
+    """A git repository at ``root`` whose one commit on main admits rule-0001; that commit's id."""
+    git(root, "init", "-q", "-b", "main")
+    write(root / "playbook" / "rules" / "rule-0001.yaml", rule_yaml("rule-0001"))
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "base")
+    return git(root, "rev-parse", "HEAD")
