@@ -64,7 +64,8 @@ class FakePort:
 
     def find_issue_by_marker(self, marker: str) -> IssueRef | None:
         self._call()
-        return next((i for _, i in sorted(self.issues.items()) if marker in i.body and written_by(i.author, [self.login])), None)
+        return next((i for _, i in sorted(self.issues.items())
+                     if marker in i.body and gh.BOT_LABEL in i.labels and written_by(i.author, [self.login])), None)
 
     def get_issue(self, number: int) -> IssueRef:
         self._call()
@@ -76,26 +77,35 @@ class FakePort:
         self._call()
         return [i for _, i in sorted(self.issues.items()) if label in i.labels and state in ("all", i.state)]
 
+    def open_issues(self) -> list[IssueRef]:
+        self._call()
+        return [i for _, i in sorted(self.issues.items()) if i.state == "open"]
+
     def create_issue(self, title: str, body: str, labels: Sequence[str] = ()) -> IssueRef:
         self._call()
         number = next(self._numbers)
-        issue = IssueRef(number, title, body, "open", tuple(labels), f"https://github.test/issues/{number}",
+        issue = IssueRef(number, title, body, "open", _with_bot_label(labels), f"https://github.test/issues/{number}",
                          "2026-12-01T00:00:00Z", self.login)
         self.issues[number] = issue
         return issue
 
     def file_issue(self, title: str, body: str, labels: Sequence[str] = (), author: str = "a-person") -> IssueRef:
-        """An issue someone opened (not the bot): test set-up, not part of the port."""
-        issue = replace(self.create_issue(title, body, labels), author=author)
+        """An issue someone opened (not the bot), with exactly ``labels``: test set-up, not part of the port."""
+        issue = replace(self.create_issue(title, body, labels), author=author, labels=tuple(labels))
         self.issues[issue.number] = issue
         self.calls -= 1
         return issue
+
+    def edit_issue(self, number: int, body: str) -> IssueRef:
+        """A person edits an issue's body on GitHub: test set-up, not part of the port."""
+        self.issues[number] = replace(self.issues[number], body=body)
+        return self.issues[number]
 
     def update_issue(self, number: int, *, body: str | None = None, labels: Sequence[str] | None = None,
                      state: str | None = None) -> IssueRef:
         issue = self.get_issue(number)
         issue = replace(issue, body=issue.body if body is None else body,
-                        labels=issue.labels if labels is None else tuple(labels), state=state or issue.state)
+                        labels=issue.labels if labels is None else _with_bot_label(labels), state=state or issue.state)
         self.issues[number] = issue
         return issue
 
@@ -163,7 +173,7 @@ class FakePort:
         return [p for _, p in sorted(self.pulls.items()) if state in ("all", p.state)]
 
     def find_pr_by_marker(self, marker: str, state: str = "all") -> PullRef | None:
-        return next((p for p in self.list_prs(state) if marker in p.body), None)
+        return next((p for p in self.list_prs(state) if marker in p.body and written_by(p.author, [self.login])), None)
 
     def default_branch(self) -> str:
         self._call()
@@ -172,6 +182,10 @@ class FakePort:
     def default_branch_sha(self) -> str:
         self._call()
         return self.branches[self.default].sha
+
+    def add_file(self, path: str, text: str, branch: str | None = None) -> None:
+        """A file already on a branch (the default one unless named): test set-up, not part of the port."""
+        self.branches[branch or self.default].files[path] = text
 
     def create_branch(self, name: str, from_sha: str) -> None:
         self._call()
@@ -233,3 +247,8 @@ class FakePort:
     def release(self, key: str) -> None:
         self._call()
         self.claims.discard(key)
+
+
+def _with_bot_label(labels: Sequence[str]) -> tuple[str, ...]:
+    """The adapter labels every issue the bot files or edits with the bot's label, first."""
+    return tuple(dict.fromkeys([gh.BOT_LABEL, *labels]))
