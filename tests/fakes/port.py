@@ -83,6 +83,7 @@ class FakePort:
 
     def create_issue(self, title: str, body: str, labels: Sequence[str] = ()) -> IssueRef:
         self._call()
+        _fits(body)
         number = next(self._numbers)
         issue = IssueRef(number, title, body, "open", _with_bot_label(labels), f"https://github.test/issues/{number}",
                          "2026-12-01T00:00:00Z", self.login)
@@ -104,6 +105,7 @@ class FakePort:
     def update_issue(self, number: int, *, body: str | None = None, labels: Sequence[str] | None = None,
                      state: str | None = None) -> IssueRef:
         issue = self.get_issue(number)
+        _fits(body)
         issue = replace(issue, body=issue.body if body is None else body,
                         labels=issue.labels if labels is None else _with_bot_label(labels), state=state or issue.state)
         self.issues[number] = issue
@@ -111,6 +113,9 @@ class FakePort:
 
     def add_comment(self, number: int, body: str) -> CommentRef:
         self._call()
+        if number not in self.issues and number not in self.pulls:
+            raise GitHubError(f"issue #{number} not found", status=404)
+        _fits(body)
         comment = CommentRef(next(self._ids), number, body, f"https://github.test/issues/{number}#c", self.login)
         self.comments.append(comment)
         return comment
@@ -125,6 +130,7 @@ class FakePort:
         if found is None:
             return self.add_comment(number, body if marker in body else f"{marker}\n{body}")
         self._call()
+        _fits(body)
         updated = replace(found, body=body if marker in body else f"{marker}\n{body}")
         self.comments[self.comments.index(found)] = updated
         return updated
@@ -136,8 +142,14 @@ class FakePort:
 
     def set_status(self, sha: str, state: str, context: str, description: str, target_url: str | None = None) -> None:
         self._call()
-        self.statuses.append({"sha": sha, "state": state, "context": context, "description": description,
+        # The adapter caps the description at GitHub's 140 characters, as here.
+        text = description if len(description) <= 140 else description[:139] + "…"
+        self.statuses.append({"sha": sha, "state": state, "context": context, "description": text,
                               "target_url": target_url})
+
+    def statuses_for(self, sha: str) -> list[dict]:
+        """The statuses set on ``sha``, oldest first: a test's reading, not part of the port."""
+        return [s for s in self.statuses if s["sha"] == sha]
 
     def failed_jobs(self, run_id: int) -> list[gh.Job]:
         self._call()
@@ -210,10 +222,19 @@ class FakePort:
         target.files, target.sha, target.commits = after, next(self._shas), target.commits + 1
         return True
 
+    def add_pull(self, title: str = "A pull request", body: str = "", head_ref: str = "feature",
+                 author: str = "a-person") -> PullRef:
+        """A pull request someone opened: test set-up, not part of the port."""
+        number = next(self._numbers)
+        self.pulls[number] = PullRef(number, "open", False, head_ref, body, title, f"https://github.test/pull/{number}",
+                                     author)
+        return self.pulls[number]
+
     def create_pr(self, title: str, body: str, head: str, base: str) -> PullRef:
         self._call()
         if any(p.head_ref == head and p.state == "open" for p in self.pulls.values()):
             raise GitHubError(f"A pull request already exists for {head}", status=422)
+        _fits(body)
         number = next(self._numbers)
         pr = PullRef(number, "open", False, head, body, title, f"https://github.test/pull/{number}", self.login)
         self.pulls[number] = pr
@@ -222,6 +243,7 @@ class FakePort:
     def update_pr(self, number: int, *, title: str | None = None, body: str | None = None) -> PullRef:
         self._call()
         pr = self.pulls[number]
+        _fits(body)
         pr = replace(pr, title=pr.title if title is None else title, body=pr.body if body is None else body)
         self.pulls[number] = pr
         return pr
@@ -252,3 +274,9 @@ class FakePort:
 def _with_bot_label(labels: Sequence[str]) -> tuple[str, ...]:
     """The adapter labels every issue the bot files or edits with the bot's label, first."""
     return tuple(dict.fromkeys([gh.BOT_LABEL, *labels]))
+
+
+def _fits(body: str | None) -> None:
+    """GitHub refuses a body over its limit with a 422, as the HTTP fake does."""
+    if body is not None and len(body) > gh.BODY_LIMIT:
+        raise GitHubError(f"body is too long (maximum is {gh.BODY_LIMIT} characters)", status=422)

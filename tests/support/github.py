@@ -9,8 +9,12 @@ from pathlib import Path
 
 import yaml
 from fakes.github import BOT_LOGIN, FakeGitHub
+from fakes.port import FakePort
 from helpers import REPO, incident_yaml, rule_yaml, write
 
+from bot import config as config_mod
+from bot.github.events import GateRulePr
+from bot.github.handle import PrGate, execute
 from bot.github.issue_form import normalised_block
 from bot.incident.store import Incident
 
@@ -122,3 +126,20 @@ def base_repo(root: Path) -> str:
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "base")
     return git(root, "rev-parse", "HEAD")
+
+
+# ------------------------------------------------------------------ the PR gate on the port
+
+
+def run_pr_gate(port: FakePort, root: Path, head: str, base: str, *, merge_group: bool = False,
+                settings=None) -> tuple[dict, str]:
+    """Run the real PR gate (``execute`` + ``PrGate``) on ``port`` for the repository at ``root``, whose HEAD
+    is the PR's ``head``; returns the status it set and the report it commented (none for a merge group)."""
+    settings = settings or config_mod.load(root)
+    number = None if merge_group else port.add_pull().number
+    action = GateRulePr(number=number, head_sha=head, base_ref="main", base_sha=base, fork=False, secrets=True,
+                        merge_group=merge_group)
+    execute([action], port, root=root, settings=settings, gate=PrGate(root, settings))
+    report = "" if number is None else "".join(c.body for c in port.comments_on(number))
+    [status] = port.statuses_for(head)
+    return status, report
