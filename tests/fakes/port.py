@@ -48,6 +48,7 @@ class FakePort:
     jobs: dict[int, list[gh.Job]] = field(default_factory=dict)
     logs: dict[int, str] = field(default_factory=dict)
     commits: list[CommitRef] = field(default_factory=list)
+    messages: list[tuple[str, str]] = field(default_factory=list)  # (branch, message) of each commit_files commit
     claims: set[str] = field(default_factory=set)
     calls: int = 0
 
@@ -118,6 +119,13 @@ class FakePort:
         _fits(body)
         comment = CommentRef(next(self._ids), number, body, f"https://github.test/issues/{number}#c", self.login)
         self.comments.append(comment)
+        return comment
+
+    def comment_as(self, number: int, body: str, author: str) -> CommentRef:
+        """A comment someone else wrote: test set-up, not part of the port."""
+        comment = replace(self.add_comment(number, body), author=author)
+        self.comments[-1] = comment
+        self.calls -= 1
         return comment
 
     def find_comment_by_marker(self, number: int, marker: str) -> CommentRef | None:
@@ -220,14 +228,15 @@ class FakePort:
         if after == target.files:
             return False
         target.files, target.sha, target.commits = after, next(self._shas), target.commits + 1
+        self.messages.append((branch, message))
         return True
 
     def add_pull(self, title: str = "A pull request", body: str = "", head_ref: str = "feature",
-                 author: str = "a-person") -> PullRef:
-        """A pull request someone opened: test set-up, not part of the port."""
+                 author: str = "a-person", *, state: str = "open", fork: bool = False) -> PullRef:
+        """A pull request someone opened (from a fork's branch with ``fork``): test set-up, not part of the port."""
         number = next(self._numbers)
-        self.pulls[number] = PullRef(number, "open", False, head_ref, body, title, f"https://github.test/pull/{number}",
-                                     author)
+        self.pulls[number] = PullRef(number, state, False, head_ref, body, title, f"https://github.test/pull/{number}",
+                                     author, same_repo=not fork)
         return self.pulls[number]
 
     def create_pr(self, title: str, body: str, head: str, base: str) -> PullRef:

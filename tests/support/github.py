@@ -13,9 +13,11 @@ from fakes.port import FakePort
 from helpers import REPO, incident_yaml, rule_yaml, write
 
 from bot import config as config_mod
-from bot.github.events import GateRulePr
+from bot.github.events import GateRulePr, plan
 from bot.github.handle import PrGate, execute
 from bot.github.issue_form import normalised_block
+from bot.github.port import Job, Step
+from bot.settings import Environment
 from bot.incident.store import Incident
 
 DATA = REPO / "tests" / "data"
@@ -143,3 +145,48 @@ def run_pr_gate(port: FakePort, root: Path, head: str, base: str, *, merge_group
     report = "" if number is None else "".join(c.body for c in port.comments_on(number))
     [status] = port.statuses_for(head)
     return status, report
+
+
+# ------------------------------------------------------------------ an event on the port, as the CLI runs it
+
+
+def seed_port_run(port: FakePort, run_id: int = 7, log: str = LOG) -> None:
+    """As :func:`seed_run`, on the port: ``test (3.11)`` failed with ``log``, ``lint`` passed."""
+    failed, passed = run_id * 10 + 1, run_id * 10 + 2
+    port.jobs[run_id] = [Job(failed, "test (3.11)", "failure", (Step(1, "run", "failure"),)),
+                         Job(passed, "lint", "success", (Step(1, "run", "success"),))]
+    port.logs[failed] = log
+
+
+def port_incidents(port: FakePort, count: int) -> list[str]:
+    """As :func:`incidents`, on the port: ``count`` incident issues the bot filed; their ids."""
+    ids = []
+    for i in range(count):
+        data = yaml.safe_load(incident_yaml("ignored", created=f"2026-07-{14 + i:02d}T09:32:00Z", actual=WORKER))
+        body = "**Trigger:** CI failed\n\n" + normalised_block(Incident.model_validate(data))
+        ids.append(f"gh-{port.file_issue('CI failure: test', body, ['replaybook', 'incident'], author=port.login).number}")
+    return ids
+
+
+def on_port(port: FakePort, root: Path, event_name: str, payload: dict, *, step_summary: Path | None = None) -> list:
+    """What ``replaybook github handle`` does with one event, on ``port``, with PRs opted in; its outcomes.
+
+    No capture model; distill asks the model the environment names (the ``model`` fixture), as the CLI does.
+    """
+    from bot.cli.distill import MAX_TOKENS
+
+    settings = config_mod.load(root)
+    env = Environment.read()
+    actions = plan(event_name, payload, settings.config)
+    distiller = None
+    if env.api_key and any(a.kind == "distill" for a in actions):
+        distiller = config_mod.llm(env, settings.config.models.distill, timeout_s=300)
+        distiller.max_tokens = MAX_TOKENS
+    return execute(actions, port, root=root, settings=settings, payload=payload, step_summary=step_summary,
+                   gate=PrGate(root, settings, env=env), open_prs=True, config=settings.config, distiller=distiller,
+                   max_open_rule_prs=settings.config.github.max_open_rule_prs)
+
+
+def completed(outcomes: list) -> bool:
+    """Whether the command would exit 0: no action failed or was not enabled, and any gate admitted."""
+    return all(o.status not in ("failed", "not_implemented") and o.verdict in (None, "success") for o in outcomes)
