@@ -50,6 +50,7 @@ class FakePort:
     commits: list[CommitRef] = field(default_factory=list)
     messages: list[tuple[str, str]] = field(default_factory=list)  # (branch, message) of each commit_files commit
     claims: set[str] = field(default_factory=set)
+    writes: list[str] = field(default_factory=list)  # each write the port was asked for (failed ones too), by method
     calls: int = 0
 
     def __post_init__(self) -> None:
@@ -60,6 +61,10 @@ class FakePort:
 
     def _call(self) -> None:
         self.calls += 1
+
+    def _write(self, method: str) -> None:
+        self._call()
+        self.writes.append(method)
 
     # -- issues and comments
 
@@ -83,7 +88,7 @@ class FakePort:
         return [i for _, i in sorted(self.issues.items()) if i.state == "open"]
 
     def create_issue(self, title: str, body: str, labels: Sequence[str] = ()) -> IssueRef:
-        self._call()
+        self._write("create_issue")
         _fits(body)
         number = next(self._numbers)
         issue = IssueRef(number, title, body, "open", _with_bot_label(labels), f"https://github.test/issues/{number}",
@@ -96,6 +101,7 @@ class FakePort:
         issue = replace(self.create_issue(title, body, labels), author=author, labels=tuple(labels))
         self.issues[issue.number] = issue
         self.calls -= 1
+        self.writes.pop()
         return issue
 
     def edit_issue(self, number: int, body: str) -> IssueRef:
@@ -106,6 +112,7 @@ class FakePort:
     def update_issue(self, number: int, *, body: str | None = None, labels: Sequence[str] | None = None,
                      state: str | None = None) -> IssueRef:
         issue = self.get_issue(number)
+        self.writes.append("update_issue")
         _fits(body)
         issue = replace(issue, body=issue.body if body is None else body,
                         labels=issue.labels if labels is None else _with_bot_label(labels), state=state or issue.state)
@@ -113,7 +120,7 @@ class FakePort:
         return issue
 
     def add_comment(self, number: int, body: str) -> CommentRef:
-        self._call()
+        self._write("add_comment")
         if number not in self.issues and number not in self.pulls:
             raise GitHubError(f"issue #{number} not found", status=404)
         _fits(body)
@@ -126,6 +133,7 @@ class FakePort:
         comment = replace(self.add_comment(number, body), author=author)
         self.comments[-1] = comment
         self.calls -= 1
+        self.writes.pop()
         return comment
 
     def find_comment_by_marker(self, number: int, marker: str) -> CommentRef | None:
@@ -137,7 +145,7 @@ class FakePort:
         found = self.find_comment_by_marker(number, marker)
         if found is None:
             return self.add_comment(number, body if marker in body else f"{marker}\n{body}")
-        self._call()
+        self._write("upsert_comment")
         _fits(body)
         updated = replace(found, body=body if marker in body else f"{marker}\n{body}")
         self.comments[self.comments.index(found)] = updated
@@ -149,7 +157,7 @@ class FakePort:
     # -- runs, statuses, dispatches
 
     def set_status(self, sha: str, state: str, context: str, description: str, target_url: str | None = None) -> None:
-        self._call()
+        self._write("set_status")
         # The adapter caps the description at GitHub's 140 characters, as here.
         text = description if len(description) <= 140 else description[:139] + "…"
         self.statuses.append({"sha": sha, "state": state, "context": context, "description": text,
@@ -170,7 +178,7 @@ class FakePort:
         return self.logs[job_id]
 
     def dispatch_workflow(self, workflow: str, ref: str, inputs: dict[str, str]) -> None:
-        self._call()
+        self._write("dispatch_workflow")
         self.dispatched.append({"workflow": workflow, "ref": ref, "inputs": dict(inputs)})
 
     def commits_since(self, since: str, author: str) -> list[CommitRef]:
@@ -203,12 +211,18 @@ class FakePort:
         self._call()
         return self.branches[self.default].sha
 
+    def point(self, branch: str, sha: str) -> None:
+        """A branch at commit ``sha`` (made from the default branch's files, or moved): test set-up."""
+        current = self.branches.get(branch) or Branch(sha, dict(self.branches[self.default].files))
+        current.sha = sha
+        self.branches[branch] = current
+
     def add_file(self, path: str, text: str, branch: str | None = None) -> None:
         """A file already on a branch (the default one unless named): test set-up, not part of the port."""
         self.branches[branch or self.default].files[path] = text
 
     def create_branch(self, name: str, from_sha: str) -> None:
-        self._call()
+        self._write("create_branch")
         if name in self.branches:
             raise GitHubError("Reference already exists", status=422)
         source = next((b for b in self.branches.values() if b.sha == from_sha), None)
@@ -227,6 +241,7 @@ class FakePort:
                 after[path] = text
         if after == target.files:
             return False
+        self.writes.append("commit_files")
         target.files, target.sha, target.commits = after, next(self._shas), target.commits + 1
         self.messages.append((branch, message))
         return True
@@ -240,7 +255,7 @@ class FakePort:
         return self.pulls[number]
 
     def create_pr(self, title: str, body: str, head: str, base: str) -> PullRef:
-        self._call()
+        self._write("create_pr")
         if any(p.head_ref == head and p.state == "open" for p in self.pulls.values()):
             raise GitHubError(f"A pull request already exists for {head}", status=422)
         _fits(body)
@@ -250,7 +265,7 @@ class FakePort:
         return pr
 
     def update_pr(self, number: int, *, title: str | None = None, body: str | None = None) -> PullRef:
-        self._call()
+        self._write("update_pr")
         pr = self.pulls[number]
         _fits(body)
         pr = replace(pr, title=pr.title if title is None else title, body=pr.body if body is None else body)
@@ -270,13 +285,13 @@ class FakePort:
     # -- claims
 
     def claim(self, key: str) -> None:
-        self._call()
+        self._write("claim")
         if key in self.claims:
             raise GitHubError(f"another run holds the claim on {key}", status=409)
         self.claims.add(key)
 
     def release(self, key: str) -> None:
-        self._call()
+        self._write("release")
         self.claims.discard(key)
 
 
