@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
 
 from bot.github import port as gh
 from bot.github.port import (
@@ -50,6 +51,7 @@ class FakePort:
     commits: list[CommitRef] = field(default_factory=list)
     messages: list[tuple[str, str]] = field(default_factory=list)  # (branch, message) of each commit_files commit
     claims: set[str] = field(default_factory=set)
+    bases: dict[int, str] = field(default_factory=dict)  # each PR's base branch (PullRef does not carry it)
     writes: list[str] = field(default_factory=list)  # each write the port was asked for (failed ones too), by method
     calls: int = 0
 
@@ -247,12 +249,24 @@ class FakePort:
         return True
 
     def add_pull(self, title: str = "A pull request", body: str = "", head_ref: str = "feature",
-                 author: str = "a-person", *, state: str = "open", fork: bool = False) -> PullRef:
+                 author: str = "a-person", *, state: str = "open", merged: bool = False, fork: bool = False) -> PullRef:
         """A pull request someone opened (from a fork's branch with ``fork``): test set-up, not part of the port."""
         number = next(self._numbers)
-        self.pulls[number] = PullRef(number, state, False, head_ref, body, title, f"https://github.test/pull/{number}",
-                                     author, same_repo=not fork)
+        self.pulls[number] = PullRef(number, "closed" if merged else state, merged, head_ref, body, title,
+                                     f"https://github.test/pull/{number}", author,
+                                     merged_at=_now() if merged else None, same_repo=not fork)
+        self.bases[number] = self.default
         return self.pulls[number]
+
+    def add_commit(self, message: str, author: str, date: str | None = None) -> CommitRef:
+        """A commit on the default branch by ``author`` (now, unless ``date``): test set-up, not part of the port."""
+        commit = CommitRef(next(self._shas), message, date or _now(), author)
+        self.commits.append(commit)
+        return commit
+
+    def close(self, number: int) -> None:
+        """A maintainer closes a PR without merging it: test set-up, not part of the port."""
+        self.pulls[number] = replace(self.pulls[number], state="closed")
 
     def create_pr(self, title: str, body: str, head: str, base: str) -> PullRef:
         self._write("create_pr")
@@ -261,7 +275,7 @@ class FakePort:
         _fits(body)
         number = next(self._numbers)
         pr = PullRef(number, "open", False, head, body, title, f"https://github.test/pull/{number}", self.login)
-        self.pulls[number] = pr
+        self.pulls[number], self.bases[number] = pr, base
         return pr
 
     def update_pr(self, number: int, *, title: str | None = None, body: str | None = None) -> PullRef:
@@ -277,7 +291,7 @@ class FakePort:
         pr = self.pulls[number]
         main = self.branches[self.default]
         main.files, main.sha = dict(self.branches[pr.head_ref].files), next(self._shas)
-        self.pulls[number] = replace(pr, state="closed", merged=True, merged_at="2026-12-01T00:00:00Z")
+        self.pulls[number] = replace(pr, state="closed", merged=True, merged_at=_now())
 
     def keys_of(self, number: int) -> list[str]:
         return marker_keys(self.pulls[number].body)
@@ -304,3 +318,7 @@ def _fits(body: str | None) -> None:
     """GitHub refuses a body over its limit with a 422, as the HTTP fake does."""
     if body is not None and len(body) > gh.BODY_LIMIT:
         raise GitHubError(f"body is too long (maximum is {gh.BODY_LIMIT} characters)", status=422)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

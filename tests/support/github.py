@@ -168,23 +168,28 @@ def port_incidents(port: FakePort, count: int) -> list[str]:
     return ids
 
 
-def on_port(port: FakePort, root: Path, event_name: str, payload: dict, *, step_summary: Path | None = None) -> list:
+def on_port(port: FakePort, root: Path, event_name: str, payload: dict, *, step_summary: Path | None = None,
+            open_prs: bool = True, agent_logins: tuple[str, ...] = (), max_open_rule_prs: int | None = None) -> list:
     """What ``replaybook github handle`` does with one event, on ``port``, with PRs opted in; its outcomes.
 
-    No capture model; distill asks the model the environment names (the ``model`` fixture), as the CLI does.
+    ``agent_logins`` and ``max_open_rule_prs`` stand for the command's flags (else .replaybook.yml's). No
+    capture model; distill asks the model the environment names (the ``model`` fixture), as the CLI does.
     """
     from bot.cli.distill import MAX_TOKENS
 
     settings = config_mod.load(root)
     env = Environment.read()
-    actions = plan(event_name, payload, settings.config)
+    section = settings.config.github
+    config = settings.config.model_copy(update={"github": section.model_copy(
+        update={"agent_logins": list(agent_logins) or section.agent_logins})})
+    actions = plan(event_name, payload, config)
     distiller = None
-    if env.api_key and any(a.kind == "distill" for a in actions):
+    if env.api_key and open_prs and any(a.kind == "distill" for a in actions):
         distiller = config_mod.llm(env, settings.config.models.distill, timeout_s=300)
         distiller.max_tokens = MAX_TOKENS
     return execute(actions, port, root=root, settings=settings, payload=payload, step_summary=step_summary,
-                   gate=PrGate(root, settings, env=env), open_prs=True, config=settings.config, distiller=distiller,
-                   max_open_rule_prs=settings.config.github.max_open_rule_prs)
+                   gate=PrGate(root, settings, env=env), open_prs=open_prs, config=config, distiller=distiller,
+                   max_open_rule_prs=section.max_open_rule_prs if max_open_rule_prs is None else max_open_rule_prs)
 
 
 def completed(outcomes: list) -> bool:
