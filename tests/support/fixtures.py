@@ -23,12 +23,13 @@ def gh():
         yield fake
 
 
-def _deliverer(gh, tmp_path, monkeypatch, *, extra: dict[str, str], unset: tuple[str, ...]):
-    """Point the CLI at the fake, as Actions would; returns a function that writes the payload."""
+@pytest.fixture
+def event(gh, tmp_path, monkeypatch):
+    """Point the CLI at ``gh``, as Actions would; returns a function that writes the event's payload."""
     path = tmp_path / "event.json"
-    for name, value in {"GITHUB_EVENT_PATH": str(path), "GITHUB_API_URL": gh.url, **_ACTIONS_ENV, **extra}.items():
+    for name, value in {"GITHUB_EVENT_PATH": str(path), "GITHUB_API_URL": gh.url, **_ACTIONS_ENV}.items():
         monkeypatch.setenv(name, value)
-    for name in unset:
+    for name in ("GITHUB_STEP_SUMMARY", "ANTHROPIC_API_KEY"):
         monkeypatch.delenv(name, raising=False)
 
     def deliver(name: str, payload: dict) -> None:
@@ -36,20 +37,6 @@ def _deliverer(gh, tmp_path, monkeypatch, *, extra: dict[str, str], unset: tuple
         path.write_text(json.dumps(payload), encoding="utf-8")
 
     return deliver
-
-
-@pytest.fixture
-def event(gh, tmp_path, monkeypatch):
-    """Deliver an event to ``replaybook github handle`` as Actions would, against ``gh``."""
-    return _deliverer(gh, tmp_path, monkeypatch, extra={}, unset=("GITHUB_STEP_SUMMARY", "ANTHROPIC_API_KEY"))
-
-
-@pytest.fixture
-def pr_event(gh, tmp_path, monkeypatch):
-    """As ``event``, with PRs opted in (REPLAYBOOK_OPEN_PRS=1), no model and the default cap on open rule PRs."""
-    return _deliverer(gh, tmp_path, monkeypatch, extra={"REPLAYBOOK_OPEN_PRS": "1"},
-                      unset=("GITHUB_STEP_SUMMARY", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL",
-                             "REPLAYBOOK_MAX_OPEN_RULE_PRS"))
 
 
 @pytest.fixture

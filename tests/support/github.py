@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import yaml
-from fakes.github import BOT_LOGIN, FakeGitHub
+from fakes.github import FakeGitHub
 from fakes.port import FakePort
 from helpers import REPO, incident_yaml, rule_yaml, write
 
@@ -17,15 +17,15 @@ from bot.github.events import GateRulePr, plan
 from bot.github.handle import PrGate, execute
 from bot.github.issue_form import normalised_block
 from bot.github.port import Job, Step
-from bot.settings import Environment
 from bot.incident.store import Incident
+from bot.settings import Environment
 
 DATA = REPO / "tests" / "data"
 HEAD = "3484a3fb816e0859fd6e1cea078d76385ff50625"
 LOG = (DATA / "logs" / "gha_pytest.log").read_text(encoding="utf-8")
 REPOSITORY = {"id": 1, "name": "app", "full_name": "octo/app", "default_branch": "main"}
 
-A1, A2, A3 = "gh-1", "gh-2", "gh-3"  # on GitHub an incident is its issue
+A1, A2 = "gh-1", "gh-2"  # on GitHub an incident is its issue
 RULE = "Before running any test command, check for a package-local pytest.ini and run pytest from that directory."
 WORKER = '"packages/worker has its own pytest.ini; must cd into packages/worker first"'
 
@@ -70,26 +70,6 @@ def handle(cli, *args: str) -> dict:
 def seed_run(gh: FakeGitHub, run_id: int = 7, log: str = LOG) -> None:
     gh.add_workflow_run(run_id, jobs=[{"name": "test (3.11)", "conclusion": "failure"}, {"name": "lint"}],
                         logs={"test (3.11)": log}, head_sha=HEAD)
-
-
-def incident_issue(gh: FakeGitHub, **over) -> int:
-    """An incident issue as capture files it: a summary and the normalised yaml block."""
-    data = yaml.safe_load(incident_yaml("ignored", **{"created": "2026-07-14T09:32:00Z", **over}))
-    body = "**Trigger:** CI failed\n\n" + normalised_block(Incident.model_validate(data))
-    return gh.add_issue("CI failure: test", body, ["replaybook", "incident"], user=BOT_LOGIN)["number"]
-
-
-def incidents(gh: FakeGitHub, count: int) -> list[str]:
-    return [f"gh-{incident_issue(gh, created=f'2026-07-{14 + i:02d}T09:32:00Z', actual=WORKER)}"
-            for i in range(count)]
-
-
-def rule_prs(gh: FakeGitHub) -> list[dict]:
-    return [p for p in gh.pulls if p["head_ref"].startswith("replaybook/rule-")]
-
-
-def distilled(out: dict) -> list[dict]:
-    return [o for o in out["outcomes"] if o["kind"] == "distill"]
 
 
 # ------------------------------------------------------------------ the model's answers
