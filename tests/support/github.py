@@ -152,8 +152,8 @@ def on_port(port: FakePort, root: Path, event_name: str, payload: dict, *, step_
             open_prs: bool = True, agent_logins: tuple[str, ...] = (), max_open_rule_prs: int | None = None) -> list:
     """What ``replaybook github handle`` does with one event, on ``port``, with PRs opted in; its outcomes.
 
-    ``agent_logins`` and ``max_open_rule_prs`` stand for the command's flags (else .replaybook.yml's). No
-    capture model; distill asks the model the environment names (the ``model`` fixture), as the CLI does.
+    ``agent_logins`` and ``max_open_rule_prs`` stand for the command's flags (else .replaybook.yml's). Capture
+    and distill ask the model the environment names (ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL), as the CLI does.
     """
     from bot.cli.distill import MAX_TOKENS
 
@@ -167,7 +167,8 @@ def on_port(port: FakePort, root: Path, event_name: str, payload: dict, *, step_
     if env.api_key and open_prs and any(a.kind == "distill" for a in actions):
         distiller = config_mod.llm(env, settings.config.models.distill, timeout_s=300)
         distiller.max_tokens = MAX_TOKENS
-    return execute(actions, port, root=root, settings=settings, payload=payload, step_summary=step_summary,
+    llm = config_mod.llm(env, settings.config.models.capture) if env.api_key else None
+    return execute(actions, port, root=root, settings=settings, llm=llm, payload=payload, step_summary=step_summary,
                    gate=PrGate(root, settings, env=env), open_prs=open_prs, config=config, distiller=distiller,
                    max_open_rule_prs=section.max_open_rule_prs if max_open_rule_prs is None else max_open_rule_prs)
 
