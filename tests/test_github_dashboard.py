@@ -77,7 +77,7 @@ def test_the_dashboard_is_opened_once_and_edited_in_place_in_at_most_3_requests(
     issue = the_dashboard(port)
     assert dashboard.LABEL in issue.labels and "```mermaid" in issue.body
     assert "- [ ] <!-- replaybook:do:retire:rule-0001 -->" in issue.body
-    assert "**1 of 1 incidents are repeats**" in issue.body  # the incident issue, read as port-1
+    assert "**1 of 1 incidents are repeats**" in issue.body  # the incident issue, read as gh-1
     summary = tmp_path / "summary.md"
     outcomes, again = run(port, repo, [UpdateDashboard()], step_summary=summary)
     assert again <= 3 and the_dashboard(port).number == issue.number and outcomes[0].status == "unchanged"
@@ -155,7 +155,7 @@ def test_an_ignored_rule_is_offered_escalation_and_ticking_it_opens_one_guard_pr
     run(port, repo, [UpdateDashboard()])
     issue = the_dashboard(port)
     assert "- [ ] <!-- replaybook:do:escalate:rule-0001 -->" in issue.body
-    assert "ignored: port-1, port-2" in issue.body
+    assert "ignored: gh-1, gh-2" in issue.body
     issue = tick(port, issue, "escalate:rule-0001")
     outcomes, _ = run(port, repo, edited(port, issue))
     assert outcomes[0].status == "done", outcomes
