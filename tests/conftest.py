@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from helpers import REPO, incident_yaml, make_scenario, rule_yaml, write  # noqa: F401
+from support.fixtures import event, examples, gh, model  # noqa: F401  (shared fixtures, registered once)
 
 from bot.cli.main import run
 

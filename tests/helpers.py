@@ -119,26 +119,3 @@ def hand_made_wheel(folder: Path, name: str = "rbprobe", version: str = "1.0") -
     (folder / "simple" / name).mkdir(parents=True)
     (folder / "simple" / name / "index.html").write_text(f'<a href="/{wheel.name}">{wheel.name}</a>\n')
     return wheel
-
-
-def run_pr_gate(gh, root: Path, head: str, base: str, *, merge_group: bool = False, settings=None) -> tuple[dict, str]:
-    """Run the real PR gate (``execute`` + ``PrGate`` over PyGithub against the fake ``gh``) on the repository
-    at ``root``, whose HEAD is the PR's ``head``; returns the status it set and the report it commented."""
-    from bot import config as config_mod
-    from bot.github import PyGithubAdapter
-    from bot.github.events import GateRulePr
-    from bot.github.handle import PrGate, execute
-
-    port = PyGithubAdapter("octo/app", "t", gh.url, sleep=lambda s: None, seconds_between_requests=0,
-                           seconds_between_writes=0)
-    settings = settings or config_mod.load(root)
-    action = GateRulePr(number=None if merge_group else 1, head_sha=head, base_ref="main", base_sha=base,
-                        fork=False, secrets=True, merge_group=merge_group)
-    if not merge_group:
-        gh.add_pull(1)
-    try:
-        execute([action], port, root=root, settings=settings, gate=PrGate(root, settings))
-    finally:
-        port.close()
-    report = "" if merge_group else "".join(c["body"] for c in gh.comments_on(1))
-    return gh.statuses_for(head)[0], report

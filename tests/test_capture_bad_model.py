@@ -2,8 +2,9 @@
 
 A small HTTP server on 127.0.0.1 stands in for the Messages API and answers
 200 with a body that is not JSON (or JSON of the wrong shape, or nothing);
-the real anthropic SDK talks to it through ANTHROPIC_BASE_URL, the real CLI
-files the incident issue on the fake GitHub.
+the real anthropic SDK talks to it through ANTHROPIC_BASE_URL, and the
+capture handler, run as ``replaybook github handle`` runs it, files the
+incident issue on the in-memory port (``FakePort``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_github_handle import event, gh, handle, run_payload, seed_run  # noqa: F401  (fixtures)
+from fakes.port import FakePort
+from support.github import completed, on_port, run_payload, seed_port_run
 
 from bot.github.issue_form import parse_incident_issue
 
@@ -29,12 +31,14 @@ ANSWERS = {
 
 class _Broken(BaseHTTPRequestHandler):
     answer: tuple[int, str, bytes] = ANSWERS["not JSON"]
+    asked: list[str]  # the paths of the requests it answered, per server
 
     def log_message(self, *args):  # keep pytest output clean
         pass
 
     def do_POST(self):
         self.rfile.read(int(self.headers.get("content-length") or 0))
+        self.asked.append(self.path)
         status, kind, body = self.answer
         self.send_response(status)
         self.send_header("content-type", kind)
@@ -46,12 +50,13 @@ class _Broken(BaseHTTPRequestHandler):
 @pytest.fixture
 def broken_model(monkeypatch):
     def start(answer):
-        handler = type("Handler", (_Broken,), {"answer": answer})
+        handler = type("Handler", (_Broken,), {"answer": answer, "asked": []})
         server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         threading.Thread(target=server.serve_forever, daemon=True).start()
         servers.append(server)
         monkeypatch.setenv("ANTHROPIC_API_KEY", "x")
         monkeypatch.setenv("ANTHROPIC_BASE_URL", f"http://127.0.0.1:{server.server_address[1]}")
+        return handler
 
     servers: list = []
     yield start
@@ -60,17 +65,22 @@ def broken_model(monkeypatch):
         server.server_close()
 
 
+@pytest.fixture
+def port() -> FakePort:
+    return FakePort()
+
+
 @pytest.mark.parametrize("answer", list(ANSWERS))
-def test_a_model_answer_that_is_not_usable_files_a_triage_incident(cli, gh, event, broken_model, answer):
-    broken_model(ANSWERS[answer])
-    seed_run(gh, 7)
-    event("workflow_run", run_payload(7))
-    out = handle(cli)
-    assert out["code"] == 0, out
-    (issue,) = gh.issues
-    data, problems = parse_incident_issue(issue["body"], number=1, created_at="2026-12-01T00:00:00Z")
+def test_a_model_answer_that_is_not_usable_files_a_triage_incident(port, root, broken_model, answer):
+    model = broken_model(ANSWERS[answer])
+    seed_port_run(port, 7)
+    outcomes = on_port(port, root, "workflow_run", run_payload(7))
+    assert completed(outcomes), outcomes
+    assert model.asked, "the capture never asked the model"
+    (issue,) = port.issues.values()
+    data, problems = parse_incident_issue(issue.body, number=1, created_at="2026-12-01T00:00:00Z")
     assert problems == [] and data["triage"] is True
-    assert "Needs triage" in issue["body"]
+    assert "Needs triage" in issue.body
 
 
 BODIES = st.one_of(st.binary(max_size=200), st.sampled_from([
@@ -85,12 +95,11 @@ BODIES = st.one_of(st.binary(max_size=200), st.sampled_from([
 @settings(max_examples=15, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(st.sampled_from([200, 400, 404, 413, 422]), st.sampled_from(["application/json", "text/plain"]), BODIES)
-def test_any_misbehaving_model_still_files_the_incident(cli, gh, event, broken_model, status, kind, body):
+def test_any_misbehaving_model_still_files_the_incident(port, root, broken_model, status, kind, body):
     broken_model((status, kind, body))
-    run_id = 100 + len(gh.issues)
-    seed_run(gh, run_id)
-    event("workflow_run", run_payload(run_id))
-    before = len(gh.issues)
-    out = handle(cli)
-    assert out["code"] == 0, out
-    assert len(gh.issues) == before + 1
+    run_id = 100 + len(port.issues)
+    seed_port_run(port, run_id)
+    before = len(port.issues)
+    outcomes = on_port(port, root, "workflow_run", run_payload(run_id))
+    assert completed(outcomes), outcomes
+    assert len(port.issues) == before + 1

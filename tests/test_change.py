@@ -16,7 +16,7 @@ import pytest
 import yaml
 from fakes.port import FakePort
 from helpers import incident_yaml, make_scenario, rule_yaml, write
-from test_github_prs import WORKER, model, rule_answer  # noqa: F401, F811  (model is a fixture)
+from support.github import WORKER, rule_answer
 
 from bot import config as config_mod
 from bot.change import Change, DiskTree, MemoryTree, OverlayTree

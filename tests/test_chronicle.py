@@ -174,10 +174,10 @@ def test_cli_without_a_database_lists_it_as_empty_and_says_how_to_fill_it(run_tr
     assert not (run_trace.root / ".replaybook").exists()
 
 
-def test_cli_imports_a_replay_run(run_trace, tmp_path):
-    from test_trace_store import _replay_run
+def test_cli_imports_areplay_run(run_trace, tmp_path):
+    from support.traces import replay_run
 
-    run = _replay_run(tmp_path)
+    run = replay_run(tmp_path)
     db = tmp_path / "other.db"
     result = run_trace("import", str(run.path), "--db", str(db))
     assert result.exit_code == 0, result.output

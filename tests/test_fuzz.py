@@ -14,7 +14,6 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_github_events import examples  # noqa: F401  (the session fixture of GitHub's example payloads)
 
 from bot import config as config_mod
 from bot._util import records, yamlfile

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from fakes.github import FakeGitHub
+from fakes.github import MAIN_SHA, FakeGitHub
 from helpers import REPO
 
 from bot.github import (
@@ -238,3 +238,43 @@ def test_call_budgets(github, gh):
     assert len(gh.issues) == 1
     assert measure(lambda: gate("5/5 passed")) == 3  # status, list comments, create comment
     assert measure(lambda: gate("4/5 passed")) == 3  # status, list comments, edit comment
+
+
+# ------------------------------------------------------------------ branches, files and pull requests (from test_github_prs)
+
+
+def test_branches_files_and_pull_requests_through_the_adapter(gh, github):
+    assert github.default_branch_sha() == MAIN_SHA
+    github.create_branch("replaybook/rule-0001", MAIN_SHA)
+    with pytest.raises(GitHubError) as taken:
+        github.create_branch("replaybook/rule-0001", MAIN_SHA)
+    assert taken.value.status == 422
+    rule, branch = "playbook/rules/rule-0001.yaml", "replaybook/rule-0001"
+    assert github.commit_files(branch, {rule: "a\n", "notes.md": "n\n"}, "add") is True
+    assert github.commit_files(branch, {rule: "a\n"}, "same") is False  # nothing changes: no commit
+    assert github.commit_files(branch, {rule: "b\n"}, "edit") is True
+    assert gh.branch_files(branch) == {rule: "b\n", "notes.md": "n\n"}
+    assert github.commit_files(branch, {"notes.md": None, "never-there.md": None}, "rm") is True
+    assert gh.branch_files("replaybook/rule-0001") == {"playbook/rules/rule-0001.yaml": "b\n"}
+    assert github.commit_files(branch, {"notes.md": None}, "rm") is False  # already gone
+    assert sum(r.path.endswith("/git/commits") and r.method == "POST" for r in gh.requests) == 3
+    assert not [r for r in gh.writes() if "/contents/" in r.path]  # the Git Data API, never the contents API
+    pr = github.create_pr("Rule", f"{marker('rule-0001')}\nbody", "replaybook/rule-0001", "main")
+    assert (pr.state, pr.merged, pr.head_ref) == ("open", False, "replaybook/rule-0001")
+    assert github.find_pr_by_marker(marker("rule-0001")) == pr
+    assert github.find_pr_by_marker(marker("rule-0002")) is None
+    edited = github.update_pr(pr.number, body=f"{marker('rule-0001')}\nnew")
+    assert edited.body.endswith("new") and gh.pulls[-1]["body"] == edited.body
+    gh.close_pull(pr.number, merged=True)
+    assert github.find_pr_by_marker(marker("rule-0001"), state="open") is None
+    assert github.find_pr_by_marker(marker("rule-0001")).merged is True
+
+
+def test_a_write_waits_out_a_secondary_rate_limit(gh):
+    waits: list[float] = []
+    a = PyGithubAdapter("octo/app", "t", gh.url, sleep=waits.append, seconds_between_requests=0,
+                        seconds_between_writes=0)
+    gh.fail_next(gh.repo_path + "/git/commits", 403, headers={"retry-after": "7"}, method="POST")
+    assert a.commit_files("main", {"x.txt": "x"}, "add") is True
+    a.close()
+    assert waits == [7.0] and gh.branch_files("main") == {"x.txt": "x"}

@@ -10,14 +10,10 @@ from __future__ import annotations
 
 import copy
 import json
-import os
-import subprocess
-import tarfile
-import tempfile
-from pathlib import Path
 
 import pytest
 from helpers import REPO
+from support.webhooks import example
 
 from bot.config import Config
 from bot.errors import BadInput
@@ -47,11 +43,8 @@ from bot.github.issue_form import (
 )
 from bot.incident.store import Incident
 
-EXAMPLES_VERSION = "7.6.1"
-# conftest points HOME at a temp folder per test; the cache lives in the real one.
-_REAL_HOME = Path(os.environ.get("HOME") or Path.home())
-_CACHE = _REAL_HOME / ".cache" / "replaybook-tests" / f"webhooks-examples-{EXAMPLES_VERSION}"
 DATA = REPO / "tests" / "data" / "webhooks"
+
 
 def github_config(**fields) -> Config:
     """A config whose ``github:`` section holds ``fields``; ``incident_label`` is the labels' ``incident``.
@@ -64,72 +57,6 @@ def github_config(**fields) -> Config:
 
 
 AGENT = github_config(agent_logins=["Codertocat"])
-
-
-# ------------------------------------------------------------------ fixtures
-
-
-def _fetch_examples() -> Path:
-    target = _CACHE / "index.json"
-    if target.exists():
-        return target
-    _CACHE.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=_CACHE) as tmp:
-        env = {**os.environ, "HOME": str(_REAL_HOME)}
-        try:
-            done = subprocess.run(
-                ["npm", "pack", f"@octokit/webhooks-examples@{EXAMPLES_VERSION}", "--silent"],
-                cwd=tmp, env=env, capture_output=True, text=True, timeout=180,
-            )
-        except (FileNotFoundError, subprocess.TimeoutExpired) as exc:
-            raise RuntimeError(f"npm could not run: {exc}") from None
-        if done.returncode != 0:
-            raise RuntimeError(f"npm pack failed ({done.returncode}): {done.stderr.strip()[-500:]}")
-        tarball = next(Path(tmp).glob("*.tgz"))
-        with tarfile.open(tarball) as tar:
-            member = tar.extractfile("package/api.github.com/index.json")
-            data = member.read() if member else b""
-        partial = Path(tmp) / "index.json"
-        partial.write_bytes(data)
-        json.loads(data)  # a broken download is never cached
-        os.replace(partial, target)  # atomic: concurrent sessions see all or nothing
-    return target
-
-
-@pytest.fixture(scope="session")
-def examples() -> dict[str, list[dict]]:
-    """GitHub's example payloads by event name, fetched once into ~/.cache."""
-    if os.environ.get("REPLAYBOOK_SKIP_WEBHOOK_EXAMPLES") == "1" and not (_CACHE / "index.json").exists():
-        pytest.skip("REPLAYBOOK_SKIP_WEBHOOK_EXAMPLES=1: skipping tests on GitHub's example payloads")
-    try:
-        path, error = _fetch_examples(), None
-    except Exception as exc:  # noqa: BLE001 - any failure gets the same advice
-        path, error = None, exc
-    if path is None:
-        pytest.fail(
-            f"could not fetch @octokit/webhooks-examples@{EXAMPLES_VERSION} with npm ({error}). "
-            "Install npm (and allow registry access once; it is cached in ~/.cache/replaybook-tests), "
-            "or set REPLAYBOOK_SKIP_WEBHOOK_EXAMPLES=1 to skip these tests.",
-            pytrace=False,
-        )
-    return {entry["name"]: entry["examples"] for entry in json.loads(path.read_text(encoding="utf-8"))}
-
-
-def example(examples, name: str, action: str | None = None, **where) -> dict:
-    """A deep copy of the first example of ``name`` (with ``action``) whose fields match ``where``."""
-    for payload in examples[name]:
-        if action is not None and payload.get("action") != action:
-            continue
-        if all(_get(payload, path.replace("__", ".")) == value for path, value in where.items()):
-            return copy.deepcopy(payload)
-    raise LookupError(f"no {name} example with action={action} {where}")
-
-
-def _get(payload, path: str):
-    node = payload
-    for part in path.split("."):
-        node = node[int(part)] if isinstance(node, list) else node[part]
-    return node
 
 
 def _set(payload, path: str, value) -> dict:

@@ -1,8 +1,8 @@
 """The admit gate judges what agents are told, not git's file status: each bypass found in the attack pass.
 
 Each test builds a real git repository (base commit on main, then the PR's
-commit), runs the real ``PrGate`` through ``execute`` against the fake
-GitHub, and checks the commit status. The gate here has no model: anything
+commit), runs the real ``PrGate`` through ``execute`` on the in-memory
+port (``FakePort``), and checks the commit status. The gate here has no model: anything
 it must replay ends as ``error``, never ``success``, so a bypass shows up as
 a ``success`` it should not have given.
 """
@@ -13,23 +13,22 @@ import os
 from pathlib import Path
 
 import pytest
-from fakes.github import FakeGitHub
-from helpers import make_scenario, rule_yaml, run_pr_gate, write
-from test_github_handle import HEAD, base_repo, git
+from fakes.port import FakePort
+from helpers import make_scenario, rule_yaml, write
+from support.github import HEAD, base_repo, git, run_pr_gate
 
 from bot import config as config_mod
 from bot.github.handle import PrGate
 
 
 @pytest.fixture
-def gh():
-    with FakeGitHub("octo", "app") as fake:
-        yield fake
+def port() -> FakePort:
+    return FakePort()
 
 
-def gate_state(gh: FakeGitHub, root: Path, base: str, *, merge_group: bool = False) -> dict:
+def gate_state(port: FakePort, root: Path, base: str, *, merge_group: bool = False) -> dict:
     """Run the real gate on the repository at ``root`` (HEAD is the PR); the status it set."""
-    return run_pr_gate(gh, root, HEAD, base, merge_group=merge_group)[0]
+    return run_pr_gate(port, root, HEAD, base, merge_group=merge_group)[0]
 
 
 def _commit(root: Path, message: str = "the PR") -> None:
@@ -88,31 +87,31 @@ def test_the_attacks_are_what_the_issue_says(root):
 
 @pytest.mark.parametrize("merge_group", [False, True], ids=["pr", "merge group"])
 @pytest.mark.parametrize("attack", list(ATTACKS), ids=list(ATTACKS))
-def test_a_rule_change_git_calls_something_else_is_never_bookkeeping(gh, root, attack, merge_group):
+def test_a_rule_change_git_calls_something_else_is_never_bookkeeping(port, root, attack, merge_group):
     make_scenario(root)
     base = ATTACKS[attack](root)
     _commit(root)
-    status = gate_state(gh, root, base, merge_group=merge_group)
+    status = gate_state(port, root, base, merge_group=merge_group)
     assert status["state"] != "success", status
     if attack.startswith("replaced by a symlink"):
         assert status["state"] == "failure" and "symlink" in status["description"]
 
 
-def test_a_pure_last_hit_move_is_bookkeeping(gh, root):
+def test_a_pure_last_hit_move_is_bookkeeping(port, root):
     make_scenario(root)
     base = base_repo(root)
     write(root / "playbook" / "rules" / "rule-0001.yaml", rule_yaml("rule-0001", last_hit="2026-11-20"))
     _commit(root)
-    status = gate_state(gh, root, base)
+    status = gate_state(port, root, base)
     assert (status["state"], status["description"]) == ("success", "no rule changed (bookkeeping only)")
 
 
-def test_a_change_to_the_scenario_an_admitted_rule_replays_is_gated(gh, root):
+def test_a_change_to_the_scenario_an_admitted_rule_replays_is_gated(port, root):
     make_scenario(root)
     base = base_repo(root)
     write(root / "scenarios" / "monorepo-test-cwd" / "repo" / "README.md", "a different fixture\n")
     _commit(root)
-    status = gate_state(gh, root, base)
+    status = gate_state(port, root, base)
     assert status["state"] == "error", status  # replayed (and with no model: could not decide)
     gate = PrGate(root, config_mod.load(root))
     change = gate.change(base)
@@ -120,43 +119,43 @@ def test_a_change_to_the_scenario_an_admitted_rule_replays_is_gated(gh, root):
     assert "scenarios/monorepo-test-cwd" in change.why["playbook/rules/rule-0001.yaml"]
 
 
-def test_a_symlinked_scenario_file_is_refused(gh, root):
+def test_a_symlinked_scenario_file_is_refused(port, root):
     make_scenario(root)
     base = base_repo(root)
     fixture = root / "scenarios" / "monorepo-test-cwd" / "repo" / "README.md"
     fixture.unlink()
     os.symlink("/etc/hostname", fixture)
     _commit(root)
-    status = gate_state(gh, root, base)
+    status = gate_state(port, root, base)
     assert status["state"] == "failure" and "symlink" in status["description"]
 
 
-def test_moving_paths_playbook_in_the_pr_config_is_judged_on_the_new_folder(gh, root):
+def test_moving_paths_playbook_in_the_pr_config_is_judged_on_the_new_folder(port, root):
     make_scenario(root)
     base = base_repo(root)
     write(root / ".replaybook.yml", "paths:\n  playbook: elsewhere\n")
     write(root / "elsewhere" / "rules" / "rule-0007.yaml", rule_yaml("rule-0007", text="When X, skip the tests."))
     git(root, "mv", "playbook/rules/rule-0001.yaml", "elsewhere/rules/rule-0001.yaml")  # or it leaves unretired
     _commit(root)
-    status = gate_state(gh, root, base)
+    status = gate_state(port, root, base)
     assert status["state"] == "error", status  # rule-0007 is new to what agents read: replayed
 
 
-def test_moving_paths_playbook_without_the_rules_is_a_deletion(gh, root):
+def test_moving_paths_playbook_without_the_rules_is_a_deletion(port, root):
     make_scenario(root)
     base = base_repo(root)
     write(root / ".replaybook.yml", "paths:\n  playbook: elsewhere\n")
     _commit(root)
-    status = gate_state(gh, root, base)
+    status = gate_state(port, root, base)
     assert status["state"] == "failure" and "rule-0001" in status["description"], status
 
 
-def test_the_pr_config_cannot_raise_the_cap_the_gate_checks(gh, root):
+def test_the_pr_config_cannot_raise_the_cap_the_gate_checks(port, root):
     make_scenario(root)
     write(root / ".replaybook.yml", "cap: 1\n")
     base = base_repo(root)
     write(root / ".replaybook.yml", "cap: 60\n")
     write(root / "playbook" / "rules" / "rule-0002.yaml", rule_yaml("rule-0002", text="When X, do Y."))
     _commit(root)
-    status = gate_state(gh, root, base)
+    status = gate_state(port, root, base)
     assert (status["state"], status["description"]) == ("failure", "2 rules past the cap of 1")

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import copy
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
 import requests
 from fakes.github import SECONDARY_LIMIT, FakeGitHub
-from helpers import REPO
+from support.github import DATA, HEAD, REPOSITORY, base_repo, git, handle, rule_pr_payload, run_payload, seed_run
 
 from bot import config as config_mod
 from bot.errors import BadInput
@@ -23,71 +22,6 @@ from bot.github.events import GateRulePr
 from bot.github.handle import GATE_MARKER, GateVerdict, PrGate, execute
 from bot.github.issue_form import MARKER as BLOCK_MARKER
 from bot.github.port import BODY_LIMIT
-
-DATA = REPO / "tests" / "data"
-HEAD = "3484a3fb816e0859fd6e1cea078d76385ff50625"
-LOG = (DATA / "logs" / "gha_pytest.log").read_text(encoding="utf-8")
-REPOSITORY = {"id": 1, "name": "app", "full_name": "octo/app", "default_branch": "main"}
-
-
-def run_payload(run_id: int = 7, attempt: int = 1) -> dict:
-    return {
-        "action": "completed",
-        "workflow": {"name": "CI", "path": ".github/workflows/ci.yml"},
-        "workflow_run": {"id": run_id, "name": "CI", "path": ".github/workflows/ci.yml", "run_attempt": attempt,
-                         "conclusion": "failure", "status": "completed", "head_sha": HEAD,
-                         "html_url": f"https://github.com/octo/app/actions/runs/{run_id}"},
-        "repository": REPOSITORY,
-    }
-
-
-def rule_pr_payload(*, fork: bool, number: int = 3) -> dict:
-    head_repo = "mallory/app" if fork else "octo/app"
-    return {
-        "action": "opened", "number": number,
-        "pull_request": {"number": number, "title": "Add rule-0042", "body": "", "labels": [],
-                         "user": {"login": "alice"}, "html_url": f"https://github.com/octo/app/pull/{number}",
-                         "head": {"ref": "replaybook/rule-0042", "sha": HEAD, "repo": {"full_name": head_repo}},
-                         "base": {"ref": "main", "sha": "b" * 40, "repo": {"full_name": "octo/app"}}},
-        "repository": REPOSITORY, "sender": {"login": "alice"},
-    }
-
-
-@pytest.fixture
-def gh():
-    with FakeGitHub("octo", "app") as fake:
-        yield fake
-
-
-@pytest.fixture
-def event(gh, tmp_path, monkeypatch):
-    """Point the CLI at the fake, as Actions would; returns a function that writes the payload."""
-    path = tmp_path / "event.json"
-    for name, value in {"GITHUB_EVENT_PATH": str(path), "GITHUB_REPOSITORY": "octo/app", "GITHUB_TOKEN": "t",
-                        "GITHUB_API_URL": gh.url, "REPLAYBOOK_GITHUB_BACKOFF": "0",
-                        "REPLAYBOOK_GITHUB_THROTTLE": "0"}.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
-    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-
-    def deliver(name: str, payload: dict) -> None:
-        monkeypatch.setenv("GITHUB_EVENT_NAME", name)
-        path.write_text(json.dumps(payload), encoding="utf-8")
-
-    return deliver
-
-
-def handle(cli, *args: str) -> dict:
-    result = cli("github", "handle", "--json", *args)
-    data = json.loads(result.out)
-    data["code"] = result.code
-    return data
-
-
-def seed_run(gh: FakeGitHub, run_id: int = 7, log: str = LOG) -> None:
-    gh.add_workflow_run(run_id, jobs=[{"name": "test (3.11)", "conclusion": "failure"}, {"name": "lint"}],
-                        logs={"test (3.11)": log}, head_sha=HEAD)
-
 
 # ------------------------------------------------------------------ capture_run
 
@@ -307,23 +241,6 @@ def test_a_gate_that_cannot_decide_reports_error(gh, root):
     port.close()
     assert outcome.status == "failed" and "not a commit id" in outcome.summary
     assert [s["state"] for s in gh.statuses_for(HEAD)] == ["error"]
-
-
-def git(cwd: Path, *args: str) -> str:
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@e",
-           "HOME": str(cwd), "PATH": "/usr/bin:/bin:/usr/local/bin"}
-    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout.strip()
-
-
-def base_repo(root: Path) -> str:
-    """A git repository at ``root`` whose one commit on main admits rule-0001; that commit's id."""
-    from helpers import rule_yaml, write
-
-    git(root, "init", "-q", "-b", "main")
-    write(root / "playbook" / "rules" / "rule-0001.yaml", rule_yaml("rule-0001"))
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "base")
-    return git(root, "rev-parse", "HEAD")
 
 
 def test_git_gate_finds_changed_rules_and_reads_the_base_playbook(root, tmp_path):

@@ -18,13 +18,8 @@ from pathlib import Path
 
 import pytest
 from fakes.github import FakeGitHub
-from test_workflows_sim import (  # one copy of the material
-    CAPTURED,
-    LOG,
-    RULE,
-    SCENARIO,
-    git,
-)
+from support.github import git
+from support.workflows import CAPTURED, LOG, RULE, SCENARIO
 
 from bot.replay.answers import AnswerBook
 from bot.replay.gateway import Gateway

@@ -1,115 +1,59 @@
-"""Pull requests the bot opens: rule PRs from distill, and the playbook maintenance PR.
+"""Pull requests the bot opens: rule PRs from distill, the rule-hits PR, and the playbook maintenance PR.
 
-The real CLI and PyGithub run against the fake GitHub; distill asks a scripted
-model served over HTTP (the Gateway and an AnswerBook), found through
-ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL as in Actions. Each run starts from a
-fresh copy of the checkout, as a scheduled job does.
+The real handlers run as ``replaybook github handle`` runs them, on the
+in-memory port (``FakePort``); distill asks a scripted model served over HTTP
+(the Gateway and an AnswerBook), found through ANTHROPIC_API_KEY /
+ANTHROPIC_BASE_URL as in Actions. Each run starts from a fresh copy of the
+checkout, as a scheduled job does. The adapter's side of the same calls is in
+tests/test_github_adapter.py.
 """
 
 from __future__ import annotations
 
-import json
 import shutil
 from datetime import date
 from pathlib import Path
 
 import pytest
-import yaml
-from fakes.github import BOT_LOGIN, MAIN_SHA, FakeGitHub
+from fakes.port import FakePort
 from helpers import incident_yaml, make_scenario, rule_yaml, snapshot, write
+from support.github import (
+    A1,
+    A2,
+    HEAD,
+    REPOSITORY,
+    RULE,
+    completed,
+    on_port,
+    port_incidents,
+    rule_answer,
+)
 
-from bot.github import PyGithubAdapter
-from bot.github.issue_form import normalised_block
 from bot.github.maintenance import MAINTENANCE_MARKER
-from bot.github.port import GitHubError, marker
-from bot.incident.store import Incident
-from bot.replay.answers import AnswerBook
-from bot.replay.gateway import Gateway
-
-A1, A2, A3 = "gh-1", "gh-2", "gh-3"  # on GitHub an incident is its issue
-RULE = "Before running any test command, check for a package-local pytest.ini and run pytest from that directory."
-HEAD = "3484a3fb816e0859fd6e1cea078d76385ff50625"
-REPOSITORY = {"id": 1, "name": "app", "full_name": "octo/app", "default_branch": "main"}
+from bot.github.port import marker
 
 
 @pytest.fixture
-def gh():
-    with FakeGitHub("octo", "app") as fake:
-        yield fake
+def port() -> FakePort:
+    return FakePort()
 
 
-@pytest.fixture
-def adapter(gh):
-    a = PyGithubAdapter("octo/app", "t", gh.url, sleep=lambda s: None, seconds_between_requests=0,
-                        seconds_between_writes=0)
-    yield a
-    a.close()
+def reset(port: FakePort) -> None:
+    """Count calls and writes afresh, as for the next run."""
+    port.calls = 0
+    port.writes.clear()
 
 
-# ------------------------------------------------------------------ the port over PyGithub
+def distilled(outcomes: list) -> list:
+    return [o for o in outcomes if o.kind == "distill"]
 
 
-def test_branches_files_and_pull_requests_through_the_adapter(gh, adapter):
-    assert adapter.default_branch_sha() == MAIN_SHA
-    adapter.create_branch("replaybook/rule-0001", MAIN_SHA)
-    with pytest.raises(GitHubError) as taken:
-        adapter.create_branch("replaybook/rule-0001", MAIN_SHA)
-    assert taken.value.status == 422
-    rule, branch = "playbook/rules/rule-0001.yaml", "replaybook/rule-0001"
-    assert adapter.commit_files(branch, {rule: "a\n", "notes.md": "n\n"}, "add") is True
-    assert adapter.commit_files(branch, {rule: "a\n"}, "same") is False  # nothing changes: no commit
-    assert adapter.commit_files(branch, {rule: "b\n"}, "edit") is True
-    assert gh.branch_files(branch) == {rule: "b\n", "notes.md": "n\n"}
-    assert adapter.commit_files(branch, {"notes.md": None, "never-there.md": None}, "rm") is True
-    assert gh.branch_files("replaybook/rule-0001") == {"playbook/rules/rule-0001.yaml": "b\n"}
-    assert adapter.commit_files(branch, {"notes.md": None}, "rm") is False  # already gone
-    assert sum(r.path.endswith("/git/commits") and r.method == "POST" for r in gh.requests) == 3
-    pr = adapter.create_pr("Rule", f"{marker('rule-0001')}\nbody", "replaybook/rule-0001", "main")
-    assert (pr.state, pr.merged, pr.head_ref) == ("open", False, "replaybook/rule-0001")
-    assert adapter.find_pr_by_marker(marker("rule-0001")) == pr
-    assert adapter.find_pr_by_marker(marker("rule-0002")) is None
-    edited = adapter.update_pr(pr.number, body=f"{marker('rule-0001')}\nnew")
-    assert edited.body.endswith("new") and gh.pulls[-1]["body"] == edited.body
-    gh.close_pull(pr.number, merged=True)
-    assert adapter.find_pr_by_marker(marker("rule-0001"), state="open") is None
-    assert adapter.find_pr_by_marker(marker("rule-0001")).merged is True
+def pulls(port: FakePort) -> list:
+    return list(port.pulls.values())
 
 
-def test_a_write_waits_out_a_secondary_rate_limit(gh):
-    waits: list[float] = []
-    a = PyGithubAdapter("octo/app", "t", gh.url, sleep=waits.append, seconds_between_requests=0,
-                        seconds_between_writes=0)
-    gh.fail_next(gh.repo_path + "/git/commits", 403, headers={"retry-after": "7"}, method="POST")
-    assert a.commit_files("main", {"x.txt": "x"}, "add") is True
-    a.close()
-    assert waits == [7.0] and gh.branch_files("main") == {"x.txt": "x"}
-
-
-# ------------------------------------------------------------------ the CLI, as Actions runs it
-
-
-@pytest.fixture
-def event(gh, tmp_path, monkeypatch):
-    path = tmp_path / "event.json"
-    for name, value in {"GITHUB_EVENT_PATH": str(path), "GITHUB_REPOSITORY": "octo/app", "GITHUB_TOKEN": "t",
-                        "GITHUB_API_URL": gh.url, "REPLAYBOOK_GITHUB_BACKOFF": "0",
-                        "REPLAYBOOK_GITHUB_THROTTLE": "0", "REPLAYBOOK_OPEN_PRS": "1"}.items():
-        monkeypatch.setenv(name, value)
-    for name in ("GITHUB_STEP_SUMMARY", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "REPLAYBOOK_MAX_OPEN_RULE_PRS"):
-        monkeypatch.delenv(name, raising=False)
-
-    def deliver(name: str, payload: dict) -> None:
-        monkeypatch.setenv("GITHUB_EVENT_NAME", name)
-        path.write_text(json.dumps(payload), encoding="utf-8")
-
-    return deliver
-
-
-def handle(cli) -> dict:
-    result = cli("github", "handle", "--json")
-    data = json.loads(result.out)
-    data["code"] = result.code
-    return data
+def files_on(port: FakePort, branch: str) -> dict[str, str]:
+    return port.branches[branch].files
 
 
 class Checkout:
@@ -130,168 +74,112 @@ def add_incident(root: Path, incident_id: str, **over) -> None:
     write(root / "incidents" / f"{incident_id}.yaml", incident_yaml(incident_id, **over))
 
 
-def incident_issue(gh: FakeGitHub, **over) -> int:
-    """An incident issue as capture files it: a summary and the normalised yaml block."""
-    data = yaml.safe_load(incident_yaml("ignored", **{"created": "2026-07-14T09:32:00Z", **over}))
-    body = "**Trigger:** CI failed\n\n" + normalised_block(Incident.model_validate(data))
-    return gh.add_issue("CI failure: test", body, ["replaybook", "incident"], user=BOT_LOGIN)["number"]
-
-
-def incidents(gh: FakeGitHub, count: int) -> list[str]:
-    return [f"gh-{incident_issue(gh, created=f'2026-07-{14 + i:02d}T09:32:00Z', actual=WORKER)}"
-            for i in range(count)]
-
-
-WORKER = '"packages/worker has its own pytest.ini; must cd into packages/worker first"'
-
-
-def new_scenario() -> dict:
-    return {"id": "monorepo-cwd-gen", "task": "Fix the failing test in packages/api/tests/test_x.py",
-            "task_type": "testing",
-            "pass_if": [{"ran": {"command": "pytest", "cwd": "packages/api"}},
-                        {"not_ran": {"command": "pytest", "cwd": "."}},
-                        {"succeeds": {"run": "python -m pytest -q", "cwd": "packages/api"}}],
-            "files": {"packages/api/pytest.ini": "[pytest]\n", "packages/api/tests/test_x.py": "def test_x(): pass\n"},
-            "policy": {"branch_on": "package-local pytest.ini",
-                       "with_rule": [{"bash": "cd packages/api && python -m pytest -q"}, {"say": "done [rule-0001]"}],
-                       "without_rule": [{"bash": "python -m pytest -q"}, {"say": "done"}]}}
-
-
-def rule_answer(cites=(A1, A2), rule=RULE, scenario=None) -> str:
-    return json.dumps({"kind": "rule", "rule": rule, "cites": list(cites), "task_types": [],
-                       "scenario": scenario or {"new": new_scenario()}})
-
-
-@pytest.fixture
-def model(monkeypatch):
-    """A scripted model at ANTHROPIC_BASE_URL; ``model.book`` holds its answers."""
-    book = AnswerBook()
-    with Gateway(book) as gateway:
-        monkeypatch.setenv("ANTHROPIC_API_KEY", gateway.token)
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", gateway.url)
-        gateway.book = book
-        yield gateway
-
-
-def rule_prs(gh: FakeGitHub) -> list[dict]:
-    return [p for p in gh.pulls if p["head_ref"].startswith("replaybook/rule-")]
+SCHEDULE = ("schedule", {"schedule": "0 3 * * *"})
 
 
 # ------------------------------------------------------------------ distill
 
 
-def distilled(out: dict) -> list[dict]:
-    return [o for o in out["outcomes"] if o["kind"] == "distill"]
-
-
-def test_distill_opens_one_pr_per_rule_and_reruns_change_nothing(cli, gh, event, model, tmp_path):
-    checkout = Checkout(cli.root, tmp_path)
-    incidents(gh, 2)
+def test_distill_opens_one_pr_per_rule_and_reruns_change_nothing(port, root, model, tmp_path):
+    checkout = Checkout(root, tmp_path)
+    port_incidents(port, 2)
     checkout.save()
     model.book.add(A1, rule_answer())
-    event("schedule", {"schedule": "0 3 * * *"})
-    out = handle(cli)
-    assert out["code"] == 0, out
-    assert len(gh.pulls) == 1, out
-    (pr,) = gh.pulls
-    assert (pr["head_ref"], pr["base_ref"], pr["state"]) == ("replaybook/rule-0001", "main", "open")
-    assert pr["body"].startswith(marker("rule-0001")) and marker(f"cite:{A1}") in pr["body"]
-    assert RULE in pr["body"] and "Merging this PR admits the rule" in pr["body"]
-    files = gh.branch_files("replaybook/rule-0001")
+    outcomes = on_port(port, root, *SCHEDULE)
+    assert completed(outcomes), outcomes
+    assert len(port.pulls) == 1, outcomes
+    (pr,) = pulls(port)
+    assert (pr.head_ref, port.bases[pr.number], pr.state) == ("replaybook/rule-0001", "main", "open")
+    assert pr.body.startswith(marker("rule-0001")) and marker(f"cite:{A1}") in pr.body
+    assert RULE in pr.body and "Merging this PR admits the rule" in pr.body
+    files = files_on(port, "replaybook/rule-0001")
     assert "replay: scenarios/monorepo-cwd-gen" in files["playbook/rules/rule-0001.yaml"]
     assert files["scenarios/monorepo-cwd-gen/scenario.yaml"]
     assert not any(p.startswith("playbook/proposed/") for p in files)
-    first = out["api_calls"]
-    assert first == gh.calls
-    assert [o["status"] for o in distilled(out)] == ["done", "done"]
-    assert "opened PR #3" in distilled(out)[0]["summary"]
+    first = port.calls
+    assert [o.status for o in distilled(outcomes)] == ["done", "done"]
+    assert "opened PR #3" in distilled(outcomes)[0].summary
 
     for _ in range(2):  # the next nights, from a fresh checkout: the same proposal updates nothing
         checkout.fresh()
-        gh.reset_calls()
-        out = handle(cli)
-        assert out["code"] == 0, out
-        assert "already current in PR #3" in distilled(out)[0]["summary"]
-        assert gh.writes() == [] and len(gh.pulls) == 1
-        assert out["api_calls"] < first
+        reset(port)
+        outcomes = on_port(port, root, *SCHEDULE)
+        assert completed(outcomes), outcomes
+        assert "already current in PR #3" in distilled(outcomes)[0].summary
+        assert port.writes == [] and len(port.pulls) == 1
+        assert port.calls < first
 
 
-def test_an_open_rule_pr_is_updated_in_place(cli, gh, event, model, tmp_path):
-    checkout = Checkout(cli.root, tmp_path)
-    incidents(gh, 2)
+def test_an_open_rule_pr_is_updated_in_place(port, root, model, tmp_path):
+    checkout = Checkout(root, tmp_path)
+    port_incidents(port, 2)
     checkout.save()
     answer = model.book.add(A1, rule_answer(), times=1).answers[-1]
-    event("schedule", {})
-    handle(cli)
+    on_port(port, root, "schedule", {})
     better = RULE.replace("check for", "look for")
     model.book.add(A1, rule_answer(rule=better))
     assert answer.times == 0
     checkout.fresh()
-    out = handle(cli)
-    assert out["code"] == 0, out
-    assert "updated PR #3" in distilled(out)[0]["summary"]
-    (pr,) = gh.pulls
-    assert better in pr["body"]
-    assert "look for a package-local" in gh.branch_files("replaybook/rule-0001")["playbook/rules/rule-0001.yaml"]
+    outcomes = on_port(port, root, "schedule", {})
+    assert completed(outcomes), outcomes
+    assert "updated PR #3" in distilled(outcomes)[0].summary
+    (pr,) = pulls(port)
+    assert better in pr.body
+    assert "look for a package-local" in files_on(port, "replaybook/rule-0001")["playbook/rules/rule-0001.yaml"]
 
 
-def test_a_closed_rule_pr_comes_back_only_when_new_incidents_cite_it(cli, gh, event, model, tmp_path):
-    checkout = Checkout(cli.root, tmp_path)
-    incidents(gh, 2)
+def test_a_closed_rule_pr_comes_back_only_when_new_incidents_cite_it(port, root, model, tmp_path):
+    checkout = Checkout(root, tmp_path)
+    port_incidents(port, 2)
     checkout.save()
     model.book.add(A1, rule_answer(), times=2)  # the first two nights
-    event("workflow_dispatch", {"inputs": {}})
-    handle(cli)
-    gh.close_pull(3)  # a maintainer said no
+    dispatch = ("workflow_dispatch", {"inputs": {}})
+    on_port(port, root, *dispatch)
+    port.close(3)  # a maintainer said no
     checkout.fresh()
-    gh.reset_calls()
-    out = handle(cli)
-    assert out["code"] == 0, out
-    assert distilled(out)[0]["status"] == "skipped" and "closed without merging" in distilled(out)[0]["summary"]
-    assert gh.writes() == [] and len(gh.pulls) == 1
+    reset(port)
+    outcomes = on_port(port, root, *dispatch)
+    assert completed(outcomes), outcomes
+    assert distilled(outcomes)[0].status == "skipped" and "closed without merging" in distilled(outcomes)[0].summary
+    assert port.writes == [] and len(port.pulls) == 1
 
-    (third,) = incidents(gh, 1)  # a third incident is filed
+    (third,) = port_incidents(port, 1)  # a third incident is filed
     model.book.add(third, rule_answer(cites=(A1, A2, third)))
     checkout.fresh()
-    out = handle(cli)
-    assert out["code"] == 0, out
-    assert [p["state"] for p in gh.pulls] == ["closed", "open"], out
-    reopened = gh.pulls[1]
-    assert reopened["head_ref"] == "replaybook/rule-0002"  # a new id: the refused one is never reused
-    assert marker(f"cite:{third}") in reopened["body"] and "Closes #4" in reopened["body"]
+    outcomes = on_port(port, root, *dispatch)
+    assert completed(outcomes), outcomes
+    assert [p.state for p in pulls(port)] == ["closed", "open"], outcomes
+    reopened = pulls(port)[1]
+    assert reopened.head_ref == "replaybook/rule-0002"  # a new id: the refused one is never reused
+    assert marker(f"cite:{third}") in reopened.body and "Closes #4" in reopened.body
 
 
-def test_the_cap_on_open_rule_prs_holds_back_the_rest_and_says_so(cli, gh, event, model, monkeypatch):
-    incidents(gh, 2)
-    gh.add_pull(10, title="Rule rule-0000", body=f"{marker('rule-0000')}\nold", head_ref="replaybook/rule-0000")
-    monkeypatch.setenv("REPLAYBOOK_MAX_OPEN_RULE_PRS", "1")
+def test_the_cap_on_open_rule_prs_holds_back_the_rest_and_says_so(port, root, model):
+    port_incidents(port, 2)
+    port.add_pull("Rule rule-0000", f"{marker('rule-0000')}\nold", "replaybook/rule-0000", author=port.login)
     model.book.add(A1, rule_answer())
-    event("schedule", {})
-    out = handle(cli)
-    assert out["code"] == 0, out
-    assert len(gh.pulls) == 1 and gh.writes() == []
+    outcomes = on_port(port, root, "schedule", {}, max_open_rule_prs=1)
+    assert completed(outcomes), outcomes
+    assert len(port.pulls) == 1 and port.writes == []
     assert "held back by the cap of 1 open rule PRs (github.max_open_rule_prs): rule-0001" in \
-        distilled(out)[-1]["summary"]
+        distilled(outcomes)[-1].summary
 
 
-def test_distill_without_a_model_is_an_error_and_writes_nothing(cli, gh, event):
-    incidents(gh, 2)
-    event("schedule", {})
-    out = handle(cli)
-    assert out["code"] == 1
-    assert [(o["kind"], o["status"]) for o in out["outcomes"]] == [("record_hits", "skipped"), ("distill", "failed"),
-                                                                   ("retest", "skipped")]  # no key: nothing re-tested
-    assert distilled(out)[0]["summary"].startswith("error: distill needs a model")
-    assert "no agent account is configured" in out["outcomes"][0]["summary"]
-    assert gh.calls == 0
+def test_distill_without_a_model_is_an_error_and_writes_nothing(port, root):
+    port_incidents(port, 2)
+    outcomes = on_port(port, root, "schedule", {})
+    assert not completed(outcomes)
+    assert [(o.kind, o.status) for o in outcomes] == [("record_hits", "skipped"), ("distill", "failed"),
+                                                      ("retest", "skipped")]  # no key: nothing re-tested
+    assert distilled(outcomes)[0].summary.startswith("error: distill needs a model")
+    assert "no agent account is configured" in outcomes[0].summary
+    assert port.calls == 0
 
 
-def test_without_the_opt_in_nothing_is_opened(cli, gh, event, monkeypatch):
-    monkeypatch.delenv("REPLAYBOOK_OPEN_PRS")
-    event("schedule", {})
-    out = handle(cli)
-    assert out["code"] == 1 and distilled(out)[0]["status"] == "not_implemented"
-    assert "REPLAYBOOK_OPEN_PRS=1" in distilled(out)[0]["summary"] and gh.calls == 0
+def test_without_the_opt_in_nothing_is_opened(port, root):
+    outcomes = on_port(port, root, "schedule", {}, open_prs=False)
+    assert not completed(outcomes) and distilled(outcomes)[0].status == "not_implemented"
+    assert "REPLAYBOOK_OPEN_PRS=1" in distilled(outcomes)[0].summary and port.calls == 0
 
 
 # ------------------------------------------------------------------ check_playbook_invariants
@@ -312,167 +200,154 @@ def sound_playbook(root: Path, cap: int = 5) -> None:
                                                               "the schema check before the tests."))
 
 
-def mirror(gh: FakeGitHub, root: Path) -> None:
-    """The default branch on the fake holds what the checkout holds, at the pushed commit."""
-    gh.state.refs["main"] = HEAD
+def mirror(port: FakePort, root: Path) -> None:
+    """The default branch on the port holds what the checkout holds, at the pushed commit."""
+    port.point("main", HEAD)
     for path in root.rglob("*"):
         if path.is_file() and ".replaybook/" not in path.as_posix():
-            gh.add_file(path.relative_to(root).as_posix(), path.read_text("utf-8"))
+            port.add_file(path.relative_to(root).as_posix(), path.read_text("utf-8"))
 
 
-def test_a_sound_playbook_is_ok_without_any_api_call(cli, gh, event):
-    sound_playbook(cli.root)
+def test_a_sound_playbook_is_ok_without_any_api_call(cli, port, root):
+    sound_playbook(root)
     assert cli("playbook", "render").code == 0
-    event("push", push_payload())
-    out = handle(cli)
-    assert out["code"] == 0, out
-    assert out["outcomes"][0]["status"] == "unchanged" and out["outcomes"][0]["summary"].startswith("ok:")
-    assert out["api_calls"] == gh.calls == 0
+    outcomes = on_port(port, root, "push", push_payload())
+    assert completed(outcomes), outcomes
+    assert outcomes[0].status == "unchanged" and outcomes[0].summary.startswith("ok:")
+    assert port.calls == 0
 
 
-def test_a_broken_playbook_gets_one_maintenance_pr_that_fixes_it(cli, gh, event):
-    sound_playbook(cli.root, cap=1)  # two admitted rules past a cap of one, and no PLAYBOOK.md
-    mirror(gh, cli.root)
-    before = snapshot(cli.root)
-    event("push", push_payload())
-    out = handle(cli)
-    assert out["code"] == 0, out
-    assert snapshot(cli.root) == before  # fixed in a temp copy, never in the checkout
-    (pr,) = gh.pulls
-    assert pr["head_ref"] == "replaybook/maintenance" and pr["body"].startswith(MAINTENANCE_MARKER)
-    assert "exceed the cap of 1" in pr["body"] and "out of sync" in pr["body"]
-    assert "retires the coldest past the cap: rule-0002" in pr["body"]
-    files = gh.branch_files("replaybook/maintenance")
+def test_a_broken_playbook_gets_one_maintenance_pr_that_fixes_it(port, root):
+    sound_playbook(root, cap=1)  # two admitted rules past a cap of one, and no PLAYBOOK.md
+    mirror(port, root)
+    before = snapshot(root)
+    outcomes = on_port(port, root, "push", push_payload())
+    assert completed(outcomes), outcomes
+    assert snapshot(root) == before  # fixed in a temp copy, never in the checkout
+    (pr,) = pulls(port)
+    assert pr.head_ref == "replaybook/maintenance" and pr.body.startswith(MAINTENANCE_MARKER)
+    assert "exceed the cap of 1" in pr.body and "out of sync" in pr.body
+    assert "retires the coldest past the cap: rule-0002" in pr.body
+    files = files_on(port, "replaybook/maintenance")
     assert "playbook/rules/rule-0002.yaml" not in files and "playbook/rules/rule-0001.yaml" in files
     assert "retired_reason: cap" in files["playbook/archive/rule-0002.yaml"]
     assert "rule-0001" in files["playbook/PLAYBOOK.md"] and "rule-0002" not in files["playbook/PLAYBOOK.md"]
-    assert "nothing: merging this PR fixes every problem" in pr["body"]
-    assert out["api_calls"] == gh.calls
+    assert "nothing: merging this PR fixes every problem" in pr.body
 
-    gh.reset_calls()  # the next push with the same problems: one PR, edited in place, here not at all
-    out = handle(cli)
-    assert out["outcomes"][0]["status"] == "unchanged" and "already listed in PR #1" in out["outcomes"][0]["summary"]
-    assert gh.writes() == [] and len(gh.pulls) == 1
+    reset(port)  # the next push with the same problems: one PR, edited in place, here not at all
+    outcomes = on_port(port, root, "push", push_payload())
+    assert outcomes[0].status == "unchanged" and "already listed in PR #1" in outcomes[0].summary
+    assert port.writes == [] and len(port.pulls) == 1
 
 
-def test_the_maintenance_pr_renders_every_host_and_keeps_the_users_bytes(cli, gh, event):
-    sound_playbook(cli.root)
-    write(cli.root / ".replaybook.yml", "cap: 5\nrender: [claude, agents, cursor]\n")
+def test_the_maintenance_pr_renders_every_host_and_keeps_the_users_bytes(cli, port, root):
+    sound_playbook(root)
+    write(root / ".replaybook.yml", "cap: 5\nrender: [claude, agents, cursor]\n")
     assert cli("playbook", "render").code == 0
-    (cli.root / "AGENTS.md").write_bytes(b"# Agents\r\nmine\r\n" + (cli.root / "AGENTS.md").read_bytes())
-    write(cli.root / "playbook/rules/rule-0003.yaml", rule_yaml(
+    (root / "AGENTS.md").write_bytes(b"# Agents\r\nmine\r\n" + (root / "AGENTS.md").read_bytes())
+    write(root / "playbook/rules/rule-0003.yaml", rule_yaml(
         "rule-0003", text="When a fixture is added, register it in conftest.py.") + "paths: [tests/**]\n")
-    mirror(gh, cli.root)
-    before = snapshot(cli.root)
-    event("push", push_payload())
-    out = handle(cli)
-    assert out["code"] == 0, out
-    assert snapshot(cli.root) == before
-    (pr,) = gh.pulls
-    assert "AGENTS.md: is out of sync" in pr["body"] and "renders " in pr["body"]
-    files = gh.branch_files("replaybook/maintenance")
+    mirror(port, root)
+    before = snapshot(root)
+    outcomes = on_port(port, root, "push", push_payload())
+    assert completed(outcomes), outcomes
+    assert snapshot(root) == before
+    (pr,) = pulls(port)
+    assert "AGENTS.md: is out of sync" in pr.body and "renders " in pr.body
+    files = files_on(port, "replaybook/maintenance")
     assert files["AGENTS.md"].startswith("# Agents\r\nmine\r\n") and "[rule-0003]" in files["AGENTS.md"]
     assert "rule-0003" not in files["CLAUDE.md"]
     assert 'paths:\n  - "tests/**"' in files[".claude/rules/replaybook-rule-0003.md"]
     assert "globs: tests/**" in files[".cursor/rules/replaybook-rule-0003.mdc"]
-    assert "nothing: merging this PR fixes every problem" in pr["body"]
+    assert "nothing: merging this PR fixes every problem" in pr.body
 
 
-def test_problems_no_machine_can_fix_fail_and_name_themselves(cli, gh, event):
-    sound_playbook(cli.root)
+def test_problems_no_machine_can_fix_fail_and_name_themselves(cli, port, root):
+    sound_playbook(root)
     assert cli("playbook", "render").code == 0
-    write(cli.root / "playbook/rules/rule-0003.yaml", "id: rule-0003\nrule: [not, text]\n")
-    event("push", push_payload())
-    out = handle(cli)
-    assert out["code"] == 1
-    assert out["outcomes"][0]["status"] == "failed" and "none fixable mechanically" in out["outcomes"][0]["summary"]
-    assert "rule-0003" in out["outcomes"][0]["summary"] and gh.writes() == []
+    write(root / "playbook/rules/rule-0003.yaml", "id: rule-0003\nrule: [not, text]\n")
+    outcomes = on_port(port, root, "push", push_payload())
+    assert not completed(outcomes)
+    assert outcomes[0].status == "failed" and "none fixable mechanically" in outcomes[0].summary
+    assert "rule-0003" in outcomes[0].summary and port.writes == []
 
 
 # ------------------------------------------------------------------ record_hits
 
 
-def test_rule_hits_from_the_agents_merged_prs_and_commits_land_in_one_pr(cli, gh, event, model, monkeypatch):
-    sound_playbook(cli.root)
-    mirror(gh, cli.root)
-    monkeypatch.setenv("REPLAYBOOK_AGENT_LOGINS", "agent-bot")
-    gh.add_pull(20, title="Fix the worker tests", body="Ran them from the package [rule-0001]", user="agent-bot",
-                head_ref="fix-worker", state="closed", merged=True)
-    gh.add_pull(21, title="Docs [rule-0002]", body="a person cites a rule: no hit", user="alice",
-                head_ref="docs", state="closed", merged=True)
-    gh.add_commit("Run the schema check first [rule-0002] [rule-0099]", author="agent-bot")
-    gh.add_commit("Old work [rule-0002]", author="agent-bot", date="2026-01-01T00:00:00Z")  # before the lookback
-    event("schedule", {})
-    out = handle(cli)
-    assert out["code"] == 0, out
-    hits = out["outcomes"][0]
-    assert hits["kind"] == "record_hits" and hits["status"] == "done", out
-    (pr,) = [p for p in gh.pulls if p["head_ref"] == "replaybook/hits"]
+def test_rule_hits_from_the_agents_merged_prs_and_commits_land_in_one_pr(port, root, model):
+    sound_playbook(root)
+    mirror(port, root)
+    port.add_pull("Fix the worker tests", "Ran them from the package [rule-0001]", "fix-worker", "agent-bot",
+                  merged=True)
+    port.add_pull("Docs [rule-0002]", "a person cites a rule: no hit", "docs", "alice", merged=True)
+    port.add_commit("Run the schema check first [rule-0002] [rule-0099]", author="agent-bot")
+    port.add_commit("Old work [rule-0002]", author="agent-bot", date="2026-01-01T00:00:00Z")  # before the lookback
+    outcomes = on_port(port, root, "schedule", {}, agent_logins=("agent-bot",))
+    assert completed(outcomes), outcomes
+    hits = outcomes[0]
+    assert hits.kind == "record_hits" and hits.status == "done", outcomes
+    (pr,) = [p for p in pulls(port) if p.head_ref == "replaybook/hits"]
     today = date.today().isoformat()
-    files = gh.branch_files("replaybook/hits")
+    files = files_on(port, "replaybook/hits")
     assert f"last_hit: {today}" in files["playbook/rules/rule-0001.yaml"]
     assert f"last_hit: {today}" in files["playbook/rules/rule-0002.yaml"]
-    assert "| rule-0001 | 2026-08-20 |" in pr["body"] and "| rule-0002 | never |" in pr["body"]
-    assert "rule-0099" in pr["body"]  # cited, but not in the playbook: said, not recorded
+    assert "| rule-0001 | 2026-08-20 |" in pr.body and "| rule-0002 | never |" in pr.body
+    assert "rule-0099" in pr.body  # cited, but not in the playbook: said, not recorded
     # One batch, one commit: both rule files move in a single commit on the branch.
-    assert sum(r.method == "POST" and r.path.endswith("/git/commits") for r in gh.writes()) == 1
-    assert not [r for r in gh.writes() if "/contents/" in r.path]
+    assert port.writes.count("commit_files") == 1 and port.branches["replaybook/hits"].commits == 1
 
-    gh.reset_calls()  # the same window again: nothing new to write
-    out = handle(cli)
-    assert "already in PR" in out["outcomes"][0]["summary"] and not [r for r in gh.writes()]
+    reset(port)  # the same window again: nothing new to write
+    outcomes = on_port(port, root, "schedule", {}, agent_logins=("agent-bot",))
+    assert "already in PR" in outcomes[0].summary and port.writes == []
 
-    gh.close_pull(pr["number"], merged=True)  # merging records them on the default branch
-    assert f"last_hit: {today}" in gh.branch_files("main")["playbook/rules/rule-0001.yaml"]
+    port.merge(pr.number)  # merging records them on the default branch
+    assert f"last_hit: {today}" in files_on(port, "main")["playbook/rules/rule-0001.yaml"]
 
 
-def test_without_agent_accounts_no_hit_is_counted(cli, gh, event, model):
-    sound_playbook(cli.root)
-    event("schedule", {})
-    out = handle(cli)
-    assert out["outcomes"][0]["status"] == "skipped" and "github.agent_logins" in out["outcomes"][0]["summary"]
-    assert not [p for p in gh.pulls if p["head_ref"] == "replaybook/hits"]
+def test_without_agent_accounts_no_hit_is_counted(port, root, model):
+    sound_playbook(root)
+    outcomes = on_port(port, root, "schedule", {})
+    assert outcomes[0].status == "skipped" and "github.agent_logins" in outcomes[0].summary
+    assert not [p for p in pulls(port) if p.head_ref == "replaybook/hits"]
 
 
 # ------------------------------------------------------------------ at the cap
 
 
-def test_a_rule_pr_at_the_cap_retires_the_coldest_in_the_same_pr(cli, gh, event, model):
-    sound_playbook(cli.root, cap=2)  # rule-0001 (hit in August) and rule-0002 (never hit): full
+def test_a_rule_pr_at_the_cap_retires_the_coldest_in_the_same_pr(cli, port, root, model):
+    sound_playbook(root, cap=2)  # rule-0001 (hit in August) and rule-0002 (never hit): full
     assert cli("playbook", "render").code == 0
-    mirror(gh, cli.root)
-    issues = incidents(gh, 2)
+    mirror(port, root)
+    issues = port_incidents(port, 2)
     model.book.add(issues[0], rule_answer(cites=issues, rule="When a worker job fails to import, install the "
                                                              "worker package in editable mode first.",
                                                         scenario={"existing": "monorepo-test-cwd"}))
-    event("schedule", {})
-    out = handle(cli)
-    assert out["code"] == 0, out
-    assert "opened PR" in distilled(out)[0]["summary"], out
-    (pr,) = [p for p in gh.pulls if p["head_ref"].startswith("replaybook/rule-")]
-    files = gh.branch_files(pr["head_ref"])
-    new_id = pr["head_ref"].removeprefix("replaybook/")
+    outcomes = on_port(port, root, "schedule", {})
+    assert completed(outcomes), outcomes
+    assert "opened PR" in distilled(outcomes)[0].summary, outcomes
+    (pr,) = [p for p in pulls(port) if p.head_ref.startswith("replaybook/rule-")]
+    files = files_on(port, pr.head_ref)
+    new_id = pr.head_ref.removeprefix("replaybook/")
     assert f"playbook/rules/{new_id}.yaml" in files
     assert "retired_reason: cap" in files["playbook/archive/rule-0002.yaml"]
     assert "playbook/rules/rule-0002.yaml" not in files and "playbook/rules/rule-0001.yaml" in files
-    assert "retires the coldest rule(s) to archive/: rule-0002" in pr["body"]
-    assert "Closes #1" in pr["body"] and "Closes #2" in pr["body"]
+    assert "retires the coldest rule(s) to archive/: rule-0002" in pr.body
+    assert "Closes #1" in pr.body and "Closes #2" in pr.body
 
 
-def test_a_leftover_branch_gets_a_fresh_name_and_a_missing_commit_is_an_error(cli, gh, event, model):
-    incidents(gh, 2)
-    gh.state.refs["replaybook/rule-0001"] = MAIN_SHA  # a branch left behind with no PR
+def test_a_leftover_branch_gets_a_fresh_name_and_a_missing_commit_is_an_error(port, root, model):
+    port_incidents(port, 2)
+    port.point("replaybook/rule-0001", port.default_branch_sha())  # a branch left behind with no PR
     model.book.add(A1, rule_answer())
-    event("schedule", {})
-    out = handle(cli)
-    assert out["code"] == 0, out
-    assert [p["head_ref"] for p in gh.pulls] == ["replaybook/rule-0001-2"]
-    assert not (cli.root / "playbook").exists()  # distill on GitHub plans its PRs; the checkout is never written
+    outcomes = on_port(port, root, "schedule", {})
+    assert completed(outcomes), outcomes
+    assert [p.head_ref for p in pulls(port)] == ["replaybook/rule-0001-2"]
+    assert not (root / "playbook").exists()  # distill on GitHub plans its PRs; the checkout is never written
 
-    shutil.rmtree(cli.root / "playbook", ignore_errors=True)  # a fresh checkout of main
-    sound_playbook(cli.root, cap=1)  # broken; the pushed commit is unknown to GitHub (a force-push raced us)
-    event("push", push_payload())
-    gh.reset_calls()
-    out = handle(cli)
-    assert out["code"] == 1 and "Object does not exist" in out["outcomes"][0]["summary"]
-    assert gh.calls < 10  # one failed branch creation, not a hundred
+    shutil.rmtree(root / "playbook", ignore_errors=True)  # a fresh checkout of main
+    sound_playbook(root, cap=1)  # broken; the pushed commit is unknown to GitHub (a force-push raced us)
+    reset(port)
+    outcomes = on_port(port, root, "push", push_payload())
+    assert not completed(outcomes) and "Object does not exist" in outcomes[0].summary
+    assert port.calls < 10  # one failed branch creation, not a hundred

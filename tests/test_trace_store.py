@@ -9,6 +9,7 @@ import sqlite3
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from support.traces import T0, at, replay_run
 
 from bot.errors import BadInput
 from bot.hindsight import chronicle
@@ -20,20 +21,6 @@ from bot.hindsight.traces import (
     import_trace,
     utc_text,
 )
-from bot.replay.trace import (
-    CommandEvent,
-    RunDir,
-    RunEndEvent,
-    RunStartEvent,
-    ToolCallEvent,
-)
-
-T0 = datetime(2026, 7, 14, 9, 32, tzinfo=timezone.utc)
-
-
-def at(seconds: float) -> datetime:
-    return T0 + timedelta(seconds=seconds)
-
 
 def step(action: str, alternatives=("a", "b"), status: str = "ok", **result) -> dict:
     return {
@@ -248,19 +235,8 @@ def test_sampling_is_deterministic_and_runs_when_the_recorder_closes(tmp_path):
     assert at(500).isoformat(timespec="microseconds")[:-6] + "Z" in kept[0]
 
 
-def _replay_run(tmp_path):
-    run = RunDir(tmp_path / "runs" / "run-1").create()
-    with run.writer(run_start=0.0) as writer:
-        writer.append(RunStartEvent(scenario="s", agent="builtin", started_at=T0, t=0.0))
-        writer.append(ToolCallEvent(name="Bash", input={"command": "pytest"}, t=1.0))
-        writer.append(CommandEvent(argv=["pytest", "-q"], cwd=".", exit_code=1, duration_ms=12.5,
-                                   started_at=at(1.5), t=1.5))
-        writer.append(RunEndEvent(status="failed", reason="check failed", t=3.0))
-    return run
-
-
 def test_a_replay_run_imports_as_one_task_and_reimports_in_place(tmp_path, db):
-    run = _replay_run(tmp_path)
+    run = replay_run(tmp_path)
     with TraceStore(db) as store:
         assert import_trace(store, run.path) == 4
         assert import_trace(store, run.trace) == 4

@@ -34,7 +34,9 @@ from actsim import (
 )
 from fakes.github import FakeGitHub
 from helpers import REPO, rule_yaml, write
-from test_github_events import example, examples  # noqa: F401  (examples is a session fixture)
+from support.github import git
+from support.webhooks import example
+from support.workflows import CAPTURED, LOG, RULE, SCENARIO
 
 from bot.github.issue_form import MARKER, read_block
 from bot.playbook.store import Playbook
@@ -43,24 +45,11 @@ from bot.replay.gateway import Gateway
 from bot.replay.policy import load_policy
 
 OWNER, NAME = "octo", "app"
-SCENARIO = REPO / "scenarios" / "monorepo-test-cwd"
-LOG = (REPO / "tests" / "data" / "logs" / "gha_pytest.log").read_text(encoding="utf-8")
 WEBHOOKS = REPO / "tests" / "data" / "webhooks"
 AGENT = "Codertocat"  # the author of the examples' pull requests
-RULE = ("Before running any test command, check for a package-local test config (pytest.ini, jest.config.*) "
-        "and run from that directory.")
-CAPTURED = {"task": "Add rate limiting to /v1/upload", "believed": "Tests are run from the repo root with `pytest`",
-            "actual": "Each package has its own pytest.ini; the tests must run from packages/api",
-            "failure_class": "wrong_assumption", "cost_minutes": 20}
 
 
 # ------------------------------------------------------------------ helpers
-
-
-def git(cwd: Path, *args: str) -> str:
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@e",
-           "HOME": str(cwd), "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout.strip()
 
 
 def commit_all(ws: Path, message: str) -> str:
