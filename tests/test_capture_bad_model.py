@@ -13,9 +13,9 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from fakes.port import FakePort
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from fakes.port import FakePort
 from support.github import completed, on_port, run_payload, seed_port_run
 
 from bot.github.issue_form import parse_incident_issue

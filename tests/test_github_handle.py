@@ -13,7 +13,17 @@ from pathlib import Path
 import pytest
 import requests
 from fakes.github import SECONDARY_LIMIT, FakeGitHub
-from support.github import DATA, HEAD, REPOSITORY, base_repo, git, handle, rule_pr_payload, run_payload, seed_run
+from support.github import (
+    DATA,
+    HEAD,
+    REPOSITORY,
+    base_repo,
+    git,
+    handle,
+    rule_pr_payload,
+    run_payload,
+    seed_run,
+)
 
 from bot import config as config_mod
 from bot.errors import BadInput

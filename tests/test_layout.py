@@ -7,23 +7,6 @@ from pathlib import Path
 
 TESTS = Path(__file__).parent
 
-# The gate side, not yet moved: each still imports test_gate, test_gate_interrupt or test_redundancy.
-# The next engineer moves their shared helpers into support/ and empties this list.
-NOT_YET_MOVED = frozenset({
-    "test_gate_agents",
-    "test_gate_cache_trust",
-    "test_gate_estimate",
-    "test_gate_interrupt",
-    "test_gate_jobs",
-    "test_github_retest",  # imports test_redundancy
-    "test_harness_trust_cli",
-    "test_redundancy",
-    "test_replay_interrupt",
-    "test_report",
-    "test_system_prompt",
-})
-
-
 def imported_modules(path: Path) -> set[str]:
     """The top-level names of every module ``path`` imports, at any depth of its code."""
     names: set[str] = set()
@@ -49,13 +32,8 @@ def importers_of_test_modules() -> dict[str, set[str]]:
 
 def test_no_test_module_imports_another():
     importers = importers_of_test_modules()
-    offenders = {name: sorted(others) for name, others in importers.items() if name not in NOT_YET_MOVED}
+    offenders = {name: sorted(others) for name, others in importers.items()}
     assert not offenders, f"move what these import into tests/support/ (or helpers.py): {offenders}"
-
-
-def test_the_allow_list_only_names_modules_that_still_import_a_test_module():
-    still = set(importers_of_test_modules())
-    assert sorted(NOT_YET_MOVED - still) == [], "these no longer import a test module: take them off NOT_YET_MOVED"
 
 
 def test_the_check_sees_an_import_of_a_test_module(tmp_path):

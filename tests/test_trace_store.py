@@ -22,6 +22,7 @@ from bot.hindsight.traces import (
     utc_text,
 )
 
+
 def step(action: str, alternatives=("a", "b"), status: str = "ok", **result) -> dict:
     return {
         "type": "action_executed",

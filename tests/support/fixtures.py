@@ -7,10 +7,10 @@ import os
 
 import pytest
 from fakes.github import FakeGitHub
-from support.webhooks import CACHE, EXAMPLES_VERSION, fetch_examples
 
 from bot.replay.answers import AnswerBook
 from bot.replay.gateway import Gateway
+from support.webhooks import CACHE, EXAMPLES_VERSION, fetch_examples
 
 _ACTIONS_ENV = {"GITHUB_REPOSITORY": "octo/app", "GITHUB_TOKEN": "t", "REPLAYBOOK_GITHUB_BACKOFF": "0",
                 "REPLAYBOOK_GITHUB_THROTTLE": "0"}

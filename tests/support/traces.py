@@ -5,7 +5,13 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from bot.replay.trace import CommandEvent, RunDir, RunEndEvent, RunStartEvent, ToolCallEvent
+from bot.replay.trace import (
+    CommandEvent,
+    RunDir,
+    RunEndEvent,
+    RunStartEvent,
+    ToolCallEvent,
+)
 
 T0 = datetime(2026, 7, 14, 9, 32, tzinfo=timezone.utc)
 
