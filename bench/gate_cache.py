@@ -22,14 +22,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import shutil
 import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
-from datetime import date, datetime, timezone
+from datetime import date
 from pathlib import Path
+
+from _common import machine
 
 from bot._util import records
 from bot._util.markdown import table
@@ -101,11 +102,6 @@ def admit_all(variant: str, folder: Path, cache_dir: Path | None, jobs: int) -> 
     totals.wall_s = time.perf_counter() - start
     return totals
 
-
-def machine() -> str:
-    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    return f"{now}; {os.cpu_count()} cores; load average {load}; Python {platform.python_version()}"
 
 
 def main(argv: list[str] | None = None) -> int:

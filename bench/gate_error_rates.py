@@ -25,17 +25,16 @@ its single ``ReplayOptions``, to show what that coupling costs.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import date, datetime, timezone
+from datetime import date
 from pathlib import Path
 
 import yaml
+from _common import machine
 
 from bot._util.markdown import table
 from bot.gate import stats
@@ -127,11 +126,6 @@ def measure(loaded, texts, gates: int, jobs: int, shared: bool) -> list[list]:
                      f"{exact.expected_runs:.2f}", sum(o.unscored for o in outs)])
     return rows
 
-
-def machine() -> str:
-    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    return f"{now}; {os.cpu_count()} cores; load average {load}; Python {platform.python_version()}"
 
 
 def main(argv: list[str] | None = None) -> int:

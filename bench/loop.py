@@ -25,12 +25,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bot import settings  # noqa: E402
 from loopbench import noisy, report, seeds  # noqa: E402
 from loopbench.noise import NoiseConfig  # noqa: E402
 from loopbench.run import POLICIES, LoopConfig, PolicyRun  # noqa: E402
 from loopbench.simulated import DistillerConfig  # noqa: E402
 from loopbench.stream import StreamConfig, expected_repeat_share, make_stream  # noqa: E402
+
+from bot import settings  # noqa: E402
 
 DEFAULT_CACHE = Path(settings.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "replaybook-loop-bench"
 
