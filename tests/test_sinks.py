@@ -115,3 +115,12 @@ def test_render_retire_escalate_and_init_write_only_through_the_sink(cli, book_r
     assert not watch.seen, watch.seen
     assert (book_root / "CLAUDE.md").is_file() and (book_root / "AGENTS.md").is_file()
     assert (book_root / "playbook" / "archive" / "rule-0002.yaml").is_file()
+
+
+def test_escalate_refuses_a_guard_file_it_cannot_read_and_changes_nothing(cli, book_root):
+    settings = book_root / ".claude" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    settings.write_bytes(b'{"hooks": "\xff\xfe"}')
+    result = cli("playbook", "escalate", "rule-0001", "--write")
+    assert result.code == 2 and ".claude/settings.json: is not a UTF-8 text file" in result.err
+    assert settings.read_bytes() == b'{"hooks": "\xff\xfe"}'

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bot.change import Change, Tree
+from bot.errors import BadInput
 from bot.playbook.rule import Rule
 from bot.scenario import spec as sc
 
@@ -112,6 +113,9 @@ def plan(rule: Rule, root: Path, tree: Tree) -> Plan:
     """Escalating ``rule``: its scenario (under ``root``) read, the current guard files read from ``tree``."""
     scenario = sc.load(Path(root) / rule.replay).scenario
     current = {p: tree.read(p) for p in (SETTINGS_PATH, POLICY_PATH)}
+    for path, text in current.items():
+        if text is None and (Path(root) / path).exists():  # there, but not UTF-8 text: merging would lose it
+            raise BadInput(f"{path}: is not a UTF-8 text file; fix or remove it, then escalate again")
     return Plan(escalation(rule, scenario), Change(files(rule, scenario, current)))
 
 
