@@ -3,7 +3,7 @@ incident's excerpt and trigger, and how large the excerpt is.
 
     .venv/bin/python bench/capture_clues.py
 
-The clue lists live in tests/data/logs/clues.yaml; tests/test_capture_clues.py checks them.
+The clue lists live in tests/data/logs/clues.yaml; tests/incident/test_capture_clues.py checks them.
 """
 
 from __future__ import annotations

@@ -40,3 +40,17 @@ def test_the_check_sees_an_import_of_a_test_module(tmp_path):
     planted = tmp_path / "test_planted.py"
     planted.write_text("def helper():\n    from test_gate import setup\n\nfrom . import test_other\n", encoding="utf-8")
     assert {"test_gate", "test_other"} <= imported_modules(planted)
+
+
+def test_the_tests_mirror_the_packages():
+    """A test folder is named for the package it tests (the tests of the house itself stay at the top)."""
+    import bot
+
+    packages = {p.name for p in Path(bot.__file__).parent.iterdir() if (p / "__init__.py").is_file()}
+    shared = {"support", "fakes", "actsim", "data"}  # material, not tests
+    folders = {p.name for p in TESTS.iterdir() if p.is_dir() and not p.name.startswith((".", "__"))}
+    assert folders - shared <= packages, sorted(folders - shared - packages)
+    assert not [p.name for p in TESTS.glob("test_*.py") if p.stem not in TOP_LEVEL], "move it into its package's folder"
+
+
+TOP_LEVEL = {"test_layers", "test_layout", "test_settings", "test_similarity", "test_loop_bench", "test_loop_noisy"}

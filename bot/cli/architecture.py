@@ -59,7 +59,7 @@ nothing; two sinks write:
 The local sink is `change.apply_local` (one journal commit under the playbook's lock: all of it or,
 after a crash, none); the GitHub sink is `pulls.commit_change` (one commit on the PR's branch). The one
 other door is a new incident's exclusive create (`IncidentStore.add`, `O_EXCL`: two captures never
-clobber each other). `tests/test_sinks.py` runs the whole local loop under an audit hook and fails on
+clobber each other). `tests/playbook/test_sinks.py` runs the whole local loop under an audit hook and fails on
 any other writer. Readers take a `Tree` (a checkout, `DiskTree`; a commit, `playbook_diff.GitTree`; a
 change not yet written, `OverlayTree`).
 

@@ -9,7 +9,7 @@ exercises that part. Such text is refused wherever a rule is parsed (the
 rendered, on GitHub or locally.
 
 Each entry is (what it is, a pattern, why and what to write instead). The
-tests (tests/test_rule_text.py) hold one example each that must be refused
+tests (tests/playbook/test_rule_text.py) hold one example each that must be refused
 and the ordinary rules that must not.
 """
 

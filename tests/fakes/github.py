@@ -1,7 +1,7 @@
 """A stateful fake GitHub REST API, served over HTTP on 127.0.0.1.
 
 PyGithub runs against it for real. It answers in GitHub's shapes (checked
-against GitHub's OpenAPI description by tests/test_fake_github.py), builds
+against GitHub's OpenAPI description by tests/github/test_fake_github.py), builds
 every absolute URL from the request's ``Host`` (PyGithub asserts on it),
 pages lists with ``Link`` headers, counts every request, and injects faults:
 

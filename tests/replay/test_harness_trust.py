@@ -1,7 +1,7 @@
 """The harness trusts nothing the scenario, the fixture, `setup:`, a toolchain or the agent controls.
 
 Each test is an attack from docs/security.md, run through the real engine (and,
-in tests/test_harness_trust_cli.py, through `replaybook replay` and `gate`).
+in tests/cli/test_harness_trust_cli.py, through `replaybook replay` and `gate`).
 Fake secrets are planted in the harness's own environment; a marker file
 outside the sandbox shows whether scenario code ran on the host.
 """

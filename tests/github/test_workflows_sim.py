@@ -12,7 +12,7 @@ policy, found through ANTHROPIC_BASE_URL as a proxy would be). No Docker, no
 network.
 
 Not covered here: that expressions never reach a ``run:`` script
-(tests/test_workflows_lint.py checks every shipped workflow and action).
+(tests/github/test_workflows_lint.py checks every shipped workflow and action).
 """
 
 from __future__ import annotations

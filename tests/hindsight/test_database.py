@@ -13,7 +13,7 @@ from bot.hindsight.traces import TraceStore
 
 # Written by the stores as they were before bot/hindsight/database.py (commit 5e38796): two trace
 # events and one lesson, in one file with one migrations table.
-OLD_DB = Path(__file__).parent / "data" / "db" / "hindsight-2026-12.db"
+OLD_DB = Path(__file__).parents[1] / "data" / "db" / "hindsight-2026-12.db"
 
 
 def test_a_database_written_before_the_base_opens_keeps_its_rows_and_runs_nothing_twice(tmp_path):

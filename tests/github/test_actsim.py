@@ -20,8 +20,8 @@ from actsim import (
 from fakes.github import FakeGitHub
 from helpers import REPO, write
 
-DATA = Path(__file__).parent / "data" / "actsim"
-ISSUE_OPENED = json.loads((Path(__file__).parent / "data" / "webhooks" / "issues-opened-incident-form.json").read_text())
+DATA = Path(__file__).parents[1] / "data" / "actsim"
+ISSUE_OPENED = json.loads((Path(__file__).parents[1] / "data" / "webhooks" / "issues-opened-incident-form.json").read_text())
 
 
 @pytest.fixture

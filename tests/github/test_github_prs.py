@@ -5,7 +5,7 @@ in-memory port (``FakePort``); distill asks a scripted model served over HTTP
 (the Gateway and an AnswerBook), found through ANTHROPIC_API_KEY /
 ANTHROPIC_BASE_URL as in Actions. Each run starts from a fresh copy of the
 checkout, as a scheduled job does. The adapter's side of the same calls is in
-tests/test_github_adapter.py.
+tests/github/test_github_adapter.py.
 """
 
 from __future__ import annotations

@@ -65,7 +65,7 @@ def test_the_demo_and_every_bundled_scenario_replay_with_no_network_once_built(t
     assert "(offline, SIMULATED model)" in offline.stdout
     assert _rows(offline.stdout) and _rows(offline.stdout) == _rows(warm.stdout)
 
-    names = sorted(p.parent.name for p in (Path(__file__).parents[1] / "scenarios").glob("*/scenario.yaml"))
+    names = sorted(p.parent.name for p in (Path(__file__).parents[2] / "scenarios").glob("*/scenario.yaml"))
     assert len(names) >= 4
     for name in names:
         done = subprocess.run([*OFFLINE, str(SCRIPT), "replay", f"bundled:{name}", "--rule", f"bundled:{name}",
