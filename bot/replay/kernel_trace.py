@@ -34,7 +34,7 @@ from typing import Sequence
 
 from bot.errors import InfrastructureError
 from bot.replay import host_tools
-from bot.replay.trace import CommandEvent, ShellEvent
+from bot.replay.trace import CommandEvent, ShellEvent, relative_cwd
 
 SYSCALLS = "execve,execveat,chdir,fchdir,clone,clone3,fork,vfork,exit_group"
 # --seccomp-bpf: the tracee stops only at the traced syscalls, not at every one (the cost stays small).
@@ -249,14 +249,3 @@ def _unescape(raw: bytes) -> str:
         return _SIMPLE.get(code, code)
 
     return _ESC.sub(one, raw).decode("utf-8", errors="backslashreplace")
-
-
-def relative_cwd(cwd: str, root: Path) -> str:
-    """A sandbox path as checks name it: relative to the repo root (``.``), or absolute outside it."""
-    for base in {str(root), os.path.realpath(root)}:
-        base = base.rstrip("/")
-        if cwd == base:
-            return "."
-        if cwd.startswith(base + "/"):
-            return cwd[len(base) + 1:].rstrip("/") or "."
-    return cwd

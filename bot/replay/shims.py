@@ -42,7 +42,7 @@ from typing import Sequence
 
 from bot import settings
 from bot.errors import BadInput
-from bot.replay.trace import CommandEvent, ShellEvent
+from bot.replay.trace import CommandEvent, ShellEvent, relative_cwd
 
 LOG_ENV = "REPLAYBOOK_SHIM_LOG"
 # Inside an isolated sandbox the log is a write-only FIFO the harness reads, bound
@@ -317,7 +317,7 @@ def _parse_record(fields: list[bytes], i: int, root: Path) -> tuple[CommandEvent
         return None, i + 1
     event = CommandEvent(
         argv=[_text(a) for a in argv],
-        cwd=_relative_cwd(_text(cwd), root),
+        cwd=relative_cwd(_text(cwd), root),
         exit_code=rc,
         duration_ms=round((t1 - t0) * 1000, 3),
         started_at=datetime.fromtimestamp(t0, tz=timezone.utc),
@@ -330,13 +330,3 @@ def _parse_record(fields: list[bytes], i: int, root: Path) -> tuple[CommandEvent
 def _text(raw: bytes) -> str:
     # backslashreplace keeps odd bytes visible and the result JSON-safe.
     return raw.decode("utf-8", errors="backslashreplace")
-
-
-def _relative_cwd(cwd: str, root: Path) -> str:
-    for base in {str(root), os.path.realpath(root)}:
-        base = base.rstrip("/")
-        if cwd == base:
-            return "."
-        if cwd.startswith(base + "/"):
-            return cwd[len(base) + 1 :].rstrip("/") or "."
-    return cwd

@@ -8,7 +8,6 @@ import stat
 import time
 from pathlib import Path
 
-
 OWNER = ".owner"  # "<pid> <start time>" of the harness that made a sandbox folder
 _STALE_UNOWNED_S = 86400
 

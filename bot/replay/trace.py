@@ -12,6 +12,7 @@ so a run can be re-scored later from its run directory without re-running it::
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -274,3 +275,13 @@ def _write(path: Path, data: str | bytes, redact: Callable[[bytes], bytes] | Non
         data = redact(data)
     path.write_bytes(data)
 
+
+def relative_cwd(cwd: str, root: Path) -> str:
+    """A sandbox path as checks name it: relative to the repo root (``.``), or absolute outside it."""
+    for base in {str(root), os.path.realpath(root)}:
+        base = base.rstrip("/")
+        if cwd == base:
+            return "."
+        if cwd.startswith(base + "/"):
+            return cwd[len(base) + 1:].rstrip("/") or "."
+    return cwd
