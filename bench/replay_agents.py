@@ -17,18 +17,7 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
-from _common import (
-    BUNDLED,
-    machine,
-    measured_trial,
-    median,
-    ms,
-    playbook_text,
-    progress,
-    say,
-    scenario_dir,
-    table,
-)
+from _common import BUNDLED, machine, measured_trial, median, ms, playbook_text, progress, say, scenario_dir, table
 
 from bot.replay import agents as agents_mod
 from bot.replay.agents import install

@@ -34,21 +34,9 @@ from collections import defaultdict
 from contextlib import contextmanager
 from pathlib import Path
 
+import _common
 import anthropic
-from _common import (
-    BUNDLED,
-    command_seconds,
-    machine,
-    measured_trial,
-    median,
-    ms,
-    playbook_text,
-    progress,
-    say,
-    scenario_dir,
-    table,
-    timed_method,
-)
+from _common import BUNDLED, machine, measured_trial, median, ms, playbook_text, progress, say, scenario_dir, table
 from anthropic.resources.messages import Messages
 
 from bot.replay import agents as agents_mod
@@ -77,8 +65,8 @@ class Laps:
 
 def phased_trial(loaded: sc.LoadedScenario, text: str, opts: engine.ReplayOptions, trial: int, agent) -> dict:
     """``engine.run_trial`` with a lap at each phase it reports (``on_phase``), the agent phase split further."""
-    with (timed_method(Sandbox, "run") as calls, timed_method(Messages, "create") as creates,
-          timed_method(anthropic.Anthropic, "__init__") as inits):
+    with (_common.timed_method(Sandbox, "run") as calls, _common.timed_method(Messages, "create") as creates,
+          _common.timed_method(anthropic.Anthropic, "__init__") as inits):
         laps = Laps()
         start = laps.last
         result = engine.run_trial(loaded, text, opts, trial, agent, on_phase=laps.lap)
@@ -86,7 +74,7 @@ def phased_trial(loaded: sc.LoadedScenario, text: str, opts: engine.ReplayOption
         agent_calls = [seconds for record, seconds in calls.items if record]
         succeeds_s = calls.seconds(record=False)
         create_s, init_s = creates.seconds(record=True), inits.seconds(record=True)
-    recorded = command_seconds(read_trace(RunDir(Path(result.run_dir)).trace))
+    recorded = _common.command_seconds(read_trace(RunDir(Path(result.run_dir)).trace))
     phases = dict(laps.phases)
     agent_s = phases.pop("agent", 0.0)
     tools_s = sum(agent_calls)

@@ -10,13 +10,14 @@ incident issue on the in-memory port (``FakePort``).
 from __future__ import annotations
 
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import pytest
 from fakes.port import FakePort
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.github import completed, on_port, run_payload, seed_port_run
+from support.servers import Handler
 
 from bot.github.issue_form import parse_incident_issue
 
@@ -29,22 +30,15 @@ ANSWERS = {
 }
 
 
-class _Broken(BaseHTTPRequestHandler):
+class _Broken(Handler):
     answer: tuple[int, str, bytes] = ANSWERS["not JSON"]
     asked: list[str]  # the paths of the requests it answered, per server
 
-    def log_message(self, *args):  # keep pytest output clean
-        pass
-
     def do_POST(self):
-        self.rfile.read(int(self.headers.get("content-length") or 0))
+        self.body()
         self.asked.append(self.path)
         status, kind, body = self.answer
-        self.send_response(status)
-        self.send_header("content-type", kind)
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        self.reply(status, body, kind)
 
 
 @pytest.fixture

@@ -6,12 +6,11 @@ import http.client
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler
 from urllib.parse import urlsplit
 
 import anthropic
 import pytest
-from support.servers import serving
+from support.servers import Handler, serving
 
 from bot.model import pricing
 from bot.replay.gateway import Gateway, ModelCall, Upstream
@@ -216,31 +215,23 @@ def test_agent_env_points_at_the_gateway(gateway: Gateway) -> None:
 # --- upstream mode --------------------------------------------------------
 
 
-class FakeAnthropic(BaseHTTPRequestHandler):
+class FakeAnthropic(Handler):
     """A fake Messages API that checks the key and (badly) echoes it back, as a leak test."""
 
     protocol_version = "HTTP/1.1"
     received: list[dict] = []
 
-    def log_message(self, *args) -> None:
-        pass
-
     def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        body = json.loads(self.body())
         self.received.append({"path": self.path, "headers": dict(self.headers.items()), "body": body})
         if self.headers.get("x-api-key") != REAL_KEY:
-            data = json.dumps({"type": "error", "error": {"type": "authentication_error", "message": "bad key"}})
-            return self._send(401, data.encode(), "application/json")
+            return self.reply_json(401, {"type": "error", "error": {"type": "authentication_error", "message": "bad key"}})
         leak = f"upstream saw key {self.headers['x-api-key']}"
         message = {"id": "msg_up", "type": "message", "role": "assistant", "model": body["model"],
                    "content": [{"type": "text", "text": leak}], "stop_reason": "end_turn", "stop_sequence": None,
                    "usage": {"input_tokens": 1000, "output_tokens": 200, "cache_read_input_tokens": 5000}}
         if not body.get("stream"):
-            return self._send(200, json.dumps(message).encode(), "application/json")
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream")
-        self.send_header("transfer-encoding", "chunked")
-        self.end_headers()
+            return self.reply_json(200, message)
         start = {**message, "content": [], "stop_reason": None, "usage": {**message["usage"], "output_tokens": 1}}
         events = [
             {"type": "message_start", "message": start},
@@ -251,18 +242,7 @@ class FakeAnthropic(BaseHTTPRequestHandler):
              "usage": {"output_tokens": 200}},
             {"type": "message_stop"},
         ]
-        for event in events:
-            data = f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-            self.wfile.flush()
-        self.wfile.write(b"0\r\n\r\n")
-
-    def _send(self, status: int, data: bytes, ctype: str) -> None:
-        self.send_response(status)
-        self.send_header("content-type", ctype)
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self.reply_events(events)
 
 
 @pytest.fixture

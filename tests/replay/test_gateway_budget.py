@@ -14,12 +14,12 @@ import socket
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import anthropic
 import openai
 import pytest
-from support.servers import serving
+from support.servers import Handler, serving
 
 from bot.model import pricing
 from bot.replay.budget import OUTPUT_CAP_TOKENS
@@ -32,7 +32,7 @@ PROMPT = "Fix the flaky test in packages/api. " * 100  # about 3.6 KB: ~900 toke
 UNBOUNDED_OUTPUT = 100_000  # what the fake spends when a request sets no limit: all a real model may
 
 
-class SpendingUpstream(BaseHTTPRequestHandler):
+class SpendingUpstream(Handler):
     """Messages and Responses, answered after ``delay_s`` with the most usage the request allows."""
 
     protocol_version = "HTTP/1.1"
@@ -40,11 +40,8 @@ class SpendingUpstream(BaseHTTPRequestHandler):
     stall_s = 0.0  # pause after message_start, as a model does while it writes
     seen: list[dict] = []
 
-    def log_message(self, *args) -> None:
-        pass
-
     def do_POST(self) -> None:
-        raw = self.rfile.read(int(self.headers["content-length"]))
+        raw = self.body()
         body = json.loads(raw)
         self.seen.append(body)
         time.sleep(self.delay_s)
@@ -91,12 +88,7 @@ class SpendingUpstream(BaseHTTPRequestHandler):
         self.wfile.write(b"0\r\n\r\n")
 
     def _json(self, payload: dict) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self.reply_json(200, payload)
 
 
 class _Server(ThreadingHTTPServer):

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import http.client
 import json
-from http.server import BaseHTTPRequestHandler
 from urllib.parse import urlsplit
 
 import pytest
-from support.servers import serving
+from support.servers import Handler, serving
 
 from bot.model import pricing
 from bot.replay.gateway import Gateway, Upstream
@@ -93,26 +92,17 @@ def test_responses_need_the_gateway_token() -> None:
     assert status == 401 and gw.calls == []
 
 
-class FakeOpenAI(BaseHTTPRequestHandler):
+class FakeOpenAI(Handler):
     """A fake Responses API that checks the Bearer key and (badly) echoes it back, as a leak test."""
 
     protocol_version = "HTTP/1.1"
     received: list[dict] = []
 
-    def log_message(self, *args) -> None:
-        pass
-
     def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        body = json.loads(self.body())
         self.received.append({"path": self.path, "headers": dict(self.headers.items())})
         if self.headers.get("authorization") != f"Bearer {REAL_KEY}":
-            data = b'{"error": {"message": "bad key", "type": "invalid_request_error"}}'
-            self.send_response(401)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-            return
+            return self.reply_json(401, {"error": {"message": "bad key", "type": "invalid_request_error"}})
         response = {"id": "resp_up", "object": "response", "status": "completed", "model": body["model"],
                     "output": [{"type": "message", "id": "m1", "role": "assistant", "status": "completed",
                                 "content": [{"type": "output_text", "text": f"key {REAL_KEY}", "annotations": []}]}],
@@ -121,14 +111,7 @@ class FakeOpenAI(BaseHTTPRequestHandler):
         stream = [{"type": "response.created", "response": {**response, "usage": None, "output": []}},
                   {"type": "response.output_text.delta", "delta": "hi"},
                   {"type": "response.completed", "response": response}]
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream")
-        self.send_header("transfer-encoding", "chunked")
-        self.end_headers()
-        for event in stream:
-            data = f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-        self.wfile.write(b"0\r\n\r\n")
+        self.reply_events(stream)
 
 
 @pytest.fixture
