@@ -9,14 +9,7 @@ import click
 
 from bot.cli.output import emit_json, table
 from bot.errors import BadInput
-from bot.hindsight.lesson import (
-    DB_FILE,
-    MAX_INJECTED,
-    LessonStore,
-    check_task_type,
-    render_injection,
-    utc_now,
-)
+from bot.hindsight.lesson import DB_FILE, MAX_INJECTED, Lesson, LessonStore, check_task_type, render_injection, utc_now
 
 
 def _db_option(command: Callable) -> Callable:
@@ -100,23 +93,20 @@ def inject(ctx: click.Context, task_type: str, max_lessons: int, db: Path | None
     click.echo(render_injection(chosen), nl=False)
 
 
-@group.command("confirm")
-@click.argument("lesson_id")
-@_db_option
-@click.pass_context
-def confirm(ctx: click.Context, lesson_id: str, db: Path | None) -> None:
-    """Vouch for LESSON_ID: it is injected even after it expires, and wins the conflicts it is in."""
-    with _open(ctx, db) as store:
-        lesson = store.confirm(lesson_id)
-    click.echo(f"confirmed {lesson.id}: {lesson.content}")
+def _marking(name: str, doc: str, said: Callable[[Lesson], str]) -> None:
+    """``lessons confirm`` and ``lessons expire``: one store call on LESSON_ID, one line said."""
+
+    @group.command(name, help=doc)
+    @click.argument("lesson_id")
+    @_db_option
+    @click.pass_context
+    def mark(ctx: click.Context, lesson_id: str, db: Path | None) -> None:
+        with _open(ctx, db) as store:
+            lesson = getattr(store, name)(lesson_id)
+        click.echo(said(lesson))
 
 
-@group.command("expire")
-@click.argument("lesson_id")
-@_db_option
-@click.pass_context
-def expire(ctx: click.Context, lesson_id: str, db: Path | None) -> None:
-    """Stop injecting LESSON_ID now, even if confirmed. It is kept; `confirm` brings it back."""
-    with _open(ctx, db) as store:
-        lesson = store.expire(lesson_id)
-    click.echo(f"expired {lesson.id}; it is kept but no longer injected")
+_marking("confirm", "Vouch for LESSON_ID: it is injected even after it expires, and wins the conflicts it is in.",
+         lambda lesson: f"confirmed {lesson.id}: {lesson.content}")
+_marking("expire", "Stop injecting LESSON_ID now, even if confirmed. It is kept; `confirm` brings it back.",
+         lambda lesson: f"expired {lesson.id}; it is kept but no longer injected")

@@ -29,12 +29,7 @@ from typing import Any, Literal
 from bot._util import records
 from bot._util.similarity import STOP_WORDS, jaccard, terms
 from bot.errors import BadInput
-from bot.hindsight.database import (
-    MIGRATIONS_DDL,
-    MIGRATIONS_TABLE,
-    Migrations,
-    SQLiteStore,
-)
+from bot.hindsight.database import MIGRATIONS_DDL, MIGRATIONS_TABLE, Migrations, SQLiteStore
 
 __all__ = [
     "DB_FILE", "Conflict", "Lesson", "LessonStore", "MIGRATIONS", "MIGRATIONS_DDL", "MIGRATIONS_TABLE", "REMINDER",

@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 
 import anthropic
 import pytest
-from support.servers import Handler, serving
+from support.servers import Handler, recording
 
 from bot.model import pricing
 from bot.replay.gateway import Gateway, ModelCall, Upstream
@@ -247,9 +247,8 @@ class FakeAnthropic(Handler):
 
 @pytest.fixture
 def upstream():
-    FakeAnthropic.received = []
-    with serving(FakeAnthropic) as url:
-        yield url, FakeAnthropic.received
+    with recording(FakeAnthropic) as served:
+        yield served
 
 
 def test_upstream_forwards_with_real_key_and_counts_usage(upstream) -> None:

@@ -7,7 +7,7 @@ import json
 from urllib.parse import urlsplit
 
 import pytest
-from support.servers import Handler, serving
+from support.servers import Handler, recording
 
 from bot.model import pricing
 from bot.replay.gateway import Gateway, Upstream
@@ -116,9 +116,8 @@ class FakeOpenAI(Handler):
 
 @pytest.fixture
 def openai_upstream():
-    FakeOpenAI.received = []
-    with serving(FakeOpenAI) as url:
-        yield url, FakeOpenAI.received
+    with recording(FakeOpenAI) as served:
+        yield served
 
 
 def test_upstream_responses_forward_with_a_bearer_key_and_count_cached_tokens(openai_upstream) -> None:

@@ -7,20 +7,9 @@ from datetime import datetime, timezone
 import pytest
 
 from bot.errors import BadInput
+from bot.replay import trace as tr
 from bot.replay.sandbox import FileChange
-from bot.replay.trace import (
-    AgentOutputEvent,
-    CommandEvent,
-    ModelCallEvent,
-    RunDir,
-    RunEndEvent,
-    RunStartEvent,
-    ToolCallEvent,
-    TraceWriter,
-    excerpt,
-    file_change_events,
-    read_trace,
-)
+from bot.replay.trace import CommandEvent, RunDir, RunEndEvent, RunStartEvent, TraceWriter, excerpt, read_trace
 
 RUN_START = 1_800_000_000.0
 
@@ -37,10 +26,10 @@ def test_round_trip_keeps_every_kind(tmp_path):
     with TraceWriter(path, run_start=RUN_START) as w:
         w.append(RunStartEvent(scenario="monorepo-test-cwd", agent="claude-code"))
         w.append(command(2.5))
-        w.append(ToolCallEvent(name="Bash", input={"command": "pytest"}, id="t1", is_error=False))
-        w.append(ModelCallEvent(model="claude-x", input_tokens=10, output_tokens=5, cost_usd=0.01, simulated=True))
-        w.extend(file_change_events([FileChange("a.py", "M", "diff --git a/a.py b/a.py\n+x\n")]))
-        w.append(AgentOutputEvent(text="done [rule-0041]"))
+        w.append(tr.ToolCallEvent(name="Bash", input={"command": "pytest"}, id="t1", is_error=False))
+        w.append(tr.ModelCallEvent(model="claude-x", input_tokens=10, output_tokens=5, cost_usd=0.01, simulated=True))
+        w.extend(tr.file_change_events([FileChange("a.py", "M", "diff --git a/a.py b/a.py\n+x\n")]))
+        w.append(tr.AgentOutputEvent(text="done [rule-0041]"))
         w.append(RunEndEvent(status="passed"))
     events = read_trace(path)
     assert [e.kind for e in events] == [

@@ -23,6 +23,14 @@ def serving(handler: type[BaseHTTPRequestHandler], server: type[ThreadingHTTPSer
         httpd.server_close()
 
 
+@contextlib.contextmanager
+def recording(handler: type[BaseHTTPRequestHandler]) -> Iterator[tuple[str, list[dict]]]:
+    """Serve a handler that appends what it saw to its class's ``received``, emptied for this test."""
+    handler.received = []
+    with serving(handler) as url:
+        yield url, handler.received
+
+
 class Handler(BaseHTTPRequestHandler):
     """A quiet handler with the replies the fakes share: a body, JSON, and a chunked server-sent stream."""
 

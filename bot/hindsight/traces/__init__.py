@@ -27,13 +27,7 @@ Values JSON cannot encode are stored as ``{"$repr": repr(value)}``; recording
 never fails because of an event's content.
 """
 
-from bot.hindsight.traces.recorder import (
-    Recorder,
-    _dumps,
-    import_trace,
-    is_failure,
-    replay_task_id,
-)
+from bot.hindsight.traces.recorder import Recorder, _dumps, import_trace, is_failure, replay_task_id
 from bot.hindsight.traces.store import (
     DB_RELPATH,
     DEFAULT_NOISE,

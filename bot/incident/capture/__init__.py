@@ -36,14 +36,7 @@ from bot.incident.capture.evidence import (
 from bot.incident.capture.log import LogScanner, evidence_from_log
 from bot.incident.capture.pr import evidence_from_pr
 from bot.incident.capture.transcript import TranscriptScanner, evidence_from_transcript
-from bot.incident.store import (
-    Actual,
-    Believed,
-    FailureClass,
-    Incident,
-    IncidentStore,
-    id_for,
-)
+from bot.incident.store import Actual, Believed, FailureClass, Incident, IncidentStore, id_for
 
 # The scanners live in their own modules (evidence.py, log.py, transcript.py, pr.py); callers keep
 # importing every name from bot.incident.capture.
