@@ -35,6 +35,18 @@ def _today(value: str | None) -> date:
         raise BadInput(f"--date {value!r} is not a date; write e.g. 2026-08-20") from None
 
 
+HOSTS = "claude, agents, copilot, cursor, gemini, windsurf"
+
+
+def _render_scope(section_help: str, target_help: str):
+    """``--section`` and ``--target``, as ``check`` and ``render`` both take them."""
+    def decorate(command):
+        command = click.option("--target", "targets", multiple=True, metavar="NAME[:PATH]", help=target_help)(command)
+        return click.option("--section", "sections", multiple=True, help=section_help,
+                            type=click.Path(dir_okay=False, path_type=Path))(command)
+    return decorate
+
+
 @click.group("playbook")
 def group() -> None:
     """The admitted rules: list, check, render, hit, retire, inject."""
@@ -73,11 +85,8 @@ def list_(ctx: click.Context, all_states: bool, as_json: bool) -> None:
 
 
 @group.command("check")
-@click.option("--section", "sections", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="Also check the marked section of this file (repeatable; config `sections` adds more).")
-@click.option("--target", "targets", multiple=True, metavar="NAME[:PATH]",
-              help="Also check this render target (claude, agents, copilot, cursor, gemini, windsurf; config "
-              "`render` adds more).")
+@_render_scope("Also check the marked section of this file (repeatable; config `sections` adds more).",
+               f"Also check this render target ({HOSTS}; config `render` adds more).")
 @click.pass_context
 def check(ctx: click.Context, sections: tuple[Path, ...], targets: tuple[str, ...]) -> None:
     """Check ids, the cap, scenarios, citations and rendering. Exit 1 with a list if any fails.
@@ -104,11 +113,9 @@ def check(ctx: click.Context, sections: tuple[Path, ...], targets: tuple[str, ..
 
 
 @group.command("render")
-@click.option("--section", "sections", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="Keep the marked section of this file (e.g. CLAUDE.md) in sync; bytes outside it are untouched.")
-@click.option("--target", "targets", multiple=True, metavar="NAME[:PATH]",
-              help="Also render for this host (claude, agents, copilot, cursor, gemini, windsurf; NAME:PATH moves its "
-              "main file); config `render` lists the usual ones.")
+@_render_scope("Keep the marked section of this file (e.g. CLAUDE.md) in sync; bytes outside it are untouched.",
+               f"Also render for this host ({HOSTS}; NAME:PATH moves its main file); config `render` lists the usual "
+               "ones.")
 @click.pass_context
 def render(ctx: click.Context, sections: tuple[Path, ...], targets: tuple[str, ...]) -> None:
     """Write playbook/PLAYBOOK.md and every render target's files, the text agents read.

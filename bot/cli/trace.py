@@ -25,6 +25,16 @@ def _open(ctx: click.Context, db: Path | None, *, create: bool = False) -> trace
     return trace_store.TraceStore(db or trace_store.default_path(ctx.obj.settings.root), create=create)
 
 
+def _task_command(name: str, json_help: str) -> Callable:
+    """A ``trace`` command about one recorded task: TASK_ID, ``--db`` and ``--json``."""
+    def decorate(command: Callable) -> Callable:
+        for option in (click.pass_context, click.option("--json", "as_json", is_flag=True, help=json_help),
+                       _db_option, click.argument("task_id"), group.command(name)):
+            command = option(command)
+        return command
+    return decorate
+
+
 @click.group("trace")
 def group() -> None:
     """The hindsight event store: what agents did, step by step, and the key nodes of each task."""
@@ -54,11 +64,7 @@ def list_(ctx: click.Context, db: Path | None, as_json: bool) -> None:
     ))
 
 
-@group.command("show")
-@click.argument("task_id")
-@_db_option
-@click.option("--json", "as_json", is_flag=True, help="Print every event as JSON.")
-@click.pass_context
+@_task_command("show", "Print every event as JSON.")
 def show(ctx: click.Context, task_id: str, db: Path | None, as_json: bool) -> None:
     """Show TASK_ID's events in time order: type, chosen action and result status."""
     with _open(ctx, db) as store:
@@ -76,11 +82,7 @@ def show(ctx: click.Context, task_id: str, db: Path | None, as_json: bool) -> No
     ))
 
 
-@group.command("chronicle")
-@click.argument("task_id")
-@_db_option
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.pass_context
+@_task_command("chronicle", "Print JSON.")
 def chronicle(ctx: click.Context, task_id: str, db: Path | None, as_json: bool) -> None:
     """The key nodes of TASK_ID in order: the first failure, hesitations and anomalies, 50 characters each."""
     with _open(ctx, db) as store:
