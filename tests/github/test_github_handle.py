@@ -232,7 +232,8 @@ def test_a_gate_run_sets_the_status_and_edits_one_comment_in_place(gh, root, tmp
         counts.append(gh.calls)
         assert outcome.status == "done"
     port.close()
-    assert counts == [3, 3]  # status, list comments, create (then edit) comment
+    # status; the earlier gate comment (its ledger block, bot/github/ledger.py); list comments, create (then edit)
+    assert counts == [4, 4]
     states = [s["state"] for s in gh.statuses_for(HEAD)]
     assert states == ["success", "failure"]  # newest first
     assert len(gh.statuses_for(HEAD)[1]["description"]) <= 140
