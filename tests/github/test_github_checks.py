@@ -12,11 +12,9 @@ import copy
 from pathlib import Path
 
 import pytest
-import yaml
 from fakes.port import FakePort
-from helpers import incident_yaml, write
-from support.gate import RULE, mini_scenario
-from support.github import git
+from helpers import write
+from support.gate import RULE, RULE_FILE, pr_repo
 
 from bot import config as config_mod
 from bot.gate.decision import GateResult
@@ -29,30 +27,11 @@ from bot.github.port import CHECK_TEXT_LIMIT, CheckAction
 from bot.replay.engine import ReplayOptions
 
 RUN_URL = "https://github.com/octo/app/actions/runs/9"
-RULE_FILE = "playbook/rules/rule-0001.yaml"
 
 
 @pytest.fixture
 def port() -> FakePort:
     return FakePort()
-
-
-def rule_repo(root: Path, *, own: dict | None = None, victim: bool = False) -> tuple[str, str]:
-    """A git repository whose base has the scenarios and incidents, and whose HEAD (the PR) adds rule-0001."""
-    write(root / "incidents" / "inc-a.yaml", incident_yaml("inc-a"))
-    write(root / "incidents" / "inc-b.yaml", incident_yaml("inc-b", created="2026-07-15T00:00:00Z"))
-    mini_scenario(root, "own", **(own or {}))
-    if victim:
-        mini_scenario(root, "victim", inverse=True)  # the rule's text makes the agent fail here
-    git(root, "init", "-q", "-b", "main")
-    git(root, "add", "-A")
-    git(root, "commit", "-qm", "base")
-    base = git(root, "rev-parse", "HEAD")
-    write(root / RULE_FILE, yaml.safe_dump({"id": "rule-0001", "rule": RULE, "cites": ["inc-a", "inc-b"],
-                                            "task_types": [], "replay": "scenarios/own", "created": "2026-11-01"}))
-    git(root, "add", "-A")
-    git(root, "commit", "-qm", "the rule PR")
-    return base, git(root, "rev-parse", "HEAD")
 
 
 def gate(port: FakePort, root: Path, base: str, head: str, *, app: bool, gate=None) -> list:
@@ -75,7 +54,7 @@ def required_check_met(port: FakePort, sha: str, required: str) -> bool:
 
 
 def test_with_an_app_token_the_admitted_rule_is_the_check_run_the_required_rule_names(port, root):
-    base, head = rule_repo(root)
+    base, head = pr_repo(root)
     (outcome,) = gate(port, root, base, head, app=True)
     assert outcome.verdict == "success", outcome
     (run,) = port.check_runs_for(head)
@@ -93,7 +72,7 @@ def test_with_an_app_token_the_admitted_rule_is_the_check_run_the_required_rule_
 
 
 def test_without_an_app_token_the_gate_is_the_status_of_the_same_name(port, root):
-    base, head = rule_repo(root)
+    base, head = pr_repo(root)
     (outcome,) = gate(port, root, base, head, app=False)
     assert outcome.verdict == "success"
     assert port.check_runs_for(head) == []
@@ -103,7 +82,7 @@ def test_without_an_app_token_the_gate_is_the_status_of_the_same_name(port, root
 
 
 def test_a_regressed_suite_scenario_fails_the_check_and_is_annotated(port, root):
-    base, head = rule_repo(root, victim=True)
+    base, head = pr_repo(root, victim=True)
     (outcome,) = gate(port, root, base, head, app=True)
     assert outcome.verdict == "failure", outcome
     (run,) = port.check_runs_for(head)
@@ -118,7 +97,7 @@ def test_a_regressed_suite_scenario_fails_the_check_and_is_annotated(port, root)
 
 
 def test_a_rule_that_does_not_help_annotates_the_failing_check_of_its_scenario(port, root):
-    base, head = rule_repo(root, own={"branch_on": "a phrase no rule has"})  # fails with the rule and without
+    base, head = pr_repo(root, own={"branch_on": "a phrase no rule has"})  # fails with the rule and without
     (outcome,) = gate(port, root, base, head, app=True)
     assert outcome.verdict == "failure", outcome
     (run,) = port.check_runs_for(head)
@@ -133,7 +112,7 @@ def test_a_rule_that_does_not_help_annotates_the_failing_check_of_its_scenario(p
 
 
 def test_a_gate_that_could_not_decide_never_passes_the_check(port, root):
-    base, head = rule_repo(root)
+    base, head = pr_repo(root)
     (outcome,) = gate(port, root, base, head, app=True,
                       gate=lambda a: GateVerdict("error", "replay could not run", "## could not run\n"))
     (run,) = port.check_runs_for(head)
@@ -155,7 +134,7 @@ def test_a_report_over_githubs_limit_is_cut_at_a_line_with_its_fence_closed_and_
 
 
 def test_a_huge_report_still_makes_a_check_run_github_accepts(port, root):
-    base, head = rule_repo(root)
+    base, head = pr_repo(root)
     huge = "## Replaybook gate: reject\n\n" + "x" * 200_000 + "\n"
     (outcome,) = gate(port, root, base, head, app=True, gate=lambda a: GateVerdict("failure", "reject", huge))
     assert outcome.status == "done", outcome
@@ -218,7 +197,7 @@ def test_other_check_run_events_do_not_gate(examples, change):
 
 
 def test_replay_again_through_the_handler_makes_a_new_check_run(port, root, examples):
-    base, head = rule_repo(root)
+    base, head = pr_repo(root)
     gate(port, root, base, head, app=True)
     payload = requested(examples)
     pr = payload["check_run"]["pull_requests"][0]
