@@ -563,6 +563,19 @@ def test_replay_again_as_the_app_gates_the_pr_head_into_a_new_check_run(rule_pr,
     assert gh.statuses_for(head) == []  # the App's check run, not the status
 
 
+def test_a_fork_pr_in_a_repository_with_the_app_still_gets_the_gate_s_error_never_success(rule_pr, gh, examples):
+    sim, base, head = rule_pr
+    # The App is configured (a variable forks can read), but a fork's run gets no secret: no key, no App token.
+    result = sim.run("admit", "pull_request", pr_event(examples, head, base, head_repo="mallory/app"),
+                     vars={"REPLAYBOOK_APP_ID": "12345"})
+    job = only_job(result, "admit")
+    assert job.result == "failure", result.log()
+    assert job.step("app").outcome == "failure"  # minting failed, and the gate went on with the workflow's token
+    (status,) = gh.statuses_for(head)
+    assert (status["state"], status["context"]) == ("error", "replaybook/admit")
+    assert check_runs_for(gh, head) == []
+
+
 def test_another_check_runs_button_starts_no_gate(rule_pr, gh, examples):
     sim, base, head = rule_pr
     result = sim.run("admit", "check_run", replay_again(examples, head, base, name="lint"), shims={"gh": gh_shim()})
