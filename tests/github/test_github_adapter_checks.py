@@ -10,8 +10,7 @@ from __future__ import annotations
 import pytest
 import requests
 from fakes.github import FakeGitHub, check_runs_for
-from helpers import rule_yaml, write
-from support.github import HEAD, base_repo, git, handle, rule_pr_payload
+from support.github import HEAD, fork_rule_pr, handle
 
 from bot.github import PyGithubAdapter
 from bot.github.checks import REPLAY_ACTION
@@ -115,25 +114,13 @@ def test_the_search_goes_to_graphql_beside_an_enterprise_api_prefix():
 # ------------------------------------------------------------------ the CLI
 
 
-def _rule_pr(cli, gh) -> dict:
-    """A fork's PR #1 adding rule-0042 at HEAD: its payload."""
-    base = base_repo(cli.root)
-    write(cli.root / "playbook" / "rules" / "rule-0042.yaml", rule_yaml("rule-0042", text="When X, do Y."))
-    git(cli.root, "add", "-A")
-    git(cli.root, "commit", "-qm", "a rule from a fork")
-    requests.post(f"{gh.url}{gh.repo_path}/issues", json={"title": "Add rule-0042"})  # PR #1 as an issue
-    payload = rule_pr_payload(fork=True, number=1)
-    payload["pull_request"]["base"]["sha"] = base
-    return payload
-
-
 @pytest.mark.parametrize("app", [True, False], ids=["app token", "workflow token"])
 def test_github_handle_reports_the_gate_as_a_check_run_only_with_an_app_token(cli, gh, event, monkeypatch, app):
     if app:
         monkeypatch.setenv("REPLAYBOOK_GITHUB_APP", "1")
     else:
         monkeypatch.delenv("REPLAYBOOK_GITHUB_APP", raising=False)
-    event("pull_request", _rule_pr(cli, gh))
+    event("pull_request", fork_rule_pr(cli.root, gh))
     out = handle(cli)
     assert out["code"] == 1, out  # a fork's rule PR: the gate could not run, and never passes
     runs, statuses = check_runs_for(gh, HEAD), gh.statuses_for(HEAD)
