@@ -79,10 +79,12 @@ def read(body: str | None, pr: int) -> tuple[list[GateRecord], bool]:
 
 
 def collect(pulls: Iterable[GatedPull], marker: str, bot_logins: Sequence[str]) -> tuple[list[GateRecord], int]:
-    """Every record of the bot's gate comments on ``pulls``, oldest first, and how many blocks were unreadable.
+    """One record per rule gated on each of ``pulls``, oldest first, and how many blocks were unreadable.
 
     On each PR only the first comment that is the bot's own and carries ``marker`` counts: a block in
-    anyone else's comment, or in a second comment, is never read.
+    anyone else's comment, or in a second comment, is never read. A PR is gated again on every push and
+    every "Replay again", so a rule's gates on one PR are one candidate (:func:`candidate`): the cost
+    of all of them, the decision of the last, and a rule re-gated five times is admitted once.
     """
     records: list[GateRecord] = []
     unreadable = 0
@@ -91,6 +93,18 @@ def collect(pulls: Iterable[GatedPull], marker: str, bot_logins: Sequence[str]) 
         if mine is None:
             continue
         found, bad = read(mine.body, gated.pull.number)
-        records += found
+        by_rule: dict[str, list[GateRecord]] = {}
+        for record in sorted(found, key=lambda r: r.at):
+            by_rule.setdefault(record.rule_id, []).append(record)
+        records += [candidate(gates) for gates in by_rule.values()]
         unreadable += bad
     return sorted(records, key=lambda r: r.at), unreadable
+
+
+def candidate(gates: Sequence[GateRecord]) -> GateRecord:
+    """One rule's gates on one PR, oldest first, as one record: the last decision, every gate's cost and replays."""
+    last = gates[-1]
+    return last.model_copy(update={"cost_usd": round(sum(g.cost_usd for g in gates), 6),
+                                   "replays": sum(g.replays for g in gates),
+                                   "cache_hits": sum(g.cache_hits for g in gates),
+                                   "simulated": any(g.simulated for g in gates)})

@@ -98,6 +98,14 @@ def test_only_the_bots_own_gate_comment_counts_never_a_forged_block():
     assert [(r.rule_id, r.cost_usd) for r in found] == [("rule-0003", 0.5)] and unreadable == 0
 
 
+def test_a_rule_gated_again_on_its_pr_is_one_candidate_with_every_gates_cost():
+    body = f"{GATE_MARKER}\n" + ledger.block(3, [record("rule-0003", "reject", 0.10), record("rule-0003", "admit", 0.20),
+                                               record("rule-0003", "admit", 0.05), record("rule-0004", "reject", 0.5)])
+    found, _ = ledger.collect([_gated(3, ("github-actions[bot]", body))], GATE_MARKER, ["github-actions[bot]"])
+    assert sorted((r.rule_id, r.decision, r.cost_usd, r.replays) for r in found) == [
+        ("rule-0003", "admit", 0.35, 12), ("rule-0004", "reject", 0.5, 4)]
+
+
 # ------------------------------------------------------------------ the gate keeps it
 
 
@@ -171,7 +179,8 @@ def test_replaybook_report_github_gives_the_cost_per_admission_from_the_gate_com
     result = cli("report", "--github", "--json")
     assert result.code == 0, result.err
     gates = json.loads(result.out)["gates"]
-    assert (gates["gates"], gates["admitted"], gates["cost_usd"], gates["cost_per_admission_usd"]) == (3, 2, 1.0, 0.5)
+    # rule-0003's reject and later admit are one candidate: two admissions, every gate's cost
+    assert (gates["gates"], gates["admitted"], gates["cost_usd"], gates["cost_per_admission_usd"]) == (2, 2, 1.0, 0.5)
     assert [p["number"] for p in json.loads(result.out)["open_prs"]] == [3]
     assert [(r.method, r.path) for r in gh.requests] == [("POST", "/graphql")]
     monkeypatch.delenv("GITHUB_TOKEN")
