@@ -12,9 +12,13 @@ import requests
 from fakes.github import FakeGitHub, check_runs_for
 from support.github import HEAD, fork_rule_pr, handle
 
+from bot import config as config_mod
 from bot.github import PyGithubAdapter
 from bot.github.checks import REPLAY_ACTION
+from bot.github.context import GateVerdict
+from bot.github.events import GateRulePr
 from bot.github.gate import GATE_CONTEXT, GATE_MARKER
+from bot.github.handle import execute
 from bot.github.port import Annotation, CheckRun, GitHubError
 
 SHA = "6dcb09b5b57875f334f61aebed695e2e4193db5e"
@@ -134,3 +138,15 @@ def test_github_handle_reports_the_gate_as_a_check_run_only_with_an_app_token(cl
         assert (status["context"], status["state"], runs) == (GATE_CONTEXT, "error", [])
     (comment,) = gh.comments_on(1)
     assert comment["body"].startswith(GATE_MARKER)
+
+
+def test_a_check_run_github_refuses_falls_back_to_the_status_of_the_same_name(gh, github, root):
+    gh.add_pull(3)
+    gh.fail_next(f"{gh.repo_path}/check-runs", 403, message="You must authenticate via a GitHub App.")
+    action = GateRulePr(number=3, head_sha=SHA, base_ref="main", base_sha="b" * 40, fork=False, secrets=True)
+    (outcome,) = execute([action], github, root=root, settings=config_mod.load(root), check_runs=True,
+                         gate=lambda a: GateVerdict("success", "admit: rule-0001 admit", "## Replaybook gate\n"))
+    assert outcome.status == "done", outcome
+    assert check_runs_for(gh, SHA) == []
+    (status,) = gh.statuses_for(SHA)
+    assert (status["context"], status["state"]) == (GATE_CONTEXT, "success")
