@@ -56,7 +56,7 @@ def summary(report: str, run_url: str | None, limit: int = CHECK_TEXT_LIMIT) -> 
 def check_run(verdict: Any, sha: str, run_url: str | None, name: str) -> CheckRun:
     """The completed check run of ``verdict`` (a :class:`~bot.github.context.GateVerdict`) on ``sha``."""
     return CheckRun(name=name, head_sha=sha, conclusion=conclusion(verdict.state),  # type: ignore[arg-type]
-                    title=one_line(verdict.description, 200) or verdict.state,
+                    title=neutralise(one_line(verdict.description, 200)) or verdict.state,
                     summary=summary(verdict.report, run_url), annotations=tuple(verdict.annotations),
                     actions=(REPLAY_ACTION,), details_url=run_url)
 
