@@ -118,6 +118,8 @@ def main() -> None:
             verdict = GateVerdict("success", "admit: rule-0001 admit", "## Replaybook gate\n\nadmit")
             rows.append(["gate report: first", run(gh, root, gate, gate=lambda a: verdict), 5])
             rows.append(["gate report: again (comment edited in place)", run(gh, root, gate, gate=lambda a: verdict), 5])
+            rows.append(["gate report as a check run (App token), again", run(gh, root, gate, gate=lambda a: verdict,
+                                                                             check_runs=True), 5])
             base = _repository_with_a_new_rule(root / "repo")
             fork = [GateRulePr(number=3, head_sha=HEAD, base_ref="main", base_sha=base, fork=True, secrets=False)]
             rows.append(["gate report: a fork PR (could not run)", run(gh, root / "repo", fork), 5])

@@ -52,6 +52,9 @@ VARIABLES: dict[str, str] = {
     "REPLAYBOOK_OPEN_PRS": "`1`: the handler may open PRs (needs a GitHub App token: events caused by "
                            "`GITHUB_TOKEN` start no workflows)",
     "REPLAYBOOK_BOT_LOGINS": "more accounts whose comments and PRs are the bot's own",
+    "REPLAYBOOK_GITHUB_APP": "`1`: `GITHUB_TOKEN` is a GitHub App's installation token, so the gate reports as the "
+                             "`replaybook/admit` check run (annotations, \"Replay again\"); unset: the commit status "
+                             "of that name",
     "REPLAYBOOK_MAX_OPEN_RULE_PRS": "overrides `github.max_open_rule_prs`",
     "REPLAYBOOK_GITHUB_THROTTLE": "seconds between GitHub writes (default 1)",
     "REPLAYBOOK_GITHUB_BACKOFF": "the first retry's wait after a secondary rate limit (default 1 s)",

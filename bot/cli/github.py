@@ -66,9 +66,11 @@ def handle(ctx: click.Context, event_name: str | None, event_path: Path | None, 
 
     Failed workflow runs and rejected agent PRs become incident issues (one per
     failure, a comment per repeat); incident issue forms are parsed and
-    normalised; every PR and merge group gets the admit gate as the
-    `replaybook/admit` status (it replays what changes what agents are told,
-    and is never success on a fork that needs a replay). When a capture brings
+    normalised; every PR and merge group gets the admit gate as
+    `replaybook/admit`: a check run with a GitHub App token
+    (REPLAYBOOK_GITHUB_APP=1), else a commit status (it replays what changes
+    what agents are told, and is never success on a fork that needs a
+    replay); "Replay again" on the check run gates it again. When a capture brings
     the undistilled incidents to `github.distill_threshold`, it dispatches the
     distill workflow. Reads GITHUB_TOKEN, GITHUB_API_URL, REPLAYBOOK_BOT_LOGINS
     (the App's login, added to github.bot_logins), and the `github:` section
@@ -117,7 +119,7 @@ def handle(ctx: click.Context, event_name: str | None, event_path: Path | None, 
             gate=handle_mod.PrGate(settings.root, settings, env=env),
             step_summary=Path(summary) if (summary := settings_mod.get("GITHUB_STEP_SUMMARY")) else None,
             run_url=_run_url(), open_prs=open_prs, max_open_rule_prs=_max_open_rule_prs(settings), config=config,
-            distiller=_distiller(settings, env) if wants_distill else None,
+            distiller=_distiller(settings, env) if wants_distill else None, check_runs=app_token(),
         )
     finally:
         port.close()
@@ -136,6 +138,11 @@ def handle(ctx: click.Context, event_name: str | None, event_path: Path | None, 
     rejected = [o for o in outcomes if o.verdict not in (None, "success")]
     if rejected:  # the job is the required check: it passes only when the gate admits
         raise CheckFailed("the admit gate did not admit: " + "; ".join(o.summary for o in rejected))
+
+
+def app_token() -> bool:
+    """Whether GITHUB_TOKEN is a GitHub App's installation token (REPLAYBOOK_GITHUB_APP=1): check runs, not statuses."""
+    return (settings_mod.get("REPLAYBOOK_GITHUB_APP") or "").lower() in ("1", "true", "yes")
 
 
 def _analyst(settings, env: Environment):

@@ -16,7 +16,7 @@ import functools
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, TypeVar
 from urllib.parse import quote, urlsplit
 
@@ -27,12 +27,15 @@ from github.WorkflowJob import WorkflowJob
 
 from bot._util.credentials import host_redactor, redact_data
 from bot.github.port import (
+    ANNOTATIONS_PER_REQUEST,
     BOT_LABEL,
     BOT_LOGINS,
     FAILED_CONCLUSIONS,
+    CheckRun,
     CommentRef,
     CommitRef,
     FileChange,
+    GatedPull,
     GitHubError,
     IssueRef,
     Job,
@@ -44,10 +47,12 @@ from bot.github.port import (
     written_by,
 )
 from bot.github.refs import (
+    SEARCH_PULLS,
     blob_sha,
     claim_label,
     comment_ref,
     commit_ref,
+    gated_pull,
     github_error,
     issue_ref,
     job_record,
@@ -105,6 +110,7 @@ class PyGithubAdapter:
         for name in ("requestJsonAndCheck", "requestBlobAndCheck"):
             setattr(requester, name, self._retrying(getattr(requester, name)))
         self._repo = self._gh.get_repo(repo_full_name)
+        self._full_name = repo_full_name
 
     def close(self) -> None:
         self._gh.close()
@@ -190,6 +196,40 @@ class PyGithubAdapter:
         text = description if len(description) <= 140 else description[:139] + "…"
         commit = self._repo.get_commit(sha)
         self._guard(lambda: commit.create_status(state=state, description=text, context=context, **extra))
+
+    # Check runs (a GitHub App's installation token: the gate's check run; see bot/github/checks.py)
+
+    def create_check_run(self, run: CheckRun) -> str:
+        """``run``, completed, with its first 50 annotations; the rest go in updates of 50 (GitHub's cap).
+
+        Each gate makes a new check run: GitHub shows, and a required check reads, the latest of a name.
+        Returns its ``html_url``.
+        """
+        batches = [run.annotations[i:i + ANNOTATIONS_PER_REQUEST]
+                   for i in range(0, len(run.annotations), ANNOTATIONS_PER_REQUEST)] or [()]
+
+        def output(batch: tuple) -> dict:
+            return {"title": run.title, "summary": run.summary, "annotations": [a.as_json() for a in batch]}
+
+        extra: dict[str, Any] = {"details_url": run.details_url} if run.details_url else {}
+        if run.external_id:
+            extra["external_id"] = run.external_id
+        actions = [{"label": a.label, "description": a.description, "identifier": a.identifier} for a in run.actions]
+        created = self._guard(lambda: self._repo.create_check_run(
+            name=run.name, head_sha=run.head_sha, status="completed", conclusion=run.conclusion,
+            completed_at=datetime.now(timezone.utc), output=output(batches[0]), actions=actions, **extra))
+        for batch in batches[1:]:
+            self._guard(lambda: created.edit(output=output(batch)))
+        return created.html_url
+
+    # Search (GraphQL: one request answers what a listing and a request per PR would)
+
+    def search_pulls(self, qualifiers: str, context: str) -> list[GatedPull]:
+        """The 100 most recently updated PRs matching ``qualifiers``, each with its gate's state and comments."""
+        query = f"repo:{self._full_name} is:pr {qualifiers}".strip()
+        _, data = self._guard(lambda: self._gh.requester.graphql_query(SEARCH_PULLS, {"q": query, "first": 100}))
+        nodes = ((data.get("data") or {}).get("search") or {}).get("nodes") or []
+        return [gated_pull(node, context) for node in nodes if node and node.get("number") is not None]
 
     # Actions
 

@@ -35,11 +35,17 @@ class Outcome:
 
 @dataclass(frozen=True)
 class GateVerdict:
-    """A gate run's answer: the commit status state, its one-line description, and the markdown report."""
+    """A gate run's answer: the commit status state, its one-line description, and the markdown report.
+
+    ``annotations`` point at the files the decision rests on (the check run shows them), and ``records``
+    are the ledger records of each rule the gate replayed (kept in the gate comment: bot.github.ledger).
+    """
 
     state: Literal["success", "failure", "error"]
     description: str
     report: str
+    annotations: tuple[Any, ...] = ()  # bot.github.port.Annotation
+    records: tuple[Any, ...] = ()  # bot.gate.ledger.GateRecord
 
 
 GateRunner = Callable[[Any], GateVerdict]  # called with a bot.github.events.GateRulePr
@@ -62,6 +68,7 @@ class RunContext:
     open_prs: bool = True
     today: date | None = None
     config: Any = None  # bot.config.Config in effect (flags applied); None: the settings' own
+    check_runs: bool = False  # the token is a GitHub App's: the gate is a check run, not a commit status
     new_incidents: int = 0  # incident issues this run filed (or made valid): the distill threshold counts them
 
     @property

@@ -6,8 +6,10 @@ act: re-run a rule PR's gate, re-test a rule (replay its scenario), retire a
 rule (a PR moving it to the archive), distill now.
 
 - An update costs at most 3 requests: one listing of the open issues (the
-  dashboard among them, and the incident issues for the report), one of the
-  open pull requests, and one write (edit in place, or create the first time).
+  dashboard among them, and the incident issues for the report), one search
+  of the rule PRs (each open one's gate state, and every one's gate ledger
+  for the cost per admission: :func:`gated_rule_prs`), and one write (edit in
+  place, or create the first time).
 - A tick acts exactly once. The handler takes the claim ``dashboard``, reads
   the body afresh, acts on each ticked box it offers, then writes the body
   back with those boxes unticked; a redelivery, or a second run waiting on the
@@ -27,9 +29,11 @@ from pathlib import Path
 from bot._util.credentials import host_redactor
 from bot.change import DiskTree
 from bot.errors import BadInput
+from bot.github import ledger
 from bot.github import pulls as prs
 from bot.github.context import Outcome, RunContext
-from bot.github.port import IssueRef, PullRef, marker, written_by
+from bot.github.gate import GATE_CONTEXT, GATE_MARKER
+from bot.github.port import GatedPull, IssueRef, PullRef, marker, written_by
 from bot.health import report as report_mod
 from bot.playbook import transitions as playbook_changes
 
@@ -107,20 +111,33 @@ def _open_rule_prs(ctx: RunContext) -> list[PullRef]:
     return [p for p in ctx.port.list_prs("open") if prs.is_rule_pr(p, logins)]
 
 
+def gated_rule_prs(ctx: RunContext) -> tuple[list[GatedPull], tuple[list, int]]:
+    """One search: the open rule PRs with their gate's state, and the gate ledger of every rule PR found.
+
+    The ledger is read from the bot's own gate comments only (bot/github/ledger.py); the search returns
+    the 100 most recently updated rule PRs, open or closed.
+    """
+    logins = prs.bot_logins(ctx)
+    found = ctx.port.search_pulls(ledger.RULE_PRS, GATE_CONTEXT)
+    rule_prs = [g for g in found if g.pull.state == "open" and prs.is_rule_pr(g.pull, logins)]
+    return rule_prs, ledger.collect(found, GATE_MARKER, logins)
+
+
 def update(action, ctx: RunContext) -> list[Outcome]:
     """Edit the dashboard in place (or open it), and write the same report to the job summary."""
     logins = prs.bot_logins(ctx)
     issues = ctx.port.open_issues()  # 1
     found = next((i for i in issues if is_dashboard(i, logins)), None)
     incidents = _incidents(ctx, [i for i in issues if ctx.labels.incident in i.labels])
-    rule_prs = _open_rule_prs(ctx)  # 2
+    gated, records = gated_rule_prs(ctx)  # 2
+    rule_prs = [g.pull for g in gated]
     book = _admitted(ctx)
     today = ctx.today or datetime.now(timezone.utc).date()
     report = report_mod.build(book, today, incidents=incidents,
-                              ignored_after=ctx.settings.config.health.ignored_after,
-                              open_prs=[report_mod.PrRow(number=p.number, rule_id=prs.rule_id_of(p, logins),
-                                                         title=p.title, gate="see the PR's checks", url=p.url)
-                                        for p in rule_prs])
+                              ignored_after=ctx.settings.config.health.ignored_after, gate_records=records,
+                              open_prs=[report_mod.PrRow(number=g.pull.number, rule_id=prs.rule_id_of(g.pull, logins),
+                                                         title=g.pull.title, gate=g.gate, url=g.pull.url)
+                                        for g in gated])
     ignored = {r.id for r in report.rules if r.compliance == "ignored"}
     text = body(report, offered([r.id for r in book.admitted()], rule_prs, logins, ignored))
     if ctx.step_summary is not None:

@@ -25,6 +25,7 @@ from bot.errors import BadInput
 from bot.github.issue_form import strip_block
 
 DASHBOARD_LABEL = "replaybook:dashboard"  # bot.github.dashboard.LABEL
+GATE_CHECK = "replaybook/admit"  # bot.github.gate.GATE_CONTEXT
 
 
 # ------------------------------------------------------------------ actions
@@ -379,6 +380,33 @@ def _merge_group(payload: dict, config: Config, event: str) -> list[Action]:
     ]
 
 
+def _check_run(payload: dict, config: Config, event: str) -> list[Action]:
+    """"Replay again" on the gate's check run: gate its commit again (bot/github/checks.py)."""
+    action = _field(payload, "action", str, event=event)
+    name = _field(payload, "check_run.name", str, event=event)
+    if action != "requested_action":
+        return [Ignore(reason=f"check_run `{action}` on `{name}` needs nothing; only \"Replay again\" re-gates")]
+    identifier = _field(payload, "requested_action.identifier", str, event=event)
+    if name != GATE_CHECK or identifier != "replay":
+        return [Ignore(reason=f"check_run action `{identifier}` on `{name}` is not the gate's \"Replay again\"")]
+    head_sha = _field(payload, "check_run.head_sha", str, event=event)
+    pulls = _field(payload, "check_run.pull_requests", list, event=event, optional=True) or []
+    # GitHub lists only the PRs whose head branch is in this repository: a fork's PR is never here.
+    pull = next((p for p in pulls if isinstance(p, dict) and (p.get("head") or {}).get("sha") == head_sha), None)
+    if pull is None:
+        return [Ignore(reason=f"check_run `{name}` on {head_sha[:12]} belongs to no pull request of this repository; "
+                              "push the PR's branch here, or dispatch the admit workflow with its number")]
+    index = pulls.index(pull)
+    base_id = _field(payload, f"check_run.pull_requests.{index}.base.repo.id", int, event=event)
+    head_id = _field(payload, f"check_run.pull_requests.{index}.head.repo.id", int, event=event)
+    return [GateRulePr(number=_field(payload, f"check_run.pull_requests.{index}.number", int, event=event),
+                       head_sha=head_sha,
+                       base_ref=_field(payload, f"check_run.pull_requests.{index}.base.ref", str, event=event),
+                       base_sha=_field(payload, f"check_run.pull_requests.{index}.base.sha", str, event=event,
+                                       optional=True),
+                       fork=head_id != base_id, secrets=head_id == base_id)]
+
+
 _TRUNCATED = 20  # GitHub lists at most 20 commits in a push payload
 
 
@@ -429,6 +457,7 @@ _HANDLERS = {
     "pull_request_review": _review,
     "issues": _issues,
     "merge_group": _merge_group,
+    "check_run": _check_run,
     "push": _push,
     "schedule": _schedule,
     "workflow_dispatch": _dispatch,

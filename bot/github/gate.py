@@ -1,12 +1,13 @@
-"""The admit gate on GitHub: every PR and merge group gets the ``replaybook/admit`` status.
+"""The admit gate on GitHub: every PR and merge group gets ``replaybook/admit``, a check run or a status.
 
 :class:`PrGate` judges what a PR changes in what agents are told
 (:mod:`bot.github.playbook_diff`), against the base commit's playbook read
 straight from git objects, under the base commit's config; only a change of
 meaning is replayed. Everything else agents read (generated files, hand-written
 instructions, removed rules) is judged by :mod:`bot.github.instructions`, and
-new or changed suite scenarios are validated, before any replay. :func:`gate_rule_pr` posts the verdict: the status, one
-comment edited in place, and the job summary.
+new or changed suite scenarios are validated, before any replay. :func:`gate_rule_pr` posts the verdict: the check
+run with a GitHub App's token (:mod:`bot.github.checks`), else the status; one comment edited in place, ending
+with the PR's gate ledger (:mod:`bot.github.ledger`); and the job summary.
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ from typing import Any
 from bot._util.credentials import host_redactor
 from bot.change import Change, OverlayTree
 from bot.errors import BadInput, ReplaybookError
-from bot.github import instructions, playbook_diff
+from bot.github import checks, instructions, ledger, playbook_diff
 from bot.github.context import GateVerdict, Outcome, RunContext, Status, code, fenced
 from bot.github.events import GateRulePr
-from bot.github.port import fit_body, marker
+from bot.github.port import GitHubError, fit_body, marker
 from bot.incident import capture as capture_mod
 from bot.settings import Environment
 
@@ -46,13 +47,34 @@ def gate_rule_pr(action: GateRulePr, ctx: RunContext) -> list[Outcome]:
     if ctx.step_summary is not None:  # first: a fork PR's read-only token fails the writes below
         with open(ctx.step_summary, "a", encoding="utf-8") as f:
             f.write(verdict.report[: SUMMARY_LIMIT // 2] + "\n")
-    ctx.port.set_status(action.head_sha, verdict.state, GATE_CONTEXT, description, ctx.run_url)
-    url = None
+    url = _report_check(action, ctx, verdict, description)
     if action.number is not None:
-        url = ctx.port.upsert_comment(action.number, GATE_MARKER, fit_body({"report": verdict.report},
-                                                                           trim_first=("report",))).url
+        comment = _report_comment(action.number, ctx, verdict)
+        url = url or comment
     status: Status = "failed" if verdict.state == "error" else "done"
     return [Outcome(action.kind, status, f"{where}: {verdict.state}: {description}", url, verdict=verdict.state)]
+
+
+def _report_check(action: GateRulePr, ctx: RunContext, verdict: GateVerdict, description: str) -> str | None:
+    """The ``replaybook/admit`` check run with an App token, else (or when GitHub refuses it) the status."""
+    if ctx.check_runs:
+        try:
+            return ctx.port.create_check_run(checks.check_run(verdict, action.head_sha, ctx.run_url, GATE_CONTEXT))
+        except GitHubError as exc:
+            if exc.status not in (403, 404):
+                raise  # 403/404: the token is not an App's after all; the status below still meets the rule
+    ctx.port.set_status(action.head_sha, verdict.state, GATE_CONTEXT, description, ctx.run_url)
+    return None
+
+
+def _report_comment(number: int, ctx: RunContext, verdict: GateVerdict) -> str:
+    """The gate comment, edited in place, ending with the PR's gate ledger: the earlier gates' records and this one's."""
+    earlier = ctx.port.find_comment_by_marker(number, GATE_MARKER)  # the bot's own only
+    records = ledger.read(earlier.body, number)[0] if earlier is not None else []
+    parts = {"report": verdict.report}
+    if records or verdict.records:
+        parts["ledger"] = ledger.block(number, [*records, *verdict.records])
+    return ctx.port.upsert_comment(number, GATE_MARKER, fit_body(parts, trim_first=("report",))).url
 
 
 class PrGate:
@@ -199,17 +221,21 @@ class PrGate:
                                "code anyone who can push a branch controls, and it would run beside the API key, so "
                                "the gate never admits from an unisolated replay. Use `bwrap` (see docs/install.md) "
                                "or `docker`.\n")
+        from bot.gate import ledger as gate_log
+
         opts = gate_mod.GateOptions(replay=replay)
-        results = []
+        results, notes = [], []
         book = self.judged_against(action.base_sha or "", change.gated, settings)
         for name in change.gated:
             results.append(gate_mod.run_gate(book, self.root / name, settings.path("scenarios"), opts))
+            notes += checks.annotations(results[-1], self.root, name, settings.path("scenarios"))
         decisions = {r.decision for r in results}
         state = "error" if "error" in decisions else "failure" if "reject" in decisions else "success"
         word = {"success": "admit", "failure": "reject", "error": "could not decide"}[state]
         ids = ", ".join(f"{r.rule_id} {r.decision}" for r in results)
         report = "\n\n".join(gate_report.markdown(r, opts.test) for r in results)
-        return GateVerdict(state, f"{word}: {ids}", report)
+        return GateVerdict(state, f"{word}: {ids}", report, annotations=tuple(notes),
+                           records=tuple(gate_log.record_of(r) for r in results))
 
 
 def _refusal(found: instructions.Findings) -> str:

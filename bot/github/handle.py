@@ -62,6 +62,7 @@ def execute(
     open_prs: bool = True,
     today: date | None = None,
     config: Any = None,
+    check_runs: bool = False,
 ) -> list[Outcome]:
     """Carry out ``actions`` in order; one that fails on GitHub becomes a ``failed`` outcome, the rest still run.
 
@@ -71,11 +72,13 @@ def execute(
     is the model distill asks; ``open_prs`` off leaves distill, hits and the
     invariant check undone (see ``replaybook github handle``). ``config`` is
     the effective :class:`bot.config.Config` (the file's, with the flags'
-    overrides); by default the settings' own.
+    overrides); by default the settings' own. ``check_runs`` says the token is a GitHub App's
+    installation token: the gate is then the ``replaybook/admit`` check run (bot/github/checks.py).
     """
     ctx = RunContext(port=port, root=Path(root), settings=settings, llm=llm, payload=payload, gate=gate,
                   step_summary=step_summary, run_url=run_url, distiller=distiller,
-                  max_open_rule_prs=max_open_rule_prs, open_prs=open_prs, today=today, config=config)
+                  max_open_rule_prs=max_open_rule_prs, open_prs=open_prs, today=today, config=config,
+                  check_runs=check_runs)
     outcomes: list[Outcome] = []
     for action in actions:
         try:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 from bot.errors import ReplaybookError
 
@@ -135,6 +135,77 @@ class PullRef:
 FAILED_CONCLUSIONS = frozenset({"failure", "timed_out"})
 """Job conclusions that count as a failure worth capturing."""
 
+# ------------------------------------------------------------------ check runs (GitHub App tokens only)
+
+CHECK_TEXT_LIMIT = 65_535
+"""GitHub's cap on a check run's ``output.summary`` (and ``output.text``), in characters."""
+
+ANNOTATIONS_PER_REQUEST = 50
+"""GitHub takes at most 50 annotations per create or update; more go in further updates."""
+
+AnnotationLevel = Literal["notice", "warning", "failure"]
+
+
+@dataclass(frozen=True)
+class Annotation:
+    """One check-run annotation, in GitHub's shape: a file of the repository and the lines it points at."""
+
+    path: str
+    start_line: int
+    end_line: int
+    annotation_level: AnnotationLevel
+    message: str
+    title: str = ""
+
+    def as_json(self) -> dict:
+        out = {"path": self.path, "start_line": self.start_line, "end_line": self.end_line,
+               "annotation_level": self.annotation_level, "message": self.message}
+        return out | ({"title": self.title} if self.title else {})
+
+
+@dataclass(frozen=True)
+class CheckAction:
+    """A button on the check run (GitHub: label and identifier at most 20 characters, description 40)."""
+
+    label: str
+    description: str
+    identifier: str
+
+    def __post_init__(self) -> None:
+        if len(self.label) > 20 or len(self.identifier) > 20 or len(self.description) > 40:
+            raise ValueError(f"check-run action {self.identifier!r} is over GitHub's limits (label and identifier "
+                             "20 characters, description 40)")
+
+
+@dataclass(frozen=True)
+class CheckRun:
+    """A completed check run: its conclusion, and the output GitHub shows on the PR's Checks tab."""
+
+    name: str
+    head_sha: str
+    conclusion: Literal["success", "failure", "neutral", "action_required"]
+    title: str
+    summary: str
+    annotations: tuple[Annotation, ...] = ()
+    actions: tuple[CheckAction, ...] = ()
+    details_url: str | None = None
+    external_id: str = ""
+
+
+@dataclass(frozen=True)
+class GatedPull:
+    """A pull request found by one search, with its gate's state on the head commit and its comments.
+
+    ``gate`` is the conclusion of the check run named for the gate, else the
+    state of the commit status of that context: success, failure, error,
+    pending, or none. ``comments`` are its last comments by anyone: the
+    caller keeps only the bot's own.
+    """
+
+    pull: PullRef
+    gate: str
+    comments: tuple[CommentRef, ...] = ()
+
 
 @runtime_checkable
 class GitHubPort(Protocol):
@@ -164,6 +235,10 @@ class GitHubPort(Protocol):
     def set_status(
         self, sha: str, state: str, context: str, description: str, target_url: str | None = None
     ) -> None: ...
+
+    def create_check_run(self, run: CheckRun) -> str: ...
+
+    def search_pulls(self, qualifiers: str, context: str) -> list[GatedPull]: ...
 
     def failed_jobs(self, run_id: int) -> list[Job]: ...
 

@@ -13,6 +13,7 @@ from github.WorkflowJob import WorkflowJob
 from bot.github.port import (
     CommentRef,
     CommitRef,
+    GatedPull,
     GitHubError,
     IssueRef,
     Job,
@@ -98,3 +99,74 @@ def comment_ref(comment: Any, number: int) -> CommentRef:
 def job_record(job: WorkflowJob) -> Job:
     steps = tuple(Step(number=s.number, name=s.name, conclusion=s.conclusion) for s in job.steps or [])
     return Job(id=job.id, name=job.name, conclusion=job.conclusion, steps=steps)
+
+
+# ------------------------------------------------------------------ GraphQL answers (the gated-PR search)
+
+SEARCH_PULLS = """
+query ReplaybookGatedPulls($q: String!, $first: Int!) {
+  search(query: $q, type: ISSUE, first: $first) {
+    issueCount
+    nodes {
+      __typename
+      ... on PullRequest {
+        number title body url state merged mergedAt headRefName isCrossRepository
+        author { __typename login }
+        labels(first: 20) { nodes { name } }
+        comments(last: 100) { nodes { databaseId author { __typename login } body url } }
+        commits(last: 1) { nodes { commit { oid statusCheckRollup { contexts(first: 100) { nodes {
+          __typename
+          ... on CheckRun { name status conclusion }
+          ... on StatusContext { context state }
+        } } } } } }
+      }
+    }
+  }
+}
+"""
+"""One search: pull requests with their comments (the gate ledger) and their head's checks (the gate's state)."""
+
+_PENDING = {"QUEUED", "IN_PROGRESS", "WAITING", "REQUESTED", "PENDING", "EXPECTED"}
+
+
+def _login(actor: Any) -> str:
+    """A REST-style login: GraphQL gives a bot's without the ``[bot]`` suffix REST shows."""
+    if not isinstance(actor, dict):
+        return ""
+    login = str(actor.get("login") or "")
+    return f"{login}[bot]" if actor.get("__typename") == "Bot" and login and not login.endswith("[bot]") else login
+
+
+def gate_state(contexts: list[Any], context: str) -> str:
+    """The state of the check run named ``context``, else of the commit status of that context, else none."""
+    checks = [c for c in contexts if isinstance(c, dict) and c.get("__typename") == "CheckRun" and c.get("name") == context]
+    if checks:
+        last = checks[-1]
+        if str(last.get("status") or "").upper() != "COMPLETED":
+            return "pending"
+        return str(last.get("conclusion") or "pending").lower()
+    statuses = [c for c in contexts if isinstance(c, dict) and c.get("__typename") == "StatusContext"
+                and c.get("context") == context]
+    if statuses:
+        state = str(statuses[-1].get("state") or "").upper()
+        return "pending" if state in _PENDING else state.lower()
+    return "none"
+
+
+def gated_pull(node: dict, context: str) -> GatedPull:
+    """One pull request of the GraphQL search, as the port's record."""
+    state = str(node.get("state") or "").upper()
+    number = int(node["number"])
+    commits = ((node.get("commits") or {}).get("nodes") or [{}])
+    rollup = ((commits[-1] or {}).get("commit") or {}).get("statusCheckRollup") or {}
+    contexts = (rollup.get("contexts") or {}).get("nodes") or []
+    pull = PullRef(number=number, state="open" if state == "OPEN" else "closed", merged=bool(node.get("merged")),
+                   head_ref=str(node.get("headRefName") or ""), body=str(node.get("body") or ""),
+                   title=str(node.get("title") or ""), url=str(node.get("url") or ""), author=_login(node.get("author")),
+                   merged_at=node.get("mergedAt"), labels=tuple(str(n.get("name")) for n in
+                                                              (node.get("labels") or {}).get("nodes") or [] if n),
+                   same_repo=not node.get("isCrossRepository", True))
+    comments = tuple(CommentRef(id=int(c.get("databaseId") or 0), issue_number=number, body=str(c.get("body") or ""),
+                                url=str(c.get("url") or ""), author=_login(c.get("author")))
+                     for c in (node.get("comments") or {}).get("nodes") or [] if isinstance(c, dict))
+    return GatedPull(pull, gate_state(contexts, context), comments)

@@ -1,7 +1,8 @@
 """``replaybook report``: the playbook's health as one typed record, rendered as markdown or JSON.
 
 Built from the files (incidents, playbook folders), the gate ledger
-(``bot.gate.ledger``) and, on GitHub, the open rule PRs the caller passes in.
+(``bot.gate.ledger``; on GitHub, the records the caller collected from the gate
+comments, ``bot.github.ledger``) and, on GitHub, the open rule PRs the caller passes in.
 Every text that came from outside (incident tasks and triggers, PR titles)
 is neutralised before it reaches the markdown, which the dashboard posts.
 """
@@ -100,8 +101,12 @@ def gates_summary(records: list[gate_log.GateRecord], unreadable: int = 0) -> Ga
 
 
 def build(book: Playbook, today: date, *, incidents: list[Incident] | None = None, ignored_after: int = 2,
-          ledger_root: Path | None = None, open_prs: list[PrRow] | None = None) -> Report:
-    """The report of ``book`` on ``today``; ``incidents`` default to the book's store."""
+          ledger_root: Path | None = None, open_prs: list[PrRow] | None = None,
+          gate_records: tuple[list[gate_log.GateRecord], int] | None = None) -> Report:
+    """The report of ``book`` on ``today``; ``incidents`` default to the book's store.
+
+    ``gate_records`` (records, unreadable) replace the local ledger: on GitHub they come from the gate
+    comments (``bot.github.ledger``)."""
     problems: list[str] = []
     if incidents is None:
         reading = book.incidents.read() if book.incidents else None
@@ -114,7 +119,7 @@ def build(book: Playbook, today: date, *, incidents: list[Incident] | None = Non
                               half_life_days=book.half_life_days, every=every)
     weeks = health.weekly_repeat_share(incidents, every)
     repeats = sum(w.repeats for w in weeks)
-    records, skipped = gate_log.read(ledger_root or book.root)
+    records, skipped = gate_records if gate_records is not None else gate_log.read(ledger_root or book.root)
     return Report(
         generated=today, incidents=len(incidents), repeats=repeats,
         repeat_share=round(repeats / len(incidents), 4) if incidents else 0.0,
@@ -161,7 +166,7 @@ def markdown(report: Report, *, heading: str = "# Playbook health") -> str:
             f"Cost per admission: **{per}** (every gate's measured cost, rejected candidates included: {cost}, "
             f"over {g.admitted} admission(s)).", ""]
     if g.unreadable:
-        out += [f"{g.unreadable} line(s) of the gate ledger could not be read and were left out.", ""]
+        out += [f"{g.unreadable} line(s) or block(s) of the gate ledger could not be read and were left out.", ""]
     if report.rules:
         out += ["## Admitted rules", "",
                 table(["rule", "hits", "last hit", "repeats", "compliance", "score", "cost prevented (min)"],

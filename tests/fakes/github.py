@@ -18,7 +18,8 @@ combined); workflow runs (get), their jobs (list), a job (get) and its logs
 comments (list), seeded with ``add_pull``; pull requests (list, create, edit),
 branches (get a ref, create one) and files on a branch through the Git
 Data API (trees, commits, a ref's update), as the port writes them. Branch ``main`` starts at ``MAIN_SHA`` with
-no files; ``add_file`` seeds one.
+no files; ``add_file`` seeds one. Check runs (create, update) and the one GraphQL pull-request search the
+adapter sends: see the block "Check runs and search" at the end.
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ class _State:
     trees: dict[str, dict[str, str]] = field(default_factory=dict)  # tree sha -> path -> text (Git Data API)
     git_commits: dict[str, dict] = field(default_factory=dict)  # commit sha -> tree, parents, message
     labels: dict[str, dict] = field(default_factory=dict)  # repository labels created through the API: name -> label
+    check_runs: dict[int, dict] = field(default_factory=dict)  # check runs (see "Check runs and search" below)
     next_id: int = 1000
 
 
@@ -619,6 +621,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def _route(fake: FakeGitHub, base: str, method: str, path: str, query: dict, body: Any) -> _Reply:
+    if path.endswith("/graphql") and method == "POST":  # GraphQL lives beside the REST prefix (/api/graphql)
+        return _graphql(fake, base, body)
     if path.startswith("/_blobs/logs/") and method == "GET":
         job_id = int(path.rsplit("/", 1)[1])
         if job_id not in fake.state.logs:
@@ -1095,6 +1099,177 @@ _ROUTES = [
     (r"/git/trees/([0-9a-f]{40})", "GET", _get_tree),
     (r"/git/trees", "POST", _create_tree),
 ]
+
+
+# ------------------------------------------------------------------ Check runs and search (issue 30)
+#
+# Kept in one block so features added beside it merge cleanly. POST /check-runs and PATCH
+# /check-runs/{id} validate what GitHub validates (a summary of at most 65,535 characters, at most 50
+# annotations a request in GitHub's annotation shape, at most 3 actions with GitHub's length limits) and
+# keep every annotation; POST /graphql answers the one search the adapter sends (``search(query:,
+# type: ISSUE)`` over pull requests, with each one's comments and its head commit's check-suite rollup),
+# in GitHub's GraphQL shapes, understanding the qualifiers ``repo:``, ``is:pr``, ``is:open`` and ``head:``.
+
+CHECK_TEXT_LIMIT = 65_535
+_LEVELS = ("notice", "warning", "failure")
+_CONCLUSIONS = ("action_required", "cancelled", "failure", "neutral", "success", "skipped", "stale", "timed_out")
+
+
+def check_runs_for(fake: FakeGitHub, sha: str) -> list[dict]:
+    """The check runs created on ``sha``, oldest first, each with every annotation it was given."""
+    return [r for r in fake.state.check_runs.values() if r["head_sha"] == sha]
+
+
+def _check_output(output: Any) -> dict:
+    if output is None:
+        return {}
+    if not isinstance(output, dict) or not isinstance(output.get("title"), str) or not isinstance(
+            output.get("summary"), str):
+        raise _invalid("CheckRun", "output", "missing_field", "output needs a title and a summary")
+    for key in ("summary", "text"):
+        if len(output.get(key) or "") > CHECK_TEXT_LIMIT:
+            raise _invalid("CheckRun", f"output.{key}", "custom",
+                           f"Invalid request.\n\nOnly {CHECK_TEXT_LIMIT} characters are allowed; "
+                           f"{len(output[key])} were supplied.")
+    annotations = output.get("annotations") or []
+    if len(annotations) > 50:
+        raise _invalid("CheckRun", "output.annotations", "custom", "at most 50 annotations a request")
+    for a in annotations:
+        if not (isinstance(a, dict) and isinstance(a.get("path"), str) and isinstance(a.get("start_line"), int)
+                and isinstance(a.get("end_line"), int) and a.get("annotation_level") in _LEVELS
+                and isinstance(a.get("message"), str)):
+            raise _invalid("CheckRun", "output.annotations", "invalid", f"annotation {a!r:.120} is not GitHub's shape")
+    return output
+
+
+def _check_actions(actions: Any) -> list[dict]:
+    actions = actions or []
+    if len(actions) > 3:
+        raise _invalid("CheckRun", "actions", "custom", "at most 3 actions")
+    for a in actions:
+        if not (isinstance(a, dict) and 0 < len(a.get("label") or "") <= 20 and 0 < len(a.get("identifier") or "") <= 20
+                and 0 < len(a.get("description") or "") <= 40):
+            raise _invalid("CheckRun", "actions", "custom", f"action {a!r:.120} is over GitHub's limits")
+    return actions
+
+
+def _apply_check(run: dict, body: dict) -> None:
+    if body.get("status", run.get("status")) == "completed" and body.get("conclusion", run.get("conclusion")) is None:
+        raise _invalid("CheckRun", "conclusion", "missing_field", "conclusion is required when status is completed")
+    if body.get("conclusion") is not None and body["conclusion"] not in _CONCLUSIONS:
+        raise _invalid("CheckRun", "conclusion", "invalid")
+    output = _check_output(body.get("output"))
+    if "actions" in body:
+        run["actions"] = _check_actions(body["actions"])
+    for key in ("name", "details_url", "external_id", "status", "conclusion", "started_at", "completed_at"):
+        if key in body:
+            run[key] = body[key]
+    if "conclusion" in body and "status" not in body:
+        run["status"] = "completed"
+    if output:
+        run["output"] = {k: output.get(k) for k in ("title", "summary", "text")}
+        run["annotations"] += [dict(a) for a in output.get("annotations") or []]
+
+
+def _check_run(fake: FakeGitHub, base: str, run: dict) -> dict:
+    api = f"{base}{fake.repo_path}/check-runs/{run['id']}"
+    output = run.get("output") or {}
+    return {
+        "id": run["id"], "head_sha": run["head_sha"], "node_id": f"CR_{run['id']}",
+        "external_id": run.get("external_id"), "url": api,
+        "html_url": f"{base}/{fake.owner}/{fake.repo}/runs/{run['id']}", "details_url": run.get("details_url"),
+        "status": run.get("status", "queued"), "conclusion": run.get("conclusion"),
+        "started_at": run.get("started_at") or run["created_at"], "completed_at": run.get("completed_at"),
+        "output": {"title": output.get("title"), "summary": output.get("summary"), "text": output.get("text"),
+                   "annotations_count": len(run["annotations"]), "annotations_url": f"{api}/annotations"},
+        "name": run["name"], "check_suite": {"id": 5000 + run["id"]}, "app": None, "pull_requests": [],
+    }
+
+
+def _create_check_run(fake, base, query, body):
+    body = body or {}
+    if not isinstance(body.get("name"), str) or not isinstance(body.get("head_sha"), str):
+        raise _invalid("CheckRun", "name" if not isinstance(body.get("name"), str) else "head_sha", "missing_field")
+    run = {"id": fake._new_id(), "head_sha": body["head_sha"], "name": body["name"], "annotations": [],
+           "actions": [], "created_at": _now(), "status": body.get("status", "queued")}
+    _apply_check(run, body)
+    fake.state.check_runs[run["id"]] = run
+    return _Reply(201, _check_run(fake, base, run))
+
+
+def _update_check_run(fake, base, query, body, run_id):
+    run = _found(fake.state.check_runs, run_id)
+    _apply_check(run, body or {})
+    return _Reply(200, _check_run(fake, base, run))
+
+
+_ROUTES += [
+    (r"/check-runs", "POST", _create_check_run),
+    (r"/check-runs/(\d+)", "PATCH", _update_check_run),
+]
+
+
+def _gate_rollup(fake: FakeGitHub, sha: str) -> list[dict]:
+    """The head commit's contexts as GraphQL's statusCheckRollup lists them: the latest of each name."""
+    nodes: dict[str, dict] = {}
+    for run in check_runs_for(fake, sha):
+        nodes[run["name"]] = {"__typename": "CheckRun", "name": run["name"], "status": run["status"].upper(),
+                              "conclusion": (run.get("conclusion") or "").upper() or None}
+    for s in reversed(fake.state.statuses.get(sha, [])):  # stored newest first
+        nodes["status:" + s["context"]] = {"__typename": "StatusContext", "context": s["context"],
+                                           "state": s["state"].upper()}
+    return list(nodes.values())
+
+
+def _actor(login: str) -> dict:
+    """GraphQL's author: a bot's login carries no ``[bot]`` suffix there, and its type says Bot."""
+    if login.endswith("[bot]"):
+        return {"__typename": "Bot", "login": login.removesuffix("[bot]")}
+    return {"__typename": "User", "login": login}
+
+
+def _search_matches(fake: FakeGitHub, p: dict, terms: list[str]) -> bool:
+    for term in terms:
+        key, _, value = term.partition(":")
+        if key == "repo" and value.lower() != f"{fake.owner}/{fake.repo}".lower():
+            return False
+        if key == "is" and value == "open" and p["state"] != "open":
+            return False
+        if key == "is" and value == "closed" and p["state"] != "closed":
+            return False
+        if key == "head" and not p["head_ref"].startswith(value):
+            return False
+    return True
+
+
+def _graphql(fake: FakeGitHub, base: str, body: Any) -> _Reply:
+    query, variables = (body or {}).get("query", ""), (body or {}).get("variables") or {}
+    if "search(" not in query or "type: ISSUE" not in query:
+        return _Reply(200, {"errors": [{"message": "the fake answers only the adapter's pull-request search"}]})
+    terms = str(variables.get("q", "")).split()
+    if "is:pr" not in terms:
+        return _Reply(200, {"errors": [{"message": "the fake searches pull requests only (is:pr)"}]})
+    found = sorted((p for p in fake.state.pulls.values() if _search_matches(fake, p, terms)),
+                   key=lambda p: p["updated_at"], reverse=True)
+    first = int(variables.get("first", 100))
+    nodes = []
+    for p in found[:first]:
+        head_sha = fake.state.refs.get(p["head_ref"], p["head_sha"])
+        comments = [{"databaseId": c["id"], "author": _actor(c.get("user", BOT_LOGIN)), "body": c["body"],
+                     "url": f"{base}/{fake.owner}/{fake.repo}/pull/{p['number']}#issuecomment-{c['id']}"}
+                    for c in fake.comments_on(p["number"])][-100:]
+        nodes.append({
+            "__typename": "PullRequest", "number": p["number"], "title": p["title"], "body": p["body"] or "",
+            "url": f"{base}/{fake.owner}/{fake.repo}/pull/{p['number']}",
+            "state": "MERGED" if p["merged"] else p["state"].upper(), "merged": p["merged"],
+            "mergedAt": p["closed_at"] if p["merged"] else None, "headRefName": p["head_ref"],
+            "isCrossRepository": bool(p.get("head_repo")), "author": _actor(p.get("user", BOT_LOGIN)),
+            "labels": {"nodes": [{"name": n} for n in p.get("labels", [])]},
+            "comments": {"nodes": comments},
+            "commits": {"nodes": [{"commit": {"oid": head_sha, "statusCheckRollup": {
+                "contexts": {"nodes": _gate_rollup(fake, head_sha)}}}}]},
+        })
+    return _Reply(200, {"data": {"search": {"issueCount": len(found), "nodes": nodes}}})
 
 
 def served_endpoints() -> Iterator[tuple[str, str]]:

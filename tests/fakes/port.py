@@ -53,6 +53,8 @@ class FakePort:
     claims: set[str] = field(default_factory=set)
     bases: dict[int, str] = field(default_factory=dict)  # each PR's base branch (PullRef does not carry it)
     writes: list[str] = field(default_factory=list)  # each write the port was asked for (failed ones too), by method
+    check_runs: list[gh.CheckRun] = field(default_factory=list)  # issue 30: the gate as a check run
+    heads: dict[int, str] = field(default_factory=dict)  # issue 30: a PR's head commit, where set_head put it
     calls: int = 0
 
     def __post_init__(self) -> None:
@@ -307,6 +309,49 @@ class FakePort:
     def release(self, key: str) -> None:
         self._write("release")
         self.claims.discard(key)
+
+    # -- check runs and the gated-PR search (issue 30), kept in one block
+
+    def create_check_run(self, run: gh.CheckRun) -> str:
+        """As the adapter: GitHub's limits enforced (a 422), one request and one more per further 50 annotations."""
+        self._write("create_check_run")
+        self.calls += max(0, -(-len(run.annotations) // gh.ANNOTATIONS_PER_REQUEST) - 1)
+        if len(run.summary) > gh.CHECK_TEXT_LIMIT:
+            raise GitHubError(f"Only {gh.CHECK_TEXT_LIMIT} characters are allowed; {len(run.summary)} were supplied",
+                              status=422)
+        if len(run.actions) > 3:
+            raise GitHubError("at most 3 actions", status=422)
+        self.check_runs.append(run)
+        return f"https://github.test/runs/{len(self.check_runs)}"
+
+    def check_runs_for(self, sha: str) -> list[gh.CheckRun]:
+        """The check runs made on ``sha``, oldest first: a test's reading, not part of the port."""
+        return [r for r in self.check_runs if r.head_sha == sha]
+
+    def search_pulls(self, qualifiers: str, context: str) -> list[gh.GatedPull]:
+        """One request, as the adapter's GraphQL search: ``is:open``, ``is:closed`` and ``head:PREFIX`` are read."""
+        self._call()
+        terms = qualifiers.split()
+        out = []
+        for number, pr in sorted(self.pulls.items(), reverse=True):
+            if ("is:open" in terms and pr.state != "open") or ("is:closed" in terms and pr.state != "closed"):
+                continue
+            if any(t.startswith("head:") and not pr.head_ref.startswith(t[5:]) for t in terms):
+                continue
+            out.append(gh.GatedPull(pr, self._gate_state(pr, context), tuple(self.comments_on(number))))
+        return out[:100]
+
+    def set_head(self, number: int, sha: str) -> None:
+        """The head commit of PR ``number`` (what its gate's state is read on): test set-up, not part of the port."""
+        self.heads[number] = sha
+
+    def _gate_state(self, pr: PullRef, context: str) -> str:
+        sha = self.heads.get(pr.number) or self.branches.get(pr.head_ref, Branch("", {})).sha
+        runs = [r for r in self.check_runs_for(sha) if r.name == context]
+        if runs:
+            return runs[-1].conclusion
+        statuses = [s for s in self.statuses_for(sha) if s["context"] == context]
+        return statuses[-1]["state"] if statuses else "none"
 
 
 def _with_bot_label(labels: Sequence[str]) -> tuple[str, ...]:

@@ -215,6 +215,15 @@ def exercise(gh: FakeGitHub) -> dict[tuple[str, str], requests.Response]:
                                                             "description": "1 run-1"})
     r["GET", t + "/labels/{ref}"] = s.get(f"{api}/labels/replaybook-claim-x")
     r["DELETE", t + "/labels/{ref}"] = s.delete(f"{api}/labels/replaybook-claim-x")
+    # check runs (issue 30)
+    note = {"path": "a.yaml", "start_line": 1, "end_line": 1, "annotation_level": "notice", "message": "m"}
+    r["POST", t + "/check-runs"] = s.post(f"{api}/check-runs", json={
+        "name": "replaybook/admit", "head_sha": SHA, "status": "completed", "conclusion": "success",
+        "output": {"title": "t", "summary": "s", "annotations": [note]},
+        "actions": [{"label": "Replay again", "description": "d", "identifier": "replay"}]})
+    run = r["POST", t + "/check-runs"].json()["id"]
+    r["PATCH", t + "/check-runs/{n}"] = s.patch(f"{api}/check-runs/{run}", json={
+        "output": {"title": "t", "summary": "s", "annotations": [note]}})
     return r
 
 

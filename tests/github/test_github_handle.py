@@ -18,6 +18,7 @@ from support.github import (
     HEAD,
     REPOSITORY,
     base_repo,
+    fork_rule_pr,
     git,
     handle,
     rule_pr_payload,
@@ -189,18 +190,9 @@ def test_an_invalid_form_gets_a_label_and_one_comment_then_a_fix_clears_them(cli
 
 
 def test_a_fork_rule_pr_gets_error_never_success(cli, gh, event, tmp_path, monkeypatch):
-    from helpers import rule_yaml, write
-
     summary = tmp_path / "summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
-    base = base_repo(cli.root)
-    write(cli.root / "playbook" / "rules" / "rule-0042.yaml", rule_yaml("rule-0042", text="When X, do Y."))
-    git(cli.root, "add", "-A")
-    git(cli.root, "commit", "-qm", "a rule from a fork")
-    requests.post(f"{gh.url}{gh.repo_path}/issues", json={"title": "Add rule-0042"})  # PR #1 as an issue
-    payload = rule_pr_payload(fork=True, number=1)
-    payload["pull_request"]["base"]["sha"] = base
-    event("pull_request", payload)
+    event("pull_request", fork_rule_pr(cli.root, gh))
     out = handle(cli)
     assert out["code"] == 1  # the gate could not run: the job says so too
     (status,) = gh.statuses_for(HEAD)
@@ -232,7 +224,8 @@ def test_a_gate_run_sets_the_status_and_edits_one_comment_in_place(gh, root, tmp
         counts.append(gh.calls)
         assert outcome.status == "done"
     port.close()
-    assert counts == [3, 3]  # status, list comments, create (then edit) comment
+    # status; the earlier gate comment (its ledger block, bot/github/ledger.py); list comments, create (then edit)
+    assert counts == [4, 4]
     states = [s["state"] for s in gh.statuses_for(HEAD)]
     assert states == ["success", "failure"]  # newest first
     assert len(gh.statuses_for(HEAD)[1]["description"]) <= 140

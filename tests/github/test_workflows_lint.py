@@ -195,3 +195,21 @@ def test_each_composite_action_installs_from_its_own_source_and_runs_one_command
     if replays:
         assert "sandbox.sh" in steps[2]["run"]
 
+
+
+def test_admit_re_gates_only_on_its_own_replay_button_and_asks_checks_write_of_the_app_alone():
+    doc = _load(WORKFLOWS / "replaybook-admit.yml")
+    assert doc["on"]["check_run"] == {"types": ["requested_action"]}
+    job = doc["jobs"]["admit"]
+    assert "replaybook/admit" in job["if"] and "requested_action.identifier == 'replay'" in job["if"]
+    assert "checks" not in job["permissions"]  # the workflow's token never makes the check run
+    app = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/create-github-app-token@"))
+    assert app["if"] == "vars.REPLAYBOOK_APP_ID != ''"
+    assert {k: v for k, v in app["with"].items() if k.startswith("permission-")} == {
+        "permission-checks": "write", "permission-statuses": "write", "permission-pull-requests": "write",
+        "permission-contents": "read"}
+    admit = next(s for s in job["steps"] if "admit" in s.get("uses", "") and "with" in s
+                 and "app-token" in s["with"])
+    assert admit["with"]["app-token"] == "${{ steps.app.outputs.token }}"
+    dispatched = next(s for s in job["steps"] if s.get("id") == "dispatched")
+    assert "check_run" in dispatched["if"] and "check_run.pull_requests[0].number" in dispatched["env"]["PR_NUMBER"]

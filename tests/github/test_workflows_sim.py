@@ -32,7 +32,7 @@ from actsim import (
     run_workflow,
     stub_python,
 )
-from fakes.github import FakeGitHub
+from fakes.github import FakeGitHub, check_runs_for
 from helpers import REPO, rule_yaml, write
 from support.github import git
 from support.webhooks import example
@@ -126,6 +126,8 @@ class Sim:
     def run(self, workflow: str, event: str, payload: dict, *, secrets: dict | None = None, vars: dict | None = None,
             model: Gateway | None = None, **kw) -> WorkflowResult:
         env = {"REPLAYBOOK_GITHUB_BACKOFF": "0", "REPLAYBOOK_GITHUB_THROTTLE": "0"}
+        if os.environ.get("PYTHONPATH"):  # a worktree on a shared venv: the runner runs the code under test too
+            env["PYTHONPATH"] = os.environ["PYTHONPATH"]
         if os.environ.get("REPLAYBOOK_CACHE_DIR"):  # conftest's shared shim cache
             env["REPLAYBOOK_CACHE_DIR"] = os.environ["REPLAYBOOK_CACHE_DIR"]
         # The machine's trust store and proxy, as a runner has its own: a scenario's environment is built with uv,
@@ -533,6 +535,54 @@ def test_admit_dispatched_by_hand_gates_the_pr_head(rule_pr, gh, examples):
     assert status["description"].startswith("admit: rule-0001 admit")  # replayed, not "no rule file changed"
 
 
+def replay_again(examples, head: str, base: str, *, name: str = "replaybook/admit") -> dict:
+    """GitHub's example of a check run's requested action, as "Replay again" on the gate's check run of the PR."""
+    payload = retarget(example(examples, "check_run", "requested_action"))
+    payload["check_run"].update(name=name, head_sha=head)
+    payload["requested_action"]["identifier"] = "replay"
+    (pr,) = payload["check_run"]["pull_requests"]
+    pr["number"] = PR_NUMBER
+    pr["head"].update(ref="replaybook/rule-0001", sha=head)
+    pr["base"].update(ref="main", sha=base)
+    return payload
+
+
+def test_replay_again_as_the_app_gates_the_pr_head_into_a_new_check_run(rule_pr, gh, examples):
+    sim, base, head = rule_pr
+    git(sim.ws, "checkout", "-q", "main")  # a check_run event runs on the default branch; checkout moves to the PR
+    app = {"vars": {"REPLAYBOOK_APP_ID": "12345"}, "secrets": {"REPLAYBOOK_APP_PRIVATE_KEY": "a key"}}
+    with Gateway(load_policy(SCENARIO / "policy.yaml")) as model:
+        result = sim.run("admit", "check_run", replay_again(examples, head, base), model=model,
+                         shims={"gh": gh_shim()}, **app)
+    job = only_job(result, "admit")
+    assert job.result == "success", result.log()
+    assert checkout(job)["ref"] == head and git(sim.ws, "rev-parse", "HEAD") == head
+    (run,) = check_runs_for(gh, head)
+    assert (run["name"], run["conclusion"]) == ("replaybook/admit", "success"), result.log()
+    assert "Replaybook gate: admit `rule-0001`" in run["output"]["summary"]
+    assert gh.statuses_for(head) == []  # the App's check run, not the status
+
+
+def test_a_fork_pr_in_a_repository_with_the_app_still_gets_the_gate_s_error_never_success(rule_pr, gh, examples):
+    sim, base, head = rule_pr
+    # The App is configured (a variable forks can read), but a fork's run gets no secret: no key, no App token.
+    result = sim.run("admit", "pull_request", pr_event(examples, head, base, head_repo="mallory/app"),
+                     vars={"REPLAYBOOK_APP_ID": "12345"})
+    job = only_job(result, "admit")
+    assert job.result == "failure", result.log()
+    assert job.step("app").outcome == "failure"  # minting failed, and the gate went on with the workflow's token
+    (status,) = gh.statuses_for(head)
+    assert (status["state"], status["context"]) == ("error", "replaybook/admit")
+    assert check_runs_for(gh, head) == []
+
+
+def test_another_check_runs_button_starts_no_gate(rule_pr, gh, examples):
+    sim, base, head = rule_pr
+    result = sim.run("admit", "check_run", replay_again(examples, head, base, name="lint"), shims={"gh": gh_shim()})
+    assert result.triggered and result.jobs["admit"].result == "skipped", result.log()
+    assert check_runs_for(gh, head) == [] and gh.statuses_for(head) == []
+
+
 # ------------------------------------------------------------------ replay
 
 
@@ -576,6 +626,7 @@ def test_admit_dispatched_for_a_fork_pr_refuses_before_checking_anything_out(rul
                      shims={"gh": gh_shim(fork=True)})
     job = only_job(result, "admit")
     assert job.result == "failure", result.log()
-    assert [s.kind for s in job.steps] == ["run", "skipped", "skipped"]  # no checkout, no replay with secrets
+    # no App token (vars unset), then the refusal: no checkout, no replay with secrets
+    assert [s.kind for s in job.steps] == ["skipped", "run", "skipped", "skipped"]
     assert any(f"PR #{PR_NUMBER} comes from a fork" in e for e in job.errors)
     assert gh.statuses_for(head) == []

@@ -37,6 +37,31 @@ def mini_scenario(root: Path, sid: str, branch_on: str = "write right.txt", *, i
     return folder
 
 
+RULE_FILE = "playbook/rules/rule-0001.yaml"
+
+
+def pr_repo(root: Path, *, own: dict | None = None, victim: bool = False) -> tuple[str, str]:
+    """A git repository whose base has the scenarios and incidents, and whose HEAD (a PR) adds rule-0001 to
+    ``playbook/rules/``; (base, head). ``own`` shapes the rule's scenario; ``victim`` adds a suite scenario
+    the rule's text makes the agent fail."""
+    from support.github import git
+
+    write(root / "incidents" / "inc-a.yaml", incident_yaml("inc-a"))
+    write(root / "incidents" / "inc-b.yaml", incident_yaml("inc-b", created="2026-07-15T00:00:00Z"))
+    mini_scenario(root, "own", **(own or {}))
+    if victim:
+        mini_scenario(root, "victim", inverse=True)
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "base")
+    base = git(root, "rev-parse", "HEAD")
+    write(root / RULE_FILE, yaml.safe_dump({"id": "rule-0001", "rule": RULE, "cites": ["inc-a", "inc-b"],
+                                            "task_types": [], "replay": "scenarios/own", "created": "2026-11-01"}))
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "the rule PR")
+    return base, git(root, "rev-parse", "HEAD")
+
+
 def candidate(root: Path, rule_id="rule-0001", text=RULE, sid="own", cites=("inc-a", "inc-b")) -> Path:
     return write(root / "playbook" / "proposed" / f"{rule_id}.yaml",
                  yaml.safe_dump({"id": rule_id, "rule": text, "cites": list(cites), "task_types": [],

@@ -59,6 +59,20 @@ def rule_pr_payload(*, fork: bool, number: int = 3) -> dict:
 # ------------------------------------------------------------------ the CLI and the fake
 
 
+def fork_rule_pr(root: Path, gh: FakeGitHub) -> dict:
+    """A repository at ``root`` whose HEAD adds rule-0042, as a fork's PR #1 on ``gh``: its payload."""
+    import requests
+
+    base = base_repo(root)
+    write(root / "playbook" / "rules" / "rule-0042.yaml", rule_yaml("rule-0042", text="When X, do Y."))
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "a rule from a fork")
+    requests.post(f"{gh.url}{gh.repo_path}/issues", json={"title": "Add rule-0042"})  # PR #1 as an issue
+    payload = rule_pr_payload(fork=True, number=1)
+    payload["pull_request"]["base"]["sha"] = base
+    return payload
+
+
 def handle(cli, *args: str) -> dict:
     """``replaybook github handle --json``: its JSON report, with the exit code as ``code``."""
     result = cli("github", "handle", "--json", *args)
