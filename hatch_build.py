@@ -11,34 +11,34 @@ An sdist carries the file, so a wheel built from the sdist (no ``.git`` any more
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
-import subprocess
+import sys
 import tempfile
+from pathlib import Path
 
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
 INFO = "bot/_build_info.json"
-
-
-def _git(root: str, *args: str) -> str | None:
-    try:
-        done = subprocess.run(["git", "-C", root, *args], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return done.stdout.strip() if done.returncode == 0 else None
+BUILD_INFO_CODE = "bot/_util/build_info.py"
 
 
 def git_info(root: str) -> dict | None:
-    """The checkout's commit, whether tracked files differ from it, and its tag; None outside a checkout."""
-    if _git(root, "ls-files", "--error-unmatch", "bot/__init__.py") is None:  # not a checkout of ours
-        return None
-    commit = _git(root, "rev-parse", "HEAD")
-    if not commit:
-        return None
-    dirty = bool(_git(root, "status", "--porcelain", "--untracked-files=no"))
-    tag = _git(root, "describe", "--tags", "--exact-match", "HEAD") or None
-    return {"commit": commit, "dirty": dirty, "tag": tag}
+    """The checkout's commit, whether tracked files differ from it, and its tag; None outside a checkout.
+
+    Read by the same code an editable install uses (``bot/_util/build_info.py``, standard library only),
+    loaded by path: the build environment has none of the package's dependencies.
+    """
+    spec = importlib.util.spec_from_file_location("_replaybook_build_info", os.path.join(root, BUILD_INFO_CODE))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
+    try:
+        spec.loader.exec_module(module)
+        found = module.checkout_commit(Path(root))
+    finally:
+        del sys.modules[spec.name]
+    return None if found is None else {"commit": found.commit, "dirty": found.dirty, "tag": found.tag}
 
 
 class BuildInfoHook(BuildHookInterface):

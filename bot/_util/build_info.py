@@ -35,7 +35,7 @@ def build_commit() -> BuildCommit | None:
             return BuildCommit(str(data["commit"]), bool(data.get("dirty")), data.get("tag"), "recorded at build time")
         except (OSError, ValueError, KeyError, TypeError):
             return None
-    return _live(Path(__file__).resolve().parents[2])
+    return checkout_commit(Path(__file__).resolve().parents[2])
 
 
 def _git(root: Path, *args: str) -> str | None:
@@ -46,8 +46,9 @@ def _git(root: Path, *args: str) -> str | None:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
-def _live(root: Path) -> BuildCommit | None:
-    """An editable install: the checkout the package is imported from (only if ``bot/`` is tracked there)."""
+def checkout_commit(root: Path) -> BuildCommit | None:
+    """The checkout at ``root`` (only if ``bot/`` is tracked there): an editable install's, or the one
+    ``hatch_build.py`` builds a wheel or sdist from. Standard library only, so the build hook can load it."""
     if not (root / "pyproject.toml").is_file() or _git(root, "ls-files", "--error-unmatch", "bot/__init__.py") is None:
         return None
     commit = _git(root, "rev-parse", "HEAD")
