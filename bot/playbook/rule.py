@@ -7,7 +7,7 @@ from datetime import date
 from pathlib import Path
 from typing import ClassVar
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from bot._util import records
 from bot.errors import BadInput
@@ -101,13 +101,14 @@ class Rule(records.Record):
             raise ValueError(f"cites {', '.join(dupes)} more than once; cite each incident once")
         return value
 
-    @field_validator("task_types")
+    @field_validator("task_types", "agents")
     @classmethod
-    def _slugs(cls, value: list[str]) -> list[str]:
+    def _slugs(cls, value: list[str], info: ValidationInfo) -> list[str]:
         bad = [t for t in value if not re.match(records.SLUG, t)]
         if bad:
-            raise ValueError(f"{bad!r} are not task-type slugs (lowercase letters, digits, -, _, .)")
-        return value
+            noun = "task-type slugs" if info.field_name == "task_types" else "agent names"
+            raise ValueError(f"{bad!r} are not {noun} (lowercase letters, digits, -, _, .)")
+        return list(dict.fromkeys(value))
 
     @field_validator("paths")
     @classmethod
@@ -120,14 +121,6 @@ class Rule(records.Record):
                 )
             if glob.startswith("/") or ".." in glob.split("/"):
                 raise ValueError(f"{glob!r} must be relative to the repository root, without `..`")
-        return list(dict.fromkeys(value))
-
-    @field_validator("agents")
-    @classmethod
-    def _agent_names(cls, value: list[str]) -> list[str]:
-        bad = [a for a in value if not re.match(records.SLUG, a)]
-        if bad:
-            raise ValueError(f"{bad!r} are not agent names (lowercase letters, digits, -, _, .)")
         return list(dict.fromkeys(value))
 
     @model_validator(mode="after")

@@ -7,12 +7,12 @@ is not (``without_rule``)::
     branch_on: "package-local test config"   # searched case-insensitively
     with_rule:
       - bash: "cd packages/api && python -m pytest -q"
-      - write: {path: packages/api/src/api/limits.py, content: "..."}
+      - write: {path: packages/api/src/api/limits.py, content: "LIMIT = 10\\n"}
       - say: "Fixed it. [rule-0001]"
     without_rule:
       - bash: "python -m pytest -q"
       - bash: "curl -s \\"$FLAKY_URL\\""
-        repeat: 40
+        repeat: 3
       - say: "Done."
 
 The model keeps no state between HTTP requests: the next step is the one at

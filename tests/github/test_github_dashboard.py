@@ -69,6 +69,17 @@ def branch_files(port: FakePort, pr) -> dict[str, str]:
     return port.branches[pr.head_ref].files
 
 
+def ticking_opens_one_pr(port: FakePort, repo: Path, issue: IssueRef, key: str) -> dict[str, str]:
+    """Tick ``key``: one PR opens, and the same edit delivered again opens no second; the PR's files."""
+    issue = tick(port, issue, key)
+    outcomes, _ = run(port, repo, edited(port, issue))
+    assert outcomes[0].status == "done", outcomes
+    [pr] = port.pulls.values()
+    run(port, repo, edited(port, issue))
+    assert len(port.pulls) == 1
+    return branch_files(port, pr)
+
+
 def test_the_dashboard_is_opened_once_and_edited_in_place_in_at_most_3_requests(port, repo, tmp_path):
     block = incident_yaml("x", created="2026-08-10T09:00:00Z", repeat_of="rule-0001")
     port.file_issue("incident", f"```yaml\n{block}```\n", ["incident"])
@@ -129,15 +140,9 @@ def test_ticking_retire_opens_one_retirement_pr(port, repo):
     port.add_file("playbook/rules/rule-0001.yaml", rule_yaml("rule-0001"))
     run(port, repo, [UpdateDashboard()])
     issue = the_dashboard(port)
-    issue = tick(port, issue, "retire:rule-0001")
-    outcomes, _ = run(port, repo, edited(port, issue))
-    assert outcomes[0].status == "done", outcomes
-    [pr] = port.pulls.values()
-    files = branch_files(port, pr)
+    files = ticking_opens_one_pr(port, repo, issue, "retire:rule-0001")
     assert "retired_reason: dashboard" in files["playbook/archive/rule-0001.yaml"]
     assert "playbook/rules/rule-0001.yaml" not in files
-    run(port, repo, edited(port, issue))
-    assert len(port.pulls) == 1
 
 
 def test_ticked_parses_only_exact_marker_keyed_lines():
@@ -156,15 +161,9 @@ def test_an_ignored_rule_is_offered_escalation_and_ticking_it_opens_one_guard_pr
     issue = the_dashboard(port)
     assert "- [ ] <!-- replaybook:do:escalate:rule-0001 -->" in issue.body
     assert "ignored: gh-1, gh-2" in issue.body
-    issue = tick(port, issue, "escalate:rule-0001")
-    outcomes, _ = run(port, repo, edited(port, issue))
-    assert outcomes[0].status == "done", outcomes
-    [pr] = port.pulls.values()
-    files = branch_files(port, pr)
+    files = ticking_opens_one_pr(port, repo, issue, "escalate:rule-0001")
     assert '"command": "pytest"' in files[".claude/hooks/replaybook-guard.json"]
     assert "PreToolUse" in files[".claude/settings.json"] and ".claude/hooks/replaybook-guard.py" in files
-    run(port, repo, edited(port, issue))
-    assert len(port.pulls) == 1
 
 
 def test_escalation_is_not_offered_for_a_rule_that_is_obeyed(port, repo):

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import subprocess
+import textwrap
 from pathlib import Path
 
 import pytest
 
 from bot.errors import BadInput
+from bot.replay import policy as policy_module
 from bot.replay.policy import (
     Policy,
     Step,
@@ -18,19 +20,8 @@ from bot.replay.policy import (
     system_text,
 )
 
-POLICY_YAML = """\
-# SIMULATED MODEL policy
-branch_on: "package-local test config"
-with_rule:
-  - bash: "cd packages/api && python -m pytest -q"
-  - write: {path: packages/api/src/api/limits.py, content: "LIMIT = 10\\n"}
-  - say: "Fixed it. [rule-0001]"
-without_rule:
-  - bash: "python -m pytest -q"
-  - bash: "curl -s \\"$FLAKY_URL\\""
-    repeat: 3
-  - say: "Done."
-"""
+# The module's documented example is the policy under test, so the docs cannot drift from the format.
+POLICY_YAML = "# SIMULATED MODEL policy\n" + textwrap.dedent((policy_module.__doc__ or "").split("::\n\n")[1].split("\n\n")[0]) + "\n"
 
 RULE = "Playbook: use the package-local test config when running tests."
 

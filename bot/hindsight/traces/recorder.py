@@ -175,21 +175,10 @@ class Recorder:
         if event_type in self.noise and not self._is_key(event):
             return None, False
         # Each section is encoded once; a section within max_chars (most of them) cannot need cutting,
-        # so it is stored as encoded. SECTIONS, unrolled: this runs for every event.
-        chunks, join = _json_chunks, "".join  # _dumps, inlined
+        # so it is stored as encoded. This runs for every event: _dumps is inlined.
+        chunks, join = _json_chunks, "".join
         try:
-            a = get("agent_state")
-            if a is not None:
-                a = join(chunks(a, 0))
-            i = get("input")
-            if i is not None:
-                i = join(chunks(i, 0))
-            d = get("decision")
-            if d is not None:
-                d = join(chunks(d, 0))
-            r = get("result")
-            if r is not None:
-                r = join(chunks(r, 0))
+            a, i, d, r = [None if (value := get(name)) is None else join(chunks(value, 0)) for name in SECTIONS]
         except (TypeError, ValueError, RecursionError):  # unencodable content: the careful path
             encoder = _Encoder(self.max_chars, self.max_items)
             row = (task_id, ts, event_type, *(encoder.encode(get(name)) for name in SECTIONS))
