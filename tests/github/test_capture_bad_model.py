@@ -13,7 +13,6 @@ import threading
 from http.server import ThreadingHTTPServer
 
 import pytest
-from fakes.port import FakePort
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.github import completed, on_port, run_payload, seed_port_run
@@ -57,11 +56,6 @@ def broken_model(monkeypatch):
     for server in servers:
         server.shutdown()
         server.server_close()
-
-
-@pytest.fixture
-def port() -> FakePort:
-    return FakePort()
 
 
 @pytest.mark.parametrize("answer", list(ANSWERS))

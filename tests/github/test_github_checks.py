@@ -29,11 +29,6 @@ from bot.replay.engine import ReplayOptions
 RUN_URL = "https://github.com/octo/app/actions/runs/9"
 
 
-@pytest.fixture
-def port() -> FakePort:
-    return FakePort()
-
-
 def gate(port: FakePort, root: Path, base: str, head: str, *, app: bool, gate=None) -> list:
     settings = config_mod.load(root)
     number = port.add_pull(head_ref="replaybook/rule-0001").number

@@ -25,11 +25,6 @@ TODAY = date(2026, 9, 1)
 
 
 @pytest.fixture
-def port() -> FakePort:
-    return FakePort()
-
-
-@pytest.fixture
 def repo(root) -> Path:
     make_scenario(root)
     write(root / "incidents" / "2026-07-14-0932.yaml", incident_yaml("2026-07-14-0932"))

@@ -21,11 +21,6 @@ from bot import config as config_mod
 from bot.github.handle import PrGate
 
 
-@pytest.fixture
-def port() -> FakePort:
-    return FakePort()
-
-
 def gate_state(port: FakePort, root: Path, base: str, *, merge_group: bool = False) -> dict:
     """Run the real gate on the repository at ``root`` (HEAD is the PR); the status it set."""
     return run_pr_gate(port, root, HEAD, base, merge_group=merge_group)[0]

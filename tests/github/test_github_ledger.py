@@ -28,11 +28,6 @@ from bot.replay.engine import ReplayOptions
 TODAY = date(2026, 12, 2)
 
 
-@pytest.fixture
-def port() -> FakePort:
-    return FakePort()
-
-
 def record(rule_id: str, decision: str, cost: float, reason: str = "") -> GateRecord:
     return GateRecord(at=datetime(2026, 12, 1, tzinfo=timezone.utc), rule_id=rule_id, decision=decision,
                       reason=reason or decision, cost_usd=cost, replays=4)

@@ -14,28 +14,12 @@ import shutil
 from datetime import date
 from pathlib import Path
 
-import pytest
 from fakes.port import FakePort
 from helpers import incident_yaml, make_scenario, rule_yaml, snapshot, write
-from support.github import (
-    A1,
-    A2,
-    HEAD,
-    REPOSITORY,
-    RULE,
-    completed,
-    on_port,
-    port_incidents,
-    rule_answer,
-)
+from support.github import A1, A2, HEAD, REPOSITORY, RULE, completed, on_port, port_incidents, rule_answer
 
 from bot.github.maintenance import MAINTENANCE_MARKER
 from bot.github.port import marker
-
-
-@pytest.fixture
-def port() -> FakePort:
-    return FakePort()
 
 
 def reset(port: FakePort) -> None:

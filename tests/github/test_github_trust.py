@@ -38,11 +38,6 @@ from bot.github.port import BOT_LOGINS, marker
 from bot.replay.engine import ReplayOptions
 
 
-@pytest.fixture
-def port() -> FakePort:
-    return FakePort()
-
-
 def distilled(outcomes: list) -> list:
     return [o for o in outcomes if o.kind == "distill"]
 
