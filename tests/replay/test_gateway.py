@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 
 import anthropic
 import pytest
-from support.servers import Handler, recording
+from support.servers import Handler, recorded
 
 from bot.model import pricing
 from bot.replay.gateway import Gateway, ModelCall, Upstream
@@ -245,10 +245,7 @@ class FakeAnthropic(Handler):
         self.reply_events(events)
 
 
-@pytest.fixture
-def upstream():
-    with recording(FakeAnthropic) as served:
-        yield served
+upstream = recorded(FakeAnthropic)
 
 
 def test_upstream_forwards_with_real_key_and_counts_usage(upstream) -> None:

@@ -6,8 +6,7 @@ import http.client
 import json
 from urllib.parse import urlsplit
 
-import pytest
-from support.servers import Handler, recording
+from support.servers import Handler, recorded
 
 from bot.model import pricing
 from bot.replay.gateway import Gateway, Upstream
@@ -114,10 +113,7 @@ class FakeOpenAI(Handler):
         self.reply_events(stream)
 
 
-@pytest.fixture
-def openai_upstream():
-    with recording(FakeOpenAI) as served:
-        yield served
+openai_upstream = recorded(FakeOpenAI)
 
 
 def test_upstream_responses_forward_with_a_bearer_key_and_count_cached_tokens(openai_upstream) -> None:

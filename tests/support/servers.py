@@ -8,6 +8,8 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import pytest
+
 
 @contextlib.contextmanager
 def serving(handler: type[BaseHTTPRequestHandler], server: type[ThreadingHTTPServer] = ThreadingHTTPServer
@@ -29,6 +31,17 @@ def recording(handler: type[BaseHTTPRequestHandler]) -> Iterator[tuple[str, list
     handler.received = []
     with serving(handler) as url:
         yield url, handler.received
+
+
+def recorded(handler: type[BaseHTTPRequestHandler]):
+    """A fixture serving ``handler`` as :func:`recording` does: ``name = recorded(FakeX)`` in a test module."""
+
+    @pytest.fixture
+    def fixture() -> Iterator[tuple[str, list[dict]]]:
+        with recording(handler) as served:
+            yield served
+
+    return fixture
 
 
 class Handler(BaseHTTPRequestHandler):
