@@ -7,20 +7,23 @@ that every path is relative to.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from bot._util import records, yamlfile
 from bot.errors import BadInput
 
 if TYPE_CHECKING:
     from bot.model.llm import LLM
+    from bot.playbook.org import OrgTier as Tier
     from bot.replay.engine import ReplayOptions
     from bot.settings import Environment
 
 FILENAME = ".replaybook.yml"
+ORG_CAP = 15  # an org tier is read by every member: it stays short
 
 
 class _Section(BaseModel):
@@ -143,8 +146,71 @@ class Gate(_Section):
     )
 
 
+class OrgSource(_Section):
+    """Where an org tier or a member is: a folder (`path`) or a repository pinned to a commit (`repo`, `ref`)."""
+
+    path: str | None = Field(default=None, min_length=1, description="A folder, relative to this file's folder.")
+    repo: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100}$",
+                             description="OWNER/NAME on GitHub; checked out (by the workflow, or by hand) at `ref` into "
+                             ".replaybook/org/OWNER/NAME.")
+    ref: str | None = Field(default=None, pattern=r"^[0-9a-f]{40}$", description="The commit `repo` is pinned to.")
+
+    @model_validator(mode="after")
+    def _one_place(self) -> "OrgSource":
+        if (self.path is None) == (self.repo is None):
+            raise ValueError("give `path` (a folder) or `repo` with `ref` (OWNER/NAME pinned to a 40-hex commit)")
+        if self.repo is not None and self.ref is None:
+            raise ValueError(f"`repo: {self.repo}` needs `ref`: the 40-hex commit it is pinned to")
+        return self
+
+    def folder(self, root: Path) -> Path:
+        return root / self.path if self.path is not None else root / ".replaybook" / "org" / str(self.repo)
+
+    @property
+    def label(self) -> str:
+        return f"{self.repo}@{self.ref[:7]}" if self.repo and self.ref else str(self.path)
+
+
+class Org(OrgSource):
+    """A member's organisation tier (docs/org.md): rendered before this repository's rules."""
+
+    decline: dict[str, str] = Field(default_factory=dict, description="Org rule id -> why this repository declines "
+                                    "it; a declined rule is not rendered here, and the report shows the reason.")
+    budget_bytes: int | None = Field(default=None, ge=256, le=1_000_000, description="Most bytes of org rules "
+                                     "rendered here; default a quarter of the smallest limit among `render` targets.")
+
+    @field_validator("decline")
+    @classmethod
+    def _reasons(cls, value: dict[str, str]) -> dict[str, str]:
+        from bot.playbook.rule import RULE_ID
+
+        for rule_id, reason in value.items():
+            if not re.match(RULE_ID, rule_id):
+                raise ValueError(f"{rule_id[:80]!r} is not an org rule id (rule-NNNN)")
+            if not isinstance(reason, str) or not reason.strip():
+                raise ValueError(f"{rule_id}: give the reason this repository declines it")
+        return {k: " ".join(v.split())[:300] for k, v in value.items()}
+
+
+class OrgRepository(_Section):
+    """In the org repository: its members and how strict its gate is (`replaybook org gate`, docs/org.md)."""
+
+    members: dict[str, OrgSource] = Field(default_factory=dict, description="Member name -> where it is.")
+    min_members: int = Field(default=3, ge=2, le=100, description="Members an org rule's scenarios must come from.")
+    agents: list[str] = Field(default_factory=list, description="Agents an org rule is proven on; empty: builtin.")
+
+    @field_validator("members")
+    @classmethod
+    def _names(cls, value: dict[str, OrgSource]) -> dict[str, OrgSource]:
+        bad = [name for name in value if not re.match(records.SLUG, name)]
+        if bad:
+            raise ValueError(f"{bad!r} are not member names (lowercase letters, digits, -, _, .)")
+        return value
+
+
 class Config(_Section):
-    cap: int = Field(default=60, ge=1, le=1000, description="Most admitted rules; past it the coldest retires.")
+    cap: int = Field(default=60, ge=1, le=1000, description="Most admitted rules; past it the coldest retires "
+                     "(default 60; 15 in an org repository, one with `org_tier`).")
     sections: list[str] = Field(
         default_factory=list,
         description="Files (e.g. CLAUDE.md, AGENTS.md) whose marked playbook section `check` keeps in sync.",
@@ -162,6 +228,14 @@ class Config(_Section):
     replay: Replay = Field(default_factory=Replay)
     health: Health = Field(default_factory=Health)
     gate: Gate = Field(default_factory=Gate)
+    org: Org | None = Field(default=None, description="The organisation's tier this repository takes (docs/org.md).")
+    org_tier: OrgRepository | None = Field(default=None, description="Set in the org repository itself: its members.")
+
+    @model_validator(mode="after")
+    def _org_cap(self) -> "Config":
+        if self.org_tier is not None and "cap" not in self.model_fields_set:
+            self.cap = ORG_CAP
+        return self
 
 
     @field_validator("render")
@@ -252,3 +326,15 @@ def replay_options(settings: Settings, env: "Environment", *, model: str, runs_d
     return ReplayOptions(model=model, upstream_url=upstream, runs_dir=runs_dir or settings.path("traces"),
                          sandbox=sandbox or cfg.sandbox, keep_runs=cfg.keep_runs, keep_runs_days=cfg.keep_runs_days,
                          **given)
+
+
+def org_tier(settings: Settings) -> "Tier | None":
+    """The org tier this repository takes (``org:``), read from where it is checked out; None without one."""
+    from bot.playbook import org as org_mod
+
+    link = settings.config.org
+    if link is None:
+        return None
+    folder = link.folder(settings.root)
+    budget = link.budget_bytes or org_mod.budget_for(settings.config.render)
+    return org_mod.OrgTier(link.label, org_mod.load_rules(folder, link.label), dict(link.decline), budget)

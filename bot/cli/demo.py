@@ -15,8 +15,11 @@ from bot.errors import BadInput, CheckFailed
 @click.command("demo")
 @click.option("--workspace", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Empty or new folder to build the demo repository in (default: a temporary folder, kept).")
+@click.option("--org", "org", is_flag=True,
+              help="Show the organisation's tier instead: three member repositories, one org rule admitted, one "
+                   "refused because it regresses one member (SIMULATED model).")
 @click.pass_context
-def command(ctx: click.Context, workspace: Path | None) -> None:
+def command(ctx: click.Context, workspace: Path | None, org: bool) -> None:
     """Run the whole loop on bundled material: capture, distill, admit.
 
     It builds a scratch repository from the four seed failures, captures
@@ -33,6 +36,9 @@ def command(ctx: click.Context, workspace: Path | None) -> None:
     elif workspace.exists() and any(workspace.iterdir()):
         raise BadInput(f"{workspace}: --workspace must be empty or new; the demo never writes over files")
     workspace.mkdir(parents=True, exist_ok=True)
+    if org:
+        _org(workspace)
+        return
     env = ctx.obj.env
     key = env.api_key
     click.echo(f"# Replaybook demo ({'Claude' if key else 'offline, SIMULATED model'})\n\nWorkspace: `{workspace}`\n")
@@ -42,4 +48,17 @@ def command(ctx: click.Context, workspace: Path | None) -> None:
                f"or read `{outcome.playbook / 'PLAYBOOK.md'}`.")
     if not outcome.admitted:
         raise CheckFailed("the gate admitted no rule in this run",
+                          problems=[f"{rule}: {why}" for rule, why in outcome.refused.items()])
+
+
+def _org(workspace: Path) -> None:
+    from bot.cli import demo_org
+
+    click.echo(f"# Replaybook demo: the organisation's tier (offline, SIMULATED model)\n\nWorkspace: `{workspace}`\n")
+    outcome = demo_org.run(workspace, click.echo, datetime.now(timezone.utc).date(),
+                           progress=lambda msg: click.echo(msg, err=True))
+    click.echo(f"\nAdmitted into the org tier: {', '.join(outcome.admitted) or 'none'}; refused: "
+               + ("; ".join(f"{r} ({why})" for r, why in outcome.refused.items()) or "none") + ".")
+    if not outcome.admitted:
+        raise CheckFailed("the org gate admitted no rule in this run",
                           problems=[f"{rule}: {why}" for rule, why in outcome.refused.items()])

@@ -26,6 +26,7 @@ from bot.cli import (
     incident,
     init,
     lessons,
+    org,
     playbook,
     replay,
     report,
@@ -95,6 +96,7 @@ cli.add_command(github.group)
 cli.add_command(init.command)
 cli.add_command(agent.group)
 cli.add_command(report.command)
+cli.add_command(org.group)
 
 
 def _same_help_everywhere(command: click.Command) -> None:

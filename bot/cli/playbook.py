@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from bot import config as config_mod
 from bot.cli.output import emit_json, table
 from bot.errors import BadInput, CheckFailed
 from bot.incident.store import IncidentStore
@@ -23,6 +24,7 @@ def open_playbook(ctx: click.Context) -> Playbook:
         cap=settings.cap,
         incidents=IncidentStore(settings.path("incidents")),
         half_life_days=settings.config.health.half_life_days,
+        org=config_mod.org_tier(settings),
     )
 
 

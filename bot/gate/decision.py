@@ -300,7 +300,9 @@ def run_gate(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions
 
 
 def _decide(result: GateResult, runner: Runner, opts: GateOptions, loaded: sc.LoadedScenario,
-            before_text: str, after_text: str, suite_dir: Path, progress) -> None:
+            before_text: str, after_text: str, suite_dir: Path, progress, k: int | None = None) -> None:
+    """Decide ``result`` (the own scenario, then the suite); ``k``: the scenarios the suite test's correction
+    is over (default: this suite's; the org gate passes every member's)."""
     test = opts.test
     progress(f"own scenario `{loaded.scenario.id}` with an agent that does nothing")
     finding = runner.control(loaded.folder, policy=opts.replay.simulated)
@@ -326,7 +328,7 @@ def _decide(result: GateResult, runner: Runner, opts: GateOptions, loaded: sc.Lo
         if result.after.outcome != "pass":
             _not_discriminative(result, "after")
             return
-    result.suite = _suite(runner, opts, loaded, before_text, after_text, suite_dir, progress)
+    result.suite = _suite(runner, opts, loaded, before_text, after_text, suite_dir, progress, k)
     result.suite_test = suite_test(opts).describe()
     incomplete = incomplete_note(result)
     if result.regressions:
@@ -415,8 +417,9 @@ def _with_model(replay: ReplayOptions, model: str) -> ReplayOptions:
     return replace(replay, model=model)
 
 
-def _suite(runner, opts, own, before_text, after_text, suite_dir, progress) -> list[SuiteEntry]:
-    folders = [f for f in suite_mod.folders(Path(suite_dir)) if f.resolve() != own.folder.resolve()]
+def _suite(runner, opts, own, before_text, after_text, suite_dir, progress, k: int | None = None) -> list[SuiteEntry]:
+    """Each suite scenario but ``own`` (None: every one), judged with the candidate against its baseline."""
+    folders = [f for f in suite_mod.folders(Path(suite_dir)) if own is None or f.resolve() != own.folder.resolve()]
     test = suite_test(opts)
 
     def one(folder: Path) -> SuiteEntry:
@@ -426,7 +429,7 @@ def _suite(runner, opts, own, before_text, after_text, suite_dir, progress) -> l
         loaded = sc.load(folder)
         progress(f"suite `{loaded.scenario.id}`")
         try:
-            return _judge(runner, opts, test, len(folders), loaded, before_text, after_text)
+            return _judge(runner, opts, test, k or len(folders), loaded, before_text, after_text)
         except BadInput as exc:  # e.g. a sandbox that refuses the fixture: this scenario, not the gate
             return _broken(loaded.scenario.id, "could not be replayed: " + exc.render())
 

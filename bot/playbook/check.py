@@ -22,7 +22,7 @@ def problems(book: Playbook, root: Path, specs: list[str], sections: list[Path],
 
 
 def warnings(book: Playbook, root: Path, specs: list[str], sections: list[Path]) -> list[str]:
-    return render.warnings(book, root, specs, sections)
+    return render.warnings(book, root, specs, sections) + (book.org.warnings() if book.org is not None else [])
 
 
 def validate_folders(folders: list[Path], book: Playbook, *, control: bool,

@@ -55,7 +55,13 @@ class Rule(records.Record):
     cites: list[str] = Field(default_factory=list, description="Incident ids; fewer than two makes it provisional.")
     provisional: bool | None = Field(default=None, description="True when fewer than two incidents are cited. Derived if omitted.")
     task_types: list[str] = Field(default_factory=list, description="Task types it applies to; empty: every task.")
-    replay: str = Field(min_length=1, description="Path of the scenario folder that proves it, e.g. scenarios/monorepo-test-cwd.")
+    replay: str | None = Field(default=None, min_length=1, description="Path of the scenario folder that proves it, e.g. "
+                               "scenarios/monorepo-test-cwd. Every rule has one, but an org rule, which has `replays`.")
+    replays: dict[str, str] = Field(
+        default_factory=dict,
+        description="Org tier only: each member repository's name -> the scenario folder in that member that proves "
+        "it (e.g. {api: scenarios/monorepo-test-cwd}); `replaybook org gate` replays every one.",
+    )
     created: date
     last_hit: date | None = Field(default=None, description="Last time a run cited [rule-NNNN].")
     paths: list[str] = Field(
@@ -122,6 +128,29 @@ class Rule(records.Record):
             if glob.startswith("/") or ".." in glob.split("/"):
                 raise ValueError(f"{glob!r} must be relative to the repository root, without `..`")
         return list(dict.fromkeys(value))
+
+    def to_yaml_data(self) -> dict:
+        data = super().to_yaml_data()
+        if not data.get("replays"):
+            data.pop("replays", None)  # only org rules have them
+        return data
+
+    @field_validator("replays")
+    @classmethod
+    def _member_scenarios(cls, value: dict[str, str]) -> dict[str, str]:
+        for member, folder in value.items():
+            if not re.match(records.SLUG, member):
+                raise ValueError(f"member {member[:80]!r} is not a name (lowercase letters, digits, -, _, .)")
+            if not GLOB.match(folder) or folder.startswith("/") or ".." in folder.split("/"):
+                raise ValueError(f"{member}: {folder[:80]!r} must be a scenario folder relative to the member's root, "
+                                 "without `..`")
+        return value
+
+    @model_validator(mode="after")
+    def _has_a_scenario(self) -> "Rule":
+        if not self.replay and not self.replays:
+            raise ValueError("`replay`: give the scenario folder that proves the rule, e.g. scenarios/monorepo-test-cwd")
+        return self
 
     @model_validator(mode="after")
     def _provisional_matches_cites(self) -> "Rule":

@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import jinja2
 
@@ -21,11 +21,15 @@ from bot._util import records, yamlfile
 from bot.change import Change, DiskTree, Journal, Tree, apply_local, locked, relative
 from bot.errors import BadInput
 from bot.incident.store import IncidentStore
+from bot.playbook import org as org_mod
 from bot.playbook import rule as rules_mod
 from bot.playbook import rule_ids
 from bot.playbook import transitions as changes
 from bot.playbook.rule import Rule
 from bot.scenario import spec as scenario_mod
+
+if TYPE_CHECKING:
+    from bot.playbook.org import OrgTier
 
 STATES = ("proposed", "rules", "archive")
 RENDERED = "PLAYBOOK.md"
@@ -75,8 +79,9 @@ class Playbook:
     """
 
     def __init__(self, folder: Path | str, *, root: Path, cap: int = 60, incidents: IncidentStore | None = None,
-                 tree: Tree | None = None, half_life_days: int = 30):
+                 tree: Tree | None = None, half_life_days: int = 30, org: "OrgTier | None" = None):
         self.root = Path(root)
+        self.org = org  # the organisation's tier, rendered before the repository's rules (bot.playbook.org)
         self.tree: Tree = tree if tree is not None else DiskTree(self.root)
         self.rel = (str(folder).strip("/") if tree is not None
                     else relative(folder, self.root))
@@ -143,8 +148,13 @@ class Playbook:
 
     # -- rendering -------------------------------------------------------
 
-    def render_text(self, rules: list[Rule] | None = None, *, heading: str = "# Playbook") -> str:
-        return render_text(self.admitted() if rules is None else rules, heading=heading)
+    def render_text(self, rules: list[Rule] | None = None, *, heading: str = "# Playbook",
+                    org: "OrgTier | None" = None) -> str:
+        """The text agents read: ``rules`` (default: the admitted ones) after the org tier's block, if any
+        (``org``, default: this playbook's own tier; the org gate passes the tier with its candidate)."""
+        text = render_text(self.admitted() if rules is None else rules, heading=heading)
+        tier = org if org is not None else self.org
+        return org_mod.splice(text, tier.text()) if tier is not None else text
 
     @property
     def rendered_path(self) -> Path:
@@ -190,7 +200,10 @@ class Playbook:
                 f"retire the coldest with `replaybook playbook retire` ({', '.join(r.id for r in coldest)})"
             )
         for entry in admitted:
-            problems += self._check_scenario(entry) + self._missing_citations(entry)
+            if not entry.rule.replays:  # an org rule's scenarios and incidents live in its members: `org gate`
+                problems += self._check_scenario(entry) + self._missing_citations(entry)
+        if self.org is not None:
+            problems += self.org.problems()
         if not loading_problems:  # rendering needs every admitted rule loaded
             if self.tree.read(self.rendered_rel) != self.render_text([e.rule for e in admitted]):
                 problems.append(f"{self.rendered_path} is out of sync with playbook/rules/; run `replaybook playbook render`")
@@ -215,6 +228,9 @@ class Playbook:
         ]
 
     def _check_scenario(self, entry: Entry) -> list[str]:
+        if not entry.rule.replay:
+            return [f"{entry.path}: field `replay`: an org rule (it has `replays`, one scenario per member) is gated "
+                    "by `replaybook org gate RULE_FILE --member DIR…`; a repository's rule names its own scenario"]
         try:
             scenario_mod.load(self.root / entry.rule.replay)
         except BadInput as exc:
@@ -242,7 +258,8 @@ class Playbook:
                     f"ids are never reused — use {self.next_id_from(scanned)}"
                 )
         entry = Entry(path, "candidate", candidate)
-        problems += self._missing_citations(entry) + ([] if scenario_checked else self._check_scenario(entry))
+        if not candidate.replays:  # an org rule's scenarios and incidents are its members' (`replaybook org gate`)
+            problems += self._missing_citations(entry) + ([] if scenario_checked else self._check_scenario(entry))
         if problems:
             raise BadInput(f"{path}: the rule is not valid here ({len(problems)} problem(s)); nothing was changed", problems=problems)
         return candidate

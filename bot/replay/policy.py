@@ -24,7 +24,10 @@ scenario): ``mistake: p`` is the chance that it takes ``without_rule`` when
 the rule is not in its prompt (default 1: always), and ``effect: e`` how much
 the rule helps: with it, it still takes ``without_rule`` with chance
 p * (1 - e) (default 1: never). Drawn once per run from the run's seed, like
-the noise.
+the noise. A third, ``overridden_by: "text"``, models a contradicting
+instruction (SIMULATED): when that text is in the prompt too, the agent obeys
+it and the rule counts as absent, as when a repository's rule contradicts one
+of the organisation's.
 
 Token counts are estimates, the same for every run of the same conversation:
 input = len(canonical JSON of system, messages and tools) // 4, output =
@@ -53,7 +56,7 @@ Branch = Literal["with_rule", "without_rule"]
 SIMULATED_MODEL = "simulated"
 SIM_TAG = "[SIMULATED]"
 _ACTIONS = ("bash", "write", "say")
-_TOP_KEYS = ("branch_on", "with_rule", "without_rule", "mistake", "effect")
+_TOP_KEYS = ("branch_on", "with_rule", "without_rule", "mistake", "effect", "overridden_by")
 _MAX_REPEAT = 100_000
 _CWD_LINE = re.compile(r"^[ \t>*-]*(?:primary )?working directory:[ \t]*(/[^\n]*)$", re.IGNORECASE | re.MULTILINE)
 
@@ -103,6 +106,7 @@ class Policy:
     follow: float = 1.0
     mistake: float = 1.0  # SIMULATED: P(the mistake) without the rule
     effect: float = 1.0  # SIMULATED: with the rule, P(the mistake) = mistake * (1 - effect)
+    overridden_by: str = ""  # SIMULATED: text that, in the prompt too, contradicts the rule and wins
     flipped: bool = field(init=False)
     ignored: bool = field(init=False)
     slip: float = field(init=False)
@@ -128,7 +132,9 @@ class Policy:
 
     def branch_for(self, request: dict[str, Any]) -> Branch:
         """The branch this run takes for ``request``, noise included."""
-        has_rule = self.branch_on.casefold() in system_text(request).casefold() and not self.ignored
+        prompt = system_text(request).casefold()
+        has_rule = (self.branch_on.casefold() in prompt and not self.ignored
+                    and not (self.overridden_by and self.overridden_by.casefold() in prompt))
         right = self.slip >= (self.mistake * (1 - self.effect) if has_rule else self.mistake)
         if self.flipped:
             right = not right
@@ -355,6 +361,9 @@ def parse_policy(data: Any, *, source: str = "<policy>", noise: float = 0.0, see
     for name, value in rates.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
             problems.append(f"`{name}`: give a probability between 0 and 1; got {value!r}")
+    overridden_by = data.get("overridden_by", "")
+    if not isinstance(overridden_by, str):
+        problems.append(f"`overridden_by`: give the text (a string) of the contradicting instruction; got {overridden_by!r}")
     if problems:  # an unknown key often explains a missing one (`contnet:` for `content:`), so say both
         raise BadInput(f"{source}: invalid policy", problems=problems + warnings)
     for warning in warnings:
@@ -370,6 +379,7 @@ def parse_policy(data: Any, *, source: str = "<policy>", noise: float = 0.0, see
         follow=follow,
         mistake=float(rates["mistake"]),
         effect=float(rates["effect"]),
+        overridden_by=overridden_by.strip() if isinstance(overridden_by, str) else "",
     )
 
 
