@@ -68,6 +68,14 @@ class Gates(BaseModel):
     unreadable: int = 0
 
 
+class OrgRow(BaseModel):
+    """One rule of the organisation's tier as this repository takes it."""
+
+    id: str
+    state: str  # rendered | declined | left out (past the org budget)
+    reason: str = ""
+
+
 class Report(BaseModel):
     generated: date
     incidents: int
@@ -82,6 +90,8 @@ class Report(BaseModel):
     rules: list[RuleRow]
     triage: list[TriageRow]
     open_prs: list[PrRow] | None = None  # None: not on GitHub
+    org: str | None = None  # the org tier this repository takes, if any
+    org_rules: list[OrgRow] = Field(default_factory=list)
     unreadable: list[str] = Field(default_factory=list)
 
 
@@ -133,7 +143,19 @@ def build(book: Playbook, today: date, *, incidents: list[Incident] | None = Non
                for h in rows],
         triage=[TriageRow(id=i.id, task=i.task, trigger=i.trigger) for i in incidents if i.triage],
         open_prs=open_prs, unreadable=problems,
+        org=book.org.source if book.org is not None else None, org_rules=_org_rows(book),
     )
+
+
+def _org_rows(book: Playbook) -> list[OrgRow]:
+    if book.org is None:
+        return []
+    kept, left = book.org.fitted()
+    rows = [OrgRow(id=r.id, state="rendered") for r in kept]
+    rows += [OrgRow(id=r.id, state="left out", reason=f"past the org budget of {book.org.budget_bytes} bytes")
+             for r in left]
+    rows += [OrgRow(id=rule_id, state="declined", reason=why) for rule_id, why in sorted(book.org.declined.items())]
+    return sorted(rows, key=lambda r: r.id)
 
 
 def mermaid_share(weeks: list[WeekRow]) -> str:
@@ -173,6 +195,10 @@ def markdown(report: Report, *, heading: str = "# Playbook health") -> str:
                       [(r.id + (" (provisional)" if r.provisional else ""), r.hits, r.last_hit or "never",
                         len(r.repeats), r.compliance + (f": {', '.join(r.repeats)}" if r.repeats else ""),
                         f"{r.score:g}", r.prevented_minutes) for r in report.rules]), ""]
+    if report.org is not None:
+        out += [f"## Organisation tier ({neutralise(report.org)})", ""]
+        out += ([table(["org rule", "here", "reason"], [(r.id, r.state, neutralise(r.reason)) for r in report.org_rules])]
+                if report.org_rules else ["It holds no rule yet."]) + [""]
     out += ["## Triage queue", ""]
     out += ([table(["incident", "task", "trigger"],
                    [(t.id, neutralise(t.task), neutralise(t.trigger)) for t in report.triage], width=70)]

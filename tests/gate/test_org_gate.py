@@ -125,6 +125,8 @@ def test_org_rules_render_first_in_their_own_block_and_a_declined_one_is_not_ren
     assert "[org/rule-0001] " + ORG_RULE in text
     assert "say done" not in text  # declined
     assert cli("playbook", "check").code == 0
+    report = cli("report").out
+    assert "| rule-0002 | declined | we say finished, not done |" in report.replace("  ", " "), report
 
 
 def test_a_decline_of_an_id_the_tier_lacks_fails_the_check_naming_the_field(cli, tmp_path):
