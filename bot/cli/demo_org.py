@@ -87,12 +87,13 @@ def run(workspace: Path, say: Say, today: date, progress: Say = lambda _: None) 
         members = org_gate.members_of(candidate, list(roots.values()), book.admitted(), min_members=3,
                                       source=org_root.name)
         result = org_gate.run(candidate, members, opts, ["builtin"], lambda msg: progress(f"… {rule_id}: {msg}"))
-        say(org_gate.markdown(result, opts))
-        if result.decision == "admit":
+        verdict = org_gate.document(result, opts)
+        say(org_gate.markdown(verdict))
+        if verdict["decision"] == "admit":
             book.admit(path, today)
             outcome.admitted.append(rule_id)
         else:
-            outcome.refused[rule_id] = result.reason
+            outcome.refused[rule_id] = verdict["reason"]
     api = roots["api"]
     api_settings = config_mod.load(api)
     member = Playbook(api_settings.path("playbook"), root=api, cap=api_settings.cap,

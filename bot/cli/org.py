@@ -8,9 +8,9 @@ from pathlib import Path
 import click
 
 from bot import config as config_mod
-from bot.cli.gate import _report
+from bot.cli.output import emit_json
 from bot.config import replay_options
-from bot.errors import BadInput
+from bot.errors import BadInput, CheckFailed
 from bot.gate import org as org_gate
 from bot.gate import promotion
 from bot.gate.decision import GateOptions
@@ -59,13 +59,18 @@ def _org_book(settings: config_mod.Settings) -> Playbook:
 @click.option("--jobs", type=click.IntRange(1, 64), default=None, help="Trials run at once (default: the cores).")
 @click.option("--max-cost-usd", type=click.FloatRange(min=0), help="Stop each agent's gate once it has spent this much.")
 @click.option("--no-cache", is_flag=True, help="Replay everything; read and write no cache.")
+@click.option("--only", "only", multiple=True,
+              help="Replay only this member's cells (repeatable): one job's share of a fanned-out gate; print its "
+                   "document with --json, and exit 0 once it is written.")
+@click.option("--combine", "shares", type=click.Path(dir_okay=False, path_type=Path), multiple=True,
+              help="Decide from the documents the --only jobs wrote (repeatable) instead of replaying.")
 @click.option("--report", "report_file", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the markdown report to this file.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of markdown.")
 @click.pass_context
 def gate(ctx: click.Context, rule_file: Path, members: tuple[Path, ...], agents: tuple[str, ...], model: str,
          min_members: int | None, trials: int | None, jobs: int | None, max_cost_usd: float | None, no_cache: bool,
-         report_file: Path | None, as_json: bool) -> None:
+         only: tuple[str, ...], shares: tuple[Path, ...], report_file: Path | None, as_json: bool) -> None:
     """Admit or reject RULE_FILE for the org tier, by replay in every member.
 
     Its scenarios must come from at least 3 members (`replays:`, one per member); in each it must fail
@@ -78,6 +83,14 @@ def gate(ctx: click.Context, rule_file: Path, members: tuple[Path, ...], agents:
         raise BadInput(f"{rule_file}: no such rule file")
     tier_cfg = settings.config.org_tier
     candidate = org_gate.load_candidate(rule_file)
+    if shares:
+        if only:
+            raise BadInput("--combine decides from the shares; it replays nothing, so --only has no place beside it")
+        doc = org_gate.combine([_share(p) for p in shares], GateOptions())
+        if (doc["rule"], doc["rule_text"]) != (candidate.id, candidate.rule):
+            raise BadInput(f"--combine: the shares are of {doc['rule']}'s gate, not of {rule_file} as it is now")
+        _verdict(doc, report_file, as_json)
+        return
     roots = _members(settings, members)
     need = min_members or (tier_cfg.min_members if tier_cfg else 3)
     chosen = list(agents) or (tier_cfg.agents if tier_cfg else []) or ["builtin"]
@@ -90,8 +103,35 @@ def gate(ctx: click.Context, rule_file: Path, members: tuple[Path, ...], agents:
     opts = GateOptions(replay=replay, suite_trials=trials, jobs=jobs or cores(), max_cost_usd=max_cost_usd,
                        cache_dir=None if no_cache else settings.path("cache"))
     progress = None if as_json else (lambda msg: click.echo(f"… {msg}", err=True))
-    result = org_gate.run(candidate, readers, opts, chosen, progress)
-    _report(result, org_gate.markdown(result, opts), org_gate.as_json, report_file, as_json)
+    result = org_gate.run(candidate, readers, opts, chosen, progress, only=set(only) or None)
+    _verdict(org_gate.document(result, opts), report_file, as_json, share=bool(only))
+
+
+def _share(path: Path) -> dict:
+    import json
+
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        raise BadInput(f"--combine {path}: not a readable JSON document; give what `org gate --only … --json` "
+                       "printed") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("cells"), list):
+        raise BadInput(f"--combine {path}: has no `cells`; give what `org gate --only … --json` printed")
+    return doc
+
+
+def _verdict(doc: dict, report_file: Path | None, as_json: bool, *, share: bool = False) -> None:
+    """The report to ``--report`` and stdout; exit 1 unless admitted (a share exits 0 once written)."""
+    text = org_gate.markdown(doc)
+    if report_file:
+        report_file.parent.mkdir(parents=True, exist_ok=True)
+        report_file.write_text(text, encoding="utf-8")
+    if as_json:
+        emit_json(doc)
+    else:
+        click.echo(text, nl=False)
+    if doc["decision"] != "admit" and not share:
+        raise CheckFailed(f"{doc['rule']}: {doc['decision']}: {doc['reason']}")
 
 
 @group.command("propose")
@@ -112,8 +152,6 @@ def propose(ctx: click.Context, members: tuple[Path, ...], min_members: int, wri
     if write:
         book.apply(plan.change)
     if as_json:
-        from bot.cli.output import emit_json
-
         emit_json(plan.as_dict())
     else:
         click.echo(plan.markdown(), nl=False)

@@ -19,7 +19,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bot import config as config_mod
 from bot._util.text_safety import neutralise
@@ -51,25 +53,15 @@ class Member:
 
 @dataclass
 class OrgGateResult:
+    """The cells replayed; :func:`document` turns them into the verdict."""
+
     rule_id: str
     rule_text: str
-    decision: str  # admit | reject | error
-    reason: str
     members: list[str]
     agents: list[str]
     cells: dict[tuple[str, str], GateResult] = field(default_factory=dict)  # (agent, member) -> its result
     k: int = 0  # the member scenarios the suite test's correction is over
     simulated: bool = False
-    no_effect_admit: float | None = None  # exact P(admit) of a rule with no effect, at the observed rates
-    no_effect_regression: float | None = None  # exact P(a false regression anywhere) of such a rule
-
-    @property
-    def cost_usd(self) -> float:
-        return round(sum(r.cost_usd for r in self.cells.values()), 6)
-
-    @property
-    def replays(self) -> int:
-        return sum(r.replays for r in self.cells.values())
 
 
 def load_candidate(path: Path) -> Rule:
@@ -122,23 +114,26 @@ def _inside(root: Path, rel: str, member: str) -> Path:
 
 
 def run(candidate: Rule, members: list[Member], opts: GateOptions, agents: list[str],
-        progress: Callable[[str], None] | None = None) -> OrgGateResult:
-    """Gate ``candidate`` for the org tier in every member, on every agent. Changes nothing."""
+        progress: Callable[[str], None] | None = None, only: set[str] | None = None) -> OrgGateResult:
+    """Replay ``candidate`` for the org tier in every member (``only``: in those, a fanned-out job's share; the
+    correction still counts every member's suite), on every agent. Changes nothing; ``document`` decides."""
     say = progress or (lambda _: None)
     agents = list(dict.fromkeys(agents)) or ["builtin"]
     k = sum(len(_suite_folders(m)) for m in members)
-    result = OrgGateResult(candidate.id, candidate.rule, "error", "", [m.name for m in members], agents, k=k,
+    unknown = sorted((only or set()) - {m.name for m in members})
+    if unknown:
+        raise BadInput(f"--only: {', '.join(unknown)} is not a member given with --member")
+    result = OrgGateResult(candidate.id, candidate.rule, [m.name for m in members], agents, k=k,
                            simulated=opts.replay.simulated)
     for agent in agents:
         agent_opts = replace(opts, replay=replace(opts.replay, agent=agent))
         runner = Runner(agent_opts)
         try:
-            for member in members:
+            for member in (m for m in members if only is None or m.name in only):
                 say(f"{agent} · member `{member.name}`")
                 result.cells[(agent, member.name)] = _member(candidate, member, runner, agent_opts, k, say)
         finally:
             runner.close()
-    _conclude(result, opts)
     return result
 
 
@@ -180,93 +175,175 @@ def _member(candidate: Rule, member: Member, runner: Runner, opts: GateOptions, 
     return cell
 
 
-def _conclude(result: OrgGateResult, opts: GateOptions) -> None:
-    bad = [(a, m, c) for (a, m), c in result.cells.items() if c.decision == "reject"]
-    unsure = [(a, m, c) for (a, m), c in result.cells.items() if c.decision == "error"]
-    where = (lambda a, m: f"{m}" if len(result.agents) == 1 else f"{m} ({a})")
+def document(result: OrgGateResult, opts: GateOptions) -> dict:
+    """The gate's verdict as data: every cell run, the tests, and the decision over them (``conclude``).
+
+    It is what ``--json`` prints, what a fanned-out job hands on (``--only``) and what ``combine`` joins."""
+    from bot.gate import report as gate_report
+
+    doc = {"rule": result.rule_id, "rule_text": result.rule_text, "members": result.members,
+           "agents": result.agents, "k": result.k, "simulated": result.simulated,
+           "tests": {"own": opts.test.describe(), "suite": suite_test(opts).describe(),
+                     "suite_baseline_n": suite_test(opts).baseline_n},
+           "cells": [{"agent": a, "member": m, **gate_report.as_json(c)} for (a, m), c in result.cells.items()]}
+    return conclude(doc, opts)
+
+
+def conclude(doc: dict, opts: GateOptions) -> dict:
+    """``doc`` with its decision, reason, totals and operating characteristics, from its cells.
+
+    ``partial`` when some (agent, member) cell is not in it yet: a fanned-out job's share."""
+    cells = {(c["agent"], c["member"]): c for c in doc["cells"]}
+    missing = [(a, m) for a in doc["agents"] for m in doc["members"] if (a, m) not in cells]
+    where = (lambda a, m: m if len(doc["agents"]) == 1 else f"{m} ({a})")
+    bad = [(k, c) for k, c in cells.items() if c["decision"] == "reject"]
+    unsure = [(k, c) for k, c in cells.items() if c["decision"] == "error"]
     if bad:
-        result.decision = "reject"
-        result.reason = "; ".join(f"member {where(a, m)}: {c.reason}" for a, m, c in bad)
+        decision, reason = "reject", "; ".join(f"member {where(*k)}: {c['reason']}" for k, c in bad)
+    elif missing:
+        decision, reason = "partial", "not yet replayed: " + ", ".join(where(*k) for k in missing)
     elif unsure:
-        result.decision = "error"
-        result.reason = "; ".join(f"member {where(a, m)}: {c.reason}" for a, m, c in unsure)
+        decision, reason = "error", "; ".join(f"member {where(*k)}: {c['reason']}" for k, c in unsure)
     else:
-        result.decision = "admit"
-        owns = [c for c in result.cells.values() if c.before is not None]
-        result.reason = (f"discriminative in each of {len(owns)} member scenario(s) on its own, and no regression in "
-                         f"any of the {result.k} member suite scenario(s) (corrected over all of them)")
-    _characteristics(result, opts)
+        owns = sum(c["before"] is not None for c in cells.values())
+        decision = "admit"
+        reason = (f"discriminative in each of {owns} member scenario(s) on its own, and no regression in any of the "
+                  f"{doc['k']} member suite scenario(s) (corrected over all of them)")
+    doc = {**doc, "decision": decision, "reason": reason,
+           "cost_usd": round(sum(c["cost_usd"] for c in cells.values()), 6),
+           "replays": sum(c["replays"] for c in cells.values())}
+    return {**doc, **_characteristics(list(cells.values()), opts)}
 
 
-def _characteristics(result: OrgGateResult, opts: GateOptions) -> None:
+def combine(docs: list[dict], opts: GateOptions) -> dict:
+    """One verdict from the shares of a fanned-out gate (each ``--only`` job's document); ``BadInput`` when
+    they are not shares of the same gate, or a cell comes twice."""
+    if not docs:
+        raise BadInput("--combine: give the documents the member jobs wrote")
+    first = docs[0]
+    same = ("rule", "rule_text", "members", "agents", "k", "tests")
+    cells: dict[tuple[str, str], dict] = {}
+    for i, doc in enumerate(docs):
+        if not isinstance(doc, dict) or any(doc.get(key) != first.get(key) for key in same):
+            raise BadInput(f"--combine: document {i + 1} is not a share of the same org gate (its rule, members, "
+                           f"agents or k differ from the first's); combine the jobs of one run")
+        raws = doc.get("cells")
+        for raw in raws if isinstance(raws, list) else []:
+            cell = _checked_cell(raw, i)
+            key = (cell["agent"], cell["member"])
+            if key[0] not in first["agents"] or key[1] not in first["members"]:
+                raise BadInput(f"--combine: document {i + 1} holds a cell of member {key[1]!r} on {key[0]!r}, "
+                               "which this gate does not have")
+            if key in cells:
+                raise BadInput(f"--combine: member {key[1]} on {key[0]} is in two documents; each job replays its own")
+            cells[key] = cell
+    baseline_n = first["tests"].get("suite_baseline_n") if isinstance(first["tests"], dict) else None
+    opts = replace(opts, suite_trials=baseline_n if isinstance(baseline_n, int) and baseline_n > 0 else None)
+    return conclude({**{key: first[key] for key in same},
+                     "simulated": any(d.get("simulated") for d in docs), "cells": list(cells.values())}, opts)
+
+
+class _SideDoc(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    scenario: str
+    passed: int = Field(ge=0)
+    scored: int = Field(ge=0)
+
+
+class _EntryDoc(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    scenario: str
+    judged: bool
+    regressed: bool
+    baseline: _SideDoc | None = None
+
+
+class _CellDoc(BaseModel):
+    """What ``combine`` reads of a share's cell: checked, so a damaged share is bad input, never a crash."""
+
+    model_config = ConfigDict(extra="allow")
+    agent: str
+    member: str
+    decision: Literal["admit", "reject", "error"]
+    reason: str
+    cost_usd: float = Field(ge=0)
+    replays: int = Field(ge=0)
+    before: _SideDoc | None = None
+    after: _SideDoc | None = None
+    suite: list[_EntryDoc] = Field(default_factory=list)
+
+
+def _checked_cell(cell: object, i: int) -> dict:
+    try:
+        return _CellDoc.model_validate(cell).model_dump()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field_name = ".".join(str(p) for p in first["loc"]) or "cell"
+        raise BadInput(f"--combine: document {i + 1}: a cell's field `{field_name}`: {first['msg']}; give what "
+                       "`org gate --only … --json` printed") from None
+
+
+def _characteristics(cells: list[dict], opts: GateOptions) -> dict:
     """Exact operating characteristics at the rates observed: how likely a rule with no effect is to be
-    admitted (all own scenarios at their without-rule rate), and to be judged a regression somewhere."""
+    admitted (every own scenario at its without-rule rate), and to be judged a regression somewhere."""
+    out: dict = {"no_effect_admit": None, "no_effect_regression": None}
     test = opts.test
-    owns = [c.before for c in result.cells.values() if c.before is not None and c.before.n]
+    owns = [c["before"] for c in cells if c["before"] and c["before"]["scored"]]
     if owns and isinstance(test, stats.SequentialTest):
         p_admit = 1.0
         for side in owns:
-            rate = side.passes / side.n
+            rate = side["passed"] / side["scored"]
             p_admit *= stats.operating_characteristics(test, rate, rate).p_admit
-        result.no_effect_admit = p_admit
-    rates = [(e.baseline.passes / e.baseline.n,) * 2 for c in result.cells.values() for e in c.suite
-             if e.judged and e.baseline.n]
+        out["no_effect_admit"] = p_admit
+    rates = [(e["baseline"]["passed"] / e["baseline"]["scored"],) * 2 for c in cells for e in c["suite"]
+             if e["judged"] and e["baseline"] and e["baseline"]["scored"]]
     if rates:
-        result.no_effect_regression, _ = stats.suite_characteristics(suite_test(opts), rates)
+        out["no_effect_regression"], _ = stats.suite_characteristics(suite_test(opts), rates)
+    return out
 
 
-def markdown(result: OrgGateResult, opts: GateOptions) -> str:
+def markdown(doc: dict) -> str:
     """The org gate's report: one column per member and agent, and the cost."""
-    icon = {"admit": "✅", "reject": "❌", "error": "⚠️"}[result.decision]
-    cols = [(a, m) for a in result.agents for m in result.members]
-    head = [m if len(result.agents) == 1 else f"{m} · {a}" for a, m in cols]
-    lines = [f"## {icon} Replaybook org gate: {result.decision} `{result.rule_id}`", "",
-             f"> {_cell(neutralise(result.rule_text))}", "",
-             f"**Decision:** {result.decision}: {neutralise(result.reason)}", ""]
-    if result.simulated:
+    icon = {"admit": "✅", "reject": "❌", "error": "⚠️", "partial": "⏳"}[doc["decision"]]
+    cells = {(c["agent"], c["member"]): c for c in doc["cells"]}
+    cols = [(a, m) for a in doc["agents"] for m in doc["members"] if (a, m) in cells]
+    head = [m if len(doc["agents"]) == 1 else f"{m} · {a}" for a, m in cols]
+    lines = [f"## {icon} Replaybook org gate: {doc['decision']} `{doc['rule']}`", "",
+             f"> {_cell(neutralise(doc['rule_text']))}", "",
+             f"**Decision:** {doc['decision']}: {neutralise(doc['reason'])}", ""]
+    if doc["simulated"]:
         lines += ["_Replays ran against the SIMULATED model (scripted, offline): they prove the harness, not a real "
                   "model's behaviour._", ""]
     rows = {
-        "own scenario": [f"`{c.before.scenario}`" if c.before else "–" for c in (result.cells[x] for x in cols)],
-        "without the rule": [_side(result.cells[x].before) for x in cols],
-        "with the rule": [_side(result.cells[x].after) for x in cols],
-        "suite": [_suite_cell(result.cells[x]) for x in cols],
-        "decision": [f"**{result.cells[x].decision}**" for x in cols],
-        "cost": [f"${result.cells[x].cost_usd:.4f} ({result.cells[x].replays} replays)" for x in cols],
+        "own scenario": [f"`{cells[x]['before']['scenario']}`" if cells[x]["before"] else "–" for x in cols],
+        "without the rule": [_side(cells[x]["before"]) for x in cols],
+        "with the rule": [_side(cells[x]["after"]) for x in cols],
+        "suite": [_suite_cell(cells[x]) for x in cols],
+        "decision": [f"**{cells[x]['decision']}**" for x in cols],
+        "cost": [f"${cells[x]['cost_usd']:.4f} ({cells[x]['replays']} replays)" for x in cols],
     }
     lines += ["| | " + " | ".join(head) + " |", "|---|" + "---|" * len(cols)]
     lines += [f"| {name} | " + " | ".join(_cell(v) for v in values) + " |" for name, values in rows.items()]
-    lines += ["", f"Own-scenario test, in each member on its own: {opts.test.describe()}.",
-              f"Suite test: {suite_test(opts).describe()}, its correction over all {result.k} member suite "
-              "scenario(s)."]
-    if result.no_effect_admit is not None:
+    lines += ["", f"Own-scenario test, in each member on its own: {doc['tests']['own']}.",
+              f"Suite test: {doc['tests']['suite']}, its correction over all {doc['k']} member suite scenario(s)."]
+    if doc.get("no_effect_admit") is not None:
         lines.append(f"A rule with no effect, at the pass rates seen here, is admitted with probability "
-                     f"{result.no_effect_admit:.2e} (exact, every member's own test).")
-    if result.no_effect_regression is not None:
-        lines.append(f"It is judged a regression somewhere with probability {result.no_effect_regression:.1%} "
+                     f"{doc['no_effect_admit']:.3g} (exact, every member's own test).")
+    if doc.get("no_effect_regression") is not None:
+        lines.append(f"It is judged a regression somewhere with probability {doc['no_effect_regression']:.1%} "
                      "(exact, over every judged member scenario).")
-    lines += ["", f"Cost: ${result.cost_usd:.4f}{' (simulated estimate)' if result.simulated else ''}; "
-              f"{result.replays} replays."]
+    lines += ["", f"Cost: ${doc['cost_usd']:.4f}{' (simulated estimate)' if doc['simulated'] else ''}; "
+              f"{doc['replays']} replays."]
     return "\n".join(lines) + "\n"
 
 
-def as_json(result: OrgGateResult) -> dict:
-    from bot.gate import report as gate_report
-
-    return {"rule": result.rule_id, "decision": result.decision, "reason": result.reason,
-            "members": result.members, "agents": result.agents, "k": result.k, "simulated": result.simulated,
-            "no_effect_admit": result.no_effect_admit, "no_effect_regression": result.no_effect_regression,
-            "cost_usd": result.cost_usd, "replays": result.replays,
-            "cells": [{"agent": a, "member": m, **gate_report.as_json(c)} for (a, m), c in result.cells.items()]}
+def _side(side: dict | None) -> str:
+    return f"{side['passed']}/{side['scored']}" if side else "–"
 
 
-def _side(side) -> str:
-    return f"{side.passes}/{side.n}" if side is not None else "–"
-
-
-def _suite_cell(cell: GateResult) -> str:
-    judged = sum(e.judged for e in cell.suite)
-    regressed = [e.scenario for e in cell.regressions]
+def _suite_cell(cell: dict) -> str:
+    judged = sum(bool(e["judged"]) for e in cell["suite"])
+    regressed = [e["scenario"] for e in cell["suite"] if e["regressed"]]
     text = f"{judged} judged, {len(regressed)} regressed"
     return text + (": " + ", ".join(f"`{s}`" for s in regressed) if regressed else "")
 

@@ -7,6 +7,7 @@ when its policy's ``branch_on`` text is in the prompt, and wrong.txt otherwise.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -110,6 +111,38 @@ def test_a_member_scenario_that_links_out_of_the_member_is_refused(cli, three):
 def test_fewer_than_two_members_can_never_be_configured(cli, three):
     result = gate(cli, three, propose(three, ORG_RULE, ["a", "b", "c"]), "a", "b", "c", extra=("--min-members", "1"))
     assert result.code == 2 and "--min-members" in result.err
+
+
+def test_a_gate_fanned_out_per_member_and_combined_decides_as_one_run(cli, three, tmp_path):
+    rule_file = propose(three, HARMFUL, ["a", "b", "c"])
+    whole = yaml.safe_load(gate(cli, three, rule_file, "a", "b", "c", extra=("--json",)).out)
+    shares = []
+    for name in "abc":  # one job per member, each with every member checked out (the correction counts all)
+        share = gate(cli, three, rule_file, "a", "b", "c", extra=("--only", name, "--json"))
+        assert share.code == 0, share.err  # a share is written, whatever its cell says
+        assert yaml.safe_load(share.out)["decision"] in ("partial", "reject")
+        shares.append(write(tmp_path / f"share-{name}.json", share.out))
+    combined = cli("org", "gate", str(rule_file), *(a for s in shares for a in ("--combine", str(s))), "--json")
+    assert combined.code == 1
+    got = yaml.safe_load(combined.out)
+    for key in ("decision", "reason", "k", "no_effect_admit", "no_effect_regression"):
+        assert got[key] == whole[key], key
+    assert sorted((c["member"], c["decision"]) for c in got["cells"]) == [("a", "admit"), ("b", "admit"), ("c", "reject")]
+
+
+@pytest.mark.parametrize("damage", ["twice", "cells", "field", "other-rule"])
+def test_damaged_shares_are_bad_input_naming_the_fix(cli, three, tmp_path, damage):
+    rule_file = propose(three, ORG_RULE, ["a", "b", "c"])
+    doc = yaml.safe_load(gate(cli, three, rule_file, "a", "b", "c", extra=("--only", "a", "--json")).out)
+    docs = [doc, doc] if damage == "twice" else [dict(doc, cells="nope") if damage == "cells" else doc]
+    if damage == "field":
+        docs = [dict(doc, cells=[dict(doc["cells"][0], replays="many")])]
+    if damage == "other-rule":
+        docs = [dict(doc, rule="rule-0009")]
+    paths = [write(tmp_path / f"d{i}.json", json.dumps(d)) for i, d in enumerate(docs)]
+    result = cli("org", "gate", str(rule_file), *(a for p in paths for a in ("--combine", str(p))))
+    assert result.code == 2, result.err
+    assert "--combine" in result.err
 
 
 # -- a member consumes the tier ---------------------------------------------------------------------------
