@@ -44,6 +44,8 @@ _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 ACTIONS = ("capture", "distill", "admit", "replay")
 WORKFLOWS = {name: f".github/workflows/replaybook-{name}.yml" for name in ACTIONS}
 ISSUE_FORM = ".github/ISSUE_TEMPLATE/incident.yml"
+#: the org repository's gate (docs/org.md): written only where `org_tier` lists members pinned on GitHub
+ORG_WORKFLOW = ".github/workflows/replaybook-org-admit.yml"
 BOT_PREFIX = "replaybook"  # config github.bot_workflow_prefixes: never captured
 
 State = Literal["missing", "current", "stale", "modified", "conflict", "present"]
@@ -210,9 +212,9 @@ def _built_from() -> str | None:
 
 def uses(local_actions: bool, sha: str | None = None) -> dict[str, str]:
     if local_actions:  # this repository's own workflows: the actions of the same commit
-        return {name: f"./actions/{name}" for name in ACTIONS}
+        return {name: f"./actions/{name}" for name in (*ACTIONS, "org")}
     sha = actions_commit(sha)
-    return {name: f"{ACTIONS_REPO}/actions/{name}@{sha}" for name in ACTIONS}
+    return {name: f"{ACTIONS_REPO}/actions/{name}@{sha}" for name in (*ACTIONS, "org")}
 
 
 def render(root: Path, *, local_actions: bool = False, watched: list[str] | None = None,
@@ -242,6 +244,11 @@ def render(root: Path, *, local_actions: bool = False, watched: list[str] | None
     for name in ACTIONS:
         managed(WORKFLOWS[name], f"replaybook-{name}.yml.j2", "yaml")
     managed(ISSUE_FORM, "incident.yml.j2", "yaml")
+    pinned = [{"name": name, "repo": m.repo, "ref": m.ref} for name, m in
+              (cfg.org_tier.members.items() if cfg.org_tier else ()) if m.repo]
+    if pinned:  # an org repository: its gate fans out over the members pinned on GitHub
+        context["members"] = pinned
+        managed(ORG_WORKFLOW, "replaybook-org-admit.yml.j2", "yaml")
     out.append((f"{cfg.paths.scenarios}/README.md", _templates.get_template("scenarios-README.md.j2").render(**context),
                 False))
     out.append((config_mod.FILENAME, _templates.get_template("replaybook.yml.j2").render(**context), False))

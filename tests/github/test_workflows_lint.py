@@ -77,6 +77,74 @@ def test_what_init_writes_passes_both_linters(tmp_path, local_actions):
         assert "unpinned-uses" not in shown.stdout + shown.stderr
 
 
+ORG_CONFIG = ("org_tier:\n  members:\n    api: {repo: acme/api, ref: " + "a" * 40 + "}\n"
+              "    web: {repo: acme/web, ref: " + "b" * 40 + "}\n    local: {path: ../local}\n")
+
+
+@pytest.mark.parametrize("local_actions", [False, True])
+def test_the_org_repositorys_gate_workflow_passes_both_linters_and_fans_out_read_only(tmp_path, local_actions):
+    (tmp_path / ".replaybook.yml").write_text(ORG_CONFIG, encoding="utf-8")
+    init_mod.apply(init_mod.plan(tmp_path, local_actions=local_actions, actions_sha="0" * 40))
+    path = tmp_path / init_mod.ORG_WORKFLOW
+    if local_actions:
+        shutil.copytree(ACTIONS, tmp_path / "actions")
+    _clean(zizmor(path))
+    _clean(actionlint(path))
+    doc = _load(path)
+    assert doc["permissions"] == {} and set(doc["jobs"]) == {"plan", "member", "org-admit"}
+    assert all(job["permissions"] == {"contents": read} for job in doc["jobs"].values()
+               for read in ["read"])  # the members' code is read, nothing is written
+    member = doc["jobs"]["member"]
+    assert member["strategy"]["matrix"]["member"] == ["api", "web"]  # a path member cannot be checked out there
+    checkouts = [s["with"] for s in member["steps"] if s.get("uses", "").startswith("actions/checkout@")]
+    assert [(c.get("repository"), c.get("ref"), c.get("path")) for c in checkouts[1:]] == [
+        ("acme/api", "a" * 40, "members/api"), ("acme/web", "b" * 40, "members/web")]
+    assert all(c["persist-credentials"] is False for c in checkouts)
+    assert doc["jobs"]["org-admit"]["needs"] == ["plan", "member"]
+
+
+def test_an_ordinary_repository_gets_no_org_workflow(tmp_path):
+    init_mod.apply(init_mod.plan(tmp_path, actions_sha="0" * 40))
+    assert not (tmp_path / init_mod.ORG_WORKFLOW).exists()
+
+
+def test_the_org_action_installs_from_its_own_source_and_checks_every_rule_file_name():
+    doc = _load(ACTIONS / "org" / "action.yml")
+    steps = doc["runs"]["steps"]
+    assert steps[0]["uses"].startswith("actions/setup-python@") and "install.sh" in steps[1]["run"]
+    assert "sandbox.sh" in steps[2]["run"] and steps[2]["if"] == "inputs.mode == 'share'"
+    script = (ACTIONS / "org" / "org.sh").read_text(encoding="utf-8")
+    assert "pattern='^playbook/(rules|proposed)/rule-[0-9]{4,}\\.yaml$'" in script
+
+
+@pytest.mark.parametrize("rules, runs", [
+    ('["playbook/proposed/rule-0007.yaml"]', True),
+    ('["../../etc/passwd"]', False),
+    ('["playbook/rules/rule-0001.yaml; id"]', False),
+    ('["playbook/rules/rule-0001.yaml\\n../x"]', False),
+    ('{"a": 1}', False),
+])
+def test_the_org_action_passes_only_rule_file_names_to_replaybook(tmp_path, rules, runs):
+    """The PR names the rule files: the action's script checks each before replaybook sees it."""
+    fake = tmp_path / "replaybook-venv" / "bin" / "replaybook"
+    fake.parent.mkdir(parents=True)
+    fake.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$*\" >> {tmp_path}/called\n", encoding="utf-8")
+    fake.chmod(0o755)
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "rule-0007.api.json").write_text("{}", encoding="utf-8")
+    env = {"PATH": os.environ["PATH"], "RUNNER_TEMP": str(tmp_path), "GITHUB_OUTPUT": str(tmp_path / "out"),
+           "GITHUB_STEP_SUMMARY": str(tmp_path / "summary"), "MODE": "decide", "RULES": rules, "SHARES": "s"}
+    done = subprocess.run(["bash", str(ACTIONS / "org" / "org.sh")], env=env, capture_output=True, text=True,
+                          cwd=tmp_path, timeout=30)
+    called = (tmp_path / "called").read_text() if (tmp_path / "called").exists() else ""
+    if runs:
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert called == "org gate playbook/proposed/rule-0007.yaml --combine s/rule-0007.api.json --report " \
+                         f"{tmp_path}/org-rule-0007.md\n"
+    else:
+        assert done.returncode != 0 and called == "", (done.stdout, called)
+
+
 def test_the_linters_are_not_vacuous(tmp_path):
     """A known injection and a known type error are caught, so a clean run means something."""
     workflow = ("name: bad\non: {issues: {types: [opened]}}\npermissions: {}\njobs:\n  x:\n"
