@@ -175,6 +175,10 @@ def gated_pull(node: dict, context: str) -> GatedPull:
     return GatedPull(pull, gate_state(contexts, context), comments)
 
 
+UNPROTECTED = ("Branch not protected", "Required status checks not enabled")
+"""GitHub's messages with a 404 from the protection endpoints when the branch has no such protection."""
+
+
 class SetupReads:
     """The adapter's :class:`~bot.github.port.SetupPort` (what ``replaybook doctor`` reads), over its ``_get``:
     GitHub's published REST shapes read into the port's records."""
@@ -200,7 +204,13 @@ class SetupReads:
 
     def protection_checks(self, branch: str) -> tuple[RequiredCheck, ...]:
         """The checks classic branch protection requires on ``branch`` (administration: read; else 403 or 404)."""
-        data = self._get(f"{self._repo.url}/branches/{quote(branch, safe='')}/protection/required_status_checks")
+        try:
+            data = self._get(f"{self._repo.url}/branches/{quote(branch, safe='')}/protection/required_status_checks")
+        except GitHubError as exc:
+            # GitHub's 404 to a reader who may see the protection: there is none. Any other 404 may hide it.
+            if exc.status == 404 and any(m in exc.message for m in UNPROTECTED):
+                return ()
+            raise
         data = data if isinstance(data, dict) else {}
         pinned = [RequiredCheck(c["context"], c.get("app_id"), "branch protection")
                   for c in data.get("checks") or [] if isinstance(c, dict) and isinstance(c.get("context"), str)]
