@@ -55,6 +55,8 @@ VARIABLES: dict[str, str] = {
     "REPLAYBOOK_GITHUB_APP": "`1`: `GITHUB_TOKEN` is a GitHub App's installation token, so the gate reports as the "
                              "`replaybook/admit` check run (annotations, \"Replay again\"); unset: the commit status "
                              "of that name",
+    "REPLAYBOOK_APP_ID": "the GitHub App's id, as a workflow passes `vars.REPLAYBOOK_APP_ID`: `doctor` reads only "
+                         "whether it is set",
     "REPLAYBOOK_MAX_OPEN_RULE_PRS": "overrides `github.max_open_rule_prs`",
     "REPLAYBOOK_GITHUB_THROTTLE": "seconds between GitHub writes (default 1)",
     "REPLAYBOOK_GITHUB_BACKOFF": "the first retry's wait after a secondary rate limit (default 1 s)",

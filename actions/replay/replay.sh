@@ -45,8 +45,18 @@ case "$MODE" in
       exit "$status"
     }
     ;;
+  doctor)
+    status=0
+    "$rb" doctor > "$RUNNER_TEMP/replaybook-doctor.md" || status=$?
+    cat "$RUNNER_TEMP/replaybook-doctor.md"
+    { echo "## replaybook doctor"; echo; cat "$RUNNER_TEMP/replaybook-doctor.md"; } >> "$GITHUB_STEP_SUMMARY"
+    if [ "$status" -ne 0 ]; then
+      echo "::error title=Replaybook doctor::the set-up has findings (exit $status); the table says how to fix each"
+    fi
+    exit "$status"
+    ;;
   *)
-    echo "::error::mode must be run, list or report, not '$MODE'"
+    echo "::error::mode must be run, list, report or doctor, not '$MODE'"
     exit 2
     ;;
 esac

@@ -21,6 +21,7 @@ from bot.cli import (
     crash_log,
     demo,
     distill,
+    doctor,
     gate,
     github,
     incident,
@@ -94,6 +95,7 @@ cli.add_command(schema.command)
 cli.add_command(demo.command)
 cli.add_command(github.group)
 cli.add_command(init.command)
+cli.add_command(doctor.command)
 cli.add_command(agent.group)
 cli.add_command(report.command)
 cli.add_command(org.group)

@@ -48,6 +48,7 @@ from bot.github.port import (
 )
 from bot.github.refs import (
     SEARCH_PULLS,
+    SetupReads,
     blob_sha,
     claim_label,
     comment_ref,
@@ -68,8 +69,8 @@ _CREATES = re.compile(r"/issues(/\d+/comments)?$")
 """POSTs that make a new issue or comment: after a 5xx GitHub may have written, so they are not simply resent."""
 
 
-class PyGithubAdapter:
-    """The real GitHub, through PyGithub. See :class:`bot.github.port.GitHubPort`."""
+class PyGithubAdapter(SetupReads):
+    """The real GitHub, through PyGithub. See :class:`bot.github.port.GitHubPort` (and ``SetupPort``)."""
 
     def __init__(
         self,
@@ -230,6 +231,9 @@ class PyGithubAdapter:
         _, data = self._guard(lambda: self._gh.requester.graphql_query(SEARCH_PULLS, {"q": query, "first": 100}))
         nodes = ((data.get("data") or {}).get("search") or {}).get("nodes") or []
         return [gated_pull(node, context) for node in nodes if node and node.get("number") is not None]
+
+    def _get(self, url: str, params: dict | None = None) -> Any:
+        return self._guard(lambda: self._gh.requester.requestJsonAndCheck("GET", url, parameters=params))[1]
 
     # Actions
 

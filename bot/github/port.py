@@ -207,6 +207,44 @@ class GatedPull:
     comments: tuple[CommentRef, ...] = ()
 
 
+# ------------------------------------------------------------------ the set-up, as `replaybook doctor` reads it
+
+
+@dataclass(frozen=True)
+class RequiredCheck:
+    """A check a branch rule requires: its name and the app it is pinned to (None: any source)."""
+
+    context: str
+    app_id: int | None = None
+    source: str = ""  # where the rule lives: "ruleset NAME" or "branch protection"
+
+
+@dataclass(frozen=True)
+class BranchRules:
+    """The active ruleset rules on a branch (GitHub's ``GET /repos/{o}/{r}/rules/branches/{branch}``)."""
+
+    required_checks: tuple[RequiredCheck, ...] = ()
+    merge_queue: bool = False
+
+
+@runtime_checkable
+class SetupPort(Protocol):
+    """What ``replaybook doctor`` reads of a repository's settings; each method raises GitHubError (403/404 when
+    the token may not read it). The adapter implements it beside :class:`GitHubPort`."""
+
+    calls: int
+
+    def default_branch(self) -> str: ...
+
+    def branch_rules(self, branch: str) -> BranchRules: ...
+
+    def protection_checks(self, branch: str) -> tuple[RequiredCheck, ...]: ...
+
+    def secret_names(self) -> frozenset[str]: ...
+
+    def variable_names(self) -> frozenset[str]: ...
+
+
 @runtime_checkable
 class GitHubPort(Protocol):
     """What the core needs from GitHub. ``calls`` counts API requests made."""

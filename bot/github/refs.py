@@ -6,11 +6,13 @@ from __future__ import annotations
 import hashlib
 from datetime import timezone
 from typing import Any
+from urllib.parse import quote
 
 from github import GithubException
 from github.WorkflowJob import WorkflowJob
 
 from bot.github.port import (
+    BranchRules,
     CommentRef,
     CommitRef,
     GatedPull,
@@ -18,6 +20,7 @@ from bot.github.port import (
     IssueRef,
     Job,
     PullRef,
+    RequiredCheck,
     Step,
 )
 
@@ -170,3 +173,72 @@ def gated_pull(node: dict, context: str) -> GatedPull:
                                 url=str(c.get("url") or ""), author=_login(c.get("author")))
                      for c in (node.get("comments") or {}).get("nodes") or [] if isinstance(c, dict))
     return GatedPull(pull, gate_state(contexts, context), comments)
+
+
+UNPROTECTED = ("Branch not protected", "Required status checks not enabled")
+"""GitHub's messages with a 404 from the protection endpoints when the branch has no such protection."""
+
+
+class SetupReads:
+    """The adapter's :class:`~bot.github.port.SetupPort` (what ``replaybook doctor`` reads), over its ``_get``:
+    GitHub's published REST shapes read into the port's records."""
+
+    _repo: Any
+
+    def _get(self, url: str, params: dict | None = None) -> Any:
+        raise NotImplementedError
+
+    def branch_rules(self, branch: str) -> BranchRules:
+        """The active ruleset rules on ``branch``: its required checks, and whether a merge queue is on (read access)."""
+        checks, queue = [], False
+        for rule in self._pages(f"{self._repo.url}/rules/branches/{quote(branch, safe='')}", None):
+            kind = rule.get("type") if isinstance(rule, dict) else None
+            queue = queue or kind == "merge_queue"
+            if kind != "required_status_checks":
+                continue
+            source = f"ruleset {rule.get('ruleset_source') or rule.get('ruleset_id') or '?'}"
+            for item in (rule.get("parameters") or {}).get("required_status_checks") or []:
+                if isinstance(item, dict) and isinstance(item.get("context"), str):
+                    checks.append(RequiredCheck(item["context"], item.get("integration_id"), source))
+        return BranchRules(tuple(checks), queue)
+
+    def protection_checks(self, branch: str) -> tuple[RequiredCheck, ...]:
+        """The checks classic branch protection requires on ``branch`` (administration: read; else 403 or 404)."""
+        try:
+            data = self._get(f"{self._repo.url}/branches/{quote(branch, safe='')}/protection/required_status_checks")
+        except GitHubError as exc:
+            # GitHub's 404 to a reader who may see the protection: there is none. Any other 404 may hide it.
+            if exc.status == 404 and any(m in exc.message for m in UNPROTECTED):
+                return ()
+            raise
+        data = data if isinstance(data, dict) else {}
+        pinned = [RequiredCheck(c["context"], c.get("app_id"), "branch protection")
+                  for c in data.get("checks") or [] if isinstance(c, dict) and isinstance(c.get("context"), str)]
+        named = {c.context for c in pinned}
+        return tuple(pinned + [RequiredCheck(c, None, "branch protection") for c in data.get("contexts") or []
+                               if isinstance(c, str) and c not in named])
+
+    def secret_names(self) -> frozenset[str]:
+        """Names of the Actions secrets the workflows can read, the repository's and its organisation's (GitHub lists
+        no value)."""
+        return self._names("secrets")
+
+    def variable_names(self) -> frozenset[str]:
+        """Names of the Actions variables, the repository's and its organisation's (their values are not kept)."""
+        return self._names("variables")
+
+    def _names(self, what: str) -> frozenset[str]:
+        return frozenset(item["name"] for path in (what, f"organization-{what}")
+                         for item in self._pages(f"{self._repo.url}/actions/{path}", what)
+                         if isinstance(item, dict) and isinstance(item.get("name"), str))
+
+    def _pages(self, url: str, key: str | None, limit: int = 10) -> list:
+        """Every item of a listing, 100 a page (``key``: the list's field when GitHub answers with an object)."""
+        out: list = []
+        for page in range(1, limit + 1):
+            data = self._get(url, {"per_page": 100, "page": page})
+            items = (data.get(key) if isinstance(data, dict) else None) if key else data
+            out += items if isinstance(items, list) else []
+            if not isinstance(items, list) or len(items) < 100:
+                return out
+        return out

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Protocol, Sequence
 
 from bot import settings
-from bot.errors import BadInput
+from bot.errors import BadInput, InfrastructureError
 from bot.replay import host_tools
 from bot.replay.shims import FIXED_LOG
 
@@ -60,6 +60,10 @@ _SECRET_FILES = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-",
 _SECRET_DIRS = ("/etc/ssh", "/etc/ssl/private", "/etc/sudoers.d", "/var/lib/docker", "/var/lib/sudo",
                 "/var/log", "/var/lib/private", "/var/spool/cron")
 _MASKED = ("/home", "/root", "/tmp", "/var/tmp", "/run", "/var/run", "/dev/shm", "/mnt", "/media", "/srv")
+
+
+SOCAT_MISSING = ("the sandbox needs socat to reach the model gateway and services from inside "
+                 "(apt-get install socat), or replay with --sandbox none")
 
 
 @dataclass(frozen=True)
@@ -117,8 +121,7 @@ def launcher(argv: Sequence[str], plan: Plan, *, bash: str, socat: str | None,
     lines.append(f"ulimit -S -H -f {max(1, plan.limits.max_file_bytes // 1024)} 2>/dev/null")
     if plan.endpoints:
         if socat is None:
-            raise BadInput("the sandbox needs socat to reach the model gateway and services from inside "
-                           "(apt-get install socat), or replay with --sandbox none")
+            raise BadInput(SOCAT_MISSING)
         for port, _ in plan.endpoints:
             lines.append(f"{shlex.quote(socat)} TCP-LISTEN:{port},bind=127.0.0.1,fork,reuseaddr "
                          f"UNIX-CONNECT:{shlex.quote(socket_path(port))} </dev/null >/dev/null 2>&1 &")
@@ -269,6 +272,30 @@ def _checked(name: str) -> Backend:
             "`sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0` (see docs/install.md)"
         )
     return Bubblewrap(bwrap, bash, socat)
+
+
+def traced(name: str) -> bool:
+    """Whether the kernel traces the runs of backend ``name`` (strace from the host): all but docker, whose
+    processes lie beyond a host tracer's reach (there the PATH shims keep the command log)."""
+    return name != "docker"
+
+
+def problems(name: str | None = None) -> list[str]:
+    """What stops a replay on this machine under backend ``name`` (default as :func:`backend`), each saying how
+    to fix it; empty when a replay can run. The very checks a replay makes before it starts (``replaybook doctor``)."""
+    from bot.replay import kernel_trace
+
+    try:
+        chosen = backend(name)
+    except BadInput as exc:
+        return [exc.message]
+    found = [SOCAT_MISSING] if chosen.isolated and getattr(chosen, "socat", None) is None else []
+    if traced(chosen.name):
+        try:
+            kernel_trace.strace()
+        except InfrastructureError as exc:
+            found.append(str(exc))
+    return found
 
 
 def exposure(path: str) -> str:

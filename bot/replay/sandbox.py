@@ -96,7 +96,7 @@ class Sandbox(HarnessGit):
         self._log: CommandLog | None = None
         # The kernel traces every recorded run (bwrap, none); docker's processes are beyond a host tracer's reach,
         # so there the PATH shims still keep the command log.
-        self.traced = self.backend.name != "docker"
+        self.traced = isolation.traced(self.backend.name)
         self._events: list[CommandEvent | ShellEvent] = []
         self._runs = itertools.count()
         self._trace_bytes = 0

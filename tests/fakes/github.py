@@ -1272,6 +1272,96 @@ def _graphql(fake: FakeGitHub, base: str, body: Any) -> _Reply:
     return _Reply(200, {"data": {"search": {"issueCount": len(found), "nodes": nodes}}})
 
 
+# ------------------------------------------------------------------ The set-up (issue 30, `replaybook doctor`)
+#
+# Kept in one block, as the check runs are. ``setup(fake)`` holds a repository's settings as GitHub's REST API
+# publishes them: rulesets (GET /rules/branches/{branch}: the active rules of every ruleset on the branch, each
+# with ``ruleset_source_type``, ``ruleset_source`` and ``ruleset_id``), classic branch protection's required status
+# checks (GET /branches/{branch}/protection/required_status_checks; 404 "Branch not protected" when it has none),
+# and the names of Actions secrets and variables, the repository's and those its organisation shares with it
+# (GET /actions/secrets, /actions/organization-secrets, /actions/variables, /actions/organization-variables).
+# A token without the permission is ``fail_next(path, 403, message="Resource not accessible by integration")``.
+
+
+@dataclass
+class Setup:
+    rulesets: list[dict] = field(default_factory=list)  # {"id", "name", "rules": [{"type", "parameters"?}]}
+    protection: dict[str, dict] = field(default_factory=dict)  # branch -> {"strict", "checks": [(context, app_id)]}
+    secrets: list[str] = field(default_factory=list)
+    org_secrets: list[str] = field(default_factory=list)
+    variables: dict[str, str] = field(default_factory=dict)
+    org_variables: dict[str, str] = field(default_factory=dict)
+
+    def add_ruleset(self, name: str, *, required: list[str | tuple[str, int | None]] = (), merge_queue: bool = False,
+                    strict: bool = False) -> dict:
+        """A ruleset on the default branch requiring ``required`` (a context, or (context, integration_id))."""
+        rules: list[dict] = []
+        if required:
+            checks = [{"context": c} if isinstance(c, str) else {"context": c[0], **({"integration_id": c[1]}
+                                                                                   if c[1] is not None else {})}
+                      for c in required]
+            rules.append({"type": "required_status_checks", "parameters": {
+                "required_status_checks": checks, "strict_required_status_checks_policy": strict}})
+        if merge_queue:
+            rules.append({"type": "merge_queue", "parameters": {
+                "check_response_timeout_minutes": 60, "grouping_strategy": "ALLGREEN", "max_entries_to_build": 5,
+                "max_entries_to_merge": 5, "merge_method": "MERGE", "min_entries_to_merge": 1,
+                "min_entries_to_merge_wait_minutes": 5}})
+        ruleset = {"id": 42 + len(self.rulesets), "name": name, "rules": rules}
+        self.rulesets.append(ruleset)
+        return ruleset
+
+    def protect(self, branch: str = "main", *, checks: list[str | tuple[str, int | None]] = (), strict: bool = True) -> None:
+        """Classic branch protection on ``branch`` requiring ``checks``."""
+        self.protection[branch] = {"strict": strict, "checks": [(c, None) if isinstance(c, str) else c for c in checks]}
+
+
+def setup(fake: FakeGitHub) -> Setup:
+    """The fake repository's settings (made on first use)."""
+    with fake.lock:
+        if not hasattr(fake, "_setup"):
+            fake._setup = Setup()  # type: ignore[attr-defined]
+        return fake._setup  # type: ignore[attr-defined]
+
+
+def _branch_rules(fake, base, query, body, branch):
+    rules = [{**rule, "ruleset_source_type": "Repository", "ruleset_source": f"{fake.owner}/{fake.repo}",
+              "ruleset_id": ruleset["id"]} for ruleset in setup(fake).rulesets for rule in ruleset["rules"]]
+    return _page(base, f"{fake.prefix}{fake.repo_path}/rules/branches/{branch}", query, rules)
+
+
+def _required_status_checks(fake, base, query, body, branch):
+    protection = setup(fake).protection.get(unquote(branch))
+    if protection is None:
+        raise _error(404, "Branch not protected")
+    url = f"{base}{fake.repo_path}/branches/{branch}/protection/required_status_checks"
+    return _Reply(200, {"url": url, "strict": protection["strict"], "contexts_url": f"{url}/contexts",
+                        "contexts": [c for c, _ in protection["checks"]],
+                        "checks": [{"context": c, "app_id": a} for c, a in protection["checks"]]})
+
+
+def _names_listing(key: str, names, *, values: dict[str, str] | None = None):
+    def handler(fake, base, query, body):
+        items = [{"name": n, **({"value": values(fake)[n]} if values else {}), "created_at": "2026-01-01T00:00:00Z",
+                  "updated_at": "2026-01-01T00:00:00Z"} for n in sorted(names(fake))]
+        per_page = max(1, min(100, int(query.get("per_page", 30))))
+        page = max(1, int(query.get("page", 1)))
+        return _Reply(200, {"total_count": len(items), key: items[(page - 1) * per_page: page * per_page]})
+    return handler
+
+
+_ROUTES += [
+    (r"/rules/branches/([^/]+)", "GET", _branch_rules),
+    (r"/branches/([^/]+)/protection/required_status_checks", "GET", _required_status_checks),
+    (r"/actions/secrets", "GET", _names_listing("secrets", lambda f: setup(f).secrets)),
+    (r"/actions/organization-secrets", "GET", _names_listing("secrets", lambda f: setup(f).org_secrets)),
+    (r"/actions/variables", "GET", _names_listing("variables", lambda f: setup(f).variables,
+                                                   values=lambda f: setup(f).variables)),
+    (r"/actions/organization-variables", "GET", _names_listing("variables", lambda f: setup(f).org_variables,
+                                                                values=lambda f: setup(f).org_variables)),
+]
+
+
 def served_endpoints() -> Iterator[tuple[str, str]]:
     """(method, path template) for every endpoint the fake serves, in OpenAPI's spelling."""
     names = {r"(\d+)": "{n}", r"([0-9a-fA-F]+)": "{sha}", r"([0-9a-f]{40})": "{sha}", r"([^/]+)": "{ref}", r"(heads/.+)": "{ref}",

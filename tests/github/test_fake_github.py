@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 import requests
-from fakes.github import FakeGitHub, served_endpoints
+from fakes.github import FakeGitHub, served_endpoints, setup
 
 OPENAPI_PACKAGE = "@octokit/openapi"
 OPENAPI_VERSION = "23.0.2"
@@ -224,7 +224,25 @@ def exercise(gh: FakeGitHub) -> dict[tuple[str, str], requests.Response]:
     run = r["POST", t + "/check-runs"].json()["id"]
     r["PATCH", t + "/check-runs/{n}"] = s.patch(f"{api}/check-runs/{run}", json={
         "output": {"title": "t", "summary": "s", "annotations": [note]}})
+    _exercise_setup(gh, s, api, r)
     return r
+
+
+def _exercise_setup(gh: FakeGitHub, s: requests.Session, api: str, r: dict) -> None:
+    """The settings `replaybook doctor` reads (issue 30)."""
+    t = "/repos/{owner}/{repo}"
+    repo = setup(gh)
+    repo.add_ruleset("main", required=["replaybook/admit", ("admit", 15368)], merge_queue=True)
+    repo.protect("main", checks=["replaybook/admit", ("ci", 15368)])
+    repo.secrets += ["ANTHROPIC_API_KEY"]
+    repo.org_secrets += ["REPLAYBOOK_APP_PRIVATE_KEY"]
+    repo.variables["REPLAYBOOK_APP_ID"] = "123"
+    repo.org_variables["OTHER"] = "x"
+    r["GET", t + "/rules/branches/{ref}"] = s.get(f"{api}/rules/branches/main")
+    r["GET", t + "/branches/{ref}/protection/required_status_checks"] = s.get(
+        f"{api}/branches/main/protection/required_status_checks")
+    for name in ("secrets", "organization-secrets", "variables", "organization-variables"):
+        r["GET", t + f"/actions/{name}"] = s.get(f"{api}/actions/{name}", params={"per_page": 100})
 
 
 @pytest.fixture(scope="module")

@@ -630,3 +630,67 @@ def test_admit_dispatched_for_a_fork_pr_refuses_before_checking_anything_out(rul
     assert [s.kind for s in job.steps] == ["skipped", "run", "skipped", "skipped"]
     assert any(f"PR #{PR_NUMBER} comes from a fork" in e for e in job.errors)
     assert gh.statuses_for(head) == []
+
+
+# ------------------------------------------------------------------ doctor (issue 30)
+
+DOCTOR_WORKFLOW = """\
+name: replaybook-doctor
+on:
+  workflow_dispatch:
+permissions: {}
+jobs:
+  doctor:
+    runs-on: ubuntu-latest
+    permissions:
+      contents: read
+    env:
+      REPLAYBOOK_ACTIONS_SHA: 0123456789abcdef0123456789abcdef01234567  # the release the workflows pin (a test's)
+    steps:
+      - uses: actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683 # v4.2.2
+        with:
+          persist-credentials: false
+      - uses: ./actions/replay
+        with:
+          mode: doctor
+          app-id: ${{ vars.REPLAYBOOK_APP_ID }}
+"""
+
+
+def doctor_sim(tmp_path, gh) -> Sim:
+    """A workspace whose Replaybook workflows are what `replaybook init` writes (pinned to a release), with the
+    documented doctor job (docs/github.md, "replaybook doctor") running the replay action in `mode: doctor`."""
+    from bot.github import init as init_mod
+
+    ws = make_workspace(tmp_path / "ws")
+    for rel in init_mod.WORKFLOWS.values():
+        (ws / rel).unlink()
+    init_mod.apply(init_mod.plan(ws, actions_sha="0123456789abcdef0123456789abcdef01234567"))
+    write(ws / ".github" / "workflows" / "replaybook-doctor.yml", DOCTOR_WORKFLOW)
+    commit_all(ws, "init")
+    return Sim(ws, gh, tmp_path)
+
+
+def test_the_doctor_step_checks_the_set_up_on_the_runner_into_the_step_summary(tmp_path, gh):
+    from fakes.github import setup
+
+    sim = doctor_sim(tmp_path, gh)
+    repo = setup(gh)
+    repo.add_ruleset("main", required=["replaybook/admit"])
+    repo.secrets += ["ANTHROPIC_API_KEY", "REPLAYBOOK_APP_PRIVATE_KEY"]
+    result = sim.run("doctor", "workflow_dispatch", {"inputs": {}}, vars={"REPLAYBOOK_APP_ID": "15368"},
+                     secrets={"GITHUB_TOKEN": "ghs_workflow"})
+    job = only_job(result, "doctor")
+    assert job.result == "success", result.log()
+    assert "| required check | ok: `replaybook/admit` is required on main" in job.summary
+    assert "| sandbox | ok:" in job.summary
+    assert "vars.REPLAYBOOK_APP_ID is set" in job.summary  # given by the step, as the token may not list variables
+    # A workflow's GITHUB_TOKEN may not list secrets: cannot tell, never a failure.
+    gh.fail_next("/repos/octo/app/actions/secrets", 403, message="Resource not accessible by integration")
+    repo.rulesets.clear()
+    result = sim.run("doctor", "workflow_dispatch", {"inputs": {}}, vars={"REPLAYBOOK_APP_ID": "15368"},
+                     secrets={"GITHUB_TOKEN": "ghs_workflow"})
+    job = only_job(result, "doctor")
+    assert job.result == "failure", result.log()
+    assert "| required check | **fail**:" in job.summary and "unknown: cannot tell" in job.summary
+    assert any("the set-up has findings" in e for e in job.errors)
