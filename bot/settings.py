@@ -66,6 +66,13 @@ VARIABLES: dict[str, str] = {
 }
 
 #: Set by the harness for the commands inside a sandbox; the program never reads them from its own environment.
+#: Actions secrets the workflows `init` writes pass to a step; the program never reads one from its own
+#: environment, and `doctor` checks only that each exists (by name, never its value).
+SECRETS: dict[str, str] = {
+    "REPLAYBOOK_APP_PRIVATE_KEY": "the GitHub App's private key, from which `actions/create-github-app-token` mints "
+                                  "the token that opens PRs and makes the `replaybook/admit` check run",
+}
+
 SANDBOX_VARIABLES: dict[str, str] = {
     "REPLAYBOOK_SHIM_LOG": "the command log the shims write to",
     "REPLAYBOOK_SHIM_DEPTH": "how deep a shim is in another, so a nested call is logged once",
@@ -102,7 +109,11 @@ def markdown() -> str:
             "## Set inside the sandbox\n\n"
             "The harness sets these for the commands a replayed agent runs; it never reads them from its own "
             "environment, and the agent never sees a key or token.\n\n"
-            "| variable | what |\n|---|---|\n" + rows(SANDBOX_VARIABLES) + "\n")
+            "| variable | what |\n|---|---|\n" + rows(SANDBOX_VARIABLES) + "\n\n"
+            "## Actions secrets\n\n"
+            "The workflows `replaybook init` writes pass these to a step; the program never reads them, and "
+            "`replaybook doctor` checks only that each exists.\n\n"
+            "| secret | what |\n|---|---|\n" + rows(SECRETS) + "\n")
 
 
 API_KEY_ENV = "ANTHROPIC_API_KEY"
