@@ -69,12 +69,9 @@ class Session:
             started = status.read(1) == b"1"
         ready = self._answer(_START_TIMEOUT_S) if started else None
         if not ready or "ready" not in ready:
-            self.close()
-            raise InfrastructureError(f"the sandbox could not start (bwrap exit {self.proc.poll()}): "
-                                      f"{self._stderr_tail()}")
+            self._fail("the sandbox could not start (bwrap exit {rc}): {err}")
         if trace_dir is not None and not any(trace_dir.iterdir()):
-            self.close()
-            raise InfrastructureError(f"strace could not trace the sandbox: {self._stderr_tail()}")
+            self._fail("strace could not trace the sandbox (exit {rc}): {err}")
         # What runs in the sandbox before any call: bwrap, its init, the executor and the bridges.
         self.baseline_procs = _count(self.proc.pid)
 
@@ -90,6 +87,16 @@ class Session:
         for fd in fds:
             os.close(fd)
         return msg
+
+    def _fail(self, why: str) -> None:
+        self.sock.close()
+        try:
+            rc = self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            rc = None
+        err = self._stderr_tail()
+        self.close()
+        raise InfrastructureError(why.format(rc=rc, err=err))
 
     def _stderr_tail(self) -> str:
         self._stderr.seek(0)
