@@ -43,6 +43,7 @@ SYSCALLS = "execve,execveat,chdir,fchdir,clone,clone3,fork,vfork,exit_group"
 STRACE_FLAGS = ("--seccomp-bpf", "-f", "-ff", "-q", "-ttt", "-y", "-s", "65536", "--pidns-translation",
                 "-e", "signal=none", "-e", f"trace={SYSCALLS}")
 LAUNCHER_NAME = "replaybook-sandbox"  # bot.replay.isolation.launcher's $0
+EXECUTOR = "replaybook-executor"  # bot.replay.executor.MARKER, its last argument
 SHELLS = frozenset({"bash", "sh", "dash", "zsh", "ksh", "fish"})
 FILE_CAP = 64 << 20  # of one process's trace file; past it the rest is not read
 
@@ -83,7 +84,7 @@ class _Proc:
     execs: list[_Exec] = field(default_factory=list)
     exit_code: int | None = None
     ended: float | None = None
-    children: list[tuple[float, int]] = field(default_factory=list)  # (fork time, child pid)
+    children: list[tuple[float, int, int]] = field(default_factory=list)  # (fork time, child pid, its pid inside)
     dirs: list[tuple[float, str]] = field(default_factory=list)  # (time, chdir/fchdir target)
 
 
@@ -141,7 +142,7 @@ def _walk(procs, pid, since, root, tool_call, events, *, depth, skip_first, shel
             marker = tool_call if tool_call is not None else (shell_id or "")
             events.append(_event(proc, ex, root, marker, inner, execs, i))
             inner = depth + 1
-        for forked, child in sorted(proc.children, reverse=True):
+        for forked, child, _ in sorted(proc.children, reverse=True):
             if forked >= since:
                 stack.append((child, 0.0, inner, False, shell_id))
 
@@ -165,7 +166,7 @@ def _settle_cwds(procs: dict[int, _Proc], top: int, start: str) -> None:
         proc = procs.get(pid)
         if proc is None:
             continue
-        events = sorted([(e.t, 0, e) for e in proc.execs] + [(t, 1, c) for t, c in proc.children]
+        events = sorted([(e.t, 0, e) for e in proc.execs] + [(t, 1, c) for t, c, _ in proc.children]
                         + [(t, 2, d) for t, d in proc.dirs], key=lambda x: (x[0], x[1]))
         for _, kind, item in events:
             if kind == 0:
@@ -177,19 +178,61 @@ def _settle_cwds(procs: dict[int, _Proc], top: int, start: str) -> None:
 
 
 def _read_files(out_dir: Path) -> dict[int, _Proc]:
-    procs: dict[int, _Proc] = {}
-    try:
-        files = [f for f in os.scandir(out_dir) if f.name.startswith("p.") and f.name[2:].isdigit()]
-    except OSError:
-        return procs
-    for f in files:
-        pid = int(f.name[2:])
-        proc = procs.setdefault(pid, _Proc(pid))
-        with open(f.path, "rb") as fh:
-            data = fh.read(FILE_CAP)
-        for line in data.split(b"\n"):
-            _parse_line(line, proc, procs)
-    return procs
+    reader = Reader(out_dir)
+    reader.update()
+    return reader.procs
+
+
+class Reader:
+    """The trace of one long-lived sandbox (``bot.replay.session``), read on as it grows: whole lines only."""
+
+    def __init__(self, out_dir: Path):
+        self.out_dir = out_dir
+        self.procs: dict[int, _Proc] = {}
+        self._offsets: dict[str, int] = {}
+        self._executor: int | None = None
+
+    def update(self) -> None:
+        try:
+            files = [f for f in os.scandir(self.out_dir) if f.name.startswith("p.") and f.name[2:].isdigit()]
+        except OSError:
+            return
+        for f in files:
+            start = self._offsets.get(f.name, 0)
+            if start >= FILE_CAP:
+                continue
+            pid = int(f.name[2:])
+            proc = self.procs.setdefault(pid, _Proc(pid))
+            with open(f.path, "rb") as fh:
+                fh.seek(start)
+                data = fh.read(FILE_CAP - start)
+            whole = data.rfind(b"\n") + 1  # a line strace is still writing is read next time
+            self._offsets[f.name] = start + whole
+            for line in data[:whole].split(b"\n"):
+                _parse_line(line, proc, self.procs)
+
+    def request(self, ns_pid: int, *, cwd: str, root: Path, tool_call: str | None) -> list[CommandEvent | ShellEvent]:
+        """The events of one executor request (its child ``ns_pid`` inside): the same reading as ``read_run``."""
+        self.update()
+        child = self._child(ns_pid)
+        if child is None:
+            return []
+        _settle_cwds(self.procs, child, cwd)
+        events: list[CommandEvent | ShellEvent] = []
+        _walk(self.procs, child, 0.0, root, tool_call, events, depth=0, skip_first=True)
+        events.sort(key=lambda e: e.started_at if isinstance(e, CommandEvent) else _EPOCH)
+        return events
+
+    def _child(self, ns_pid: int) -> int | None:
+        """The host pid of the executor's latest child that is ``ns_pid`` inside."""
+        if self._executor is None:  # the first process to exec the executor: before any request ran
+            found = [(ex.t, p.pid) for p in self.procs.values() for ex in p.execs
+                     if ex.argv[-1:] == [EXECUTOR] and ex.argv[1:3] == ["-I", "-S"]]  # not bwrap's, the launcher's
+            if not found:
+                return None
+            self._executor = min(found)[1]
+        kids = [(t, host) for t, host, ns in self.procs[self._executor].children if ns == ns_pid]
+        return max(kids)[1] if kids else None
 
 
 def _parse_line(line: bytes, proc: _Proc, procs: dict[int, _Proc]) -> None:
@@ -215,7 +258,7 @@ def _parse_line(line: bytes, proc: _Proc, procs: dict[int, _Proc]) -> None:
         proc.execs.append(_Exec(t, strings[0], strings[1:], ""))
     elif name in (b"clone", b"clone3", b"fork", b"vfork"):
         child = int(host_pid or result)
-        proc.children.append((t, child))
+        proc.children.append((t, child, int(result)))
         kid = procs.setdefault(child, _Proc(child))
         kid.parent, kid.forked_at = proc.pid, t
     elif name == b"chdir":

@@ -34,12 +34,13 @@ from typing import Mapping, Sequence
 
 from bot import settings
 from bot.errors import BadInput, InfrastructureError
+from bot.replay import executor, isolation, kernel_trace, launchers, shims, stale
 from bot.replay import fixture as fixture_mod
-from bot.replay import isolation, kernel_trace, launchers, shims, stale
 from bot.replay.bridge import UnixBridge
 from bot.replay.command_log import CommandLog
 from bot.replay.harness_git import SETUP_TIMEOUT_S, FileChange, HarnessGit, SandboxDiff
 from bot.replay.process import Completed, Watch, run_process, tree_bytes
+from bot.replay.session import Session
 from bot.replay.toolchain import HOST, Toolchain
 from bot.replay.trace import CommandEvent, ShellEvent
 
@@ -100,6 +101,7 @@ class Sandbox(HarnessGit):
         self._events: list[CommandEvent | ShellEvent] = []
         self._runs = itertools.count()
         self._trace_bytes = 0
+        self._session: Session | None = None  # bwrap: the trial's one sandbox, started at the first call
 
     # -- lifecycle ---------------------------------------------------------
     def __enter__(self) -> "Sandbox":
@@ -126,6 +128,7 @@ class Sandbox(HarnessGit):
         self.close()
 
     def close(self) -> None:
+        self._end_session()
         for bridge in self._bridges.values():
             bridge.close()
         self._bridges.clear()
@@ -276,6 +279,12 @@ class Sandbox(HarnessGit):
         lim = self.limits
         watch = Watch(max_procs=lim.max_procs, max_output_bytes=lim.max_output_bytes,
                       max_disk_bytes=lim.max_disk_bytes, disk=self.disk_bytes)
+        if self._in_session(endpoints):
+            done = self._session_run(argv, workdir=workdir, env=env, plan=plan, stdin=stdin, timeout_s=timeout_s,
+                                     output_cap=output_cap, watch=watch, record=record, tool_call=tool_call)
+            if done.limit and self.limit_hit is None:
+                self.limit_hit = done.limit
+            return done
         trace_dir = None
         if record and self.traced:  # on the host, beside root: no bind reaches it
             trace_dir = self._base / "kernel" / str(next(self._runs))
@@ -300,6 +309,64 @@ class Sandbox(HarnessGit):
         elif self.limit_hit is None:
             self._events += kernel_trace.read_run(trace_dir, cwd=cwd, root=self.root, tool_call=tool_call)
         shutil.rmtree(trace_dir, ignore_errors=True)
+
+    # -- the trial's one sandbox (bot.replay.session) ----------------------------------------
+    def _in_session(self, endpoints: Sequence[int]) -> bool:
+        """bwrap runs every call in one long-lived sandbox; a run that needs the gateway (an agent program,
+        once a trial) gets its own, since the endpoints are bound when a sandbox starts. docker and none
+        keep one process per call (docker's processes are beyond a host tracer, none has no namespace to kill)."""
+        return self.backend.name == "bwrap" and not set(endpoints) - set(self.service_ports)
+
+    def _session_for(self, plan: isolation.Plan) -> Session:
+        if self._session is not None and (self._session.dead or self._session.plan != plan):
+            self._end_session()  # setup changed the binds (the baseline's objects), or the agent ended it
+        if self._session is None:
+            trace_dir = self._base / "kernel" / f"s{next(self._runs)}"
+            trace_dir.mkdir(parents=True, mode=0o700)
+            self._session = Session(self.backend, plan, cwd=self.root, python=sys.executable, trace_dir=trace_dir)
+        return self._session
+
+    def _session_plan(self) -> isolation.Plan:
+        return isolation.Plan(
+            rw=(str(self.root), str(self.home), str(self.tmpdir)), ro=self._ro,
+            endpoints=tuple((port, str(self._bridge(port).path)) for port in self.service_ports), limits=self.limits)
+
+    def _end_session(self) -> None:
+        if self._session is not None:
+            session, self._session = self._session, None
+            session.close()
+            if session.trace_dir is not None:
+                self._trace_bytes += tree_bytes([str(session.trace_dir)], 1 << 62)
+                shutil.rmtree(session.trace_dir, ignore_errors=True)
+
+    def _session_run(self, argv, *, workdir: Path, env, plan, stdin, timeout_s, output_cap, watch, record,
+                     tool_call) -> Completed:
+        session = self._session_for(self._session_plan())
+        done, pid = session.run(argv, cwd=str(workdir), env=env, stdin=stdin, timeout_s=timeout_s,
+                                output_cap=output_cap, watch=watch)
+        if session.trace_dir is None:
+            return done
+        size = self._trace_bytes + tree_bytes([str(session.trace_dir)], 1 << 62)
+        cap = min(COMMAND_LOG_CAP, self.limits.max_disk_bytes)
+        if size > cap:
+            if self.limit_hit is None:
+                self.limit_hit = (f"the kernel trace passed {cap >> 20 or 1} MiB (max_disk_mb bounds it too); "
+                                  "the rest was not read")
+        elif record and pid is not None and self.limit_hit is None:
+            self._events += session.reader.request(pid, cwd=str(workdir), root=self.root, tool_call=tool_call)
+        return done
+
+    def file_tool(self, op: str, path: str, **args: str) -> str:
+        """The builtin agent's ``read``/``write``/``edit``, done inside the trial's sandbox under bwrap (no
+        link swapped in between two calls can lead it to the host), else here by the same code."""
+        request = {"op": op, "root": str(self.root), "path": path, **args}
+        if self._in_session(()):
+            answer = self._session_for(self._session_plan()).file_tool(request)
+        else:
+            answer = executor.file_tool(request)
+        if "error" in answer:
+            raise executor.FileToolError(answer["error"])
+        return answer["ok"]
 
     def _log_full(self, cap: int) -> None:
         if self.limit_hit is None:

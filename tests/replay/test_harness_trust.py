@@ -318,6 +318,9 @@ def test_a_sandbox_that_cannot_start_is_an_infrastructure_error_not_an_exit_code
     needed.mkdir()
     with Sandbox(repo, toolchain=Toolchain(reads=(str(needed),))) as sb:
         assert sb.run(["true"], timeout_s=10).rc == 0
+        # The trial's one sandbox is up; a call that kills its executor ends it, and the next call starts another.
+        killed = sb.run(["bash", "-c", "kill -9 $PPID; sleep 5"], timeout_s=10)
+        assert killed.rc != 0 and "executor" in killed.stderr and killed.duration_s < 4
         needed.rmdir()  # a bind the sandbox needs is gone: bwrap cannot set it up
         with pytest.raises(InfrastructureError, match="could not start"):
             sb.run(["true"], timeout_s=10)

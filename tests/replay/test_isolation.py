@@ -31,7 +31,8 @@ AGENTS = ["builtin", "claude-code", "command"]
 
 # Every route to the harness's environment we know, each ending in a file the diff keeps.
 STEAL_ENV = [
-    "tr '\\0' '\\n' < /proc/$PPID/environ > via-ppid.txt",
+    # the file is opened first, so it records the refusal: the parent is the executor, which is not dumpable
+    "{ tr '\\0' '\\n' < /proc/$PPID/environ; } > via-ppid.txt 2>&1",
     'p=$$; while [ "$p" -gt 0 ]; do tr "\\0" "\\n" < /proc/$p/environ; p=$(cut -d" " -f4 /proc/$p/stat); done > via-walk.txt',
     "for f in /proc/*/environ; do tr '\\0' '\\n' < $f; done > via-scan.txt 2>&1",
     # shell builtins and redirections only: no command record, no process to see

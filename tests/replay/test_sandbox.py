@@ -340,3 +340,38 @@ def test_added_lines_come_from_hunks_only(fixture_repo):
         sh(sb, "printf '++ plus\\nkey=sk-live\\n' > c.txt")
         lines = sb.diff().added_lines()
     assert lines == [("c.txt", "++ plus"), ("c.txt", "key=sk-live")]
+
+
+# -- one sandbox per trial (issue 27 item 4): what one call leaves, the next cannot see ---------------------
+
+
+def test_a_background_process_of_one_call_is_gone_before_the_next(fixture_repo):
+    with Sandbox(fixture_repo) as sb:
+        assert sh(sb, "setsid sleep 300 >/dev/null 2>&1 & (sleep 301 &) ; echo started").rc == 0
+        after = sh(sb, "ps -eo args 2>/dev/null || ls /proc")
+        assert "sleep 30" not in after.stdout, after.stdout
+        assert wait_gone("sleep 30") == []  # nor on the host: the sandbox's processes are the sandbox's
+
+
+def test_a_writer_left_running_cannot_change_the_tree_after_its_call(fixture_repo):
+    with Sandbox(fixture_repo) as sb:
+        sh(sb, "(sleep 0.5; echo late > late.txt) &")
+        time.sleep(1.0)
+        assert not (sb.root / "late.txt").exists()
+
+
+def test_a_link_swapped_in_between_calls_cannot_lead_a_file_tool_out_of_the_root(fixture_repo, tmp_path):
+    from bot.replay import executor
+
+    secret = tmp_path / "host-secret.txt"
+    secret.write_text("host secret\n")
+    with Sandbox(fixture_repo) as sb:
+        assert sb.file_tool("read", "sub/b.txt").startswith("beta")
+        # Between two calls the agent turns a folder it read into a link to the host.
+        assert sh(sb, f"rm -rf sub && ln -s {tmp_path} sub").rc == 0
+        with pytest.raises(executor.FileToolError):
+            sb.file_tool("read", "sub/host-secret.txt")
+        with pytest.raises(executor.FileToolError):
+            sb.file_tool("write", "sub/planted.txt", content="x")
+        assert not (tmp_path / "planted.txt").exists()
+        assert secret.read_text() == "host secret\n"

@@ -1,7 +1,7 @@
 """``builtin``: our own tool-use loop over the Messages API (``messages.create``, no SDK).
 
 Tools: ``bash``, ``read``, ``write`` and ``edit``, all confined to the
-sandbox. The loop runs in-process (no interpreter start-up per replay); each
+sandbox: the file tools run inside it too, in its executor (``bot.replay.executor``). The loop runs in-process (no interpreter start-up per replay); each
 ``bash`` call is a real process in the sandbox, traced by the kernel,
 under the run's remaining time.
 """
@@ -9,10 +9,10 @@ under the run's remaining time.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from bot.replay.agents import AgentResult, AgentRun, messages
+from bot.replay.executor import FileToolError
 from bot.replay.shims import TOOL_ENV
 
 VERSION = "builtin-1"
@@ -94,17 +94,15 @@ class BuiltinAgent:
         return {"type": "tool_result", "tool_use_id": use.get("id"), "content": output, "is_error": is_error}
 
 
-def _path(job: AgentRun, args: dict[str, Any]) -> Path:
+def _path(args: dict[str, Any]) -> str:
     raw = args.get("path")
     if not isinstance(raw, str) or not raw:
         raise ToolError("`path` is required")
     if "\0" in raw:
         raise ToolError("`path` holds a NUL byte; no file can be named so")
-    root = job.sandbox.root.resolve()
-    target = (root / raw).resolve()
-    if not target.is_relative_to(root):
+    if raw.startswith("/"):
         raise ToolError(f"{raw} is outside the repository")
-    return target
+    return raw
 
 
 def _bash(job: AgentRun, args: dict[str, Any], tool_call_id: str | None = None) -> str:
@@ -126,32 +124,31 @@ def _bash(job: AgentRun, args: dict[str, Any], tool_call_id: str | None = None) 
 
 
 def _read(job: AgentRun, args: dict[str, Any]) -> str:
-    target = _path(job, args)
-    if not target.is_file():
-        raise ToolError(f"{args['path']}: no such file")
-    return target.read_text(encoding="utf-8", errors="replace")
+    return _file_tool(job, "read", _path(args))
 
 
 def _write(job: AgentRun, args: dict[str, Any]) -> str:
-    target = _path(job, args)
     content = args.get("content")
     if not isinstance(content, str):
         raise ToolError("`content` must be a string")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(content, encoding="utf-8")
+    _file_tool(job, "write", _path(args), content=content)
     return f"wrote {len(content)} characters to {args['path']}"
 
 
 def _edit(job: AgentRun, args: dict[str, Any]) -> str:
-    target = _path(job, args)
     old, new = args.get("old"), args.get("new")
     if not isinstance(old, str) or not isinstance(new, str) or not old:
         raise ToolError("`old` (non-empty) and `new` must be strings")
-    text = _read(job, args)
-    if text.count(old) != 1:
-        raise ToolError(f"`old` occurs {text.count(old)} times in {args['path']}; it must occur exactly once")
-    target.write_text(text.replace(old, new), encoding="utf-8")
+    _file_tool(job, "edit", _path(args), old=old, new=new)
     return f"edited {args['path']}"
+
+
+def _file_tool(job: AgentRun, op: str, path: str, **args: str) -> str:
+    """Done by the sandbox (``Sandbox.file_tool``): inside it under bwrap, one folder at a time, no link out."""
+    try:
+        return job.sandbox.file_tool(op, path, **args)
+    except FileToolError as exc:
+        raise ToolError(str(exc)) from None
 
 
 _TOOLS = {"bash": _bash, "read": _read, "write": _write, "edit": _edit}

@@ -1,0 +1,244 @@
+"""One long-lived sandbox per trial: the harness's side of ``bot.replay.executor`` (issue 27 item 4).
+
+Before, every tool call and every check started its own bwrap under its own
+strace (4–6 namespace set-ups and tracer starts a trial). Now one bwrap runs the
+executor for the whole trial, under one strace started from outside; each
+request is one child of the executor, so the kernel trace still ties every
+command to its tool call by process tree (``kernel_trace.Reader.request``).
+
+Why a socket pair and not a FIFO or a listening socket: a pair has no name in
+any file system, so nothing in the sandbox can connect to it; it carries the
+call's stdin/stdout/stderr as descriptors, so output reaches the harness's
+pipes (and its caps) directly; and only the harness's end is on the host.
+
+The harness still watches the bounds from the host (processes under the
+sandbox, output bytes, disk), kills the call through the executor, and, when the
+executor does not answer in time (stopped or killed by the agent), kills the
+whole sandbox: the next call gets a fresh one.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from bot.errors import InfrastructureError
+from bot.replay import executor as executor_mod
+from bot.replay import isolation, kernel_trace
+from bot.replay.process import STOP, Completed, Interrupted, Watch, _Bounds, _Capture, _live, _live_lock, kill_group
+
+_START_TIMEOUT_S = 30
+_KILL_ANSWER_S = 3.0  # after a kill request, how long the executor may take to answer
+_DRAIN_S = 0.5
+EXECUTOR_PATH = executor_mod.__file__
+
+
+class Session:
+    """One sandbox, its strace and its executor; ``run`` one call at a time, ``close`` at the end of the trial."""
+
+    def __init__(self, backend: isolation.Backend, plan: isolation.Plan, *, cwd: Path, python: str,
+                 trace_dir: Path | None):
+        self.plan, self.trace_dir = plan, trace_dir
+        self.reader = kernel_trace.Reader(trace_dir) if trace_dir is not None else None
+        self.dead = False
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        status_r, status_w = os.pipe()
+        self._stderr = tempfile.TemporaryFile()
+        try:
+            argv = [python, "-I", "-S", "-B", EXECUTOR_PATH, str(theirs.fileno()), executor_mod.MARKER]
+            host_argv, host_env = backend.command(argv, cwd=str(cwd), env={"PATH": "/usr/bin:/bin"}, plan=plan,
+                                                  status_fd=status_w)
+            if trace_dir is not None:
+                host_argv = kernel_trace.command(host_argv, trace_dir)
+            self.proc = subprocess.Popen(host_argv, cwd=cwd, env=host_env, stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.DEVNULL, stderr=self._stderr, start_new_session=True,
+                                         pass_fds=(status_w, theirs.fileno()))
+        finally:
+            os.close(status_w)
+            theirs.close()
+        with _live_lock:
+            _live.add(self.proc.pid)
+        self.sock = ours
+        with os.fdopen(status_r, "rb") as status:
+            started = status.read(1) == b"1"
+        ready = self._answer(_START_TIMEOUT_S) if started else None
+        if not ready or "ready" not in ready:
+            self._fail("the sandbox could not start (bwrap exit {rc}): {err}")
+        if trace_dir is not None and not any(trace_dir.iterdir()):
+            self._fail("strace could not trace the sandbox (exit {rc}): {err}")
+        # What runs in the sandbox before any call: bwrap, its init, the executor and the bridges.
+        self.baseline_procs = _count(self.proc.pid)
+
+    # -- the wire --------------------------------------------------------------------------
+    def _answer(self, timeout: float) -> dict | None:
+        self.sock.settimeout(timeout)
+        try:
+            msg, fds = executor_mod.recv(self.sock)
+        except (OSError, ValueError):
+            return None
+        finally:
+            self.sock.settimeout(None)
+        for fd in fds:
+            os.close(fd)
+        return msg
+
+    def _fail(self, why: str) -> None:
+        self.sock.close()
+        try:
+            rc = self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            rc = None
+        err = self._stderr_tail()
+        self.close()
+        raise InfrastructureError(why.format(rc=rc, err=err))
+
+    def _stderr_tail(self) -> str:
+        self._stderr.seek(0)
+        return self._stderr.read()[-400:].decode("utf-8", errors="replace").strip()
+
+    # -- calls ------------------------------------------------------------------------------
+    def run(self, argv: Sequence[str], *, cwd: str, env: Mapping[str, str], stdin: str | bytes | None,
+            timeout_s: float, output_cap: int, watch: Watch) -> tuple[Completed, int | None]:
+        """Run one call; returns what it did and its pid inside (for the trace), None if it never started."""
+        if STOP.is_set():
+            raise Interrupted()
+        start = time.monotonic()
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        in_fd = _stdin_fd(stdin)
+        try:
+            executor_mod.send(self.sock, {"op": "run", "argv": list(argv), "cwd": cwd, "env": dict(env)},
+                              [in_fd, out_w, err_w])
+        except OSError:
+            self._kill()
+        finally:
+            for fd in (in_fd, out_w, err_w):
+                os.close(fd)
+        out, err = _Capture(output_cap), _Capture(output_cap)
+        pid, rc, timed_out, limit = self._pump(out_r, err_r, out, err, start + timeout_s, watch)
+        if STOP.is_set():
+            raise Interrupted()
+        if rc is None:  # the executor was stopped or killed: the sandbox went with it
+            rc = -9
+            err.add(b"\nreplaybook: the sandbox's executor stopped answering; the sandbox was ended\n")
+        done = Completed(rc, out.text(), err.text(), timed_out, round(time.monotonic() - start, 4),
+                         out.truncated, err.truncated, limit)
+        return done, pid
+
+    def _pump(self, out_r: int, err_r: int, out: _Capture, err: _Capture, deadline: float, watch: Watch):
+        sel = selectors.DefaultSelector()
+        caps = {out_r: out, err_r: err}
+        for fd in caps:
+            sel.register(fd, selectors.EVENT_READ)
+        sel.register(self.sock, selectors.EVENT_READ)
+        shifted = Watch(max_procs=None if watch.max_procs is None else watch.max_procs + self.baseline_procs,
+                        max_output_bytes=watch.max_output_bytes, max_disk_bytes=watch.max_disk_bytes, disk=watch.disk)
+        bounds = _Bounds(shifted, self.proc.pid, [out, err])
+        pid = rc = None
+        timed_out, limit, asked, ended_at = False, None, None, None
+        while True:
+            now = time.monotonic()
+            if ended_at is None and rc is None and asked is None:
+                if STOP.is_set():
+                    asked = self._ask_kill(now)
+                elif now >= deadline:
+                    timed_out, asked = True, self._ask_kill(now)
+                elif (limit := bounds.broken(now)):
+                    asked = self._ask_kill(now)
+            if asked is not None and rc is None and now - asked > _KILL_ANSWER_S:
+                self._kill()  # it does not answer: the whole sandbox goes
+                ended_at = now
+            if ended_at is not None and (now - ended_at > _DRAIN_S or not caps):
+                break
+            for key, _ in sel.select(timeout=0.02):
+                if key.fileobj is self.sock:
+                    msg = self._answer(_KILL_ANSWER_S)
+                    if msg is None:
+                        self._kill()
+                        sel.unregister(self.sock)
+                        ended_at = ended_at or time.monotonic()
+                    elif "pid" in msg:
+                        pid = msg["pid"]
+                    elif "rc" in msg:
+                        rc = msg["rc"]
+                        sel.unregister(self.sock)
+                        ended_at = time.monotonic()
+                    continue
+                data = os.read(key.fd, 65536)
+                if data:
+                    caps[key.fd].add(data)
+                else:
+                    sel.unregister(key.fd)
+                    del caps[key.fd]
+        sel.close()
+        os.close(out_r)
+        os.close(err_r)
+        if limit is None and watch.disk is not None and watch.max_disk_bytes is not None:
+            if watch.disk(watch.max_disk_bytes) >= watch.max_disk_bytes:
+                limit = f"disk limit: the sandbox holds {watch.max_disk_bytes >> 20} MiB or more"
+        return pid, rc, timed_out, limit
+
+    def _ask_kill(self, now: float) -> float:
+        try:
+            executor_mod.send(self.sock, {"op": "kill"})
+        except OSError:
+            self._kill()
+        return now
+
+    def file_tool(self, request: dict) -> dict:
+        """A builtin file tool done by the executor, inside; ``{"ok": text}`` or ``{"error": why}``."""
+        try:
+            executor_mod.send(self.sock, request)
+        except OSError:
+            self._kill()
+            return {"error": "the sandbox is gone"}
+        answer = self._answer(60)
+        if answer is None:
+            self._kill()
+            return {"error": "the sandbox stopped answering"}
+        return answer
+
+    # -- the end -----------------------------------------------------------------------------
+    def _kill(self) -> None:
+        self.dead = True
+        kill_group(self.proc.pid)
+
+    def close(self) -> None:
+        """Closing the socket is the executor's signal to kill what is left and exit; then the sandbox ends."""
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            kill_group(self.proc.pid)
+            self.proc.wait()
+        kill_group(self.proc.pid)
+        with _live_lock:
+            _live.discard(self.proc.pid)
+        self._stderr.close()
+        self.dead = True
+
+
+def _count(pid: int) -> int:
+    from bot.replay.process import count_tree
+
+    return count_tree(pid, 1 << 16)
+
+
+def _stdin_fd(stdin: str | bytes | None) -> int:
+    if stdin is None:
+        return os.open(os.devnull, os.O_RDONLY)
+    f = tempfile.TemporaryFile()
+    f.write(stdin.encode() if isinstance(stdin, str) else stdin)
+    f.seek(0)
+    fd = os.dup(f.fileno())
+    f.close()
+    return fd
