@@ -41,6 +41,16 @@ def floor_sample(fixture: Path, tmp: str) -> None:
     subprocess.run(["bash", "-c", FLOOR_SH, "floor", str(fixture), tmp], check=True)
 
 
+#: The isolated floor: the same work inside one bwrap per sample, with every namespace a trial's sandbox
+#: unshares, a private /tmp and nothing of the host writable: what one sandbox per trial cannot go below.
+ISOLATED = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+            "--unshare-all", "--die-with-parent", "--new-session"]
+
+
+def isolated_sample(fixture: Path) -> None:
+    subprocess.run([*ISOLATED, "bash", "-c", FLOOR_SH, "floor", str(fixture), "/tmp"], check=True)
+
+
 def replay_sample_factory(scenario: Path, sandbox: str):
     from bot.replay import agents, engine
     from bot.scenario import spec as sc
@@ -76,7 +86,7 @@ def measure(sample, n: int, width: int) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("what", choices=["floor", "replay"])
+    parser.add_argument("what", choices=["floor", "isolated", "replay"])
     parser.add_argument("--scenario", type=Path, required=True)
     parser.add_argument("--n", type=int, default=16)
     parser.add_argument("--width", type=int, default=1)
@@ -85,6 +95,8 @@ def main() -> None:
     if args.what == "floor":
         tmp = os.environ.get("REPLAYBOOK_TMPDIR") or "/tmp"
         out = measure(lambda i: floor_sample(args.scenario / "repo", tmp), args.n, args.width)
+    elif args.what == "isolated":
+        out = measure(lambda i: isolated_sample(args.scenario / "repo"), args.n, args.width)
     else:
         out = measure(replay_sample_factory(args.scenario, args.sandbox), args.n, args.width)
     import bot

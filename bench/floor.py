@@ -5,7 +5,9 @@ simulated model making three bash tool calls (``ls``, ``cat file_0.txt``,
 ``python3 -c 'print(1)' | tee result.txt``), then a ``succeeds`` check that
 result.txt holds 1, with the bwrap sandbox on. The floor is the same work in
 plain bash: copy the fixture, ``git init/add/commit``, three ``bash -c``,
-the check, remove.
+the check, remove. The isolated floor is the same work inside one bwrap per sample
+(every namespace a trial's sandbox unshares, a private /tmp, nothing of the host
+writable): what one sandbox per trial cannot go below.
 
 "Before" is another checkout of the code (default ``../wt-17-before``, made
 with ``git worktree add --detach ../wt-17-before 5e38796``), run with this
@@ -52,7 +54,7 @@ def worker(tree: Path, env: dict[str, str], what: str, n: int, width: int) -> di
     if done.returncode != 0:
         raise SystemExit(f"{tree}: {what} failed: {done.stderr[-800:]}")
     out = json.loads(done.stdout.strip().splitlines()[-1])
-    assert what == "floor" or Path(out["bot"]).resolve() == tree.resolve(), (out["bot"], tree)
+    assert what != "replay" or Path(out["bot"]).resolve() == tree.resolve(), (out["bot"], tree)
     return out
 
 
@@ -118,7 +120,7 @@ def main() -> None:
     parser.add_argument("--skip-gate", action="store_true")
     parser.add_argument("--only-whole", action="store_true", help="only the whole-process rows (implies --skip-gate)")
     args = parser.parse_args()
-    trees = {"floor": AFTER, "before": args.before.resolve(), "after": AFTER}
+    trees = {"floor": AFTER, "isolated": AFTER, "before": args.before.resolve(), "after": AFTER}
     if not (trees["before"] / "bot").is_dir():
         raise SystemExit(f"{trees['before']}: no checkout there; git worktree add --detach {trees['before']} 5e38796")
     tmp = Path(tempfile.mkdtemp(prefix="bench-floor-"))
@@ -129,10 +131,10 @@ def main() -> None:
           f"medians over rounds.\n", flush=True)
     rows: dict[tuple[str, int], list[dict]] = {}
     for r in range(0 if args.only_whole else args.rounds):
-        order = ["floor", "before", "after"] if r % 2 == 0 else ["after", "before", "floor"]
+        order = ["floor", "isolated", "before", "after"] if r % 2 == 0 else ["after", "before", "isolated", "floor"]
         for width in (1, args.width):
             for side in order:
-                what = "floor" if side == "floor" else "replay"
+                what = side if side in ("floor", "isolated") else "replay"
                 rows.setdefault((side, width), []).append(worker(trees[side], env, what, args.n, width))
         print(f"round {r + 1} done", file=sys.stderr, flush=True)
 
@@ -142,7 +144,7 @@ def main() -> None:
     out = []
     for width, label in () if args.only_whole else ((1, "serial"), (args.width, f"{args.width} at once")):
         floor = cell("floor", width, "wall_per_sample")
-        for side in ("floor", "before", "after"):
+        for side in ("floor", "isolated", "before", "after"):
             wall, cpu = cell(side, width, "wall_per_sample"), cell(side, width, "cpu_per_sample")
             spread = [m["wall_per_sample"] * 1000 for m in rows[(side, width)]]
             out.append([label, side, f"{wall:.1f}", f"{min(spread):.0f}–{max(spread):.0f}", f"{cpu:.1f}",
@@ -153,7 +155,8 @@ def main() -> None:
         # Each round's ratio, then the median: machine noise (steal time) moves both sides of one round alike.
         ratios = []
         for width, label in ((1, "serial"), (args.width, f"{args.width} at once")):
-            for num, den in (("after", "before"), ("after", "floor"), ("before", "floor")):
+            for num, den in (("after", "before"), ("after", "isolated"), ("before", "isolated"), ("after", "floor"),
+                             ("isolated", "floor")):
                 pairs = list(zip(rows[(num, width)], rows[(den, width)]))
                 walls = [a["wall_per_sample"] / b["wall_per_sample"] for a, b in pairs]
                 cpus = [a["cpu_per_sample"] / b["cpu_per_sample"] for a, b in pairs if b["cpu_per_sample"]]

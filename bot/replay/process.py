@@ -47,7 +47,7 @@ class Watch:
     disk: Callable[[int], int] | None = None
 
 
-class _Capture:
+class Capture:
     """Keeps the first ``cap`` bytes of a stream and counts the rest."""
 
     def __init__(self, cap: int):
@@ -78,15 +78,15 @@ class Interrupted(BaseException):
 
 
 STOP = threading.Event()
-_live: set[int] = set()
-_live_lock = threading.Lock()
+LIVE: set[int] = set()
+LIVE_LOCK = threading.Lock()
 
 
 def stop_all() -> None:
     """Kill every process group started here and refuse new ones: a gate's Ctrl-C."""
     STOP.set()
-    with _live_lock:
-        groups = list(_live)
+    with LIVE_LOCK:
+        groups = list(LIVE)
     for pgid in groups:
         kill_group(pgid)
 
@@ -117,16 +117,16 @@ def run_process(
     finally:
         if stdin_file:
             stdin_file.close()
-    with _live_lock:
-        _live.add(proc.pid)
+    with LIVE_LOCK:
+        LIVE.add(proc.pid)
     try:
         if STOP.is_set():  # stopped while this one started
             kill_group(proc.pid)
-        out, err = _Capture(output_cap), _Capture(output_cap)
+        out, err = Capture(output_cap), Capture(output_cap)
         timed_out, limit = _pump(proc, {proc.stdout: out, proc.stderr: err}, start + timeout_s, watch or Watch())
     finally:
-        with _live_lock:
-            _live.discard(proc.pid)
+        with LIVE_LOCK:
+            LIVE.discard(proc.pid)
     if STOP.is_set():
         raise Interrupted()
     return Completed(
@@ -145,7 +145,7 @@ def _stdin_file(stdin: str | bytes | None):
     return f
 
 
-class _Bounds:
+class Bounds:
     """Checks a ``Watch`` at its own pace; returns the first bound broken."""
 
     def __init__(self, watch: Watch, pid: int, captures):
@@ -174,7 +174,7 @@ def _pump(proc: subprocess.Popen, captures: dict, deadline: float, watch: Watch)
     sel = selectors.DefaultSelector()
     for pipe in captures:
         sel.register(pipe, selectors.EVENT_READ)
-    bounds = _Bounds(watch, proc.pid, list(captures.values()))
+    bounds = Bounds(watch, proc.pid, list(captures.values()))
     timed_out, limit, ended_at = False, None, None
     while sel.get_map():
         now = time.monotonic()

@@ -31,7 +31,7 @@ from typing import Mapping, Sequence
 from bot.errors import InfrastructureError
 from bot.replay import executor as executor_mod
 from bot.replay import isolation, kernel_trace
-from bot.replay.process import STOP, Completed, Interrupted, Watch, _Bounds, _Capture, _live, _live_lock, kill_group
+from bot.replay.process import LIVE, LIVE_LOCK, STOP, Bounds, Capture, Completed, Interrupted, Watch, kill_group
 
 _START_TIMEOUT_S = 30
 _KILL_ANSWER_S = 3.0  # after a kill request, how long the executor may take to answer
@@ -62,8 +62,8 @@ class Session:
         finally:
             os.close(status_w)
             theirs.close()
-        with _live_lock:
-            _live.add(self.proc.pid)
+        with LIVE_LOCK:
+            LIVE.add(self.proc.pid)
         self.sock = ours
         with os.fdopen(status_r, "rb") as status:
             started = status.read(1) == b"1"
@@ -120,7 +120,7 @@ class Session:
         finally:
             for fd in (in_fd, out_w, err_w):
                 os.close(fd)
-        out, err = _Capture(output_cap), _Capture(output_cap)
+        out, err = Capture(output_cap), Capture(output_cap)
         pid, rc, timed_out, limit = self._pump(out_r, err_r, out, err, start + timeout_s, watch)
         if STOP.is_set():
             raise Interrupted()
@@ -131,7 +131,7 @@ class Session:
                          out.truncated, err.truncated, limit)
         return done, pid
 
-    def _pump(self, out_r: int, err_r: int, out: _Capture, err: _Capture, deadline: float, watch: Watch):
+    def _pump(self, out_r: int, err_r: int, out: Capture, err: Capture, deadline: float, watch: Watch):
         sel = selectors.DefaultSelector()
         caps = {out_r: out, err_r: err}
         for fd in caps:
@@ -139,7 +139,7 @@ class Session:
         sel.register(self.sock, selectors.EVENT_READ)
         shifted = Watch(max_procs=None if watch.max_procs is None else watch.max_procs + self.baseline_procs,
                         max_output_bytes=watch.max_output_bytes, max_disk_bytes=watch.max_disk_bytes, disk=watch.disk)
-        bounds = _Bounds(shifted, self.proc.pid, [out, err])
+        bounds = Bounds(shifted, self.proc.pid, [out, err])
         pid = rc = None
         timed_out, limit, asked, ended_at = False, None, None, None
         while True:
@@ -221,8 +221,8 @@ class Session:
             kill_group(self.proc.pid)
             self.proc.wait()
         kill_group(self.proc.pid)
-        with _live_lock:
-            _live.discard(self.proc.pid)
+        with LIVE_LOCK:
+            LIVE.discard(self.proc.pid)
         self._stderr.close()
         self.dead = True
 
