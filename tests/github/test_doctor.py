@@ -117,6 +117,13 @@ def test_drifted_workflows_are_a_finding(cli, repo, root):
     assert "replaybook init" in drift["fix"]
 
 
+def edit(path, old: str, new: str) -> None:
+    """Replace ``old`` (which must be there) with ``new`` in a workflow file, as a hand edit would."""
+    text = path.read_text()
+    assert old in text, (path, old)
+    path.write_text(text.replace(old, new))
+
+
 def test_no_app_variable_means_rule_prs_never_start_the_gate(cli, repo):
     del repo.variables["REPLAYBOOK_APP_ID"]
     done, findings = doctor(cli)
@@ -128,10 +135,7 @@ def test_no_app_variable_means_rule_prs_never_start_the_gate(cli, repo):
 
 
 def test_a_distill_workflow_that_opens_prs_with_github_token_alone_is_a_finding(cli, repo, root):
-    path = root / DISTILL
-    text = path.read_text()
-    assert "steps.app.outputs.token || github.token" in text
-    path.write_text(text.replace("steps.app.outputs.token || github.token", "github.token"))
+    edit(root / DISTILL, "steps.app.outputs.token || github.token", "github.token")
     done, findings = doctor(cli)
     assert done.code == 1
     app = only(findings, "App token")
@@ -178,10 +182,7 @@ def test_a_refused_branch_protection_is_cannot_tell_not_a_crash(cli, repo, gh):
 
 
 def test_a_merge_queue_without_merge_group_is_a_finding(cli, repo, root):
-    path = root / ADMIT
-    text = path.read_text()
-    assert "\n  merge_group:\n" in text
-    path.write_text(text.replace("\n  merge_group:\n", "\n"))
+    edit(root / ADMIT, "\n  merge_group:\n", "\n")
     done, findings = doctor(cli)
     assert done.code == 1
     queue = findings["merge queue"]

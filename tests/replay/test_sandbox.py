@@ -14,17 +14,7 @@ from bot.errors import BadInput
 from bot.replay.sandbox import Sandbox
 from bot.replay.shims import build_shims, parse_shim_log
 
-
-@pytest.fixture(scope="session")
-def shim_cache(tmp_path_factory) -> Path:
-    # The same folder as test_services uses, so one session builds the shims once.
-    return tmp_path_factory.getbasetemp() / "shim-cache"
-
-
-@pytest.fixture(autouse=True)
-def _private_cache(shim_cache, monkeypatch):
-    # Keep the shim cache off the user's home.
-    monkeypatch.setenv("REPLAYBOOK_CACHE_DIR", str(shim_cache))
+# shim_cache and the private cache (REPLAYBOOK_CACHE_DIR) come from tests/replay/conftest.py
 
 
 @pytest.fixture
