@@ -36,7 +36,9 @@ from bot.replay.process import LIVE, LIVE_LOCK, STOP, Bounds, Capture, Completed
 _START_TIMEOUT_S = 30
 _KILL_ANSWER_S = 3.0  # after a kill request, how long the executor may take to answer
 _DRAIN_S = 0.5
-EXECUTOR_PATH = executor_mod.__file__
+# Its source, given with -c: the executor runs wherever the package is installed, even in a folder the
+# sandbox masks (a checkout or venv under /tmp, a home), and no file of the host is followed to start it.
+EXECUTOR_SOURCE = Path(executor_mod.__file__).read_text(encoding="utf-8")
 
 
 class Session:
@@ -51,7 +53,7 @@ class Session:
         status_r, status_w = os.pipe()
         self._stderr = tempfile.TemporaryFile()
         try:
-            argv = [python, "-I", "-S", "-B", EXECUTOR_PATH, str(theirs.fileno()), executor_mod.MARKER]
+            argv = [python, "-I", "-S", "-B", "-c", EXECUTOR_SOURCE, str(theirs.fileno()), executor_mod.MARKER]
             host_argv, host_env = backend.command(argv, cwd=str(cwd), env={"PATH": "/usr/bin:/bin"}, plan=plan,
                                                   status_fd=status_w)
             if trace_dir is not None:
