@@ -141,6 +141,23 @@ class Retest(_Action):
     reason: Literal["monthly", "dispatch", "if_changed"]
 
 
+class RunCommand(_Action):
+    """A new comment holds ``/replaybook`` command lines (bot/github/commands.py): authorise, then run each once.
+
+    ``body`` is the comment as written, untrusted; the handler parses it again and never formats it into a
+    shell or an expression. ``state`` is the issue's or PR's: a closed one gets a reply and nothing runs.
+    """
+
+    kind: Literal["run_command"] = "run_command"
+    comment_id: int
+    number: int
+    is_pr: bool
+    state: str
+    login: str
+    body: str
+    html_url: str | None = None
+
+
 class Ignore(_Action):
     """Nothing to do; ``reason`` says why, for the log."""
 
@@ -150,7 +167,7 @@ class Ignore(_Action):
 
 Action = Annotated[
     Union[CaptureRun, CaptureRejectedPr, ParseIncidentIssue, GateRulePr, CheckPlaybookInvariants, Distill,
-          DistillIfDue, RecordHits, UpdateDashboard, DashboardTick, Retest, Ignore],
+          DistillIfDue, RecordHits, UpdateDashboard, DashboardTick, Retest, RunCommand, Ignore],
     Field(discriminator="kind"),
 ]
 ACTIONS = TypeAdapter(list[Action])
@@ -450,7 +467,29 @@ def _dispatch(payload: dict, config: Config, event: str) -> list[Action]:
     return [RecordHits(lookback_days=config.github.hits_lookback_days), Distill(reason="dispatch")]
 
 
+def _issue_comment(payload: dict, config: Config, event: str) -> list[Action]:
+    """A ``/replaybook`` command in a new comment on an issue or a PR (PRs' comments are issue comments)."""
+    from bot.github.commands import parse
+
+    action = _field(payload, "action", str, event=event)
+    comment_id = _field(payload, "comment.id", int, event=event)
+    if action != "created":
+        return [Ignore(reason=f"comment {comment_id} was {action}; only a new comment runs a command")]
+    login = _field(payload, "comment.user.login", str, event=event)
+    if login.lower() in {b.lower() for b in config.github.bot_logins}:
+        return [Ignore(reason=f"comment {comment_id} is the bot's own ({login!r}): it never runs a command")]
+    body = _field(payload, "comment.body", str, event=event, optional=True) or ""
+    if not parse(body):
+        return [Ignore(reason=f"comment {comment_id} holds no `/replaybook` command line")]
+    issue = payload.get("issue") if isinstance(payload.get("issue"), dict) else {}
+    return [RunCommand(comment_id=comment_id, number=_field(payload, "issue.number", int, event=event),
+                       is_pr=isinstance(issue.get("pull_request"), dict),
+                       state=_field(payload, "issue.state", str, event=event), login=login, body=body,
+                       html_url=_field(payload, "comment.html_url", str, event=event, optional=True))]
+
+
 _HANDLERS = {
+    "issue_comment": _issue_comment,
     "workflow_run": _workflow_run,
     "pull_request": _pull_request,
     "pull_request_target": _pull_request,

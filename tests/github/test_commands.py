@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
+from bot.config import Config
 from bot.github.commands import BadCommand, Command, parse
+from bot.github.events import Ignore, RunCommand, plan
 
 
 def only(body: str):
@@ -108,3 +112,57 @@ def test_a_huge_comment_is_parsed_in_bounded_time_and_length():
 
 def test_crlf_line_ends_are_read():
     assert [c.name for c in parse("hi\r\n/replaybook retest\r\n")] == ["retest"]
+
+
+# ------------------------------------------------------------------ planning: an issue_comment event
+
+
+CONFIG = Config.model_validate({"github": {"bot_logins": ["github-actions[bot]", "replaybook-app[bot]"]}})
+
+
+def comment_event(examples, body: str, *, login: str = "Codertocat", pr: bool = False, state: str = "open",
+                  action: str = "created") -> dict:
+    payload = copy.deepcopy(next(p for p in examples["issue_comment"] if p["action"] == action))
+    payload["comment"]["body"] = body
+    payload["comment"]["user"]["login"] = login
+    payload["issue"]["state"] = state
+    if pr:
+        payload["issue"]["pull_request"] = {"url": "https://api.github.com/repos/o/r/pulls/1"}
+    return payload
+
+
+def test_a_new_comment_with_a_command_plans_a_run(examples):
+    payload = comment_event(examples, "/replaybook explain", pr=True)
+    [action] = plan("issue_comment", payload, CONFIG)
+    assert action == RunCommand(comment_id=payload["comment"]["id"], number=payload["issue"]["number"], is_pr=True,
+                                state="open", login="Codertocat", body="/replaybook explain",
+                                html_url=payload["comment"]["html_url"])
+
+
+def test_an_issue_comment_is_not_a_pr_and_its_state_is_carried(examples):
+    [action] = plan("issue_comment", comment_event(examples, "/replaybook retest", state="closed"), CONFIG)
+    assert isinstance(action, RunCommand) and not action.is_pr and action.state == "closed"
+
+
+@pytest.mark.parametrize("login", ["github-actions[bot]", "Replaybook-App[bot]"])
+def test_the_bots_own_comment_never_runs_a_command(examples, login):
+    [action] = plan("issue_comment", comment_event(examples, "/replaybook retest", login=login), CONFIG)
+    assert isinstance(action, Ignore) and "bot's own" in action.reason
+
+
+@pytest.mark.parametrize("body", ["> /replaybook retest", "```\n/replaybook retest\n```", "run /replaybook retest",
+                                  "nice work"])
+def test_a_comment_without_a_command_line_is_ignored(examples, body):
+    [action] = plan("issue_comment", comment_event(examples, body), CONFIG)
+    assert isinstance(action, Ignore)
+
+
+@pytest.mark.parametrize("action", ["edited", "deleted"])
+def test_only_a_new_comment_counts(examples, action):
+    [planned] = plan("issue_comment", comment_event(examples, "/replaybook retest", action=action), CONFIG)
+    assert isinstance(planned, Ignore) and action in planned.reason
+
+
+def test_a_bad_command_still_plans_a_run_so_the_reply_explains_it(examples):
+    [action] = plan("issue_comment", comment_event(examples, "/replaybook replay --trials lots"), CONFIG)
+    assert isinstance(action, RunCommand)
