@@ -40,6 +40,7 @@ from bot.github.port import (
     IssueRef,
     Job,
     PullRef,
+    Reaction,
     ReviewComment,
     marker,
     marker_keys,
@@ -186,6 +187,28 @@ class PyGithubAdapter(SetupReads):
         if mine.body != body:
             self._guard(lambda: mine.edit(body))
         return comment_ref(mine, number)
+
+    # Comment commands: who may run one, and the reaction that marks one handled
+
+    def collaborator_permission(self, login: str) -> str:
+        """admin, write, read or none (one request); a login GitHub does not know is ``none``."""
+        try:
+            return self._guard(lambda: self._repo.get_collaborator_permission(login))
+        except GitHubError as exc:
+            if exc.status == 404:
+                return "none"
+            raise
+
+    def add_reaction(self, comment_id: int, content: str) -> None:
+        url = f"{self._repo.url}/issues/comments/{int(comment_id)}/reactions"
+        self._guard(lambda: self._gh.requester.requestJsonAndCheck("POST", url, input={"content": content}))
+
+    def comment_reactions(self, comment_id: int) -> list[Reaction]:
+        from github.Reaction import Reaction as GithubReaction
+
+        found = PaginatedList(GithubReaction, self._gh.requester,
+                              f"{self._repo.url}/issues/comments/{int(comment_id)}/reactions", None)
+        return self._guard(lambda: [Reaction(r.content, r.user.login if r.user else "") for r in found])
 
     # Statuses
 

@@ -76,6 +76,18 @@ class CommentRef:
 
 
 @dataclass(frozen=True)
+class Reaction:
+    """A reaction on a comment: who left it and which (``+1``, ``eyes``, …)."""
+
+    content: str
+    login: str
+
+
+PERMISSIONS = ("admin", "write", "read", "none")
+"""What the collaborator-permission endpoint answers (maintain reads as write, triage as read)."""
+
+
+@dataclass(frozen=True)
 class Step:
     number: int
     name: str
@@ -273,6 +285,15 @@ class GitHubPort(Protocol):
     def set_status(
         self, sha: str, state: str, context: str, description: str, target_url: str | None = None
     ) -> None: ...
+
+    def collaborator_permission(self, login: str) -> str:
+        """``login``'s permission on the repository (GET /collaborators/{login}/permission): admin, write, read
+        or none. Never ``author_association``, which shows private org members as CONTRIBUTOR."""
+        ...
+
+    def add_reaction(self, comment_id: int, content: str) -> None: ...
+
+    def comment_reactions(self, comment_id: int) -> list[Reaction]: ...
 
     def create_check_run(self, run: CheckRun) -> str: ...
 

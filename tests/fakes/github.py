@@ -267,6 +267,13 @@ class FakeGitHub:
     def job_id(self, run_id: int, name: str) -> int:
         return next(j for j in self.state.runs[run_id]["job_ids"] if self.state.jobs[j]["name"] == name)
 
+    def set_role(self, login: str, role: str) -> None:
+        """``login``'s role on the repository: admin, maintain, write, triage or read (see "Comment commands")."""
+        collaborators(self)[login] = role
+
+    def reactions(self, comment_id: int) -> list[dict]:
+        return list(reactions_on(self, comment_id))
+
     def add_comment(self, number: int, body: str, *, user: str = "octocat") -> dict:
         """A comment on issue or PR ``number`` as if ``user`` had written it."""
         with self.lock:
@@ -1359,6 +1366,73 @@ _ROUTES += [
                                                    values=lambda f: setup(f).variables)),
     (r"/actions/organization-variables", "GET", _names_listing("variables", lambda f: setup(f).org_variables,
                                                                 values=lambda f: setup(f).org_variables)),
+]
+
+
+# ------------------------------------------------------------------ Comment commands (issue 30)
+#
+# Who may run a command (GET /collaborators/{user}/permission: the ``permission`` field, admin, write, read or
+# none; GitHub's legacy field maps maintain to write and triage to read, ``role_name`` keeps the role) and the
+# reactions that mark a command comment handled (GET and POST /issues/comments/{id}/reactions; a second POST of
+# the same content by the same user answers 200 with the existing reaction, as GitHub does).
+
+_LEGACY = {"admin": "admin", "maintain": "write", "write": "write", "triage": "read", "read": "read", "none": "none"}
+_REACTIONS = ("+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes")
+
+
+def collaborators(fake: FakeGitHub) -> dict[str, str]:
+    """login -> role (admin, maintain, write, triage, read); anyone else reads as ``read`` (a public repository)."""
+    with fake.lock:
+        if not hasattr(fake, "_roles"):
+            fake._roles = {}  # type: ignore[attr-defined]
+        return fake._roles  # type: ignore[attr-defined]
+
+
+def reactions_on(fake: FakeGitHub, comment_id: int) -> list[dict]:
+    with fake.lock:
+        if not hasattr(fake, "_reactions"):
+            fake._reactions = {}  # type: ignore[attr-defined]
+        return fake._reactions.setdefault(int(comment_id), [])  # type: ignore[attr-defined]
+
+
+def _permission(fake, base, query, body, login):
+    login = unquote(login)
+    role = next((r for name, r in collaborators(fake).items() if name.lower() == login.lower()), "read")
+    user = {**_user(base, login, 7000 + len(login)), "type": "User", "role_name": role}
+    return _Reply(200, {"permission": _LEGACY[role], "role_name": role, "user": user})
+
+
+def _reaction(base: str, r: dict) -> dict:
+    return {"id": r["id"], "node_id": f"REA_{r['id']}", "user": _user(base, r["user"]), "content": r["content"],
+            "created_at": r["created_at"]}
+
+
+def _list_reactions(fake, base, query, body, comment_id):
+    _get_comment(fake, comment_id)
+    items = [r for r in reactions_on(fake, int(comment_id)) if query.get("content") in (None, r["content"])]
+    reply = _page(base, f"{fake.prefix}{fake.repo_path}/issues/comments/{comment_id}/reactions", query, items)
+    reply.body = [_reaction(base, r) for r in reply.body]
+    return reply
+
+
+def _create_reaction(fake, base, query, body, comment_id):
+    _get_comment(fake, comment_id)
+    content = (body or {}).get("content")
+    if content not in _REACTIONS:
+        raise _invalid("Reaction", "content", "invalid")
+    mine = reactions_on(fake, int(comment_id))
+    found = next((r for r in mine if r["content"] == content and r["user"] == BOT_LOGIN), None)
+    if found is not None:
+        return _Reply(200, _reaction(base, found))
+    r = {"id": fake._new_id(), "user": BOT_LOGIN, "content": content, "created_at": _now()}
+    mine.append(r)
+    return _Reply(201, _reaction(base, r))
+
+
+_ROUTES += [
+    (r"/collaborators/([^/]+)/permission", "GET", _permission),
+    (r"/issues/comments/(\d+)/reactions", "GET", _list_reactions),
+    (r"/issues/comments/(\d+)/reactions", "POST", _create_reaction),
 ]
 
 

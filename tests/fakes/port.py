@@ -55,6 +55,8 @@ class FakePort:
     writes: list[str] = field(default_factory=list)  # each write the port was asked for (failed ones too), by method
     check_runs: list[gh.CheckRun] = field(default_factory=list)  # issue 30: the gate as a check run
     heads: dict[int, str] = field(default_factory=dict)  # issue 30: a PR's head commit, where set_head put it
+    permissions: dict[str, str] = field(default_factory=dict)  # issue 30: login -> admin | write | read | none
+    reactions: dict[int, list[gh.Reaction]] = field(default_factory=dict)  # issue 30: comment id -> reactions
     calls: int = 0
 
     def __post_init__(self) -> None:
@@ -170,6 +172,20 @@ class FakePort:
     def statuses_for(self, sha: str) -> list[dict]:
         """The statuses set on ``sha``, oldest first: a test's reading, not part of the port."""
         return [s for s in self.statuses if s["sha"] == sha]
+
+    def collaborator_permission(self, login: str) -> str:
+        self._call()
+        return next((p for name, p in self.permissions.items() if name.lower() == login.lower()), "read")
+
+    def add_reaction(self, comment_id: int, content: str) -> None:
+        self._write("add_reaction")
+        mine = self.reactions.setdefault(comment_id, [])
+        if gh.Reaction(content, self.login) not in mine:
+            mine.append(gh.Reaction(content, self.login))
+
+    def comment_reactions(self, comment_id: int) -> list[gh.Reaction]:
+        self._call()
+        return list(self.reactions.get(comment_id, []))
 
     def failed_jobs(self, run_id: int) -> list[gh.Job]:
         self._call()

@@ -225,6 +225,12 @@ def exercise(gh: FakeGitHub) -> dict[tuple[str, str], requests.Response]:
     r["PATCH", t + "/check-runs/{n}"] = s.patch(f"{api}/check-runs/{run}", json={
         "output": {"title": "t", "summary": "s", "annotations": [note]}})
     _exercise_setup(gh, s, api, r)
+    # comment commands (issue 30)
+    gh.set_role("maintainer", "maintain")
+    r["GET", t + "/collaborators/{ref}/permission"] = s.get(f"{api}/collaborators/maintainer/permission")
+    r["POST", t + "/issues/comments/{n}/reactions"] = s.post(f"{api}/issues/comments/{comment}/reactions",
+                                                            json={"content": "eyes"})
+    r["GET", t + "/issues/comments/{n}/reactions"] = s.get(f"{api}/issues/comments/{comment}/reactions")
     return r
 
 
