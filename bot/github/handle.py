@@ -25,6 +25,7 @@ from typing import Any
 
 from bot.github import (
     capture,
+    command_run,
     dashboard,
     distill,
     events,
@@ -121,6 +122,7 @@ _HANDLERS: dict[type, Callable[[Any, RunContext], list[Outcome]]] = {
     events.UpdateDashboard: dashboard.update,
     events.DashboardTick: dashboard.act,
     events.Retest: _pr_writer(retest.run),
+    events.RunCommand: command_run.run,
     events.Ignore: _ignore,
 }
 
