@@ -70,10 +70,11 @@ def test_what_init_writes_passes_both_linters(tmp_path, local_actions):
     _clean(actionlint(*files))
     if not local_actions:
         # With every finding shown (--no-ignores), what a user gets holds no suppressed finding but the two
-        # triggers capture exists for (workflow_run, pull_request_target: both check out no PR code).
+        # triggers capture exists for (workflow_run, pull_request_target) and the comment commands' issue_comment:
+        # all three check out no PR code.
         shown = zizmor(tmp_path / ".github" / "workflows", no_ignores=True)
         audits = re.findall(r"(?:error|warning|help|info)\[([a-z-]+)\]", shown.stdout + shown.stderr)
-        assert audits == ["dangerous-triggers"] * 2, shown.stdout + shown.stderr
+        assert audits == ["dangerous-triggers"] * 3, shown.stdout + shown.stderr
         assert "unpinned-uses" not in shown.stdout + shown.stderr
 
 
@@ -281,3 +282,20 @@ def test_admit_re_gates_only_on_its_own_replay_button_and_asks_checks_write_of_t
     assert admit["with"]["app-token"] == "${{ steps.app.outputs.token }}"
     dispatched = next(s for s in job["steps"] if s.get("id") == "dispatched")
     assert "check_run" in dispatched["if"] and "check_run.pull_requests[0].number" in dispatched["env"]["PR_NUMBER"]
+
+
+def test_comment_commands_run_with_least_privilege_and_never_read_the_comment_in_an_expression():
+    path = WORKFLOWS / "replaybook-distill.yml"
+    doc, text = _load(path), path.read_text(encoding="utf-8")
+    assert doc["on"]["issue_comment"] == {"types": ["created"]}
+    job = doc["jobs"]["commands"]
+    assert job["if"] == "github.event_name == 'issue_comment'"
+    assert "issue_comment" in doc["jobs"]["distill"]["if"]  # distill itself never runs on a comment
+    assert job["permissions"] == {"actions": "write", "contents": "write", "issues": "write", "pull-requests": "write"}
+    checkout = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/checkout@"))
+    assert checkout["with"]["ref"] == "${{ github.event.repository.default_branch }}"
+    handler = job["steps"][-1]
+    assert handler["with"]["anthropic-api-key"] == ""  # no command asks the model: the key stays out of reach
+    for expression in re.findall(r"\$\{\{(.*?)\}\}", text):
+        assert "comment.body" not in expression and "issue.title" not in expression and "issue.body" not in expression
+    assert "comment.id" in doc["concurrency"]["group"]  # one group per comment: a pending run is never cancelled
