@@ -166,3 +166,14 @@ def test_retire_of_an_unknown_rule_is_explained(cli, gh, event, monkeypatch):
     out = handle(cli)
     assert "rule-0099" in replies(gh, comment)[0]["body"] and "not an admitted rule" in replies(gh, comment)[0]["body"]
     assert out["outcomes"][0]["status"] == "failed"
+
+
+def test_someone_elses_reaction_does_not_mark_a_command_handled(cli, gh, event):
+    from fakes.github import reactions_on
+
+    gh.set_role("maint", "admin")
+    comment = say(gh, event, "/replaybook retest")
+    reactions_on(gh, comment["id"]).append({"id": 1, "user": "maint", "content": "eyes",
+                                            "created_at": "2026-12-01T00:00:00Z"})
+    assert handle(cli)["code"] == 0
+    assert len(gh.dispatches) == 1 and len(replies(gh, comment)) == 1
