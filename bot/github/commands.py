@@ -8,7 +8,7 @@ Four commands, each on a line of its own::
     /replaybook retest
 
 Only a line that *starts* with ``/replaybook`` (after at most three spaces)
-counts: never one inside a ``>`` quote, a fenced (```` ``` ```` or ``~~~``)
+counts: never one inside a ``>`` quote, an HTML comment, a fenced (```` ``` ```` or ``~~~``)
 block or an indented code block, and never one in the middle of a sentence.
 So quoting someone's command, or showing one in a code block, runs nothing.
 
@@ -71,7 +71,11 @@ def parse(body: str | None) -> list[Parsed]:
 
 def _command_lines(body: str):
     fence: tuple[str, int] | None = None  # the open fence's mark and length
+    hidden = False  # inside an HTML comment: a command nobody sees never runs
     for line in body.splitlines():
+        if hidden or (fence is None and line.lstrip().startswith("<!--")):
+            hidden = "-->" not in line.split("<!--", 1)[-1] if not hidden else "-->" not in line
+            continue
         opening = _FENCE.match(line)
         if fence is not None:
             mark, length = fence

@@ -46,6 +46,8 @@ def test_a_command_among_prose_on_its_own_line_counts():
     "\t/replaybook replay",
     "/replaybookreplay",
     "/Replaybook-ish replay",
+    "<!--\n/replaybook replay\n-->",
+    "<!-- hidden\n/replaybook replay -->",
     "",
 ])
 def test_quoted_code_or_mid_line_commands_do_not_count(body):
@@ -58,6 +60,11 @@ def test_an_unclosed_fence_hides_the_rest_of_the_comment():
 
 def test_text_after_a_closed_fence_counts_again():
     assert only("```\nx\n```\n/replaybook retest") == Command("retest")
+
+
+def test_text_after_a_closed_html_comment_counts_again():
+    assert only("<!-- a note -->\n/replaybook retest") == Command("retest")
+    assert only("<!--\nx\n-->\n/replaybook explain") == Command("explain")
 
 
 def test_every_command_line_is_returned_in_order():
