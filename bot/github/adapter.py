@@ -40,7 +40,6 @@ from bot.github.port import (
     IssueRef,
     Job,
     PullRef,
-    Reaction,
     ReviewComment,
     marker,
     marker_keys,
@@ -49,6 +48,7 @@ from bot.github.port import (
 )
 from bot.github.refs import (
     SEARCH_PULLS,
+    CommentCalls,
     SetupReads,
     blob_sha,
     claim_label,
@@ -70,7 +70,7 @@ _CREATES = re.compile(r"/issues(/\d+/comments)?$")
 """POSTs that make a new issue or comment: after a 5xx GitHub may have written, so they are not simply resent."""
 
 
-class PyGithubAdapter(SetupReads):
+class PyGithubAdapter(SetupReads, CommentCalls):
     """The real GitHub, through PyGithub. See :class:`bot.github.port.GitHubPort` (and ``SetupPort``)."""
 
     def __init__(
@@ -188,28 +188,6 @@ class PyGithubAdapter(SetupReads):
             self._guard(lambda: mine.edit(body))
         return comment_ref(mine, number)
 
-    # Comment commands: who may run one, and the reaction that marks one handled
-
-    def collaborator_permission(self, login: str) -> str:
-        """admin, write, read or none (one request); a login GitHub does not know is ``none``."""
-        try:
-            return self._guard(lambda: self._repo.get_collaborator_permission(login))
-        except GitHubError as exc:
-            if exc.status == 404:
-                return "none"
-            raise
-
-    def add_reaction(self, comment_id: int, content: str) -> None:
-        url = f"{self._repo.url}/issues/comments/{int(comment_id)}/reactions"
-        self._guard(lambda: self._gh.requester.requestJsonAndCheck("POST", url, input={"content": content}))
-
-    def comment_reactions(self, comment_id: int) -> list[Reaction]:
-        from github.Reaction import Reaction as GithubReaction
-
-        found = PaginatedList(GithubReaction, self._gh.requester,
-                              f"{self._repo.url}/issues/comments/{int(comment_id)}/reactions", None)
-        return self._guard(lambda: [Reaction(r.content, r.user.login if r.user else "") for r in found])
-
     # Statuses
 
     def set_status(
@@ -257,6 +235,9 @@ class PyGithubAdapter(SetupReads):
 
     def _get(self, url: str, params: dict | None = None) -> Any:
         return self._guard(lambda: self._gh.requester.requestJsonAndCheck("GET", url, parameters=params))[1]
+
+    def _post(self, url: str, body: dict) -> Any:
+        return self._guard(lambda: self._gh.requester.requestJsonAndCheck("POST", url, input=body))[1]
 
     # Actions
 

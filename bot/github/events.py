@@ -142,11 +142,9 @@ class Retest(_Action):
 
 
 class RunCommand(_Action):
-    """A new comment holds ``/replaybook`` command lines (bot/github/commands.py): authorise, then run each once.
+    """A new comment holds ``/replaybook`` command lines (bot/github/commands.py), run by bot/github/command_run.py.
 
-    ``body`` is the comment as written, untrusted; the handler parses it again and never formats it into a
-    shell or an expression. ``state`` is the issue's or PR's: a closed one gets a reply and nothing runs.
-    """
+    ``body`` is the comment as written, untrusted data; ``state`` the issue's or PR's (closed: a reply, no run)."""
 
     kind: Literal["run_command"] = "run_command"
     comment_id: int
@@ -467,8 +465,7 @@ def _dispatch(payload: dict, config: Config, event: str) -> list[Action]:
     return [RecordHits(lookback_days=config.github.hits_lookback_days), Distill(reason="dispatch")]
 
 
-def _issue_comment(payload: dict, config: Config, event: str) -> list[Action]:
-    """A ``/replaybook`` command in a new comment on an issue or a PR (PRs' comments are issue comments)."""
+def _issue_comment(payload: dict, config: Config, event: str) -> list[Action]:  # a PR's comments are an issue's
     from bot.github.commands import parse
 
     action = _field(payload, "action", str, event=event)
@@ -481,7 +478,7 @@ def _issue_comment(payload: dict, config: Config, event: str) -> list[Action]:
     body = _field(payload, "comment.body", str, event=event, optional=True) or ""
     if not parse(body):
         return [Ignore(reason=f"comment {comment_id} holds no `/replaybook` command line")]
-    issue = payload.get("issue") if isinstance(payload.get("issue"), dict) else {}
+    issue = payload.get("issue") if isinstance(payload.get("issue"), dict) else {}  # a PR's comment: `pull_request`
     return [RunCommand(comment_id=comment_id, number=_field(payload, "issue.number", int, event=event),
                        is_pr=isinstance(issue.get("pull_request"), dict),
                        state=_field(payload, "issue.state", str, event=event), login=login, body=body,

@@ -12,6 +12,7 @@ from github import GithubException
 from github.WorkflowJob import WorkflowJob
 
 from bot.github.port import (
+    PERMISSIONS,
     BranchRules,
     CommentRef,
     CommitRef,
@@ -20,6 +21,7 @@ from bot.github.port import (
     IssueRef,
     Job,
     PullRef,
+    Reaction,
     RequiredCheck,
     Step,
 )
@@ -241,4 +243,44 @@ class SetupReads:
             out += items if isinstance(items, list) else []
             if not isinstance(items, list) or len(items) < 100:
                 return out
+        return out
+
+
+class CommentCalls:
+    """The adapter's calls for comment commands, over its ``_get`` and ``_post``: who may run one
+    (the collaborator-permission endpoint), and the reaction that marks one handled."""
+
+    _repo: Any
+
+    def _get(self, url: str, params: dict | None = None) -> Any:
+        raise NotImplementedError
+
+    def _post(self, url: str, body: dict) -> Any:
+        raise NotImplementedError
+
+    def collaborator_permission(self, login: str) -> str:
+        """admin, write, read or none (one request); a login GitHub does not know is ``none``."""
+        try:
+            data = self._get(f"{self._repo.url}/collaborators/{quote(login, safe='')}/permission")
+        except GitHubError as exc:
+            if exc.status == 404:
+                return "none"
+            raise
+        value = data.get("permission") if isinstance(data, dict) else None
+        return value if value in PERMISSIONS else "none"
+
+    def add_reaction(self, comment_id: int, content: str) -> None:
+        self._post(f"{self._repo.url}/issues/comments/{int(comment_id)}/reactions", {"content": content})
+
+    def comment_reactions(self, comment_id: int, limit: int = 10) -> list[Reaction]:
+        """Every reaction on the comment, 100 a page (at most ``limit`` pages)."""
+        out: list[Reaction] = []
+        for page in range(1, limit + 1):
+            items = self._get(f"{self._repo.url}/issues/comments/{int(comment_id)}/reactions",
+                              {"per_page": 100, "page": page})
+            items = items if isinstance(items, list) else []
+            out += [Reaction(str(r.get("content") or ""), str((r.get("user") or {}).get("login") or ""))
+                    for r in items if isinstance(r, dict)]
+            if len(items) < 100:
+                break
         return out
