@@ -17,11 +17,16 @@ before and after so machine noise hits each alike; medians over rounds.
 ``python3`` is a minimal venv's for all of them, so an interpreter's
 site-packages start-up does not swamp the rest.
 
+Two more sides, in the same rounds: *untraced*, this copy with the trial's
+sandbox started without strace around it (the kernel trace's share of a
+sample is 1 − untraced/after), and with ``--with-inspect`` inspect_ai 0.3.285's
+``local`` sandbox on the same three calls (bench/inspect_compare.py).
+
 Also: one replay as a whole process (``python -m bot replay run``, wall
 and peak RSS), ``--help``, and a gate on an 8-scenario suite
 (``python -m bot gate`` with each copy's default ``--jobs``).
 
-    python bench/floor.py --rounds 3 --n 16 [--before ../wt-17-before] [--with-inspect]
+    python bench/floor.py --rounds 5 --n 8 --skip-gate --before ../wt-27-before --with-inspect
 """
 
 from __future__ import annotations
