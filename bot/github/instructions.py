@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from bot import config as config_mod
 from bot._util import yamlfile
 from bot.errors import BadInput
 from bot.github.playbook_diff import _LINK_MODES, Git, GitTree, Meaning
@@ -62,8 +63,12 @@ def judge(git: Git, fork_point: str, head: str, change: Meaning) -> Findings:
     found = Findings()
     changed = _changed(git, fork_point, head)
     found.deleted = _deleted_rules(git, head, change)
-    book = Playbook(change.head_config.paths.playbook.strip("/") or ".", root=git.root, tree=GitTree(git, head))
+    folder = change.head_config.paths.playbook.strip("/") or "."
+    book = Playbook(folder, root=git.root, tree=GitTree(git, head))
     try:
+        # The head's org tier too: its block is part of the rendering the PR's files must equal (docs/org.md).
+        settings = config_mod.Settings(git.root, change.head_config, None)
+        book = config_mod.playbook(settings, folder=folder, root=git.root, tree=GitTree(git, head))
         rules = book.admitted()
     except BadInput as exc:
         rules = None
