@@ -161,6 +161,8 @@ class OrgSource(_Section):
     def _one_place(self) -> "OrgSource":
         if (self.path is None) == (self.repo is None):
             raise ValueError("give `path` (a folder) or `repo` with `ref` (OWNER/NAME pinned to a 40-hex commit)")
+        if self.repo is not None and self.repo.split("/")[1] in (".", ".."):
+            raise ValueError(f"`repo: {self.repo}` is no repository name: give OWNER/NAME")
         if self.repo is not None and self.ref is None:
             raise ValueError(f"`repo: {self.repo}` needs `ref`: the 40-hex commit it is pinned to")
         return self
