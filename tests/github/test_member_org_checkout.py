@@ -55,23 +55,44 @@ def test_an_ordinary_repository_gets_no_org_checkout(tmp_path):
         assert _org_steps(path)[1] == []
 
 
-def _read_step(tmp_path, config: str) -> subprocess.CompletedProcess:
+def _read_step(tmp_path, config: str, env: dict | None = None) -> tuple[subprocess.CompletedProcess, object]:
     """The step that reads the pin, run by bash in a folder holding ``config`` as its .replaybook.yml."""
-    paths = _init(tmp_path / "init", MEMBER) if (tmp_path / "init").mkdir() is None else None
-    steps, (i,) = _org_steps(paths["admit"])
+    (tmp_path / "init").mkdir(exist_ok=True)
+    steps, (i,) = _org_steps(_init(tmp_path / "init", MEMBER)["admit"])
     work = tmp_path / "work"
-    work.mkdir()
+    work.mkdir(exist_ok=True)
     (work / ".replaybook.yml").write_text(config, encoding="utf-8")
-    out = work / "out"
+    out = tmp_path / "out"
     out.write_text("")
+    temp = tmp_path / "runner-temp"
+    temp.mkdir(exist_ok=True)
     return subprocess.run(["bash", "-e", "-c", steps[i]["run"]], cwd=work, capture_output=True, text=True,
-                          env={"PATH": "/usr/bin:/bin", "GITHUB_OUTPUT": str(out)}), out
+                          env={"PATH": "/usr/bin:/bin", "GITHUB_OUTPUT": str(out), "RUNNER_TEMP": str(temp),
+                               **(env or {})}), out
 
 
 def test_the_pin_is_read_from_the_committed_config_and_passed_on(tmp_path):
     done, out = _read_step(tmp_path, MEMBER)
     assert done.returncode == 0, done.stderr
     assert out.read_text() == f"repo=acme/playbook\nref={REF}\n"
+
+
+def test_on_a_pr_the_pin_is_the_base_commits_never_the_prs(tmp_path):
+    from support.github import git
+
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / ".replaybook.yml").write_text(MEMBER, encoding="utf-8")
+    git(work, "init", "-q", "-b", "main")
+    git(work, "add", "-A")
+    git(work, "commit", "-qm", "base")
+    base = git(work, "rev-parse", "HEAD")
+    moved = MEMBER.replace("acme/playbook", "mallory/tier").replace(REF, "e" * 40)
+    done, out = _read_step(tmp_path, moved, {"BASE_SHA": base})  # the PR's head moves the pin
+    assert done.returncode == 0, done.stderr
+    assert out.read_text() == f"repo=acme/playbook\nref={REF}\n"
+    done, out = _read_step(tmp_path, moved, {"BASE_SHA": "$(touch pwned)"})
+    assert done.returncode == 2 and out.read_text() == "" and not (work / "pwned").exists()
 
 
 @pytest.mark.parametrize("config", [
