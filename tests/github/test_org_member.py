@@ -128,3 +128,11 @@ def test_without_the_tier_the_same_rule_is_admitted(port, tmp_path):
     root, base, head = contradicting_pr(tmp_path, org=False)
     outcome, report = gate_with_replay(port, root, base, head)
     assert outcome.verdict == "success", report
+
+
+def test_a_pr_that_moves_the_org_pin_fails_saying_so(port, tmp_path):
+    root, base = rendered_member(tmp_path)
+    write(root / ".replaybook.yml", "org: {repo: acme/playbook, ref: " + "d" * 40 + "}\nrender: [claude]\n")
+    commit(root, "the PR: the tier moved to a pin")
+    status, report = run_pr_gate(port, root, HEAD, base)
+    assert status["state"] == "failure" and "moves the org tier from ../org to acme/playbook" in report and "ddddddd; the gate reads the base" in report, report
