@@ -50,6 +50,8 @@ def rendered_member(ws: Path) -> tuple[Path, str]:
     org_repo(ws)
     root = ws / "a"
     make_scenario(root)
+    for inc, created in (("2026-07-14-0932", "2026-07-14T09:32:00Z"), ("2026-07-21-1105", "2026-07-21T11:05:00Z")):
+        write(root / "incidents" / f"{inc}.yaml", incident_yaml(inc, created=created))
     write(root / ".replaybook.yml", ORG_LINK + "render: [claude]\n")
     write(root / "playbook" / "rules" / "rule-0001.yaml", rule_yaml("rule-0001"))
     settings = config_mod.load(root)
@@ -136,3 +138,22 @@ def test_a_pr_that_moves_the_org_pin_fails_saying_so(port, tmp_path):
     commit(root, "the PR: the tier moved to a pin")
     status, report = run_pr_gate(port, root, HEAD, base)
     assert status["state"] == "failure" and "moves the org tier from ../org to acme/playbook" in report and "ddddddd; the gate reads the base" in report, report
+
+
+def test_the_maintenance_check_holds_a_rendering_with_the_tier_and_re_renders_it_when_stale(port, tmp_path):
+    from bot.github.context import RunContext
+    from bot.github.events import CheckPlaybookInvariants
+    from bot.github.maintenance import check_invariants
+
+    root, base = rendered_member(tmp_path)
+    settings = config_mod.load(root)
+    (ok,) = check_invariants(CheckPlaybookInvariants(after_sha=port.default_branch_sha()), RunContext(port, root, settings))
+    assert ok.status == "unchanged" and "holds every invariant" in ok.summary, ok
+    rendered = (root / "playbook" / "PLAYBOOK.md").read_text()
+    stripped = rendered[:rendered.index("<!-- replaybook:org:start")] + rendered[rendered.index("-->", rendered.index(
+        "replaybook:org:end")) + 3:]
+    (root / "playbook" / "PLAYBOOK.md").write_text(stripped)  # as a build without the tier would have left it
+    (fix,) = check_invariants(CheckPlaybookInvariants(after_sha=port.default_branch_sha()), RunContext(port, root, settings))
+    assert fix.status == "done", fix
+    [pr] = port.list_prs("open")
+    assert "[org/rule-0101] " + ORG_RULE in port.branches[pr.head_ref].files["playbook/PLAYBOOK.md"]
