@@ -234,7 +234,9 @@ def render(root: Path, *, local_actions: bool = False, watched: list[str] | None
                "uses": uses(local_actions, actions_sha), "watched": watched,
                "watched_found": found, "incident_label": cfg.labels.incident, "scenarios_dir": cfg.paths.scenarios,
                "agent_model": cfg.models.agent, "playbook_dir": cfg.paths.playbook.strip("/"),
-               "defaults": config_mod.Config()}
+               "defaults": config_mod.Config(),
+               # a member pinned to an org repository: its admit and distill jobs check the tier out (docs/org.md)
+               "org_repo": bool(cfg.org is not None and cfg.org.repo)}
     out: list[tuple[str, str, bool]] = []
 
     def managed(path: str, template: str, kind: str) -> None:
