@@ -46,6 +46,8 @@ WORKFLOWS = {name: f".github/workflows/replaybook-{name}.yml" for name in ACTION
 ISSUE_FORM = ".github/ISSUE_TEMPLATE/incident.yml"
 #: the org repository's gate (docs/org.md): written only where `org_tier` lists members pinned on GitHub
 ORG_WORKFLOW = ".github/workflows/replaybook-org-admit.yml"
+#: the org repository's promotion: a weekly PR of the rules its members admitted (docs/org.md)
+ORG_PROMOTE_WORKFLOW = ".github/workflows/replaybook-org-promote.yml"
 BOT_PREFIX = "replaybook"  # config github.bot_workflow_prefixes: never captured
 
 State = Literal["missing", "current", "stale", "modified", "conflict", "present"]
@@ -251,6 +253,7 @@ def render(root: Path, *, local_actions: bool = False, watched: list[str] | None
     if pinned:  # an org repository: its gate fans out over the members pinned on GitHub
         context["members"] = pinned
         managed(ORG_WORKFLOW, "replaybook-org-admit.yml.j2", "yaml")
+        managed(ORG_PROMOTE_WORKFLOW, "replaybook-org-promote.yml.j2", "yaml")
     out.append((f"{cfg.paths.scenarios}/README.md", _templates.get_template("scenarios-README.md.j2").render(**context),
                 False))
     out.append((config_mod.FILENAME, _templates.get_template("replaybook.yml.j2").render(**context), False))

@@ -103,9 +103,43 @@ def test_the_org_repositorys_gate_workflow_passes_both_linters_and_fans_out_read
     assert doc["jobs"]["org-admit"]["needs"] == ["plan", "member"]
 
 
+@pytest.mark.parametrize("local_actions", [False, True])
+def test_the_org_promotion_workflow_reads_members_and_opens_its_pr_as_the_app(tmp_path, local_actions):
+    (tmp_path / ".replaybook.yml").write_text(ORG_CONFIG, encoding="utf-8")
+    init_mod.apply(init_mod.plan(tmp_path, local_actions=local_actions, actions_sha="0" * 40))
+    path = tmp_path / init_mod.ORG_PROMOTE_WORKFLOW
+    if local_actions:
+        shutil.copytree(ACTIONS, tmp_path / "actions")
+    _clean(zizmor(path))
+    _clean(actionlint(path))
+    doc = _load(path)
+    assert doc["permissions"] == {} and set(doc["jobs"]) == {"propose"}
+    job = doc["jobs"]["propose"]
+    assert job["permissions"] == {"contents": "read"}  # the PR is the App's write
+    checkouts = [s["with"] for s in job["steps"] if s.get("uses", "").startswith("actions/checkout@")]
+    assert [(c.get("repository"), c.get("path")) for c in checkouts[1:]] == [("acme/api", "members/api"),
+                                                                            ("acme/web", "members/web")]
+    assert all(c["persist-credentials"] is False for c in checkouts)
+    [propose] = [s for s in job["steps"] if s.get("with", {}).get("mode") == "propose"]
+    assert propose["with"]["github-token"] == "${{ steps.app.outputs.token }}"  # never the workflow's own
+
+
+def test_the_org_action_refuses_to_propose_without_a_token_or_two_members(tmp_path):
+    env = {"PATH": os.environ["PATH"], "RUNNER_TEMP": str(tmp_path), "GITHUB_STEP_SUMMARY": str(tmp_path / "s"),
+           "GITHUB_OUTPUT": str(tmp_path / "o"), "MODE": "propose", "MEMBERS_DIR": str(tmp_path / "members"),
+           "GITHUB_TOKEN": "", "RULES": "[]"}
+    done = subprocess.run(["bash", str(ACTIONS / "org" / "org.sh")], env=env, capture_output=True, text=True)
+    assert done.returncode == 2 and "github-token" in done.stdout
+    (tmp_path / "members" / "api").mkdir(parents=True)
+    done = subprocess.run(["bash", str(ACTIONS / "org" / "org.sh")], env={**env, "GITHUB_TOKEN": "t"},
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and "two member" in done.stdout
+
+
 def test_an_ordinary_repository_gets_no_org_workflow(tmp_path):
     init_mod.apply(init_mod.plan(tmp_path, actions_sha="0" * 40))
     assert not (tmp_path / init_mod.ORG_WORKFLOW).exists()
+    assert not (tmp_path / init_mod.ORG_PROMOTE_WORKFLOW).exists()
 
 
 def test_the_org_action_installs_from_its_own_source_and_checks_every_rule_file_name():
