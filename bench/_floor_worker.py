@@ -67,6 +67,20 @@ def replay_sample_factory(scenario: Path, sandbox: str):
     return sample
 
 
+def without_the_kernel_trace() -> None:
+    """For the trace's share of a sample: the trial's sandbox starts without strace around it.
+
+    A counterfactual for this bench only (a replay without its trace could not be scored by ``ran``
+    checks; the floor scenario's check is ``succeeds``, which runs its own command)."""
+    from bot.replay import sandbox, session
+
+    class Untraced(session.Session):
+        def __init__(self, backend, plan, *, cwd, python, trace_dir):
+            super().__init__(backend, plan, cwd=cwd, python=python, trace_dir=None)
+
+    sandbox.Session = Untraced
+
+
 def measure(sample, n: int, width: int) -> dict:
     """``n`` samples, ``width`` at once; per-sample wall and CPU."""
     sample(0)  # warm: shims, caches, the baseline template
@@ -86,7 +100,7 @@ def measure(sample, n: int, width: int) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("what", choices=["floor", "isolated", "replay"])
+    parser.add_argument("what", choices=["floor", "isolated", "replay", "untraced"])
     parser.add_argument("--scenario", type=Path, required=True)
     parser.add_argument("--n", type=int, default=16)
     parser.add_argument("--width", type=int, default=1)
@@ -98,6 +112,8 @@ def main() -> None:
     elif args.what == "isolated":
         out = measure(lambda i: isolated_sample(args.scenario / "repo"), args.n, args.width)
     else:
+        if args.what == "untraced":
+            without_the_kernel_trace()
         out = measure(replay_sample_factory(args.scenario, args.sandbox), args.n, args.width)
     import bot
 

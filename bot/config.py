@@ -17,8 +17,10 @@ from bot._util import records, yamlfile
 from bot.errors import BadInput
 
 if TYPE_CHECKING:
+    from bot.change import Tree
     from bot.model.llm import LLM
     from bot.playbook.org import OrgTier as Tier
+    from bot.playbook.store import Playbook
     from bot.replay.engine import ReplayOptions
     from bot.settings import Environment
 
@@ -159,6 +161,8 @@ class OrgSource(_Section):
     def _one_place(self) -> "OrgSource":
         if (self.path is None) == (self.repo is None):
             raise ValueError("give `path` (a folder) or `repo` with `ref` (OWNER/NAME pinned to a 40-hex commit)")
+        if self.repo is not None and self.repo.split("/")[1] in (".", ".."):
+            raise ValueError(f"`repo: {self.repo}` is no repository name: give OWNER/NAME")
         if self.repo is not None and self.ref is None:
             raise ValueError(f"`repo: {self.repo}` needs `ref`: the 40-hex commit it is pinned to")
         return self
@@ -328,8 +332,13 @@ def replay_options(settings: Settings, env: "Environment", *, model: str, runs_d
                          **given)
 
 
-def org_tier(settings: Settings) -> "Tier | None":
-    """The org tier this repository takes (``org:``), read from where it is checked out; None without one."""
+def org_tier(settings: Settings, tree: "Tree | None" = None) -> "Tier | None":
+    """The org tier this repository takes (``org:``), read from where it is checked out; None without one.
+
+    With ``tree`` (a commit's files, as the GitHub gate reads the base), an ``org: {path: …}`` inside the
+    repository is read from that tree too, never from a checkout the PR shaped; a pinned ``repo`` is read
+    from its own checkout under ``.replaybook/org/``, which no commit of this repository holds.
+    """
     from bot.playbook import org as org_mod
 
     link = settings.config.org
@@ -337,4 +346,35 @@ def org_tier(settings: Settings) -> "Tier | None":
         return None
     folder = link.folder(settings.root)
     budget = link.budget_bytes or org_mod.budget_for(settings.config.render)
-    return org_mod.OrgTier(link.label, org_mod.load_rules(folder, link.label), dict(link.decline), budget)
+    rel = _inside(folder, settings.root) if tree is not None and link.path is not None else None
+    if rel is not None:
+        from bot.playbook.store import Playbook
+
+        rules = Playbook("playbook" if rel == "." else f"{rel}/playbook", root=settings.root, tree=tree).admitted()
+    else:
+        rules = org_mod.load_rules(folder, link.label)
+    return org_mod.OrgTier(link.label, rules, dict(link.decline), budget)
+
+
+def _inside(folder: Path, root: Path) -> str | None:
+    """``folder`` relative to ``root`` (posix), or None when it lies outside."""
+    import os
+
+    rel = os.path.relpath(os.path.normpath(folder), os.path.normpath(root))
+    return None if rel == ".." or rel.startswith("../") else Path(rel).as_posix()
+
+
+def playbook(settings: Settings, *, folder: "Path | str | None" = None, root: Path | None = None,
+             tree: "Tree | None" = None, incidents: Any = None, cap: int | None = None) -> "Playbook":
+    """The repository's playbook under ``settings``, with the org tier it takes attached.
+
+    Every reader of the text agents read (rendering, the gate's prompts, the instruction check, the
+    maintenance, hits and rule PRs) builds it here, so none leaves the tier out (docs/org.md). ``folder``
+    defaults to ``paths.playbook``; with ``tree`` it is the playbook's path relative to ``root``.
+    """
+    from bot.playbook.store import Playbook
+
+    root = settings.root if root is None else Path(root)
+    folder = settings.path("playbook") if folder is None else folder
+    return Playbook(folder, root=root, cap=settings.cap if cap is None else cap, incidents=incidents, tree=tree,
+                    half_life_days=settings.config.health.half_life_days, org=org_tier(settings, tree))

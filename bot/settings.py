@@ -43,11 +43,11 @@ VARIABLES: dict[str, str] = {
     # set-up
     "REPLAYBOOK_ACTIONS_SHA": "the commit `init` pins the actions to (default: the release's, else the build's)",
     # GitHub (the workflows set these)
-    "GITHUB_TOKEN": "the token of `replaybook github handle`",
+    "GITHUB_TOKEN": "the token of `replaybook github handle` and `replaybook org propose --pr`",
     "GITHUB_API_URL": "the REST API (GitHub Enterprise Server)",
     "GITHUB_STEP_SUMMARY": "the job summary file",
     "GITHUB_SERVER_URL": "links to the run",
-    "GITHUB_REPOSITORY": "links to the run",
+    "GITHUB_REPOSITORY": "links to the run; the org repository `replaybook org propose --pr` opens its PR on",
     "GITHUB_RUN_ID": "links to the run",
     "REPLAYBOOK_OPEN_PRS": "`1`: the handler may open PRs (needs a GitHub App token: events caused by "
                            "`GITHUB_TOKEN` start no workflows)",

@@ -49,5 +49,12 @@ case "$MODE" in
     fi
     exit "$status"
     ;;
-  *) echo "::error::mode must be plan, share or decide"; exit 2 ;;
+  propose)
+    [ -n "$GITHUB_TOKEN" ] || { echo "::error::propose needs github-token (the App's: a PR opened with the workflow's token starts no org gate)"; exit 2; }
+    members=()
+    for dir in "$MEMBERS_DIR"/*/; do if [ -d "$dir" ]; then members+=(--member "${dir%/}"); fi; done
+    [ ${#members[@]} -ge 4 ] || { echo "::error::propose needs at least two member checkouts under $MEMBERS_DIR"; exit 2; }
+    "$rb" org propose "${members[@]}" --pr | tee -a "$GITHUB_STEP_SUMMARY"
+    ;;
+  *) echo "::error::mode must be plan, share, decide or propose"; exit 2 ;;
 esac

@@ -78,7 +78,8 @@ def command(ctx: click.Context, rule_file: Path, playbook_dir: Path | None, suit
         raise BadInput(f"{rule_file}: no such rule file")
     book = open_playbook(ctx)
     if playbook_dir is not None:
-        book = Playbook(playbook_dir, root=settings.root, cap=settings.cap, incidents=book.incidents)
+        book = Playbook(playbook_dir, root=settings.root, cap=settings.cap, incidents=book.incidents, org=book.org,
+                        half_life_days=book.half_life_days)
     chosen = list(dict.fromkeys(agents)) or settings.config.replay.agents or ["builtin"]
     agent = chosen[0]
     key_var, key, _ = config_mod.for_agent(ctx.obj.env, agent)  # the screen model may be real when the agent's is not

@@ -140,21 +140,53 @@ def _verdict(doc: dict, report_file: Path | None, as_json: bool, *, share: bool 
 @click.option("--min-members", type=click.IntRange(2, 100), default=2, show_default=True,
               help="Members a rule must be admitted in before it is proposed for the org tier.")
 @click.option("--write", is_flag=True, help="Write the proposals into the org repository's playbook/proposed/.")
+@click.option("--pr", "as_pr", is_flag=True, help="Open (or bring up to date) one PR on this org repository "
+              "holding the proposals, as a workflow does (GITHUB_TOKEN, GITHUB_REPOSITORY).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of markdown.")
 @click.pass_context
-def propose(ctx: click.Context, members: tuple[Path, ...], min_members: int, write: bool, as_json: bool) -> None:
+def propose(ctx: click.Context, members: tuple[Path, ...], min_members: int, write: bool, as_pr: bool,
+            as_json: bool) -> None:
     """Propose for the org tier each rule admitted in at least 2 members, twins merged, with its evidence."""
     settings = ctx.obj.settings
     roots = _members(settings, members)
     book = _org_book(settings)
     today = datetime.now(timezone.utc).date()
     plan = promotion.plan(book, {Path(r).resolve().name: Path(r).resolve() for r in roots}, min_members, today)
+    if write and as_pr:
+        raise BadInput("give --write (this checkout) or --pr (a PR on the org repository), not both")
     if write:
         book.apply(plan.change)
+    if as_pr:
+        outcome = _promotion_pr(settings, plan)
+        click.echo(f"{outcome.status}: {outcome.summary}" + (f" ({outcome.url})" if outcome.url else ""), err=True)
     if as_json:
         emit_json(plan.as_dict())
     else:
         click.echo(plan.markdown(), nl=False)
+
+
+def _promotion_pr(settings: config_mod.Settings, plan: promotion.Promotion):
+    """The proposals as one PR on GITHUB_REPOSITORY (the org repository), through the port."""
+    from bot import settings as settings_mod
+    from bot.cli.github import _float_env
+    from bot.github.adapter import PyGithubAdapter
+    from bot.github.context import RunContext
+    from bot.github.promotion import promotion_pr
+
+    token, repo = settings_mod.get("GITHUB_TOKEN"), settings_mod.get("GITHUB_REPOSITORY") or ""
+    if not token:
+        raise BadInput("GITHUB_TOKEN is not set; give the job a token with contents and pull-requests: write")
+    if "/" not in repo:
+        raise BadInput(f"repository {repo!r} is not owner/name; set GITHUB_REPOSITORY to the org repository")
+    throttle = _float_env("REPLAYBOOK_GITHUB_THROTTLE", 1.0)
+    port = PyGithubAdapter(repo, token, settings_mod.get("GITHUB_API_URL"),
+                           backoff=_float_env("REPLAYBOOK_GITHUB_BACKOFF", 1.0),
+                           seconds_between_requests=0.25 * throttle, seconds_between_writes=1.0 * throttle,
+                           bot_logins=settings.config.github.bot_logins)
+    try:
+        return promotion_pr(RunContext(port, settings.root, settings), plan)
+    finally:
+        port.close()
 
 
 def _source(settings: config_mod.Settings) -> str:

@@ -18,14 +18,7 @@ from bot.playbook.store import STATES, Playbook
 
 def open_playbook(ctx: click.Context) -> Playbook:
     settings = ctx.obj.settings
-    return Playbook(
-        settings.path("playbook"),
-        root=settings.root,
-        cap=settings.cap,
-        incidents=IncidentStore(settings.path("incidents")),
-        half_life_days=settings.config.health.half_life_days,
-        org=config_mod.org_tier(settings),
-    )
+    return config_mod.playbook(settings, incidents=IncidentStore(settings.path("incidents")))
 
 
 def _today(value: str | None) -> date:

@@ -186,10 +186,10 @@ def admission_change(ctx: RunContext, proposal: Any, rule_id: str) -> Change:
     does not load gets the rule file alone: the gate and the invariant check say
     what is broken.
     """
-    from bot.playbook.store import Playbook
+    from bot import config as config_mod
 
     settings = ctx.settings
-    book = Playbook(settings.path("playbook"), root=ctx.root, cap=settings.cap)
+    book = config_mod.playbook(settings, root=ctx.root)
     folder = book.rel
     proposed = f"{folder}/proposed/{proposal.id}.yaml"
     text = proposal.files.files[proposed]

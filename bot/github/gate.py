@@ -115,15 +115,16 @@ class PrGate:
         It is read from the base commit's git objects, never from a folder the
         PR could have shaped; the scenarios and the incidents are the head's.
         """
+        from bot import config as config_mod
         from bot.incident.store import IncidentStore
-        from bot.playbook.store import Playbook
 
         settings = settings or self.settings
         folder = settings.config.paths.playbook.strip("/")
         rewritten = Change({f"{folder}/rules/{Path(name).name}": None for name in names})
         tree = OverlayTree(playbook_diff.GitTree(self.git, base_sha), rewritten)
-        return Playbook(folder, root=self.root, cap=settings.cap, tree=tree,
-                        incidents=IncidentStore(settings.path("incidents")))
+        # The base's org tier too: its replays read what agents read, the org block first (docs/org.md).
+        return config_mod.playbook(settings, folder=folder, root=self.root, tree=tree,
+                                   incidents=IncidentStore(settings.path("incidents")))
 
     def __call__(self, action: GateRulePr) -> GateVerdict:
         change = self.change(action.base_sha or "")

@@ -52,10 +52,10 @@ def record_hits(action: RecordHits, ctx: RunContext) -> list[Outcome]:
         for commit in ctx.port.commits_since(f"{since.isoformat()}T00:00:00Z", login):
             if commit.date:
                 note(commit.message, date.fromisoformat(commit.date[:10]), f"commit {commit.sha[:12]}")
-    from bot.playbook.store import Playbook
+    from bot import config as config_mod
 
     try:
-        book = Playbook(ctx.settings.path("playbook"), root=ctx.root, cap=ctx.settings.cap)
+        book = config_mod.playbook(ctx.settings, root=ctx.root)
         planned = playbook_changes.hits(book, {r: day for r, (day, _) in seen.items()},
                                         {r: where for r, (_, where) in seen.items()})
     except BadInput as exc:  # a broken rule file: the invariant check reports it; no hit is safe to write

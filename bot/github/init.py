@@ -46,6 +46,8 @@ WORKFLOWS = {name: f".github/workflows/replaybook-{name}.yml" for name in ACTION
 ISSUE_FORM = ".github/ISSUE_TEMPLATE/incident.yml"
 #: the org repository's gate (docs/org.md): written only where `org_tier` lists members pinned on GitHub
 ORG_WORKFLOW = ".github/workflows/replaybook-org-admit.yml"
+#: the org repository's promotion: a weekly PR of the rules its members admitted (docs/org.md)
+ORG_PROMOTE_WORKFLOW = ".github/workflows/replaybook-org-promote.yml"
 BOT_PREFIX = "replaybook"  # config github.bot_workflow_prefixes: never captured
 
 State = Literal["missing", "current", "stale", "modified", "conflict", "present"]
@@ -234,7 +236,9 @@ def render(root: Path, *, local_actions: bool = False, watched: list[str] | None
                "uses": uses(local_actions, actions_sha), "watched": watched,
                "watched_found": found, "incident_label": cfg.labels.incident, "scenarios_dir": cfg.paths.scenarios,
                "agent_model": cfg.models.agent, "playbook_dir": cfg.paths.playbook.strip("/"),
-               "defaults": config_mod.Config()}
+               "defaults": config_mod.Config(),
+               # a member pinned to an org repository: its admit and distill jobs check the tier out (docs/org.md)
+               "org_repo": bool(cfg.org is not None and cfg.org.repo)}
     out: list[tuple[str, str, bool]] = []
 
     def managed(path: str, template: str, kind: str) -> None:
@@ -249,6 +253,7 @@ def render(root: Path, *, local_actions: bool = False, watched: list[str] | None
     if pinned:  # an org repository: its gate fans out over the members pinned on GitHub
         context["members"] = pinned
         managed(ORG_WORKFLOW, "replaybook-org-admit.yml.j2", "yaml")
+        managed(ORG_PROMOTE_WORKFLOW, "replaybook-org-promote.yml.j2", "yaml")
     out.append((f"{cfg.paths.scenarios}/README.md", _templates.get_template("scenarios-README.md.j2").render(**context),
                 False))
     out.append((config_mod.FILENAME, _templates.get_template("replaybook.yml.j2").render(**context), False))

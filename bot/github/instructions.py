@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from bot import config as config_mod
 from bot._util import yamlfile
 from bot.errors import BadInput
 from bot.github.playbook_diff import _LINK_MODES, Git, GitTree, Meaning
@@ -62,8 +63,13 @@ def judge(git: Git, fork_point: str, head: str, change: Meaning) -> Findings:
     found = Findings()
     changed = _changed(git, fork_point, head)
     found.deleted = _deleted_rules(git, head, change)
-    book = Playbook(change.head_config.paths.playbook.strip("/") or ".", root=git.root, tree=GitTree(git, head))
+    found.differs += _moved_pin(change)
+    folder = change.head_config.paths.playbook.strip("/") or "."
+    book = Playbook(folder, root=git.root, tree=GitTree(git, head))
     try:
+        # The head's org tier too: its block is part of the rendering the PR's files must equal (docs/org.md).
+        settings = config_mod.Settings(git.root, change.head_config, None)
+        book = config_mod.playbook(settings, folder=folder, root=git.root, tree=GitTree(git, head))
         rules = book.admitted()
     except BadInput as exc:
         rules = None
@@ -97,6 +103,18 @@ def judge(git: Git, fork_point: str, head: str, change: Meaning) -> Findings:
             found.unproven.append(f"{rel}: {_why_unproven(rel, git.show(fork_point, rel) is None)}")
     found.differs += _over_limits(git, head, changed, handled | {g.rel for g in generated})
     return found
+
+
+def _moved_pin(change: Meaning) -> list[str]:
+    """A PR that adds or moves an ``org: {repo, ref}`` pin: the workflow checks out the base's pin (the PR never
+    picks the tier its gate replays with), so the head's tier is not there to render against."""
+    base, head = change.base_config.org, change.head_config.org
+    if head is None or head.repo is None or (base is not None and (base.repo, base.ref) == (head.repo, head.ref)):
+        return []
+    was = f" from {base.label}" if base is not None else ""
+    return [f".replaybook.yml: field `org`: the PR moves the org tier{was} to {head.label}; the gate reads the "
+            "base's pin, never the PR's, so it cannot judge a rendering of the new tier: move the pin in a PR of "
+            "its own that a maintainer reviews and merges (docs/org.md)"]
 
 
 def _over_limits(git: Git, head: str, changed: set[str], generated: set[str]) -> list[str]:

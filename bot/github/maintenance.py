@@ -22,12 +22,12 @@ MAINTENANCE_MARKER = marker(MAINTENANCE_KEY)
 
 
 def check_invariants(action: CheckPlaybookInvariants, ctx: RunContext) -> list[Outcome]:
-    from bot.playbook.store import Playbook
+    from bot import config as config_mod
 
     settings, root = ctx.settings, ctx.root
     store = IncidentStore(settings.path("incidents"))
     sections = [root / s for s in settings.config.sections]
-    book = Playbook(settings.path("playbook"), root=root, cap=settings.cap, incidents=store)
+    book = config_mod.playbook(settings, root=root, incidents=store)
     from bot.playbook import check as check_mod
 
     # The same check as `replaybook playbook check`, less the do-nothing control replay (this job runs no

@@ -60,10 +60,10 @@ def run(action: Retest, ctx: RunContext, *, replay=None, allow_simulated: bool =
     ``replay`` (tests) replaces the options read from the environment; ``allow_simulated`` is for tests
     only: no command and no workflow can set it, so on GitHub a simulated re-test is always refused.
     """
+    from bot.config import playbook as open_playbook
     from bot.config import replay_options
     from bot.gate import decision as gate_mod
     from bot.health import redundancy
-    from bot.playbook.store import Playbook
     from bot.settings import Environment
 
     config = ctx.settings.config
@@ -80,7 +80,7 @@ def run(action: Retest, ctx: RunContext, *, replay=None, allow_simulated: bool =
     if replay.simulated and not allow_simulated:
         return [Outcome(action.kind, "failed", "re-test refused: the simulated model cannot show a real rule is "
                                                "redundant; set models.agent to a real model and ANTHROPIC_API_KEY")]
-    book = Playbook(ctx.settings.path("playbook"), root=ctx.root, cap=ctx.settings.cap)
+    book = open_playbook(ctx.settings, root=ctx.root)
     opts = gate_mod.GateOptions(replay=replay, max_cost_usd=config.health.retest_max_cost_usd,
                                 cache_dir=ctx.settings.path("cache"))
     try:

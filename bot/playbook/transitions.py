@@ -175,7 +175,7 @@ def maintenance(book: "Playbook", files: list[Path], on: date, render: list[str]
         if synced:
             fixed.append("syncs the playbook section of " + ", ".join(synced))
     after = pb.Playbook(book.rel, root=book.root, cap=book.cap, incidents=book.incidents,
-                        tree=OverlayTree(book.tree, change))
+                        tree=OverlayTree(book.tree, change), half_life_days=book.half_life_days, org=book.org)
     left: list[str] = []
     if render and change is not None:
         from bot.playbook.render.maintenance import rendered_fixes

@@ -24,7 +24,9 @@ import selectors
 import socket
 import subprocess
 import tempfile
+import threading
 import time
+from collections import deque
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -51,7 +53,12 @@ class Session:
         self.dead = False
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         status_r, status_w = os.pipe()
-        self._stderr = tempfile.TemporaryFile()
+        # The session's stderr is a pipe drained into a bounded tail, never a host file: bwrap's own init
+        # (pid 1 inside) holds it, and a call could reach it through /proc/1/fd/2 and grow the file past
+        # every bound. Only start-up errors quote it, and no call has run before start-up ends.
+        err_r, err_w = os.pipe()
+        self._stderr: deque[bytes] = deque(maxlen=8)
+        self._drain = threading.Thread(target=_drain, args=(err_r, self._stderr), daemon=True)
         try:
             argv = [python, "-I", "-S", "-B", "-c", EXECUTOR_SOURCE, str(theirs.fileno()), executor_mod.MARKER]
             host_argv, host_env = backend.command(argv, cwd=str(cwd), env={"PATH": "/usr/bin:/bin"}, plan=plan,
@@ -59,11 +66,13 @@ class Session:
             if trace_dir is not None:
                 host_argv = kernel_trace.command(host_argv, trace_dir)
             self.proc = subprocess.Popen(host_argv, cwd=cwd, env=host_env, stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.DEVNULL, stderr=self._stderr, start_new_session=True,
+                                         stdout=subprocess.DEVNULL, stderr=err_w, start_new_session=True,
                                          pass_fds=(status_w, theirs.fileno()))
         finally:
             os.close(status_w)
+            os.close(err_w)
             theirs.close()
+        self._drain.start()
         with LIVE_LOCK:
             LIVE.add(self.proc.pid)
         self.sock = ours
@@ -101,8 +110,8 @@ class Session:
         raise InfrastructureError(why.format(rc=rc, err=err))
 
     def _stderr_tail(self) -> str:
-        self._stderr.seek(0)
-        return self._stderr.read()[-400:].decode("utf-8", errors="replace").strip()
+        self._drain.join(timeout=1)
+        return b"".join(self._stderr)[-400:].decode("utf-8", errors="replace").strip()
 
     # -- calls ------------------------------------------------------------------------------
     def run(self, argv: Sequence[str], *, cwd: str, env: Mapping[str, str], stdin: str | bytes | None,
@@ -225,8 +234,15 @@ class Session:
         kill_group(self.proc.pid)
         with LIVE_LOCK:
             LIVE.discard(self.proc.pid)
-        self._stderr.close()
+        self._drain.join(timeout=1)
         self.dead = True
+
+
+def _drain(fd: int, tail: deque[bytes]) -> None:
+    """Read the session's stderr to its end, keeping only the last few chunks."""
+    with os.fdopen(fd, "rb", buffering=0) as pipe:
+        while chunk := pipe.read(1 << 16):
+            tail.append(chunk)
 
 
 def _count(pid: int) -> int:

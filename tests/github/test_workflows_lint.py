@@ -104,9 +104,43 @@ def test_the_org_repositorys_gate_workflow_passes_both_linters_and_fans_out_read
     assert doc["jobs"]["org-admit"]["needs"] == ["plan", "member"]
 
 
+@pytest.mark.parametrize("local_actions", [False, True])
+def test_the_org_promotion_workflow_reads_members_and_opens_its_pr_as_the_app(tmp_path, local_actions):
+    (tmp_path / ".replaybook.yml").write_text(ORG_CONFIG, encoding="utf-8")
+    init_mod.apply(init_mod.plan(tmp_path, local_actions=local_actions, actions_sha="0" * 40))
+    path = tmp_path / init_mod.ORG_PROMOTE_WORKFLOW
+    if local_actions:
+        shutil.copytree(ACTIONS, tmp_path / "actions")
+    _clean(zizmor(path))
+    _clean(actionlint(path))
+    doc = _load(path)
+    assert doc["permissions"] == {} and set(doc["jobs"]) == {"propose"}
+    job = doc["jobs"]["propose"]
+    assert job["permissions"] == {"contents": "read"}  # the PR is the App's write
+    checkouts = [s["with"] for s in job["steps"] if s.get("uses", "").startswith("actions/checkout@")]
+    assert [(c.get("repository"), c.get("path")) for c in checkouts[1:]] == [("acme/api", "members/api"),
+                                                                            ("acme/web", "members/web")]
+    assert all(c["persist-credentials"] is False for c in checkouts)
+    [propose] = [s for s in job["steps"] if s.get("with", {}).get("mode") == "propose"]
+    assert propose["with"]["github-token"] == "${{ steps.app.outputs.token }}"  # never the workflow's own
+
+
+def test_the_org_action_refuses_to_propose_without_a_token_or_two_members(tmp_path):
+    env = {"PATH": os.environ["PATH"], "RUNNER_TEMP": str(tmp_path), "GITHUB_STEP_SUMMARY": str(tmp_path / "s"),
+           "GITHUB_OUTPUT": str(tmp_path / "o"), "MODE": "propose", "MEMBERS_DIR": str(tmp_path / "members"),
+           "GITHUB_TOKEN": "", "RULES": "[]"}
+    done = subprocess.run(["bash", str(ACTIONS / "org" / "org.sh")], env=env, capture_output=True, text=True)
+    assert done.returncode == 2 and "github-token" in done.stdout
+    (tmp_path / "members" / "api").mkdir(parents=True)
+    done = subprocess.run(["bash", str(ACTIONS / "org" / "org.sh")], env={**env, "GITHUB_TOKEN": "t"},
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and "two member" in done.stdout
+
+
 def test_an_ordinary_repository_gets_no_org_workflow(tmp_path):
     init_mod.apply(init_mod.plan(tmp_path, actions_sha="0" * 40))
     assert not (tmp_path / init_mod.ORG_WORKFLOW).exists()
+    assert not (tmp_path / init_mod.ORG_PROMOTE_WORKFLOW).exists()
 
 
 def test_the_org_action_installs_from_its_own_source_and_checks_every_rule_file_name():
@@ -299,3 +333,103 @@ def test_comment_commands_run_with_least_privilege_and_never_read_the_comment_in
     for expression in re.findall(r"\$\{\{(.*?)\}\}", text):
         assert "comment.body" not in expression and "issue.title" not in expression and "issue.body" not in expression
     assert "comment.id" in doc["concurrency"]["group"]  # one group per comment: a pending run is never cancelled
+
+# -- a member pinned to an org repository (issue 31): its admit and distill jobs check the org tier out
+# read-only, at the commit the base's committed .replaybook.yml pins, where the config reads it (docs/org.md)
+
+MEMBER_REF = "c" * 40
+MEMBER = f"org: {{repo: acme/playbook, ref: {MEMBER_REF}}}\n"
+
+
+def _member_init(tmp_path, config: str, local_actions: bool = False):
+    (tmp_path / ".replaybook.yml").write_text(config, encoding="utf-8")
+    init_mod.apply(init_mod.plan(tmp_path, local_actions=local_actions, actions_sha="0" * 40))
+    return {name: tmp_path / init_mod.WORKFLOWS[name] for name in ("admit", "distill")}
+
+
+def _org_steps(path):
+    steps = [s for job in _load(path)["jobs"].values() for s in job.get("steps", [])]
+    read = [i for i, s in enumerate(steps) if s.get("id") == "org"]
+    return steps, read
+
+
+@pytest.mark.parametrize("local_actions", [False, True])
+def test_a_members_admit_and_distill_check_out_the_tier_read_only_and_pass_both_linters(tmp_path, local_actions):
+    paths = _member_init(tmp_path, MEMBER, local_actions)
+    if local_actions:
+        shutil.copytree(ACTIONS, tmp_path / "actions")
+    for name, path in paths.items():
+        _clean(zizmor(path))
+        _clean(actionlint(path))
+        steps, (i,) = _org_steps(path)
+        checkout = steps[i + 1]
+        assert checkout["uses"].startswith("actions/checkout@") and checkout["if"] == "steps.org.outputs.repo != ''"
+        assert checkout["with"] == {
+            "repository": "${{ steps.org.outputs.repo }}", "ref": "${{ steps.org.outputs.ref }}",
+            "path": ".replaybook/org/${{ steps.org.outputs.repo }}",
+            "token": "${{ secrets.REPLAYBOOK_ORG_TOKEN || github.token }}", "persist-credentials": False}
+        assert "${{" not in steps[i]["run"]
+        first = next(j for j, s in enumerate(steps) if s.get("uses", "").startswith("actions/checkout@"))
+        assert first < i, f"{name}: the repository's own checkout comes first (it would clean the tier away)"
+        job = next(j for j in _load(path)["jobs"].values() if steps[i] in j.get("steps", []))
+        assert job["permissions"].get("contents") in ("read", "write")
+        assert "read" == job["permissions"]["contents"] or name == "distill"
+
+
+def test_an_ordinary_repository_gets_no_org_checkout(tmp_path):
+    for path in _member_init(tmp_path, "cap: 30\n").values():
+        assert _org_steps(path)[1] == []
+
+
+def _read_step(tmp_path, config: str, env: dict | None = None) -> tuple[subprocess.CompletedProcess, object]:
+    """The step that reads the pin, run by bash in a folder holding ``config`` as its .replaybook.yml."""
+    (tmp_path / "init").mkdir(exist_ok=True)
+    steps, (i,) = _org_steps(_member_init(tmp_path / "init", MEMBER)["admit"])
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    (work / ".replaybook.yml").write_text(config, encoding="utf-8")
+    out = tmp_path / "out"
+    out.write_text("")
+    temp = tmp_path / "runner-temp"
+    temp.mkdir(exist_ok=True)
+    return subprocess.run(["bash", "-e", "-c", steps[i]["run"]], cwd=work, capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", "GITHUB_OUTPUT": str(out), "RUNNER_TEMP": str(temp),
+                               **(env or {})}), out
+
+
+def test_the_pin_is_read_from_the_committed_config_and_passed_on(tmp_path):
+    done, out = _read_step(tmp_path, MEMBER)
+    assert done.returncode == 0, done.stderr
+    assert out.read_text() == f"repo=acme/playbook\nref={MEMBER_REF}\n"
+
+
+def test_on_a_pr_the_pin_is_the_base_commits_never_the_prs(tmp_path):
+    from support.github import git
+
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / ".replaybook.yml").write_text(MEMBER, encoding="utf-8")
+    git(work, "init", "-q", "-b", "main")
+    git(work, "add", "-A")
+    git(work, "commit", "-qm", "base")
+    base = git(work, "rev-parse", "HEAD")
+    moved = MEMBER.replace("acme/playbook", "mallory/tier").replace(MEMBER_REF, "e" * 40)
+    done, out = _read_step(tmp_path, moved, {"BASE_SHA": base})  # the PR's head moves the pin
+    assert done.returncode == 0, done.stderr
+    assert out.read_text() == f"repo=acme/playbook\nref={MEMBER_REF}\n"
+    done, out = _read_step(tmp_path, moved, {"BASE_SHA": "$(touch pwned)"})
+    assert done.returncode == 2 and out.read_text() == "" and not (work / "pwned").exists()
+
+
+@pytest.mark.parametrize("config", [
+    f"org: {{repo: '../..', ref: {MEMBER_REF}}}\n",
+    f"org: {{repo: 'acme/..', ref: {MEMBER_REF}}}\n",
+    f"org: {{repo: 'acme/x$(touch pwned)', ref: {MEMBER_REF}}}\n",
+    f"org: {{repo: \"acme/x\\nref={'d' * 40}\", ref: {MEMBER_REF}}}\n",
+    "org: {repo: acme/playbook, ref: main}\n",
+    "org: {repo: acme/playbook}\n",
+], ids=["dotdot", "name-dotdot", "subshell", "newline", "branch", "no-ref"])
+def test_a_pin_that_is_not_owner_name_at_a_commit_fails_the_step_and_passes_nothing_on(tmp_path, config):
+    done, out = _read_step(tmp_path, config)
+    assert done.returncode == 2 and "::error file=.replaybook.yml::" in done.stdout, (done.stdout, done.stderr)
+    assert out.read_text() == "" and not (tmp_path / "work" / "pwned").exists()

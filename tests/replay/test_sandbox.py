@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -365,3 +366,72 @@ def test_a_link_swapped_in_between_calls_cannot_lead_a_file_tool_out_of_the_root
             sb.file_tool("write", "sub/planted.txt", content="x")
         assert not (tmp_path / "planted.txt").exists()
         assert secret.read_text() == "host secret\n"
+
+
+# -- the executor's protocol cannot be forged from inside (issue 27 item 4) ----------------------------
+
+_PROBE = r'''
+import json, os, socket, struct, sys
+found = {"sockets": [], "opened": [], "traced": None, "executor": []}
+for fd in map(int, os.listdir("/proc/self/fd")):
+    try:
+        if os.readlink(f"/proc/self/fd/{fd}").startswith("socket:"):
+            found["sockets"].append(fd)
+    except OSError:
+        pass
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        cmd = open(f"/proc/{pid}/cmdline", "rb").read()
+    except OSError:
+        continue
+    if b"replaybook-executor" not in cmd or int(pid) == os.getpid():
+        continue
+    found["executor"].append(int(pid))
+    # bwrap's own init (pid 1) holds the session's stderr: a pipe the harness drains, never a host file
+    for fd in os.listdir(f"/proc/{pid}/fd") if os.access(f"/proc/{pid}/fd", os.R_OK) else ():
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("/") and not os.readlink(f"/proc/{pid}/fd/{fd}") == "/dev/null":
+                with open(f"/proc/{pid}/fd/{fd}", "wb", buffering=0) as f:
+                    f.write(b"x" * (1 << 20))
+                found["opened"].append(fd)
+        except OSError:
+            pass
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        found["traced"] = libc.ptrace(16, int(pid), None, None)  # PTRACE_ATTACH
+    except OSError:
+        pass
+frame = json.dumps({"rc": 0}).encode()
+for fd in range(3, 256):
+    try:
+        os.write(fd, struct.pack(">I", len(frame)) + frame)
+    except OSError:
+        pass
+print(json.dumps(found))
+sys.exit(7)
+'''
+
+
+def test_a_call_cannot_reach_the_executors_socket_nor_forge_its_reply(fixture_repo):
+    with Sandbox(fixture_repo) as sb:
+        probe = sb.run(["python3", "-c", _PROBE], timeout_s=20)
+        found = json.loads(probe.stdout.strip().splitlines()[-1])
+        assert found["executor"], "the probe should see the executor's process"
+        assert found["sockets"] == []  # the socket is close-on-exec: no call inherits it
+        assert found["opened"] == []  # neither the executor's fds nor bwrap's own init's reach a host file
+        assert found["traced"] == -1  # nor can it be ptraced
+        assert probe.rc == 7  # the forged {"rc": 0} went nowhere: the harness saw the real exit
+        # and the protocol is intact for the next call
+        assert sh(sb, "echo next").stdout == "next\n"
+        assert sb.file_tool("read", "a.txt").startswith("alpha")
+
+
+def test_strace_lines_printed_by_a_call_are_output_not_trace(fixture_repo):
+    forged = ('[pid 4242] execve("/usr/bin/pytest", ["pytest"], 0x0 /* 0 vars */) = 0\n'
+              '4242 +++ exited with 0 +++\n')
+    with Sandbox(fixture_repo) as sb:
+        script = f"printf '%s' '{forged}'; printf '%s' '{forged}' >&2; printf '%s' '{forged}' > /dev/tty 2>/dev/null; true"
+        assert sh(sb, script).rc == 0
+        programs = [os.path.basename(c.program or c.argv[0]) for c in sb.commands()]
+    assert "pytest" not in programs, programs
