@@ -82,16 +82,21 @@ ORG_CONFIG = ("org_tier:\n  members:\n    api: {repo: acme/api, ref: " + "a" * 4
               "    web: {repo: acme/web, ref: " + "b" * 40 + "}\n    local: {path: ../local}\n")
 
 
-@pytest.mark.parametrize("local_actions", [False, True])
-def test_the_org_repositorys_gate_workflow_passes_both_linters_and_fans_out_read_only(tmp_path, local_actions):
+def _linted_org_workflow(tmp_path: Path, workflow: str, local_actions: bool) -> dict:
+    """``init`` in an org repository; ``workflow`` must pass zizmor and actionlint; its parsed YAML."""
     (tmp_path / ".replaybook.yml").write_text(ORG_CONFIG, encoding="utf-8")
     init_mod.apply(init_mod.plan(tmp_path, local_actions=local_actions, actions_sha="0" * 40))
-    path = tmp_path / init_mod.ORG_WORKFLOW
+    path = tmp_path / workflow
     if local_actions:
         shutil.copytree(ACTIONS, tmp_path / "actions")
     _clean(zizmor(path))
     _clean(actionlint(path))
-    doc = _load(path)
+    return _load(path)
+
+
+@pytest.mark.parametrize("local_actions", [False, True])
+def test_the_org_repositorys_gate_workflow_passes_both_linters_and_fans_out_read_only(tmp_path, local_actions):
+    doc = _linted_org_workflow(tmp_path, init_mod.ORG_WORKFLOW, local_actions)
     assert doc["permissions"] == {} and set(doc["jobs"]) == {"plan", "member", "org-admit"}
     assert all(job["permissions"] == {"contents": read} for job in doc["jobs"].values()
                for read in ["read"])  # the members' code is read, nothing is written
@@ -106,14 +111,7 @@ def test_the_org_repositorys_gate_workflow_passes_both_linters_and_fans_out_read
 
 @pytest.mark.parametrize("local_actions", [False, True])
 def test_the_org_promotion_workflow_reads_members_and_opens_its_pr_as_the_app(tmp_path, local_actions):
-    (tmp_path / ".replaybook.yml").write_text(ORG_CONFIG, encoding="utf-8")
-    init_mod.apply(init_mod.plan(tmp_path, local_actions=local_actions, actions_sha="0" * 40))
-    path = tmp_path / init_mod.ORG_PROMOTE_WORKFLOW
-    if local_actions:
-        shutil.copytree(ACTIONS, tmp_path / "actions")
-    _clean(zizmor(path))
-    _clean(actionlint(path))
-    doc = _load(path)
+    doc = _linted_org_workflow(tmp_path, init_mod.ORG_PROMOTE_WORKFLOW, local_actions)
     assert doc["permissions"] == {} and set(doc["jobs"]) == {"propose"}
     job = doc["jobs"]["propose"]
     assert job["permissions"] == {"contents": "read"}  # the PR is the App's write
