@@ -255,6 +255,7 @@ def evaluate(scenario: sc.Scenario, events: list[TraceEvent], state: EndState) -
 
 
 def _ran(check: sc.Ran, events, state) -> CheckResult:
+    events = [e for e in events if not isinstance(e, CommandEvent) or e.confirmed]  # an attempt proves no run
     runs = matching_runs(events, check.ran)
     others = matching_runs(events, check.ran.model_copy(update={"cwd": None, "args": None})) \
         if check.ran.command is not None else []

@@ -25,6 +25,11 @@ the sandbox (same uid, no capabilities) cannot open ``/proc/<pid>/fd/FD`` or
 ptrace it; the harness's end lives on the host. Killing this process ends
 the call with no reply: the harness kills the whole sandbox and starts a new one.
 
+With ``--notify NR HEX`` (``bot.replay.exec_notify``) it first installs that seccomp
+program with a listener, so the kernel asks the harness about every ``execve`` and
+exit of every process it starts, and hands the listener over with its ``ready``
+reply, keeping no copy.
+
 Only the standard library: it runs under ``-I -S`` with no ``bot`` on the path.
 """
 
@@ -281,6 +286,25 @@ def _no_dump() -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
 
 
+def _notify_filter(nr: int, code: bytes) -> int:
+    """Install ``code`` (a BPF program) for this process and all it starts; the listener's fd."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    class Prog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    buf = ctypes.create_string_buffer(code, len(code))
+    if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS: what an unprivileged filter needs
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+    # seccomp(SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog)
+    fd = libc.syscall(nr, 1, 8, ctypes.byref(Prog(len(code) // 8, ctypes.addressof(buf))))
+    if fd < 0:
+        raise OSError(ctypes.get_errno(), "seccomp(SECCOMP_SET_MODE_FILTER, NEW_LISTENER) failed")
+    return fd
+
+
 def main() -> int:
     fd = int(sys.argv[1])
     os.set_inheritable(fd, False)
@@ -288,7 +312,16 @@ def main() -> int:
     _no_dump()
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     keep = _pids() | {os.getpid(), 1}  # bwrap's init, this process, the endpoint bridges started before us
-    send(sock, {"ready": os.getpid()})
+    if sys.argv[2:3] == ["--notify"]:
+        try:
+            listener = _notify_filter(int(sys.argv[3]), bytes.fromhex(sys.argv[4]))
+        except (OSError, ValueError) as err:
+            send(sock, {"error": f"the exec notification filter: {err}"})
+            return 1
+        send(sock, {"ready": os.getpid()}, [listener])
+        os.close(listener)  # the harness's copy is the only one: when it closes, every exec fails, none goes unseen
+    else:
+        send(sock, {"ready": os.getpid()})
     while True:
         req, fds = recv(sock)
         if req is None:

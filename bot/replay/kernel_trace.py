@@ -106,6 +106,7 @@ class _Exec:
     program: str
     argv: list[str]
     cwd: str
+    confirmed: bool = True  # False: asked for, never seen running (``bot.replay.exec_notify``)
 
 
 @dataclass
@@ -187,7 +188,7 @@ def _event(proc: _Proc, ex: _Exec, root: Path, marker: str, depth: int, execs: l
         exit_code=proc.exit_code if proc.exit_code is not None and i + 1 == len(execs) else 0,
         duration_ms=round(max(0.0, end - ex.t) * 1000, 3),
         started_at=datetime.fromtimestamp(ex.t, tz=timezone.utc), depth=depth, tool_call=marker,
-        pid=proc.pid, ppid=proc.parent,
+        pid=proc.pid, ppid=proc.parent, confirmed=ex.confirmed,
     )
 
 

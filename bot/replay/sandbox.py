@@ -34,7 +34,7 @@ from typing import Mapping, Sequence
 
 from bot import settings
 from bot.errors import BadInput, InfrastructureError
-from bot.replay import executor, isolation, kernel_trace, launchers, shims, stale
+from bot.replay import exec_notify, executor, isolation, kernel_trace, launchers, shims, stale
 from bot.replay import fixture as fixture_mod
 from bot.replay.bridge import UnixBridge
 from bot.replay.command_log import CommandLog
@@ -323,7 +323,8 @@ class Sandbox(HarnessGit):
         if self._session is None:
             trace_dir = self._base / "kernel" / f"s{next(self._runs)}"
             trace_dir.mkdir(parents=True, mode=0o700)
-            self._session = Session(self.backend, plan, cwd=self.root, python=sys.executable, trace_dir=trace_dir)
+            self._session = Session(self.backend, plan, cwd=self.root, python=sys.executable, trace_dir=trace_dir,
+                                    notify=_notify_engine())
         return self._session
 
     def _session_plan(self) -> isolation.Plan:
@@ -338,15 +339,18 @@ class Sandbox(HarnessGit):
             if session.trace_dir is not None:
                 self._trace_bytes += tree_bytes([str(session.trace_dir)], 1 << 62)
                 shutil.rmtree(session.trace_dir, ignore_errors=True)
+            elif isinstance(session.reader, exec_notify.Watch):
+                self._trace_bytes += session.reader.size()
 
     def _session_run(self, argv, *, workdir: Path, env, plan, stdin, timeout_s, output_cap, watch, record,
                      tool_call) -> Completed:
         session = self._session_for(self._session_plan())
         done, pid = session.run(argv, cwd=str(workdir), env=env, stdin=stdin, timeout_s=timeout_s,
                                 output_cap=output_cap, watch=watch)
-        if session.trace_dir is None:
+        if session.reader is None:
             return done
-        size = self._trace_bytes + tree_bytes([str(session.trace_dir)], 1 << 62)
+        size = self._trace_bytes + (tree_bytes([str(session.trace_dir)], 1 << 62) if session.trace_dir is not None
+                                    else session.reader.size())
         cap = min(COMMAND_LOG_CAP, self.limits.max_disk_bytes)
         if size > cap:
             if self.limit_hit is None:
@@ -454,3 +458,11 @@ def _relative(path: str) -> str:
     if os.path.isabs(path) or norm == ".." or norm.startswith("../"):
         raise BadInput(f"{path!r}: paths in checks are relative to the repo root and stay inside it")
     return norm
+
+
+def _notify_engine() -> exec_notify.Machine | None:
+    """How the trial's one sandbox is traced: by seccomp notification where the kernel allows it (the
+    default), by strace otherwise or when ``REPLAYBOOK_KERNEL_TRACE=strace`` says so."""
+    if (settings.get("REPLAYBOOK_KERNEL_TRACE") or "auto") == "strace" or not exec_notify.available():
+        return None
+    return exec_notify.machine()

@@ -20,6 +20,7 @@ whole sandbox: the next call gets a fresh one.
 from __future__ import annotations
 
 import os
+import select
 import selectors
 import socket
 import subprocess
@@ -31,8 +32,8 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from bot.errors import InfrastructureError
+from bot.replay import exec_notify, isolation, kernel_trace
 from bot.replay import executor as executor_mod
-from bot.replay import isolation, kernel_trace
 from bot.replay.process import LIVE, LIVE_LOCK, STOP, Bounds, Capture, Completed, Interrupted, Watch, kill_group
 
 _START_TIMEOUT_S = 30
@@ -47,9 +48,14 @@ class Session:
     """One sandbox, its strace and its executor; ``run`` one call at a time, ``close`` at the end of the trial."""
 
     def __init__(self, backend: isolation.Backend, plan: isolation.Plan, *, cwd: Path, python: str,
-                 trace_dir: Path | None):
-        self.plan, self.trace_dir = plan, trace_dir
-        self.reader = kernel_trace.Reader(trace_dir) if trace_dir is not None else None
+                 trace_dir: Path | None, notify: exec_notify.Machine | None = None):
+        """``trace_dir``: trace under strace, one file per process there; ``notify`` (with a ``trace_dir``):
+        trace by seccomp notification instead (``bot.replay.exec_notify``), and the folder stays empty."""
+        self.plan = plan
+        self.notify = notify if trace_dir is not None else None
+        self.trace_dir = trace_dir if self.notify is None else None
+        self.reader: kernel_trace.Reader | exec_notify.Watch | None = \
+            kernel_trace.Reader(trace_dir) if self.trace_dir is not None else None
         self.dead = False
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         status_r, status_w = os.pipe()
@@ -60,11 +66,12 @@ class Session:
         self._stderr: deque[bytes] = deque(maxlen=8)
         self._drain = threading.Thread(target=_drain, args=(err_r, self._stderr), daemon=True)
         try:
-            argv = [python, "-I", "-S", "-B", "-c", EXECUTOR_SOURCE, str(theirs.fileno()), executor_mod.MARKER]
+            argv = [python, "-I", "-S", "-B", "-c", EXECUTOR_SOURCE, str(theirs.fileno()),
+                    *(exec_notify.executor_args(self.notify) if self.notify else ()), executor_mod.MARKER]
             host_argv, host_env = backend.command(argv, cwd=str(cwd), env={"PATH": "/usr/bin:/bin"}, plan=plan,
                                                   status_fd=status_w)
-            if trace_dir is not None:
-                host_argv = kernel_trace.command(host_argv, trace_dir)
+            if self.trace_dir is not None:
+                host_argv = kernel_trace.command(host_argv, self.trace_dir)
             self.proc = subprocess.Popen(host_argv, cwd=cwd, env=host_env, stdin=subprocess.DEVNULL,
                                          stdout=subprocess.DEVNULL, stderr=err_w, start_new_session=True,
                                          pass_fds=(status_w, theirs.fileno()))
@@ -78,26 +85,36 @@ class Session:
         self.sock = ours
         with os.fdopen(status_r, "rb") as status:
             started = status.read(1) == b"1"
-        ready = self._answer(_START_TIMEOUT_S) if started else None
+        ready, fds = self._answer_with_fds(_START_TIMEOUT_S) if started else (None, [])
+        if ready and "error" in ready:
+            why = str(ready["error"])[:200].replace("{", "{{").replace("}", "}}")  # our executor's own words
+            self._fail(f"the sandbox could not start its exec trace ({why}); the trial is unscored")
         if not ready or "ready" not in ready:
             self._fail("the sandbox could not start (bwrap exit {rc}): {err}")
-        if trace_dir is not None and not any(trace_dir.iterdir()):
+        if self.notify is not None:
+            if len(fds) != 1:
+                self._fail("the sandbox's executor sent no exec listener; the trial is unscored")
+            self.reader = exec_notify.Watch(fds[0], self.notify)
+        if self.trace_dir is not None and not any(self.trace_dir.iterdir()):
             self._fail("strace could not trace the sandbox (exit {rc}): {err}")
         # What runs in the sandbox before any call: bwrap, its init, the executor and the bridges.
         self.baseline_procs = _count(self.proc.pid)
 
     # -- the wire --------------------------------------------------------------------------
     def _answer(self, timeout: float) -> dict | None:
-        self.sock.settimeout(timeout)
-        try:
-            msg, fds = executor_mod.recv(self.sock)
-        except (OSError, ValueError):
-            return None
-        finally:
-            self.sock.settimeout(None)
+        msg, fds = self._answer_with_fds(timeout)
         for fd in fds:
             os.close(fd)
         return msg
+
+    def _answer_with_fds(self, timeout: float) -> tuple[dict | None, list[int]]:
+        self.sock.settimeout(timeout)
+        try:
+            return executor_mod.recv(self.sock)
+        except (OSError, ValueError):
+            return None, []
+        finally:
+            self.sock.settimeout(None)
 
     def _fail(self, why: str) -> None:
         self.sock.close()
@@ -123,6 +140,8 @@ class Session:
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         in_fd = _stdin_fd(stdin)
+        if isinstance(self.reader, exec_notify.Watch):
+            self.reader.begin()
         try:
             executor_mod.send(self.sock, {"op": "run", "argv": list(argv), "cwd": cwd, "env": dict(env)},
                               [in_fd, out_w, err_w])
@@ -226,16 +245,30 @@ class Session:
             self.sock.close()
         except OSError:
             pass
-        try:
-            self.proc.wait(timeout=2)
-        except subprocess.TimeoutExpired:
+        if not _wait(self.proc, 2.0):
             kill_group(self.proc.pid)
             self.proc.wait()
         kill_group(self.proc.pid)
         with LIVE_LOCK:
             LIVE.discard(self.proc.pid)
         self._drain.join(timeout=1)
+        if isinstance(self.reader, exec_notify.Watch):
+            self.reader.close()
         self.dead = True
+
+
+def _wait(proc: subprocess.Popen, timeout: float) -> bool:
+    """Whether ``proc`` ended within ``timeout``; woken by its pidfd the moment it does (``Popen.wait``'s
+    timeout polls with sleeps that double up to 50 ms, most of a session's close)."""
+    try:
+        pidfd = os.pidfd_open(proc.pid)
+    except OSError:  # already reaped
+        return proc.poll() is not None
+    try:
+        select.select([pidfd], [], [], timeout)
+    finally:
+        os.close(pidfd)
+    return proc.poll() is not None
 
 
 def _drain(fd: int, tail: deque[bytes]) -> None:

@@ -70,6 +70,9 @@ class CommandEvent(TraceEvent):
     ppid: int | None = Field(default=None, description="the process that started it (kernel trace only)")
     tool_call: str | None = Field(default=None, description="the tool call whose process started it: the id the "
                                   "agent adapter ran it under, 'shell:…' for a shell the agent started, '' for none")
+    confirmed: bool = Field(default=True, description="False: the kernel was asked to run it and its process ended "
+                            "before it was seen running (killed at once): it counts for `not_ran` and `max_runs`, "
+                            "never for `ran`")
     by: Literal["tool", "agent"] | None = Field(
         default=None, description="'tool': one of the agent's tool calls ran it (the id in `tool_call`); 'agent': "
                                   "the agent's own machinery did; None: not known (counted as a tool call)")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.replay import host_tools
+from bot.replay import exec_notify, host_tools
 from bot.replay.engine import ReplayOptions, run_trial
 from bot.replay.trace import CommandEvent, read_trace
 
@@ -31,6 +31,15 @@ EVASIONS = {
     "os.execv": f"python3 -c 'import os; os.execv(\"{GIT}\", [\"git\", *\"{PUSH}\".split()])'",
     "subprocess, absolute path": f"python3 -c 'import subprocess; subprocess.run([\"{GIT}\", *\"{PUSH}\".split()])'",
 }
+
+
+@pytest.fixture(autouse=True, params=["notify", "strace"])
+def engine(request, monkeypatch):
+    """Every test under both engines of the trial's sandbox: seccomp notification and strace."""
+    if request.param == "notify" and not exec_notify.available():
+        pytest.skip("this kernel has no seccomp user notification")
+    monkeypatch.setenv("REPLAYBOOK_KERNEL_TRACE", "auto" if request.param == "notify" else "strace")
+    return request.param
 
 
 def commands(result) -> list[CommandEvent]:

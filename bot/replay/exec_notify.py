@@ -1,0 +1,460 @@
+"""The kernel's trace of the trial's sandbox by seccomp user notification: every ``execve``, no ptrace.
+
+``strace`` (``bot.replay.kernel_trace``) stops every traced process at each
+fork, each traced call and each exit, about 2 ms a process on these machines:
+18–26% of a replay sample (bench/README.md, issue 27). Here the kernel itself
+asks the harness about each ``execve``/``execveat`` and each exit, and about
+nothing else: the executor (``bot.replay.executor``) installs a seccomp filter
+with a listener before any call runs, hands the listener to the harness over
+its socket and keeps no copy, and every process of every call inherits the
+filter. Nothing inside can remove a filter, and no filter added below ours can
+take the listener (the kernel refuses a second listener in one filter tree:
+``EBUSY``); a filter that kills or fails ``execve`` only stops the exec. When
+the harness's end closes, each notified call fails with ``ENOSYS``: the record
+can be lost only by the exec being refused.
+
+What a notification gives, read from ``/proc`` while the caller waits for our
+answer (checked still valid with ``SECCOMP_IOCTL_NOTIF_ID_VALID`` before it is
+kept): the program and argv from the caller's memory, the working directory
+(``/proc/PID/cwd``, exact, no ``chdir`` replayed), the parent, the pid inside.
+An ``execve`` is only asked for; whether it ran is learnt after: the process's
+auxiliary vector (``/proc/PID/auxv``) changes at every exec that succeeds and
+at no other time. An exec is *confirmed* when its process is next seen with a
+new vector (its next exec or exit, or a sweep while it runs); an attempt whose
+process is next seen with the old vector failed (``execvp`` trying each PATH
+folder) and is dropped. One never seen again (killed at once) is kept
+*unconfirmed*: it counts for ``not_ran`` and ``max_runs``, never for ``ran``,
+so a failing exec cannot forge a run and a killed one cannot hide one. argv is
+read before the exec; at confirmation the new image's ``/proc/PID/cmdline``
+must end with it, else (another thread rewrote it in between) the cmdline the
+kernel built is kept instead.
+
+Attribution needs no process tree here: the executor runs one call at a time
+and kills everything of a call before it answers, so every exec between a
+request and its answer is that call's (``Watch.request``). The parent links
+read from ``/proc`` give ``ppid`` and ``depth``. Agent programs, which need the
+tree to tell their own commands from their tool calls', keep strace.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import functools
+import os
+import platform
+import select
+import struct
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from bot.replay import kernel_trace
+from bot.replay.trace import CommandEvent, ShellEvent
+
+# <linux/seccomp.h>
+_RET_ALLOW, _RET_USER_NOTIF, _RET_ERRNO = 0x7FFF0000, 0x7FC00000, 0x00050000
+_NOTIF_RECV, _NOTIF_SEND, _NOTIF_ID_VALID = 0xC0502100, 0xC0182101, 0x40082102
+_FLAG_CONTINUE = 1
+_NOTIF = struct.Struct("=QII iI Q 6Q")  # id, pid, flags, data.{nr, arch, instruction_pointer, args[6]}
+_RESP = struct.Struct("=QqiI")  # id, val, error, flags
+_AT_FDCWD, _AT_EMPTY_PATH = -100, 0x1000
+_X32_BIT = 0x40000000
+
+ARG_CAP = 65536  # of one argv string, as strace's -s
+ARGV_CAP = 4096  # argv entries read
+RECORD_CAP = 64 << 20  # bytes of argv kept for one sandbox; past it the trial is unscored (as strace's FILE_CAP)
+_SWEEP_S = 0.002
+
+
+@dataclass(frozen=True)
+class Abi:
+    audit_arch: int
+    execve: int
+    execveat: int
+    exit: int
+    exit_group: int
+    pointer: int  # bytes
+
+
+@dataclass(frozen=True)
+class Machine:
+    seccomp: int  # the seccomp(2) syscall number
+    native: Abi
+    compat: Abi | None  # a 32-bit ABI the kernel also runs (i386 on x86_64)
+
+
+_I386 = Abi(0x40000003, execve=11, execveat=358, exit=1, exit_group=252, pointer=4)
+MACHINES = {
+    "x86_64": Machine(317, Abi(0xC000003E, execve=59, execveat=322, exit=60, exit_group=231, pointer=8), _I386),
+    "aarch64": Machine(277, Abi(0xC00000B7, execve=221, execveat=281, exit=93, exit_group=94, pointer=8), None),
+}
+
+
+def machine() -> Machine | None:
+    return MACHINES.get(platform.machine())
+
+
+# -- the filter --------------------------------------------------------------------------------
+def _insn(code: int, jt: int, jf: int, k: int) -> bytes:
+    return struct.pack("=HBBI", code, jt, jf, k)
+
+
+_LD_W_ABS, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
+
+
+def filter_program(m: Machine) -> bytes:
+    """The BPF program: notify on exec and exit in every ABI the kernel runs; any other ABI gets ``ENOSYS``.
+
+    (An ABI the filter did not name could otherwise ``execve`` unseen; x32's calls are refused outright.)"""
+    prog: list[bytes] = []
+
+    def abi_block(abi: Abi, *, x32_guard: bool) -> list[bytes]:
+        block = [_insn(_LD_W_ABS, 0, 0, 0)]  # seccomp_data.nr
+        if x32_guard:
+            block.append(_insn(_JGE_K, 0, 1, _X32_BIT))
+            block.append(_insn(_RET_K, 0, 0, _RET_ERRNO | errno.ENOSYS))
+        calls = (abi.execve, abi.execveat, abi.exit, abi.exit_group)
+        for i, nr in enumerate(calls):
+            block.append(_insn(_JEQ_K, len(calls) - i, 0, nr))  # to the notify below the allow
+        block.append(_insn(_RET_K, 0, 0, _RET_ALLOW))
+        block.append(_insn(_RET_K, 0, 0, _RET_USER_NOTIF))
+        return block
+
+    native = abi_block(m.native, x32_guard=m.native.audit_arch == 0xC000003E)
+    compat = abi_block(m.compat, x32_guard=False) if m.compat else []
+    prog.append(_insn(_LD_W_ABS, 0, 0, 4))  # seccomp_data.arch
+    prog.append(_insn(_JEQ_K, 0, len(native), m.native.audit_arch))
+    prog += native
+    if compat:
+        prog.append(_insn(_JEQ_K, 0, len(compat), m.compat.audit_arch))
+        prog += compat
+    prog.append(_insn(_RET_K, 0, 0, _RET_ERRNO | errno.ENOSYS))
+    return b"".join(prog)
+
+
+def executor_args(m: Machine) -> list[str]:
+    """What the executor is given to install the filter: ``--notify SECCOMP_NR HEX``."""
+    return ["--notify", str(m.seccomp), filter_program(m).hex()]
+
+
+_PROBE = r"""
+import ctypes, os, socket, struct, sys
+libc = ctypes.CDLL(None, use_errno=True)
+class P(ctypes.Structure): _fields_ = [("n", ctypes.c_ushort), ("f", ctypes.c_void_p)]
+code = bytes.fromhex(sys.argv[2]); buf = ctypes.create_string_buffer(code, len(code))
+if libc.prctl(38, 1, 0, 0, 0): sys.exit(1)
+fd = libc.syscall(int(sys.argv[1]), 1, 8, ctypes.byref(P(len(code) // 8, ctypes.addressof(buf))))
+sys.exit(0 if fd >= 0 else 1)
+"""
+
+
+@functools.cache
+def available() -> bool:
+    """Whether this kernel lets a process install a filter with a listener (seccomp user notification)."""
+    m = machine()
+    if m is None:
+        return False
+    try:
+        allow_all = _insn(_RET_K, 0, 0, _RET_ALLOW).hex()  # a listener that is never asked: the probe can exit
+        return subprocess.run([sys.executable, "-I", "-S", "-c", _PROBE, str(m.seccomp), allow_all],
+                              stdin=subprocess.DEVNULL, capture_output=True, timeout=20).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+# -- the record ---------------------------------------------------------------------------------
+@dataclass
+class _Attempt:
+    exec: kernel_trace._Exec
+    auxv: bytes
+    proc_dir: int  # an fd of /proc/<tgid>: bound to that process, never to one that reuses its pid
+
+
+class Watch:
+    """The harness's end of one sandbox's listener: a thread answering the kernel, and what it recorded."""
+
+    def __init__(self, listener: int, machine_: Machine):
+        self.listener, self.machine = listener, machine_
+        self.procs: dict[int, kernel_trace._Proc] = {}
+        self._ns: dict[int, int] = {}  # host pid -> its pid inside the sandbox
+        self._pending: dict[int, _Attempt] = {}
+        self._lock = threading.Lock()
+        self._bytes = 0
+        self._call_from = 0.0
+        self.overflow = False
+        self._wake_r, self._wake_w = os.pipe()
+        self._thread = threading.Thread(target=self._serve, name="exec-notify", daemon=True)
+        self._thread.start()
+
+    # -- what the session asks ---------------------------------------------------------------
+    def size(self) -> int:
+        return RECORD_CAP + 1 if self.overflow else self._bytes
+
+    def begin(self) -> None:
+        """A request is about to go to the executor: what is recorded from now on is its call's."""
+        with self._lock:
+            self._call_from = time.time()
+
+    def request(self, ns_pid: int, *, cwd: str, root: Path, tool_call: str | None) -> list[CommandEvent | ShellEvent]:
+        """The commands of the call that just ended (its process ``ns_pid`` inside); the call's processes are gone."""
+        with self._lock:
+            self._settle()
+            top = max((p.forked_at, pid) for pid, p in self.procs.items()
+                      if self._ns.get(pid) == ns_pid and p.forked_at >= self._call_from) if self.procs else None
+            events: list[CommandEvent | ShellEvent] = []
+            if top is None:
+                return events
+            kernel_trace._walk(self.procs, top[1], 0.0, root, tool_call, events, depth=0, skip_first=True)
+            for pid in [p for p, proc in self.procs.items() if proc.forked_at >= self._call_from]:
+                del self.procs[pid]  # a call's record is read once
+        events.sort(key=lambda e: e.started_at if isinstance(e, CommandEvent) else kernel_trace._EPOCH)
+        return events
+
+    def close(self) -> None:
+        """After the sandbox has ended: the thread stops and the listener closes."""
+        os.write(self._wake_w, b"x")
+        self._thread.join(timeout=5)
+        for fd in (self._wake_r, self._wake_w):
+            os.close(fd)
+        with self._lock:
+            for attempt in self._pending.values():
+                os.close(attempt.proc_dir)
+            self._pending.clear()
+
+    # -- the kernel's questions ----------------------------------------------------------------
+    def _serve(self) -> None:
+        poll = select.poll()
+        poll.register(self.listener, select.POLLIN)
+        poll.register(self._wake_r, select.POLLIN)
+        buf = bytearray(_NOTIF.size)
+        try:
+            while True:
+                ready = poll.poll(_SWEEP_S * 1000 if self._pending else None)
+                if not ready:
+                    with self._lock:
+                        self._sweep()
+                    continue
+                if any(fd == self._wake_r for fd, _ in ready):
+                    return
+                if any(ev & (select.POLLHUP | select.POLLERR) for fd, ev in ready if fd == self.listener):
+                    return  # every process under the filter has ended
+                buf[:] = bytes(_NOTIF.size)  # the kernel refuses a buffer that is not zeroed
+                try:
+                    fcntl.ioctl(self.listener, _NOTIF_RECV, buf, True)
+                except OSError as err:
+                    if err.errno in (errno.ENOENT, errno.EINTR):
+                        continue  # the caller died before we read it
+                    return
+                with self._lock:
+                    self._answer(buf)
+        finally:
+            os.close(self.listener)  # from here every notified call fails with ENOSYS, never runs unseen
+
+    def _answer(self, buf: bytearray) -> None:
+        nid, tid, _flags, nr, arch, _ip, *args = _NOTIF.unpack(buf)
+        try:
+            self._note(nid, tid, nr, arch, args)
+        finally:
+            try:
+                fcntl.ioctl(self.listener, _NOTIF_SEND, bytearray(_RESP.pack(nid, 0, 0, _FLAG_CONTINUE)), True)
+            except OSError:
+                pass  # it died meanwhile
+
+    def _note(self, nid: int, tid: int, nr: int, arch: int, args: list[int]) -> None:
+        m = self.machine
+        abi = m.native if arch == m.native.audit_arch else m.compat
+        if abi is None:
+            return
+        now = time.time()
+        status = _status(tid)
+        if status is None:
+            return
+        tgid = int(status.get("Tgid", tid))
+        if nr in (abi.execve, abi.execveat):
+            attempt = self._attempt(tid, tgid, nr == abi.execveat, abi, args, now)
+            if attempt is None or not _valid(self.listener, nid):
+                return
+            proc = self._proc(tgid, status, now)
+            self._resolve(proc, tgid)
+            self._pending[tgid] = attempt
+        elif nr == abi.exit_group or (nr == abi.exit and tid == tgid and status.get("Threads") == "1"):
+            if not _valid(self.listener, nid):
+                return
+            proc = self._proc(tgid, status, now)
+            self._resolve(proc, tgid)
+            proc.exit_code, proc.ended = args[0] & 0xFF, now
+
+    def _proc(self, tgid: int, status: dict[str, str], now: float) -> kernel_trace._Proc:
+        proc = self.procs.get(tgid)
+        if proc is not None:
+            return proc
+        proc = self.procs[tgid] = kernel_trace._Proc(tgid, forked_at=now)
+        ns = status.get("NSpid", "").split()
+        self._ns[tgid] = int(ns[-1]) if ns else tgid
+        parent = self._known_ancestor(int(status.get("PPid", "0")))
+        if parent is not None:
+            proc.parent = parent
+            self.procs[parent].children.append((now, tgid, self._ns[tgid]))
+        return proc
+
+    def _known_ancestor(self, pid: int) -> int | None:
+        """The nearest ancestor already recorded (a subshell that never execs is passed through)."""
+        for _ in range(64):
+            if pid in self.procs:
+                return pid
+            if pid <= 1:
+                return None
+            status = _status(pid)
+            if status is None:
+                return None
+            pid = int(status.get("PPid", "0"))
+        return None
+
+    def _attempt(self, tid: int, tgid: int, at: bool, abi: Abi, args: list[int], now: float) -> _Attempt | None:
+        try:
+            proc_dir = os.open(f"/proc/{tgid}", os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:
+            return None
+        try:
+            with open(f"/proc/{tid}/mem", "rb", buffering=0) as mem:
+                dirfd, name_at, argv_at, flags = (_signed(args[0]), args[1], args[2], args[4]) if at \
+                    else (_AT_FDCWD, args[0], args[1], 0)
+                name = _string(mem, name_at)
+                argv = _argv(mem, argv_at, abi.pointer)
+            cwd = os.readlink(f"/proc/{tid}/cwd")
+            program = name
+            if at and dirfd != _AT_FDCWD and (not name.startswith("/") or (not name and flags & _AT_EMPTY_PATH)):
+                base = os.readlink(f"/proc/{tid}/fd/{dirfd}")
+                program = os.path.join(base, name).rstrip("/") if name else base
+            elif not name.startswith("/"):
+                program = os.path.normpath(os.path.join(cwd, name))
+            auxv = _read_at(proc_dir, "auxv")
+        except (OSError, ValueError):
+            os.close(proc_dir)
+            return None
+        self._bytes += sum(len(a) for a in argv) + len(program)
+        if self._bytes > RECORD_CAP:
+            self.overflow = True
+        return _Attempt(kernel_trace._Exec(now, program if program.startswith("/") else name, argv, cwd),
+                        auxv, proc_dir)
+
+    def _resolve(self, proc: kernel_trace._Proc, tgid: int, *, sweeping: bool = False) -> None:
+        """The pending exec of ``tgid``: confirmed if its vector changed, dropped if not (unless sweeping)."""
+        attempt = self._pending.get(tgid)
+        if attempt is None:
+            return
+        try:
+            now_auxv = _read_at(attempt.proc_dir, "auxv")
+        except OSError:
+            return  # gone: settled as unconfirmed
+        if now_auxv == attempt.auxv:
+            if not sweeping:
+                del self._pending[tgid]
+                os.close(attempt.proc_dir)
+            return
+        del self._pending[tgid]
+        try:
+            cmdline = _read_at(attempt.proc_dir, "cmdline").split(b"\0")[:-1]
+        except OSError:
+            cmdline = []
+        finally:
+            os.close(attempt.proc_dir)
+        ex = attempt.exec
+        tail = [a.encode("utf-8", "surrogateescape") for a in ex.argv[1:]]
+        if cmdline and tail and cmdline[-len(tail):] != tail:  # rewritten between our read and the kernel's
+            ex.argv = [a.decode("utf-8", "backslashreplace") for a in cmdline]
+        proc.execs.append(ex)
+
+    def _sweep(self) -> None:
+        for tgid in list(self._pending):
+            proc = self.procs.get(tgid)
+            if proc is not None:
+                self._resolve(proc, tgid, sweeping=True)
+
+    def _settle(self) -> None:
+        """The call has ended: what is still pending never showed a new image (it was killed at once)."""
+        self._sweep()
+        for tgid, attempt in list(self._pending.items()):
+            proc = self.procs.get(tgid)
+            os.close(attempt.proc_dir)
+            del self._pending[tgid]
+            if proc is not None:
+                attempt.exec.confirmed = False
+                proc.execs.append(attempt.exec)
+        for proc in self.procs.values():
+            if proc.execs and proc.exit_code is None:
+                proc.exit_code = -9  # ended by a signal the notification does not name
+
+
+def _status(pid: int) -> dict[str, str] | None:
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            text = f.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    out = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key in ("Tgid", "PPid", "NSpid", "Threads"):
+            out[key] = value.strip()
+    return out
+
+
+def _valid(listener: int, nid: int) -> bool:
+    try:
+        fcntl.ioctl(listener, _NOTIF_ID_VALID, bytearray(struct.pack("=Q", nid)), True)
+        return True
+    except OSError:
+        return False
+
+
+def _read_at(dirfd: int, name: str) -> bytes:
+    fd = os.open(name, os.O_RDONLY, dir_fd=dirfd)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _string(mem, at: int) -> str:
+    out = bytearray()
+    while len(out) < ARG_CAP:
+        mem.seek(at + len(out))
+        chunk = mem.read(min(4096 - (at + len(out)) % 4096, ARG_CAP - len(out)))  # never across a page at once
+        if not chunk:
+            raise ValueError("unreadable string")
+        end = chunk.find(b"\0")
+        if end >= 0:
+            out += chunk[:end]
+            break
+        out += chunk
+    return out.decode("utf-8", "backslashreplace")
+
+
+def _argv(mem, at: int, width: int) -> list[str]:
+    if at == 0:
+        return []
+    out: list[str] = []
+    fmt = "=Q" if width == 8 else "=I"
+    while len(out) < ARGV_CAP:
+        mem.seek(at + len(out) * width)
+        raw = mem.read(width)
+        if len(raw) != width:
+            raise ValueError("unreadable argv")
+        (ptr,) = struct.unpack(fmt, raw)
+        if ptr == 0:
+            break
+        out.append(_string(mem, ptr))
+    return out
+
+
+def _signed(value: int) -> int:
+    value &= 0xFFFFFFFF
+    return value - (1 << 32) if value >= 1 << 31 else value
