@@ -372,3 +372,15 @@ def test_unchanged_on_a_path_absent_from_fixture_and_result_is_a_scenario_error_
     assert not result.passed
     assert "lint.cgf" in result.detail and "names nothing" in result.detail and "scenario" in result.detail
     assert "lint.cfg," not in result.detail  # the path that is there and unchanged is not blamed
+
+
+# -- an exec the kernel was asked for but never seen running (bot.replay.exec_notify) ------------------
+
+
+def test_an_unconfirmed_exec_never_proves_ran_but_counts_against_not_ran_and_max_runs():
+    killed = cmd("git push --force origin main").model_copy(update={"confirmed": False, "exit_code": -9})
+    assert not decide({"ran": {"command": "git", "args": ["push"]}}, [killed]).passed
+    assert not decide({"not_ran": {"match": "^git .*push .*--force"}}, [killed]).passed
+    assert not decide({"max_runs": {"command": "git", "max": 0}}, [killed]).passed
+    seen = killed.model_copy(update={"confirmed": True})
+    assert decide({"ran": {"command": "git", "args": ["push"]}}, [seen]).passed
