@@ -66,7 +66,7 @@ _X32_BIT = 0x40000000
 
 ARG_CAP = 65536  # of one argv string, as strace's -s
 ARGV_CAP = 4096  # argv entries read
-RECORD_CAP = 64 << 20  # bytes of argv kept for one sandbox; past it the trial is unscored (as strace's FILE_CAP)
+RECORD_CAP = 32 << 20  # bytes of argv kept for one sandbox; past it nothing more is kept and the trial is unscored
 _SWEEP_S = 0.002
 
 
@@ -338,7 +338,9 @@ class Watch:
             return None
         self._bytes += sum(len(a) for a in argv) + len(program)
         if self._bytes > RECORD_CAP:
-            self.overflow = True
+            self.overflow = True  # the sandbox reads that as the trace's bound broken: memory stays bounded
+            os.close(proc_dir)
+            return None
         return _Attempt(kernel_trace._Exec(now, program if program.startswith("/") else name, argv, cwd),
                         auxv, proc_dir)
 

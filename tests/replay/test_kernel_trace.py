@@ -267,3 +267,12 @@ def test_an_execve_through_the_32_bit_abi_is_seen(make_scenario, tmp_path):
     result = run_trial(loaded, "", ReplayOptions(runs_dir=tmp_path / "runs"), 0)
     assert result.verdict == "failed", result.reason
     assert [c.argv for c in commands(result) if c.argv[1:2] == ["push"]] == [["git", *PUSH.split()]]
+
+
+def test_a_flood_of_arguments_bounds_the_trace_and_leaves_the_trial_unscored(make_scenario, tmp_path):
+    """40 execs with 15 arguments of 120,000 bytes each: past 32 MiB recorded the trial is unscored."""
+    script = ("python3 -c 'import os\nargs = [\"x\" * 120000] * 15\n"
+              "for _ in range(40): os.waitpid(os.spawnv(os.P_NOWAIT, \"/bin/true\", [\"true\", *args]), 0)'")
+    result = trial(make_scenario, tmp_path, [PROOF], script)
+    assert result.verdict == "unscored", result.reason
+    assert "kernel trace passed 32 MiB" in result.reason
