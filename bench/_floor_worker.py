@@ -75,8 +75,8 @@ def without_the_kernel_trace() -> None:
     from bot.replay import sandbox, session
 
     class Untraced(session.Session):
-        def __init__(self, backend, plan, *, cwd, python, trace_dir):
-            super().__init__(backend, plan, cwd=cwd, python=python, trace_dir=None)
+        def __init__(self, backend, plan, *, cwd, python, trace_dir, **engine):
+            super().__init__(backend, plan, cwd=cwd, python=python, trace_dir=None)  # neither engine
 
     sandbox.Session = Untraced
 
