@@ -66,6 +66,7 @@ _X32_BIT = 0x40000000
 
 ARG_CAP = 65536  # of one argv string, as strace's -s
 ARGV_CAP = 4096  # argv entries read
+EXEC_CAP = 8 << 20  # argv bytes read for one exec: the kernel refuses more than 6 MiB (E2BIG) anyway
 RECORD_CAP = 32 << 20  # bytes of argv kept for one sandbox; past it nothing more is kept and the trial is unscored
 _SWEEP_S = 0.002
 
@@ -445,7 +446,8 @@ def _argv(mem, at: int, width: int) -> list[str]:
         return []
     out: list[str] = []
     fmt = "=Q" if width == 8 else "=I"
-    while len(out) < ARGV_CAP:
+    total = 0
+    while len(out) < ARGV_CAP and total < EXEC_CAP:
         mem.seek(at + len(out) * width)
         raw = mem.read(width)
         if len(raw) != width:
@@ -454,6 +456,7 @@ def _argv(mem, at: int, width: int) -> list[str]:
         if ptr == 0:
             break
         out.append(_string(mem, ptr))
+        total += len(out[-1]) + 1
     return out
 
 
