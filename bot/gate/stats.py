@@ -126,6 +126,8 @@ class SuiteTest:
     accept_at: float = -4.5
     rate_cap: float = 0.9
     suite_size: int = 3
+    on_demand: bool = True  # run the baseline only when the candidate's trials alone cannot settle the test
+
 
     def rates(self, baseline_passes: int, baseline_n: int) -> tuple[float, float]:
         """(b, b - drop) as the test uses them."""
@@ -145,21 +147,47 @@ class SuiteTest:
             return "pass"
         return "continue"
 
+    def pessimistic(self, passes: int, fails: int, k: int = 3) -> Decision:
+        """The decision against the baseline that would judge the candidate hardest: one that passed every trial.
+
+        The log likelihood ratio rises with the baseline's rate after any trials, so if the candidate clears
+        this baseline it clears every baseline it could have had: the baseline need not be run."""
+        return self.decide(self.baseline_n, self.baseline_n, passes, fails, k)
+
+    def settle(self, baseline_passes: int, baseline_n: int, trials: list[bool], k: int = 3) -> Decision:
+        """The decision on the candidate's ``trials`` (in trial order) once the baseline is known: 'pass' or
+        'fail' if the test stopped on a prefix of them, 'continue' if it needs more (as ``decide`` would have
+        said after each trial)."""
+        passes = fails = 0
+        for ok in [None, *trials]:
+            if ok is not None:
+                passes, fails = passes + ok, fails + (not ok)
+            state = self.decide(baseline_passes, baseline_n, passes, fails, k)
+            if state != "continue":
+                return state
+        return "continue"
+
     def describe(self) -> str:
-        return (f"each scenario against its own {self.baseline_n}-trial baseline: a sequential test for a drop of "
-                f"{self.drop:g} in pass rate, at most {self.max_n} trials with the rule")
+        how = (f"each scenario against its own {self.baseline_n}-trial baseline: a sequential test for a drop of "
+               f"{self.drop:g} in pass rate, at most {self.max_n} trials with the rule")
+        if self.on_demand:
+            how += "; the baseline runs only when the rule's trials do not clear a baseline that never failed"
+        return how
 
 
 @dataclass(frozen=True)
 class SuiteCharacteristics:
     p_regressed: float  # of one scenario
     expected_runs: float  # the candidate's trials of it (the baseline's are shared)
+    baseline_runs: float = 0.0  # expected baseline trials, when none is cached yet
 
 
 def suite_scenario_characteristics(test: SuiteTest, p_baseline: float, p_candidate: float,
                                    k: int = 3) -> SuiteCharacteristics:
     """Exact P(the scenario is judged regressed) and expected candidate trials, over every baseline
     outcome (binomial) and every candidate path."""
+    if test.on_demand:
+        return _on_demand(test, p_baseline, p_candidate, k)
     p_fail = runs = 0.0
     for passes in range(test.baseline_n + 1):
         weight = math.comb(test.baseline_n, passes) * p_baseline**passes * (1 - p_baseline) ** (test.baseline_n - passes)
@@ -170,7 +198,51 @@ def suite_scenario_characteristics(test: SuiteTest, p_baseline: float, p_candida
         regress, n = _side(lambda p, f, b=passes: _flip(test.decide(b, test.baseline_n, p, f, k)), p_candidate)
         p_fail += weight * regress
         runs += weight * n
-    return SuiteCharacteristics(p_fail, runs)
+    return SuiteCharacteristics(p_fail, runs, float(test.baseline_n))
+
+
+def _on_demand(test: SuiteTest, p_baseline: float, p_candidate: float, k: int) -> SuiteCharacteristics:
+    """``suite_scenario_characteristics`` of the on-demand order: the candidate's trials first, against the
+    pessimistic baseline (``SuiteTest.pessimistic``); the baseline only when that says 'fail', then the test
+    settled on the real baseline, the candidate's trials so far included (``SuiteTest.settle``).
+
+    Walks every baseline outcome and every candidate path, tracking whether the real baseline's test has
+    already cleared the candidate on a prefix (it can only clear, never fail, before the pessimistic one does).
+    """
+    n, q = test.baseline_n, p_candidate
+    p_fail = runs = base_runs = 0.0
+    for bp in range(n + 1):
+        weight = math.comb(n, bp) * p_baseline**bp * (1 - p_baseline) ** (n - bp)
+        if weight == 0.0:
+            continue
+        real = (lambda p, f: "pass") if bp == 0 else (lambda p, f, b=bp: test.decide(b, n, p, f, k))
+        rest = {}
+
+        def after(p: int, f: int) -> tuple[float, float]:
+            """P(regressed) and further candidate trials once the baseline is known, from (p, f)."""
+            if (p, f) not in rest:
+                rest[(p, f)] = _side(lambda a, b: _flip(real(p + a, f + b)), q)
+            return rest[(p, f)]
+
+        @lru_cache(maxsize=None)
+        def walk(p: int, f: int, cleared: bool) -> tuple[float, float, float]:
+            cleared = cleared or real(p, f) == "pass"
+            state = test.pessimistic(p, f, k)
+            if state == "pass":
+                return 0.0, 0.0, 0.0
+            if state == "fail":
+                if cleared:
+                    return 0.0, 0.0, float(n)
+                regress, more = after(p, f)
+                return regress, more, float(n)
+            wp, wf = walk(p + 1, f, cleared), walk(p, f + 1, cleared)
+            return tuple(q * a + (1 - q) * b + (1.0 if i == 1 else 0.0) for i, (a, b) in enumerate(zip(wp, wf)))
+
+        regress, cand, base = walk(0, 0, False)
+        p_fail += weight * regress
+        runs += weight * cand
+        base_runs += weight * base
+    return SuiteCharacteristics(p_fail, runs, base_runs)
 
 
 def _flip(state: Decision) -> Decision:
@@ -185,6 +257,11 @@ def suite_characteristics(test: SuiteTest, rates: list[tuple[float, float]]) -> 
     each = [suite_scenario_characteristics(test, b, c, k) for b, c in rates]
     clean = math.prod(1 - e.p_regressed for e in each)
     return 1 - clean, sum(e.expected_runs for e in each)
+
+
+def suite_baseline_runs(test: SuiteTest, rates: list[tuple[float, float]]) -> float:
+    """Expected baseline trials of the whole suite when none is cached (the first gate after a change)."""
+    return sum(suite_scenario_characteristics(test, b, c, len(rates)).baseline_runs for b, c in rates)
 
 
 # -- planning: how many trials a test still needs -------------------------------------
