@@ -136,8 +136,15 @@ class Runner:
         futures = [self.pool.submit(self._attempt, *job) for job in jobs]
         return [self._count(*f.result()) for f in futures]
 
-    def _stream(self, loaded: sc.LoadedScenario, text: str, replay: ReplayOptions) -> Stream:
-        return Stream(self.pool, lambda index: self._attempt(loaded, text, index, replay))
+    def _stream(self, loaded: sc.LoadedScenario, text: str, replay: ReplayOptions, start: int = 0) -> Stream:
+        return Stream(self.pool, lambda index: self._attempt(loaded, text, index, replay), start)
+
+    def cached(self, loaded: sc.LoadedScenario, text: str, n: int, replay: ReplayOptions) -> bool:
+        """Whether the cache already holds trials 0..n-1 of this scenario with this text (a baseline run before)."""
+        if self.cache is None:
+            return False
+        version = self._agent(replay).version
+        return all(self.cache.get(trial_key(loaded, text, replay, i, version)) is not None for i in range(n))
 
     def _read(self, stream: Stream, ahead: int) -> TrialResult:
         # The budget stops a test between two reads, on what was read, not on what ran ahead.
@@ -151,9 +158,10 @@ class Runner:
         """Run trials until ``decide`` says pass or fail; unscored trials are retried, never counted.
 
         ``decide`` is asked after every trial, in trial order, so the test stops
-        where a one-job gate would, whatever ran ahead.
+        where a one-job gate would, whatever ran ahead. A side that holds trials
+        already goes on from the next trial index.
         """
-        stream = self._stream(loaded, text, replay)
+        stream = self._stream(loaded, text, replay, start=len(side.trials))
         try:
             while True:
                 state = decide(side.passes, side.n - side.passes)
@@ -454,9 +462,24 @@ def _broken(name: str, note: str) -> SuiteEntry:
 
 
 def _judge(runner, opts, test: stats.SuiteTest, k: int, loaded, before_text, after_text) -> SuiteEntry:
-    """One suite scenario: its cached baseline, then the candidate's trials until the test decides."""
+    """One suite scenario: the candidate's trials until the test decides, against its baseline.
+
+    With ``test.on_demand`` and no baseline in the cache, the candidate's trials run first against the
+    baseline that would judge them hardest (``SuiteTest.pessimistic``); the baseline runs only if they do
+    not clear it, and the test is then settled on the real baseline, the trials so far included. The
+    decision is the one the full baseline would have given (docs/gate.md, "The baseline on demand").
+    """
     sid = loaded.scenario.id
-    entry = SuiteEntry(sid, runner.fixed(Side("baseline", sid), loaded, before_text, test.baseline_n, opts.replay))
+    entry = SuiteEntry(sid, Side("baseline", sid))
+    if test.on_demand and not runner.cached(loaded, before_text, test.baseline_n, opts.replay):
+        entry.candidate = runner.sequential(Side("with rule", sid), loaded, after_text,
+                                            lambda p, f: test.pessimistic(p, f, k), test.max_n, opts.replay)
+        if entry.candidate.outcome == "pass":
+            entry.judged, entry.baseline.outcome = True, "not needed"
+            entry.note = "no regression (it cleared a baseline that never failed, so its baseline was not run)"
+            return entry
+        # unscorable with the rule: the baseline tells a broken scenario from one the rule broke
+    entry.baseline = runner.fixed(entry.baseline, loaded, before_text, test.baseline_n, opts.replay)
     base = entry.baseline
     if base.outcome == "error":
         entry.broken = True
@@ -465,14 +488,23 @@ def _judge(runner, opts, test: stats.SuiteTest, k: int, loaded, before_text, aft
     if base.passes == 0:
         entry.note = "not judged: it fails with the current playbook too"
         return entry
-    entry.candidate = runner.sequential(Side("with rule", sid), loaded, after_text,
-                                        lambda p, f: test.decide(base.passes, base.n, p, f, k), test.max_n,
-                                        opts.replay)
+    side = entry.candidate or Side("with rule", sid)
+    state = test.settle(base.passes, base.n, [t.verdict == "passed" for t in side.scored], k)
+    if state == "continue":
+        entry.candidate = runner.sequential(side, loaded, after_text,
+                                            lambda p, f: test.decide(base.passes, base.n, p, f, k), test.max_n,
+                                            opts.replay)
+    else:
+        entry.candidate, side.outcome = side, state
     entry.judged = True
     if entry.candidate.outcome == "error":
-        entry.regressed = True
-        entry.note = "became unscorable with the rule: " + _unscored_reasons(entry.candidate)
-    else:
-        entry.regressed = entry.candidate.outcome == "fail"
-        entry.note = "regressed" if entry.regressed else "no regression"
+        return _unscorable(entry)
+    entry.regressed = entry.candidate.outcome == "fail"
+    entry.note = "regressed" if entry.regressed else "no regression"
+    return entry
+
+
+def _unscorable(entry: SuiteEntry) -> SuiteEntry:
+    entry.judged = entry.regressed = True
+    entry.note = "became unscorable with the rule: " + _unscored_reasons(entry.candidate)
     return entry

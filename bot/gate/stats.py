@@ -279,6 +279,11 @@ def expected_runs(decide, p: float, passes: int = 0, fails: int = 0) -> float:
     return walk(passes, fails)
 
 
+def expected_pass(decide, p: float) -> float:
+    """P(``decide`` ends in 'pass') from the start, at pass rate ``p``."""
+    return _side(decide, p)[0]
+
+
 def most_runs(decide, passes: int = 0, fails: int = 0) -> int:
     """The most further trials ``decide`` can ask for, from (passes, fails) (unscored retries aside)."""
 
