@@ -71,7 +71,7 @@ def gate_options(policy: str, cfg: LoopConfig, replay: ReplayOptions, cache: Pat
         return gate.GateOptions(replay=replay, jobs=cfg.jobs, cache_dir=cache,
                                 test=stats.SequentialTest(before_n=1, before_max_pass=0, after_n=1, after_min_pass=1),
                                 suite=stats.SuiteTest(baseline_n=1, max_n=1, reject_at=0.5, accept_at=-0.5,
-                                                      suite_size=max(1, suite_size)))
+                                                      suite_size=max(1, suite_size), on_demand=False))
     # The product's sequential test as it is; the suite test cheaper than the product's (each figure reported).
     suite = replace(stats.SuiteTest(), baseline_n=cfg.suite_trials, drop=cfg.suite_drop, accept_at=cfg.suite_accept_at,
                     suite_size=max(1, suite_size))

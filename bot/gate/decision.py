@@ -464,38 +464,52 @@ def _broken(name: str, note: str) -> SuiteEntry:
 def _judge(runner, opts, test: stats.SuiteTest, k: int, loaded, before_text, after_text) -> SuiteEntry:
     """One suite scenario: the candidate's trials until the test decides, against its baseline.
 
-    With ``test.on_demand`` and no baseline in the cache, the candidate's trials run first against the
-    baseline that would judge them hardest (``SuiteTest.pessimistic``); the baseline runs only if they do
-    not clear it, and the test is then settled on the real baseline, the trials so far included. The
-    decision is the one the full baseline would have given (docs/gate.md, "The baseline on demand").
+    With ``test.on_demand`` and no whole baseline in the cache, the candidate's trials run first against the
+    baseline that would judge them hardest (``SuiteTest.pessimistic``); only if they do not clear it does the
+    baseline run, one trial at a time and only until every baseline it could still complete to gives the same
+    decision (``SuiteTest.settled``). The decision is the one the whole baseline would have given
+    (docs/gate.md, "The baseline on demand").
     """
-    sid = loaded.scenario.id
+    sid, n = loaded.scenario.id, test.baseline_n
     entry = SuiteEntry(sid, Side("baseline", sid))
-    if test.on_demand and not runner.cached(loaded, before_text, test.baseline_n, opts.replay):
+    if test.on_demand and not runner.cached(loaded, before_text, n, opts.replay):
         entry.candidate = runner.sequential(Side("with rule", sid), loaded, after_text,
                                             lambda p, f: test.pessimistic(p, f, k), test.max_n, opts.replay)
         if entry.candidate.outcome == "pass":
             entry.judged, entry.baseline.outcome = True, "not needed"
             entry.note = "no regression (it cleared a baseline that never failed, so its baseline was not run)"
             return entry
-        # unscorable with the rule: the baseline tells a broken scenario from one the rule broke
-    entry.baseline = runner.fixed(entry.baseline, loaded, before_text, test.baseline_n, opts.replay)
+        # not cleared, or unscorable with the rule: the baseline tells a broken scenario from one the rule broke
+        seen = [t.verdict == "passed" for t in entry.candidate.scored]
+
+        def enough(bp: int, bf: int) -> str:
+            done = bp + bf >= n or (entry.candidate.outcome != "error"
+                                    and test.settled(bp, bp + n - bp - bf, seen, k) != "continue")
+            return "pass" if done else "continue"
+
+        entry.baseline = runner.sequential(entry.baseline, loaded, before_text, enough, n, opts.replay)
+    else:
+        entry.baseline = runner.fixed(entry.baseline, loaded, before_text, n, opts.replay)
     base = entry.baseline
     if base.outcome == "error":
         entry.broken = True
         entry.note = "not judged: its baseline could not be scored (" + _unscored_reasons(base) + ")"
         return entry
-    if base.passes == 0:
+    side = entry.candidate or Side("with rule", sid)
+    if base.n < n:  # settled on part of the baseline
+        entry.candidate, side.outcome = side, test.settled(base.passes, base.passes + n - base.n,
+                                                           [t.verdict == "passed" for t in side.scored], k)
+    elif base.passes == 0:
         entry.note = "not judged: it fails with the current playbook too"
         return entry
-    side = entry.candidate or Side("with rule", sid)
-    state = test.settle(base.passes, base.n, [t.verdict == "passed" for t in side.scored], k)
-    if state == "continue":
-        entry.candidate = runner.sequential(side, loaded, after_text,
-                                            lambda p, f: test.decide(base.passes, base.n, p, f, k), test.max_n,
-                                            opts.replay)
     else:
-        entry.candidate, side.outcome = side, state
+        state = test.settle(base.passes, base.n, [t.verdict == "passed" for t in side.scored], k)
+        if state == "continue":
+            entry.candidate = runner.sequential(side, loaded, after_text,
+                                                lambda p, f: test.decide(base.passes, base.n, p, f, k), test.max_n,
+                                                opts.replay)
+        else:
+            entry.candidate, side.outcome = side, state
     entry.judged = True
     if entry.candidate.outcome == "error":
         return _unscorable(entry)

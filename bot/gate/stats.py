@@ -167,11 +167,18 @@ class SuiteTest:
                 return state
         return "continue"
 
+    def settled(self, lo: int, hi: int, trials: list[bool], k: int = 3) -> Decision:
+        """The decision on the candidate's ``trials`` that every full baseline with ``lo`` to ``hi`` passes (of
+        ``baseline_n``) gives, if they all agree, else 'continue' (a baseline that never passed: not judged)."""
+        ends = {("pass" if bp == 0 else self.settle(bp, self.baseline_n, trials, k)) for bp in range(lo, hi + 1)}
+        return ends.pop() if len(ends) == 1 else "continue"
+
     def describe(self) -> str:
         how = (f"each scenario against its own {self.baseline_n}-trial baseline: a sequential test for a drop of "
                f"{self.drop:g} in pass rate, at most {self.max_n} trials with the rule")
         if self.on_demand:
-            how += "; the baseline runs only when the rule's trials do not clear a baseline that never failed"
+            how += ("; the baseline runs only when the rule's trials do not clear a baseline that never failed, "
+                    "and only until it settles the test")
         return how
 
 
@@ -202,47 +209,48 @@ def suite_scenario_characteristics(test: SuiteTest, p_baseline: float, p_candida
 
 
 def _on_demand(test: SuiteTest, p_baseline: float, p_candidate: float, k: int) -> SuiteCharacteristics:
-    """``suite_scenario_characteristics`` of the on-demand order: the candidate's trials first, against the
-    pessimistic baseline (``SuiteTest.pessimistic``); the baseline only when that says 'fail', then the test
-    settled on the real baseline, the candidate's trials so far included (``SuiteTest.settle``).
+    """``suite_scenario_characteristics`` of the on-demand order (``bot.gate.decision._judge``): the candidate's
+    trials first, against the pessimistic baseline (``SuiteTest.pessimistic``); if they do not clear it, baseline
+    trials one at a time until every baseline they could still complete to gives the same decision
+    (``SuiteTest.settled``); if the whole baseline is run and the test still needs them, more candidate trials.
 
-    Walks every baseline outcome and every candidate path, tracking whether the real baseline's test has
-    already cleared the candidate on a prefix (it can only clear, never fail, before the pessimistic one does).
+    Walks every candidate path (with the set of baselines whose test has already cleared it on a prefix), then
+    every baseline path from where the pessimistic test stopped.
     """
-    n, q = test.baseline_n, p_candidate
-    p_fail = runs = base_runs = 0.0
-    for bp in range(n + 1):
-        weight = math.comb(n, bp) * p_baseline**bp * (1 - p_baseline) ** (n - bp)
-        if weight == 0.0:
-            continue
-        real = (lambda p, f: "pass") if bp == 0 else (lambda p, f, b=bp: test.decide(b, n, p, f, k))
-        rest = {}
+    n, q, pb = test.baseline_n, p_candidate, p_baseline
 
-        def after(p: int, f: int) -> tuple[float, float]:
-            """P(regressed) and further candidate trials once the baseline is known, from (p, f)."""
-            if (p, f) not in rest:
-                rest[(p, f)] = _side(lambda a, b: _flip(real(p + a, f + b)), q)
-            return rest[(p, f)]
+    @lru_cache(maxsize=None)
+    def more(bp: int, p: int, f: int) -> tuple[float, float]:
+        """P(regressed) and further candidate trials with the baseline known, from (p, f)."""
+        return _side(lambda a, b: _flip(test.decide(bp, n, p + a, f + b, k)), q)
+
+    def baseline(p: int, f: int, cleared: int) -> tuple[float, float, float]:
+        states = ["pass" if bp == 0 or cleared >> bp & 1 else test.decide(bp, n, p, f, k) for bp in range(n + 1)]
 
         @lru_cache(maxsize=None)
-        def walk(p: int, f: int, cleared: bool) -> tuple[float, float, float]:
-            cleared = cleared or real(p, f) == "pass"
-            state = test.pessimistic(p, f, k)
-            if state == "pass":
-                return 0.0, 0.0, 0.0
-            if state == "fail":
-                if cleared:
-                    return 0.0, 0.0, float(n)
-                regress, more = after(p, f)
-                return regress, more, float(n)
-            wp, wf = walk(p + 1, f, cleared), walk(p, f + 1, cleared)
-            return tuple(q * a + (1 - q) * b + (1.0 if i == 1 else 0.0) for i, (a, b) in enumerate(zip(wp, wf)))
+        def walk(j: int, bp: int) -> tuple[float, float, float]:
+            ends = set(states[bp:bp + n - j + 1])
+            if len(ends) == 1 and "continue" not in ends:
+                return float("fail" in ends), 0.0, 0.0
+            if j == n:
+                return (*more(bp, p, f), 0.0)
+            wp, wf = walk(j + 1, bp + 1), walk(j + 1, bp)
+            return pb * wp[0] + (1 - pb) * wf[0], pb * wp[1] + (1 - pb) * wf[1], 1 + pb * wp[2] + (1 - pb) * wf[2]
 
-        regress, cand, base = walk(0, 0, False)
-        p_fail += weight * regress
-        runs += weight * cand
-        base_runs += weight * base
-    return SuiteCharacteristics(p_fail, runs, base_runs)
+        return walk(0, 0)
+
+    @lru_cache(maxsize=None)
+    def walk(p: int, f: int, cleared: int) -> tuple[float, float, float]:
+        cleared |= sum(1 << bp for bp in range(1, n + 1) if test.decide(bp, n, p, f, k) == "pass")
+        now = test.pessimistic(p, f, k)
+        if now == "pass":
+            return 0.0, 0.0, 0.0
+        if now == "fail":
+            return baseline(p, f, cleared)
+        wp, wf = walk(p + 1, f, cleared), walk(p, f + 1, cleared)
+        return q * wp[0] + (1 - q) * wf[0], 1 + q * wp[1] + (1 - q) * wf[1], q * wp[2] + (1 - q) * wf[2]
+
+    return SuiteCharacteristics(*walk(0, 0, 0))
 
 
 def _flip(state: Decision) -> Decision:
