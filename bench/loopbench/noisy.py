@@ -234,7 +234,8 @@ class NoisyRun:
                    after_q: float) -> bool:
         test = self.gate.suite
         suite = [s for s in self.noise.suite if s != proposal.mode]
-        test = replace(test, suite_size=max(1, len(suite)))
+        if self.gate.own == "single":  # the seed's one-run suite check, its boundary set for this suite
+            test = replace(test, suite_size=max(1, len(suite)))
         regressed = False
         for sid in suite:  # every scenario is judged (as the product does), not only until the first regression
             regressed |= self._judge(week, test, len(suite), sid, proposal, after, before_q, after_q) == "fail"

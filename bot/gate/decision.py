@@ -232,6 +232,33 @@ def twins(book: Playbook, candidate: Rule) -> list[str]:
     return problems
 
 
+# -- scope: which suite scenarios a rule can reach ------------------------------
+
+
+def reaches(rule: Rule, loaded: sc.LoadedScenario) -> bool:
+    """Whether ``rule`` can reach the scenario: its ``task_types`` include the scenario's (or are empty), and its
+    ``paths`` match a file of the scenario's fixture (or are empty). Globs as the hosts read them (``*`` crosses
+    folders). A path-scoped rule is assumed inert where no file it names exists: true of hosts that load a rule
+    only for the files it scopes, not of one file every agent reads whole."""
+    from fnmatch import fnmatchcase
+
+    if not rule.applies_to(loaded.scenario.task_type):
+        return False
+    if not rule.paths:
+        return True
+    root = loaded.fixture
+    files = (f.relative_to(root).as_posix() for f in root.rglob("*") if f.is_file()) if root.is_dir() else ()
+    return any(fnmatchcase(rel, glob) for rel in files for glob in rule.paths)
+
+
+def scoped_prompts(book: Playbook, candidate: Rule, loaded: sc.LoadedScenario) -> tuple[str, str | None]:
+    """(baseline, with the candidate) for one suite scenario: the admitted rules that can reach it, rendered as
+    the gate renders them; the second is None when the candidate cannot reach it. A rule admitted with a scope
+    that cannot reach the scenario leaves its text, and so its cached baseline, as it was."""
+    rules = [r for r in book.admitted() if r.id != candidate.id and reaches(r, loaded)]
+    return book.render_text(rules), book.render_text(rules + [candidate]) if reaches(candidate, loaded) else None
+
+
 # -- the gate -----------------------------------------------------------------
 
 
@@ -286,7 +313,8 @@ def run_gate(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions
     before_text, after_text = baseline_prompt(book, candidate), system_prompt(book, candidate)
     try:
         with stop_on_sigint():
-            _decide(result, runner, opts, loaded, before_text, after_text, suite_dir, progress)
+            _decide(result, runner, opts, loaded, before_text, after_text, suite_dir, progress,
+                    texts=lambda other: scoped_prompts(book, candidate, other))
     except BudgetSpent as exc:
         result.decision, result.reason = "error", str(exc)
     except (KeyboardInterrupt, process_mod.Interrupted):
@@ -308,9 +336,11 @@ def run_gate(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions
 
 
 def _decide(result: GateResult, runner: Runner, opts: GateOptions, loaded: sc.LoadedScenario,
-            before_text: str, after_text: str, suite_dir: Path, progress, k: int | None = None) -> None:
+            before_text: str, after_text: str, suite_dir: Path, progress, k: int | None = None,
+            texts: Callable | None = None) -> None:
     """Decide ``result`` (the own scenario, then the suite); ``k``: the scenarios the suite test's correction
-    is over (default: this suite's; the org gate passes every member's)."""
+    is over (default: this suite's; the org gate passes every member's); ``texts``: each suite scenario's
+    (baseline, candidate) prompts (``scoped_prompts``; default: the whole playbook's)."""
     test = opts.test
     progress(f"own scenario `{loaded.scenario.id}` with an agent that does nothing")
     finding = runner.control(loaded.folder, policy=opts.replay.simulated)
@@ -336,7 +366,7 @@ def _decide(result: GateResult, runner: Runner, opts: GateOptions, loaded: sc.Lo
         if result.after.outcome != "pass":
             _not_discriminative(result, "after")
             return
-    result.suite = _suite(runner, opts, loaded, before_text, after_text, suite_dir, progress, k)
+    result.suite = _suite(runner, opts, loaded, before_text, after_text, suite_dir, progress, k, texts)
     result.suite_test = suite_test(opts).describe()
     incomplete = incomplete_note(result)
     if result.regressions:
@@ -425,8 +455,10 @@ def _with_model(replay: ReplayOptions, model: str) -> ReplayOptions:
     return replace(replay, model=model)
 
 
-def _suite(runner, opts, own, before_text, after_text, suite_dir, progress, k: int | None = None) -> list[SuiteEntry]:
-    """Each suite scenario but ``own`` (None: every one), judged with the candidate against its baseline."""
+def _suite(runner, opts, own, before_text, after_text, suite_dir, progress, k: int | None = None,
+           texts: Callable | None = None) -> list[SuiteEntry]:
+    """Each suite scenario but ``own`` (None: every one), judged with the candidate against its baseline
+    (with ``texts``: each scenario's own prompts, see ``scoped_prompts``)."""
     folders = [f for f in suite_mod.folders(Path(suite_dir)) if own is None or f.resolve() != own.folder.resolve()]
     test = suite_test(opts)
 
@@ -435,9 +467,13 @@ def _suite(runner, opts, own, before_text, after_text, suite_dir, progress, k: i
         if not finding.ok:
             return _broken(finding.scenario, "does not load: " + "; ".join(finding.lines()))
         loaded = sc.load(folder)
+        base_text, cand_text = texts(loaded) if texts else (before_text, after_text)
+        if cand_text is None:
+            return SuiteEntry(loaded.scenario.id, Side("baseline", loaded.scenario.id, outcome="not needed"),
+                              note="not judged: the rule's scope (task_types, paths) cannot reach it")
         progress(f"suite `{loaded.scenario.id}`")
         try:
-            return _judge(runner, opts, test, k or len(folders), loaded, before_text, after_text)
+            return _judge(runner, opts, test, k or len(folders), loaded, base_text, cand_text)
         except BadInput as exc:  # e.g. a sandbox that refuses the fixture: this scenario, not the gate
             return _broken(loaded.scenario.id, "could not be replayed: " + exc.render())
 
