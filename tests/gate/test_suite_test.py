@@ -37,11 +37,14 @@ def test_a_larger_suite_raises_the_reject_boundary():
 
 def test_the_docs_table_is_what_the_code_computes():
     text = (REPO / "docs" / "gate.md").read_text(encoding="utf-8")
-    rows = re.findall(r"^\| \**([\d.]+) → ([\d.]+)\** \| \**([\d.]+)\** \| ([\d.]+) \| ([\d.]+) \|$", text, re.M)
+    cell = r" \| ([\d.]+)"
+    rows = re.findall(r"^\| \**([\d.]+) → ([\d.]+)\** \| \**([\d.]+)\**" + cell * 4 + r" \|$", text, re.M)
     assert len(rows) == 11
-    for b, c, p, runs, _ in rows:
+    for b, c, p, cached, lazy, base, _ in rows:
         exact = stats.suite_scenario_characteristics(TEST, float(b), float(c), 3)
-        assert (round(exact.p_regressed, 4), round(exact.expected_runs, 1)) == (float(p), float(runs)), (b, c)
+        full = stats.suite_scenario_characteristics(FIXED, float(b), float(c), 3)
+        assert (round(exact.p_regressed, 4), round(full.expected_runs, 1)) == (float(p), float(cached)), (b, c)
+        assert (round(exact.expected_runs, 1), round(exact.baseline_runs, 1)) == (float(lazy), float(base)), (b, c)
 
 
 # -- the baseline on demand (issue 28 item 5) ---------------------------------------------------
