@@ -285,7 +285,8 @@ def suite_modes(stream: Stream) -> list[str]:
 
 
 def run_seed(stream: Stream, seed: int, cfg: LoopConfig, noise_cfg: NoiseConfig, names: list[str],
-             suite_trials: int = 40, reproposals: int = 0) -> dict[str, list[Week]]:
+             suite_trials: int = 40, reproposals: int = 0,
+             table: dict[str, NoisyGate] | None = None) -> dict[str, list[Week]]:
     noise = Noise(noise_cfg, seed, stream.modes, suite_modes(stream))
-    table = gates(suite_trials)
+    table = table or gates(suite_trials)
     return {n: NoisyRun(n, stream, noise, replace(cfg, seed=seed), table.get(n), reproposals).run() for n in names}
