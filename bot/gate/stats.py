@@ -117,6 +117,11 @@ class SuiteTest:
     suite raises it by log(k / suite_size), splitting the 5% among them),
     accepts at ``accept_at``, and accepts after ``max_n`` trials. See
     docs/gate.md for why, and its operating characteristics.
+
+    With ``on_demand`` (the default) the baseline is run only when needed: the
+    candidate's trials first against the pessimistic baseline (``pessimistic``),
+    then baseline trials until they settle the test (``settled``), giving the
+    decision the whole baseline gives (``bot.gate.decision._judge``).
     """
 
     baseline_n: int = 40
