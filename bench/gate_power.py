@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
             lo, hi = stats.wilson(wrong, len(gates))
             if design == "ours":
                 p_reg, exp_cand = stats.suite_characteristics(test, rates[rule])
-                exp_base = test.baseline_n * args.suite
+                exp_base = stats.suite_baseline_runs(test, rates[rule])  # the baseline on demand, none cached
             else:
                 p_reg, exp_total = today_exact(rates[rule])
                 exp_base, exp_cand = 3 * args.suite, exp_total - 3 * args.suite
@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
             label = "rejected (regression)" if rule == "harmless" else "admitted"
             rows.append([design, rule, label, f"{wrong}/{len(gates)}", f"{lo:.3f}–{hi:.3f}", f"{exact_wrong:.4f}",
                          f"{sum(g.candidate_runs for g in gates) / len(gates):.1f}", f"{exp_cand:.1f}",
-                         f"{sum(g.baseline_runs for g in gates) / len(gates):.1f}", f"{exp_base:.0f}"])
+                         f"{sum(g.baseline_runs for g in gates) / len(gates):.1f}", f"{exp_base:.1f}"])
     print(f"## Suite check power: SIMULATED model, real replays, no cache ({args.suite} suite scenarios at 0.9)\n")
     print(table(["design", "rule", "wrong decision", "observed", "95% Wilson", "exact",
                  "candidate runs", "exact E", "baseline runs", "exact"], rows))

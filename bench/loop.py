@@ -26,12 +26,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from loopbench import noisy, report, seeds  # noqa: E402
+from loopbench import run as run_mod  # noqa: E402
 from loopbench.noise import NoiseConfig  # noqa: E402
 from loopbench.run import POLICIES, LoopConfig, PolicyRun  # noqa: E402
 from loopbench.simulated import DistillerConfig  # noqa: E402
 from loopbench.stream import StreamConfig, expected_repeat_share, make_stream  # noqa: E402
 
 from bot import settings  # noqa: E402
+from bot.gate import stats  # noqa: E402
 
 DEFAULT_CACHE = Path(settings.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "replaybook-loop-bench"
 
@@ -61,7 +63,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--p-harmful", type=float, default=DistillerConfig.p_harmful,
                    help="distiller proposes a rule that breaks another scenario")
     p.add_argument("--suite-trials", type=int, default=LoopConfig.suite_trials,
-                   help="replaybook gate: baseline trials per suite scenario")
+                   help="replaybook gate: baseline trials per suite scenario (default: the product's)")
     p.add_argument("--reproposals", type=int, default=0,
                    help="noisy preset: after a refusal, distill proposes again for the mode, at most this often")
     p.add_argument("--suite-trials-noisy", type=int, default=40,
@@ -132,9 +134,9 @@ def run_all(stream_cfg: StreamConfig, loop_cfg: LoopConfig, names: list[str], ca
         "expected_no_loop": expected_repeat_share(stream_cfg),
         "loop": loop_cfg.as_dict(),
         "gates": {"single_run": "1 run without the rule, 1 with, 1 run of each suite scenario (baseline and candidate)",
-                  "replaybook": f"sequential test (at most 0 of 3 pass without, 4 of 5 with) and the suite test "
-                                f"(a drop of {loop_cfg.suite_drop} against a {loop_cfg.suite_trials}-trial baseline per "
-                                f"scenario, cleared at {loop_cfg.suite_accept_at}), cap {loop_cfg.cap}",
+                  "replaybook": f"the product's gate options: {stats.SequentialTest().describe()}; suite: "
+                                f"{run_mod.gate_options('replaybook', loop_cfg, None, cache, 0).suite.describe()}"
+                                f", cap {loop_cfg.cap}",
                   "unvalidated": "every proposal admitted, no cap", "none": "no loop"},
         "suite": "the hand-written scenarios (bundled and bench), not the one-offs" if loop_cfg.suite is None
                  else ", ".join(loop_cfg.suite),

@@ -121,3 +121,20 @@ def test_expected_share_matches_the_stream_without_a_loop():
         shares.append(repeats / fails)
     expected = expected_repeat_share(cfg)["repeat_share"]
     assert abs(sum(shares) / len(shares) - expected) < 0.05, (shares, expected)
+
+
+def test_the_replaybook_policy_gates_with_the_products_default_options(tmp_path):
+    from loopbench.noisy import gates
+    from loopbench.run import gate_options
+
+    from bot.gate import decision, stats
+    from bot.replay.engine import ReplayOptions
+
+    replay = ReplayOptions()
+    opts = gate_options("replaybook", LoopConfig(), replay, tmp_path, 13)
+    product = decision.GateOptions(replay=replay, jobs=LoopConfig().jobs, cache_dir=tmp_path)
+    assert opts == product and opts.suite == stats.SuiteTest() and opts.suite.on_demand
+    assert gate_options("single_run", LoopConfig(), replay, tmp_path, 13).suite != stats.SuiteTest()
+    # the noisy preset's statistical gates judge the suite with the product's suite test too
+    for name in ("replaybook_v1", "replaybook"):
+        assert gates()[name].suite == stats.SuiteTest()

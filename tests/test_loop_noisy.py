@@ -185,3 +185,21 @@ def test_the_paired_table_in_docs_gate_is_what_stats_computes():
         seq = stats.operating_characteristics(stats.SequentialTest(), float(b), float(a))
         assert (f"{paired.p_admit:.4f}", f"{paired.expected_runs:.1f}") == (p, runs), (b, a)
         assert (f"{seq.p_admit:.4f}", f"{seq.expected_runs:.1f}") == (sp, sruns), (b, a)
+
+
+def test_the_suite_baseline_on_demand_decides_as_the_whole_baseline_for_fewer_replays():
+    """The noisy preset's gate in the product's order (the baseline on demand) against the whole 40-trial
+    baseline up front, on the same draws: every week's decisions are the same, the replays fewer."""
+    from dataclasses import replace
+
+    stream = make_stream(STREAM, 7)
+
+    def run(on_demand: bool):
+        gate = noisy.gates()["replaybook"]
+        table = {"replaybook": replace(gate, suite=replace(gate.suite, on_demand=on_demand))}
+        return noisy.run_seed(stream, 7, LoopConfig(), NoiseConfig(), ["replaybook"], table=table)["replaybook"]
+
+    lazy, full = run(True), run(False)
+    decided = lambda weeks: [(w.admitted, w.admitted_harmful, dict(w.rejections)) for w in weeks]  # noqa: E731
+    assert decided(lazy) == decided(full) and sum(w.admitted for w in lazy) > 0
+    assert sum(w.replays for w in lazy) < sum(w.replays for w in full)

@@ -27,7 +27,7 @@ NOISY_POLICIES = ("none", "single_run", "unvalidated", "replaybook_v1", "replayb
 # replay (task replays), and of one capture or distill call (unvalidated: $1.01 over 89 calls).
 REPLAY_USD = 0.0183
 CALL_USD = 0.0113
-SINGLE_SUITE = stats.SuiteTest(baseline_n=1, max_n=1, reject_at=0.5, accept_at=-0.5)
+SINGLE_SUITE = stats.SuiteTest(baseline_n=1, max_n=1, reject_at=0.5, accept_at=-0.5, on_demand=False)
 
 
 @dataclass
@@ -234,21 +234,39 @@ class NoisyRun:
                    after_q: float) -> bool:
         test = self.gate.suite
         suite = [s for s in self.noise.suite if s != proposal.mode]
-        test = replace(test, suite_size=max(1, len(suite)))
+        if self.gate.own == "single":  # the seed's one-run suite check, its boundary set for this suite
+            test = replace(test, suite_size=max(1, len(suite)))
         regressed = False
         for sid in suite:  # every scenario is judged (as the product does), not only until the first regression
-            key = (sid, self.version)
-            base = self.baselines.setdefault(key, [])
-            while len(base) < test.baseline_n:  # a baseline per playbook version, shared by every candidate
-                base.append(self._trial(week, sid, self.rules, before_q, "baseline", sid, self.version, len(base)))
-            base_passes, base_n = sum(base), len(base)
-            if base_passes == 0:
-                continue  # not judged: it fails with the current playbook too
-            state = self._side(week, lambda p, f: test.decide(base_passes, base_n, p, f, len(suite)), sid, after,
-                               after_q, "candidate", f"{proposal.id}@{sid}",
-                               self.evidence[proposal.id].setdefault(sid, []))
-            regressed |= state == "fail"
+            regressed |= self._judge(week, test, len(suite), sid, proposal, after, before_q, after_q) == "fail"
         return regressed
+
+    def _judge(self, week: Week, test: stats.SuiteTest, k: int, sid: str, proposal: Proposal,
+               after: list[Proposal], before_q: float, after_q: float) -> str:
+        """One suite scenario, in the order of ``bot.gate.decision._judge`` (the baseline on demand)."""
+        base = self.baselines.setdefault((sid, self.version), [])  # per playbook version, shared by candidates
+        cand = self.evidence[proposal.id].setdefault(sid, [])
+        key = f"{proposal.id}@{sid}"
+        if test.on_demand and len(base) < test.baseline_n:
+            state = self._side(week, lambda p, f: test.pessimistic(p, f, k), sid, after, after_q, "candidate",
+                               key, cand)
+            if state == "pass":
+                return "pass"  # it cleared a baseline that never failed: the baseline is not run
+        n = test.baseline_n
+        while len(base) < n and not (test.on_demand and
+                                     test.settled(sum(base), sum(base) + n - len(base), cand, k) != "continue"):
+            base.append(self._trial(week, sid, self.rules, before_q, "baseline", sid, self.version, len(base)))
+        if len(base) < n:  # settled on part of the baseline (kept for the next candidate of this playbook)
+            return test.settled(sum(base), sum(base) + n - len(base), cand, k)
+        base_passes, base_n = sum(base), len(base)
+        if base_passes == 0:
+            return "pass"  # not judged: it fails with the current playbook too
+        state = test.settle(base_passes, base_n, cand, k)
+        while state == "continue":
+            ok = self._trial(week, sid, after, after_q, "candidate", key, len(cand))
+            cand.append(ok)
+            state = test.decide(base_passes, base_n, sum(cand), len(cand) - sum(cand), k)
+        return state
 
     def _close(self, week: Week) -> None:
         week.playbook_size = len(self.rules)
@@ -267,7 +285,8 @@ def suite_modes(stream: Stream) -> list[str]:
 
 
 def run_seed(stream: Stream, seed: int, cfg: LoopConfig, noise_cfg: NoiseConfig, names: list[str],
-             suite_trials: int = 40, reproposals: int = 0) -> dict[str, list[Week]]:
+             suite_trials: int = 40, reproposals: int = 0,
+             table: dict[str, NoisyGate] | None = None) -> dict[str, list[Week]]:
     noise = Noise(noise_cfg, seed, stream.modes, suite_modes(stream))
-    table = gates(suite_trials)
+    table = table or gates(suite_trials)
     return {n: NoisyRun(n, stream, noise, replace(cfg, seed=seed), table.get(n), reproposals).run() for n in names}

@@ -49,9 +49,10 @@ class LoopConfig:
     q0: float = 0.97  # chance the agent follows a rule in its prompt, with an empty playbook
     q_slope: float = 0.003  # q falls by this much per rule in the playbook ...
     q_min: float = 0.5  # ... down to this
-    suite_trials: int = 1  # replaybook gate: baseline trials per suite scenario (the product's default is 40)
-    suite_drop: float = 0.5  # replaybook gate: the drop in pass rate the suite test looks for (product: 0.4)
-    suite_accept_at: float = -4.0  # replaybook gate: log-likelihood ratio that clears a suite scenario (product: -4.5)
+    # replaybook gate: the product's own options (``GateOptions()``); set one of these only to try a variant
+    suite_trials: int | None = None  # baseline trials per suite scenario (product: 40)
+    suite_drop: float | None = None  # the drop in pass rate the suite test looks for (product: 0.4)
+    suite_accept_at: float | None = None  # log-likelihood ratio that clears a suite scenario (product: -4.5)
     distiller: DistillerConfig = field(default_factory=DistillerConfig)
     suite: tuple[str, ...] | None = None  # scenario ids of the gate's suite; None: every hand-written one
 
@@ -71,11 +72,12 @@ def gate_options(policy: str, cfg: LoopConfig, replay: ReplayOptions, cache: Pat
         return gate.GateOptions(replay=replay, jobs=cfg.jobs, cache_dir=cache,
                                 test=stats.SequentialTest(before_n=1, before_max_pass=0, after_n=1, after_min_pass=1),
                                 suite=stats.SuiteTest(baseline_n=1, max_n=1, reject_at=0.5, accept_at=-0.5,
-                                                      suite_size=max(1, suite_size)))
-    # The product's sequential test as it is; the suite test cheaper than the product's (each figure reported).
-    suite = replace(stats.SuiteTest(), baseline_n=cfg.suite_trials, drop=cfg.suite_drop, accept_at=cfg.suite_accept_at,
-                    suite_size=max(1, suite_size))
-    return gate.GateOptions(replay=replay, jobs=cfg.jobs, cache_dir=cache, suite=suite)
+                                                      suite_size=max(1, suite_size), on_demand=False))
+    # The product's gate as it ships: its own-scenario test and its suite test (the baseline on demand).
+    opts = gate.GateOptions(replay=replay, jobs=cfg.jobs, cache_dir=cache)
+    variant = {name: value for name, value in (("baseline_n", cfg.suite_trials), ("drop", cfg.suite_drop),
+                                               ("accept_at", cfg.suite_accept_at)) if value is not None}
+    return replace(opts, suite=replace(opts.suite, **variant)) if variant else opts
 
 
 def reason_class(result: gate.GateResult) -> str:

@@ -11,7 +11,6 @@ retries unscored ones and stops at the gate's budget.
 from __future__ import annotations
 
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Callable
@@ -22,6 +21,15 @@ from bot.errors import BadInput
 from bot.gate import stats
 from bot.gate.pool import Pool, Stream
 from bot.gate.result import Decision, GateOptions, GateResult, Side, SuiteEntry  # noqa: F401  (re-exported)
+from bot.gate.suite_check import (  # noqa: F401  (re-exported)
+    _broken,
+    _judge,
+    _suite,
+    _unscored_reasons,
+    reaches,
+    scoped_prompts,
+    suite_test,
+)
 from bot.playbook.render.system_prompt import baseline_prompt, system_prompt
 from bot.playbook.rule import Rule
 from bot.playbook.store import Playbook
@@ -32,7 +40,6 @@ from bot.replay.cache import ReplayCache, trial_key
 from bot.replay.engine import ReplayOptions, TrialResult, run_trial
 from bot.replay.interrupt import stop_on_sigint
 from bot.scenario import spec as sc
-from bot.scenario import suite as suite_mod
 
 TWIN_THRESHOLD = 0.6
 
@@ -136,8 +143,15 @@ class Runner:
         futures = [self.pool.submit(self._attempt, *job) for job in jobs]
         return [self._count(*f.result()) for f in futures]
 
-    def _stream(self, loaded: sc.LoadedScenario, text: str, replay: ReplayOptions) -> Stream:
-        return Stream(self.pool, lambda index: self._attempt(loaded, text, index, replay))
+    def _stream(self, loaded: sc.LoadedScenario, text: str, replay: ReplayOptions, start: int = 0) -> Stream:
+        return Stream(self.pool, lambda index: self._attempt(loaded, text, index, replay), start)
+
+    def cached(self, loaded: sc.LoadedScenario, text: str, n: int, replay: ReplayOptions) -> bool:
+        """Whether the cache already holds trials 0..n-1 of this scenario with this text (a baseline run before)."""
+        if self.cache is None:
+            return False
+        version = self._agent(replay).version
+        return all(self.cache.get(trial_key(loaded, text, replay, i, version)) is not None for i in range(n))
 
     def _read(self, stream: Stream, ahead: int) -> TrialResult:
         # The budget stops a test between two reads, on what was read, not on what ran ahead.
@@ -151,9 +165,10 @@ class Runner:
         """Run trials until ``decide`` says pass or fail; unscored trials are retried, never counted.
 
         ``decide`` is asked after every trial, in trial order, so the test stops
-        where a one-job gate would, whatever ran ahead.
+        where a one-job gate would, whatever ran ahead. A side that holds trials
+        already goes on from the next trial index.
         """
-        stream = self._stream(loaded, text, replay)
+        stream = self._stream(loaded, text, replay, start=len(side.trials))
         try:
             while True:
                 state = decide(side.passes, side.n - side.passes)
@@ -278,7 +293,8 @@ def run_gate(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions
     before_text, after_text = baseline_prompt(book, candidate), system_prompt(book, candidate)
     try:
         with stop_on_sigint():
-            _decide(result, runner, opts, loaded, before_text, after_text, suite_dir, progress)
+            _decide(result, runner, opts, loaded, before_text, after_text, suite_dir, progress,
+                    texts=lambda other: scoped_prompts(book, candidate, other))
     except BudgetSpent as exc:
         result.decision, result.reason = "error", str(exc)
     except (KeyboardInterrupt, process_mod.Interrupted):
@@ -300,9 +316,11 @@ def run_gate(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions
 
 
 def _decide(result: GateResult, runner: Runner, opts: GateOptions, loaded: sc.LoadedScenario,
-            before_text: str, after_text: str, suite_dir: Path, progress, k: int | None = None) -> None:
+            before_text: str, after_text: str, suite_dir: Path, progress, k: int | None = None,
+            texts: Callable | None = None) -> None:
     """Decide ``result`` (the own scenario, then the suite); ``k``: the scenarios the suite test's correction
-    is over (default: this suite's; the org gate passes every member's)."""
+    is over (default: this suite's; the org gate passes every member's); ``texts``: each suite scenario's
+    (baseline, candidate) prompts (``scoped_prompts``; default: the whole playbook's)."""
     test = opts.test
     progress(f"own scenario `{loaded.scenario.id}` with an agent that does nothing")
     finding = runner.control(loaded.folder, policy=opts.replay.simulated)
@@ -328,7 +346,7 @@ def _decide(result: GateResult, runner: Runner, opts: GateOptions, loaded: sc.Lo
         if result.after.outcome != "pass":
             _not_discriminative(result, "after")
             return
-    result.suite = _suite(runner, opts, loaded, before_text, after_text, suite_dir, progress, k)
+    result.suite = _suite(runner, opts, loaded, before_text, after_text, suite_dir, progress, k, texts)
     result.suite_test = suite_test(opts).describe()
     incomplete = incomplete_note(result)
     if result.regressions:
@@ -389,10 +407,6 @@ def _not_discriminative(result: GateResult, side: str) -> None:
                          f"({s.passes}/{s.n} passed; {_failed_checks(s)})")
 
 
-def _unscored_reasons(side: Side) -> str:
-    return "; ".join(sorted({t.reason for t in side.trials if t.verdict == "unscored"}))[:300]
-
-
 def _failed_checks(side: Side) -> str:
     names = sorted({c.check for t in side.scored for c in t.failed_checks})
     return "failing: " + ", ".join(names) if names else "no check failed"
@@ -415,64 +429,3 @@ def _screen(result, runner, opts, loaded, before_text, after_text, progress) -> 
 
 def _with_model(replay: ReplayOptions, model: str) -> ReplayOptions:
     return replace(replay, model=model)
-
-
-def _suite(runner, opts, own, before_text, after_text, suite_dir, progress, k: int | None = None) -> list[SuiteEntry]:
-    """Each suite scenario but ``own`` (None: every one), judged with the candidate against its baseline."""
-    folders = [f for f in suite_mod.folders(Path(suite_dir)) if own is None or f.resolve() != own.folder.resolve()]
-    test = suite_test(opts)
-
-    def one(folder: Path) -> SuiteEntry:
-        finding = sv.validate(folder, control=False, policy=opts.replay.simulated)
-        if not finding.ok:
-            return _broken(finding.scenario, "does not load: " + "; ".join(finding.lines()))
-        loaded = sc.load(folder)
-        progress(f"suite `{loaded.scenario.id}`")
-        try:
-            return _judge(runner, opts, test, k or len(folders), loaded, before_text, after_text)
-        except BadInput as exc:  # e.g. a sandbox that refuses the fixture: this scenario, not the gate
-            return _broken(loaded.scenario.id, "could not be replayed: " + exc.render())
-
-    if len(folders) <= 1:
-        return [one(f) for f in folders]
-    # Every scenario at once: each waits on its own trials, which share the runner's pool.
-    with ThreadPoolExecutor(max_workers=len(folders), thread_name_prefix="gate-suite") as judges:
-        futures = [judges.submit(one, f) for f in folders]
-        try:
-            return [f.result() for f in futures]
-        except BaseException:
-            runner.close()  # e.g. the budget is spent: stop every other scenario's trials too
-            raise
-
-
-def suite_test(opts: GateOptions) -> stats.SuiteTest:
-    return opts.suite if opts.suite_trials is None else replace(opts.suite, baseline_n=opts.suite_trials)
-
-
-def _broken(name: str, note: str) -> SuiteEntry:
-    return SuiteEntry(name, Side("baseline", name, outcome="error"), broken=True, note=note[:600])
-
-
-def _judge(runner, opts, test: stats.SuiteTest, k: int, loaded, before_text, after_text) -> SuiteEntry:
-    """One suite scenario: its cached baseline, then the candidate's trials until the test decides."""
-    sid = loaded.scenario.id
-    entry = SuiteEntry(sid, runner.fixed(Side("baseline", sid), loaded, before_text, test.baseline_n, opts.replay))
-    base = entry.baseline
-    if base.outcome == "error":
-        entry.broken = True
-        entry.note = "not judged: its baseline could not be scored (" + _unscored_reasons(base) + ")"
-        return entry
-    if base.passes == 0:
-        entry.note = "not judged: it fails with the current playbook too"
-        return entry
-    entry.candidate = runner.sequential(Side("with rule", sid), loaded, after_text,
-                                        lambda p, f: test.decide(base.passes, base.n, p, f, k), test.max_n,
-                                        opts.replay)
-    entry.judged = True
-    if entry.candidate.outcome == "error":
-        entry.regressed = True
-        entry.note = "became unscorable with the rule: " + _unscored_reasons(entry.candidate)
-    else:
-        entry.regressed = entry.candidate.outcome == "fail"
-        entry.note = "regressed" if entry.regressed else "no regression"
-    return entry

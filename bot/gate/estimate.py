@@ -178,6 +178,8 @@ def estimate(loaded: sc.LoadedScenario, before_text: str, after_text: str, suite
         if not sv.validate(folder, control=False, policy=opts.replay.simulated).ok:
             continue  # the gate does not replay a scenario that does not load
         other = sc.load(folder)
+        if suite.on_demand and not _on_demand(plan, other, before_text, after_text, suite, len(folders), opts):
+            continue  # the candidate's trials clear the pessimistic baseline: no baseline to run
         passes, n = plan.fixed(other, before_text, suite.baseline_n, opts.replay)
         rate = passes / n if n == suite.baseline_n else P_SUITE
         base = round(rate * suite.baseline_n)
@@ -186,6 +188,23 @@ def estimate(loaded: sc.LoadedScenario, before_text: str, after_text: str, suite
         plan.sequential(other, after_text, lambda p, f, b=base: suite.decide(b, suite.baseline_n, p, f, len(folders)),
                         rate, opts.replay)
     return _done(plan)
+
+
+def _on_demand(plan: _Plan, other, before_text: str, after_text: str, suite: stats.SuiteTest, k: int,
+               opts) -> bool:
+    """The on-demand order's first step (``bot.gate.decision._judge``): whether the baseline is still planned.
+
+    A baseline the cache holds whole is used at once; else the candidate's trials run against the pessimistic
+    baseline, and the baseline is planned with the chance that they do not clear it."""
+    if all(plan.lookup(other, before_text, i, opts.replay) is not None for i in range(suite.baseline_n)):
+        return True
+    decide = lambda p, f: suite.pessimistic(p, f, k)  # noqa: E731
+    state = plan.sequential(other, after_text, decide, P_SUITE, opts.replay)
+    if state is not None:
+        return state == "fail"
+    p_fail = 1 - stats.expected_pass(decide, P_SUITE)
+    plan.to_run(other.scenario.id, p_fail * suite.baseline_n, suite.baseline_n)
+    return False
 
 
 def _done(plan: _Plan) -> Estimate:

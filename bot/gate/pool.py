@@ -46,13 +46,13 @@ class Pool:
 
 
 class Stream(Generic[T]):
-    """Trials ``run(0)``, ``run(1)``, … read in order, up to ``ahead`` of them in flight."""
+    """Trials ``run(start)``, ``run(start + 1)``, … read in order, up to ``ahead`` of them in flight."""
 
-    def __init__(self, pool: Pool, run: Callable[[int], T]):
+    def __init__(self, pool: Pool, run: Callable[[int], T], start: int = 0):
         self.pool, self.run = pool, run
         self._futures: dict[int, Future] = {}
-        self._next = 0  # the next index to read
-        self._submitted = 0
+        self._next = start  # the next index to read
+        self._submitted = start
 
     def next(self, ahead: int) -> T:
         """The result of the next trial, with up to ``ahead`` trials (this one included) running."""

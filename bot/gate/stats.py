@@ -117,6 +117,11 @@ class SuiteTest:
     suite raises it by log(k / suite_size), splitting the 5% among them),
     accepts at ``accept_at``, and accepts after ``max_n`` trials. See
     docs/gate.md for why, and its operating characteristics.
+
+    With ``on_demand`` (the default) the baseline is run only when needed: the
+    candidate's trials first against the pessimistic baseline (``pessimistic``),
+    then baseline trials until they settle the test (``settled``), giving the
+    decision the whole baseline gives (``bot.gate.decision._judge``).
     """
 
     baseline_n: int = 40
@@ -126,6 +131,8 @@ class SuiteTest:
     accept_at: float = -4.5
     rate_cap: float = 0.9
     suite_size: int = 3
+    on_demand: bool = True  # run the baseline only when the candidate's trials alone cannot settle the test
+
 
     def rates(self, baseline_passes: int, baseline_n: int) -> tuple[float, float]:
         """(b, b - drop) as the test uses them."""
@@ -145,21 +152,54 @@ class SuiteTest:
             return "pass"
         return "continue"
 
+    def pessimistic(self, passes: int, fails: int, k: int = 3) -> Decision:
+        """The decision against the baseline that would judge the candidate hardest: one that passed every trial.
+
+        The log likelihood ratio rises with the baseline's rate after any trials, so if the candidate clears
+        this baseline it clears every baseline it could have had: the baseline need not be run."""
+        return self.decide(self.baseline_n, self.baseline_n, passes, fails, k)
+
+    def settle(self, baseline_passes: int, baseline_n: int, trials: list[bool], k: int = 3) -> Decision:
+        """The decision on the candidate's ``trials`` (in trial order) once the baseline is known: 'pass' or
+        'fail' if the test stopped on a prefix of them, 'continue' if it needs more (as ``decide`` would have
+        said after each trial)."""
+        passes = fails = 0
+        for ok in [None, *trials]:
+            if ok is not None:
+                passes, fails = passes + ok, fails + (not ok)
+            state = self.decide(baseline_passes, baseline_n, passes, fails, k)
+            if state != "continue":
+                return state
+        return "continue"
+
+    def settled(self, lo: int, hi: int, trials: list[bool], k: int = 3) -> Decision:
+        """The decision on the candidate's ``trials`` that every full baseline with ``lo`` to ``hi`` passes (of
+        ``baseline_n``) gives, if they all agree, else 'continue' (a baseline that never passed: not judged)."""
+        ends = {("pass" if bp == 0 else self.settle(bp, self.baseline_n, trials, k)) for bp in range(lo, hi + 1)}
+        return ends.pop() if len(ends) == 1 else "continue"
+
     def describe(self) -> str:
-        return (f"each scenario against its own {self.baseline_n}-trial baseline: a sequential test for a drop of "
-                f"{self.drop:g} in pass rate, at most {self.max_n} trials with the rule")
+        how = (f"each scenario against its own {self.baseline_n}-trial baseline: a sequential test for a drop of "
+               f"{self.drop:g} in pass rate, at most {self.max_n} trials with the rule")
+        if self.on_demand:
+            how += ("; the baseline runs only when the rule's trials do not clear a baseline that never failed, "
+                    "and only until it settles the test")
+        return how
 
 
 @dataclass(frozen=True)
 class SuiteCharacteristics:
     p_regressed: float  # of one scenario
     expected_runs: float  # the candidate's trials of it (the baseline's are shared)
+    baseline_runs: float = 0.0  # expected baseline trials, when none is cached yet
 
 
 def suite_scenario_characteristics(test: SuiteTest, p_baseline: float, p_candidate: float,
                                    k: int = 3) -> SuiteCharacteristics:
     """Exact P(the scenario is judged regressed) and expected candidate trials, over every baseline
     outcome (binomial) and every candidate path."""
+    if test.on_demand:
+        return _on_demand(test, p_baseline, p_candidate, k)
     p_fail = runs = 0.0
     for passes in range(test.baseline_n + 1):
         weight = math.comb(test.baseline_n, passes) * p_baseline**passes * (1 - p_baseline) ** (test.baseline_n - passes)
@@ -170,7 +210,52 @@ def suite_scenario_characteristics(test: SuiteTest, p_baseline: float, p_candida
         regress, n = _side(lambda p, f, b=passes: _flip(test.decide(b, test.baseline_n, p, f, k)), p_candidate)
         p_fail += weight * regress
         runs += weight * n
-    return SuiteCharacteristics(p_fail, runs)
+    return SuiteCharacteristics(p_fail, runs, float(test.baseline_n))
+
+
+def _on_demand(test: SuiteTest, p_baseline: float, p_candidate: float, k: int) -> SuiteCharacteristics:
+    """``suite_scenario_characteristics`` of the on-demand order (``bot.gate.decision._judge``): the candidate's
+    trials first, against the pessimistic baseline (``SuiteTest.pessimistic``); if they do not clear it, baseline
+    trials one at a time until every baseline they could still complete to gives the same decision
+    (``SuiteTest.settled``); if the whole baseline is run and the test still needs them, more candidate trials.
+
+    Walks every candidate path (with the set of baselines whose test has already cleared it on a prefix), then
+    every baseline path from where the pessimistic test stopped.
+    """
+    n, q, pb = test.baseline_n, p_candidate, p_baseline
+
+    @lru_cache(maxsize=None)
+    def more(bp: int, p: int, f: int) -> tuple[float, float]:
+        """P(regressed) and further candidate trials with the baseline known, from (p, f)."""
+        return _side(lambda a, b: _flip(test.decide(bp, n, p + a, f + b, k)), q)
+
+    def baseline(p: int, f: int, cleared: int) -> tuple[float, float, float]:
+        states = ["pass" if bp == 0 or cleared >> bp & 1 else test.decide(bp, n, p, f, k) for bp in range(n + 1)]
+
+        @lru_cache(maxsize=None)
+        def walk(j: int, bp: int) -> tuple[float, float, float]:
+            ends = set(states[bp:bp + n - j + 1])
+            if len(ends) == 1 and "continue" not in ends:
+                return float("fail" in ends), 0.0, 0.0
+            if j == n:
+                return (*more(bp, p, f), 0.0)
+            wp, wf = walk(j + 1, bp + 1), walk(j + 1, bp)
+            return pb * wp[0] + (1 - pb) * wf[0], pb * wp[1] + (1 - pb) * wf[1], 1 + pb * wp[2] + (1 - pb) * wf[2]
+
+        return walk(0, 0)
+
+    @lru_cache(maxsize=None)
+    def walk(p: int, f: int, cleared: int) -> tuple[float, float, float]:
+        cleared |= sum(1 << bp for bp in range(1, n + 1) if test.decide(bp, n, p, f, k) == "pass")
+        now = test.pessimistic(p, f, k)
+        if now == "pass":
+            return 0.0, 0.0, 0.0
+        if now == "fail":
+            return baseline(p, f, cleared)
+        wp, wf = walk(p + 1, f, cleared), walk(p, f + 1, cleared)
+        return q * wp[0] + (1 - q) * wf[0], 1 + q * wp[1] + (1 - q) * wf[1], q * wp[2] + (1 - q) * wf[2]
+
+    return SuiteCharacteristics(*walk(0, 0, 0))
 
 
 def _flip(state: Decision) -> Decision:
@@ -187,6 +272,11 @@ def suite_characteristics(test: SuiteTest, rates: list[tuple[float, float]]) -> 
     return 1 - clean, sum(e.expected_runs for e in each)
 
 
+def suite_baseline_runs(test: SuiteTest, rates: list[tuple[float, float]]) -> float:
+    """Expected baseline trials of the whole suite when none is cached (the first gate after a change)."""
+    return sum(suite_scenario_characteristics(test, b, c, len(rates)).baseline_runs for b, c in rates)
+
+
 # -- planning: how many trials a test still needs -------------------------------------
 
 
@@ -200,6 +290,11 @@ def expected_runs(decide, p: float, passes: int = 0, fails: int = 0) -> float:
         return 1 + p * walk(ps + 1, fs) + (1 - p) * walk(ps, fs + 1)
 
     return walk(passes, fails)
+
+
+def expected_pass(decide, p: float) -> float:
+    """P(``decide`` ends in 'pass') from the start, at pass rate ``p``."""
+    return _side(decide, p)[0]
 
 
 def most_runs(decide, passes: int = 0, fails: int = 0) -> int:

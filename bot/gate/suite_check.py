@@ -1,0 +1,158 @@
+"""The gate's suite check: every other scenario, replayed with the candidate, judged against its baseline.
+
+Each suite scenario is replayed with the admitted rules that can reach it (``reaches``,
+``scoped_prompts``), and judged by ``bot.gate.stats.SuiteTest`` with its baseline on demand
+(``_judge``); see docs/gate.md section 3.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+from typing import Callable
+
+from bot.errors import BadInput
+from bot.gate import stats
+from bot.gate.result import GateOptions, Side, SuiteEntry
+from bot.playbook.rule import Rule
+from bot.playbook.store import Playbook
+from bot.replay import validate as sv
+from bot.scenario import spec as sc
+from bot.scenario import suite as suite_mod
+
+# -- scope: which suite scenarios a rule can reach ------------------------------
+
+
+def reaches(rule: Rule, loaded: sc.LoadedScenario) -> bool:
+    """Whether ``rule`` can reach the scenario: its ``task_types`` include the scenario's (or are empty), and its
+    ``paths`` match a file of the scenario's fixture (or are empty). Globs as the hosts read them (``*`` crosses
+    folders). A path-scoped rule is assumed inert where no file it names exists: true of hosts that load a rule
+    only for the files it scopes, not of one file every agent reads whole."""
+    from fnmatch import fnmatchcase
+
+    if not rule.applies_to(loaded.scenario.task_type):
+        return False
+    if not rule.paths:
+        return True
+    root = loaded.fixture
+    files = (f.relative_to(root).as_posix() for f in root.rglob("*") if f.is_file()) if root.is_dir() else ()
+    return any(fnmatchcase(rel, glob) for rel in files for glob in rule.paths)
+
+
+def scoped_prompts(book: Playbook, candidate: Rule, loaded: sc.LoadedScenario) -> tuple[str, str | None]:
+    """(baseline, with the candidate) for one suite scenario: the admitted rules that can reach it, rendered as
+    the gate renders them; the second is None when the candidate cannot reach it. A rule admitted with a scope
+    that cannot reach the scenario leaves its text, and so its cached baseline, as it was."""
+    rules = [r for r in book.admitted() if r.id != candidate.id and reaches(r, loaded)]
+    return book.render_text(rules), book.render_text(rules + [candidate]) if reaches(candidate, loaded) else None
+
+
+def _unscored_reasons(side: Side) -> str:
+    return "; ".join(sorted({t.reason for t in side.trials if t.verdict == "unscored"}))[:300]
+
+
+
+def _suite(runner, opts, own, before_text, after_text, suite_dir, progress, k: int | None = None,
+           texts: Callable | None = None) -> list[SuiteEntry]:
+    """Each suite scenario but ``own`` (None: every one), judged with the candidate against its baseline
+    (with ``texts``: each scenario's own prompts, see ``scoped_prompts``)."""
+    folders = [f for f in suite_mod.folders(Path(suite_dir)) if own is None or f.resolve() != own.folder.resolve()]
+    test = suite_test(opts)
+
+    def one(folder: Path) -> SuiteEntry:
+        finding = sv.validate(folder, control=False, policy=opts.replay.simulated)
+        if not finding.ok:
+            return _broken(finding.scenario, "does not load: " + "; ".join(finding.lines()))
+        loaded = sc.load(folder)
+        base_text, cand_text = texts(loaded) if texts else (before_text, after_text)
+        if cand_text is None:
+            return SuiteEntry(loaded.scenario.id, Side("baseline", loaded.scenario.id, outcome="not needed"),
+                              note="not judged: the rule's scope (task_types, paths) cannot reach it")
+        progress(f"suite `{loaded.scenario.id}`")
+        try:
+            return _judge(runner, opts, test, k or len(folders), loaded, base_text, cand_text)
+        except BadInput as exc:  # e.g. a sandbox that refuses the fixture: this scenario, not the gate
+            return _broken(loaded.scenario.id, "could not be replayed: " + exc.render())
+
+    if len(folders) <= 1:
+        return [one(f) for f in folders]
+    # Every scenario at once: each waits on its own trials, which share the runner's pool.
+    with ThreadPoolExecutor(max_workers=len(folders), thread_name_prefix="gate-suite") as judges:
+        futures = [judges.submit(one, f) for f in folders]
+        try:
+            return [f.result() for f in futures]
+        except BaseException:
+            runner.close()  # e.g. the budget is spent: stop every other scenario's trials too
+            raise
+
+
+def suite_test(opts: GateOptions) -> stats.SuiteTest:
+    return opts.suite if opts.suite_trials is None else replace(opts.suite, baseline_n=opts.suite_trials)
+
+
+def _broken(name: str, note: str) -> SuiteEntry:
+    return SuiteEntry(name, Side("baseline", name, outcome="error"), broken=True, note=note[:600])
+
+
+def _judge(runner, opts, test: stats.SuiteTest, k: int, loaded, before_text, after_text) -> SuiteEntry:
+    """One suite scenario: the candidate's trials until the test decides, against its baseline.
+
+    With ``test.on_demand`` and no whole baseline in the cache, the candidate's trials run first against the
+    baseline that would judge them hardest (``SuiteTest.pessimistic``); only if they do not clear it does the
+    baseline run, one trial at a time and only until every baseline it could still complete to gives the same
+    decision (``SuiteTest.settled``). The decision is the one the whole baseline would have given
+    (docs/gate.md, "The baseline on demand").
+    """
+    sid, n = loaded.scenario.id, test.baseline_n
+    entry = SuiteEntry(sid, Side("baseline", sid))
+    if test.on_demand and not runner.cached(loaded, before_text, n, opts.replay):
+        entry.candidate = runner.sequential(Side("with rule", sid), loaded, after_text,
+                                            lambda p, f: test.pessimistic(p, f, k), test.max_n, opts.replay)
+        if entry.candidate.outcome == "pass":
+            entry.judged, entry.baseline.outcome = True, "not needed"
+            entry.note = "no regression (it cleared a baseline that never failed, so its baseline was not run)"
+            return entry
+        # not cleared, or unscorable with the rule: the baseline tells a broken scenario from one the rule broke
+        seen = [t.verdict == "passed" for t in entry.candidate.scored]
+
+        def enough(bp: int, bf: int) -> str:
+            done = bp + bf >= n or (entry.candidate.outcome != "error"
+                                    and test.settled(bp, bp + n - bp - bf, seen, k) != "continue")
+            return "pass" if done else "continue"
+
+        entry.baseline = runner.sequential(entry.baseline, loaded, before_text, enough, n, opts.replay)
+    else:
+        entry.baseline = runner.fixed(entry.baseline, loaded, before_text, n, opts.replay)
+    base = entry.baseline
+    if base.outcome == "error":
+        entry.broken = True
+        entry.note = "not judged: its baseline could not be scored (" + _unscored_reasons(base) + ")"
+        return entry
+    side = entry.candidate or Side("with rule", sid)
+    if base.n < n:  # settled on part of the baseline
+        entry.candidate, side.outcome = side, test.settled(base.passes, base.passes + n - base.n,
+                                                           [t.verdict == "passed" for t in side.scored], k)
+    elif base.passes == 0:
+        entry.note = "not judged: it fails with the current playbook too"
+        return entry
+    else:
+        state = test.settle(base.passes, base.n, [t.verdict == "passed" for t in side.scored], k)
+        if state == "continue":
+            entry.candidate = runner.sequential(side, loaded, after_text,
+                                                lambda p, f: test.decide(base.passes, base.n, p, f, k), test.max_n,
+                                                opts.replay)
+        else:
+            entry.candidate, side.outcome = side, state
+    entry.judged = True
+    if entry.candidate.outcome == "error":
+        return _unscorable(entry)
+    entry.regressed = entry.candidate.outcome == "fail"
+    entry.note = "regressed" if entry.regressed else "no regression"
+    return entry
+
+
+def _unscorable(entry: SuiteEntry) -> SuiteEntry:
+    entry.judged = entry.regressed = True
+    entry.note = "became unscorable with the rule: " + _unscored_reasons(entry.candidate)
+    return entry

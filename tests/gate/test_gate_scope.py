@@ -1,0 +1,85 @@
+"""Suite baselines kept across admissions that cannot reach a scenario (issue 28 item 5).
+
+A suite scenario is replayed with the admitted rules that can reach it (``decision.reaches``: its
+task type, its fixture's files), so admitting a rule scoped elsewhere leaves that scenario's prompt,
+and so its cached baseline, as it was; an unscoped rule changes it.
+"""
+
+from __future__ import annotations
+
+import yaml
+from helpers import write
+from support.gate import book, candidate, gate, mini_scenario, setup
+
+from bot.gate import decision
+from bot.playbook import rule as rules_mod
+from bot.scenario import spec as sc
+
+
+def _admitted(root, rule_id: str, text: str, **scope) -> None:
+    write(root / "playbook" / "rules" / f"{rule_id}.yaml",
+          yaml.safe_dump({"id": rule_id, "rule": text, "cites": ["inc-a", "inc-b"], "task_types": [],
+                          "replay": "scenarios/own", "created": "2026-11-01", **scope}))
+
+
+def _api(root):
+    folder = mini_scenario(root, "api")
+    write(folder / "repo" / "api" / "server.py", "print('api')\n")
+    return sc.load(folder)
+
+
+def _baseline(root, path, loaded) -> str:
+    return decision.scoped_prompts(book(root), rules_mod.load(path, named_by_id=False), loaded)[0]
+
+
+def test_a_rule_scoped_to_web_keeps_an_api_scenarios_baseline_and_an_unscoped_one_does_not(root):
+    path, api = setup(root), _api(root)
+    before = _baseline(root, path, api)
+    _admitted(root, "rule-0002", "When a change touches the web client, run its linter before committing.",
+              paths=["web/**"])
+    assert _baseline(root, path, api) == before  # the api scenario's prompt, so its cached baseline, is kept
+    _admitted(root, "rule-0003", "When a change adds a dependency, pin its version in the lock file.")
+    assert _baseline(root, path, api) != before  # an unscoped rule reaches every scenario
+
+
+def test_a_task_type_scope_is_a_scope_too(root):
+    path, api = setup(root), _api(root)
+    before = _baseline(root, path, api)
+    _admitted(root, "rule-0002", "When a task edits docs, build them before committing.", task_types=["docs"])
+    assert _baseline(root, path, api) == before
+
+
+def test_a_candidate_that_cannot_reach_a_suite_scenario_is_not_replayed_there(root):
+    setup(root)
+    _api(root)
+    path = candidate(root)
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    path.write_text(yaml.safe_dump({**data, "paths": ["web/**", "README.md"]}), encoding="utf-8")
+    api = sc.load(root / "scenarios" / "api")
+    assert decision.scoped_prompts(book(root), rules_mod.load(path, named_by_id=False), api)[1] is not None  # README.md
+    path.write_text(yaml.safe_dump({**data, "paths": ["web/**"]}), encoding="utf-8")
+    assert decision.scoped_prompts(book(root), rules_mod.load(path, named_by_id=False), api)[1] is None
+    result = gate(root, path)
+    entry = next(e for e in result.suite if e.scenario == "api")
+    assert not entry.judged and entry.candidate is None and "cannot reach" in entry.note
+
+
+def test_the_gate_reads_a_kept_baseline_from_the_cache(root):
+    """With the whole baseline run (no on-demand shortcut), a scoped admission leaves it all in the cache."""
+    from dataclasses import replace
+
+    from bot.gate import stats
+
+    path = setup(root)
+    _api(root)
+    full = replace(stats.SuiteTest(), on_demand=False)
+    first = gate(root, path, suite=full)
+    assert first.decision == "admit", first.reason
+    _admitted(root, "rule-0002", "When a change touches the web client, run its linter before committing.",
+              paths=["web/**"])
+    second = gate(root, path, suite=full)
+    api = next(e for e in second.suite if e.scenario == "api")
+    assert api.baseline.n == 3 and second.cache_hits >= 3  # suite_trials=3: every baseline trial from the cache
+    _admitted(root, "rule-0003", "When a change adds a dependency, pin its version in the lock file.")
+    third = gate(root, path, suite=full)
+    assert third.cache_hits < second.cache_hits  # the unscoped rule changed every prompt: nothing kept
