@@ -38,6 +38,8 @@ def figures(weeks: list[Week]) -> dict:
     s["good_rejected"] = sum(w.good_rejected for w in weeks)
     s["bad_admitted"] = s["harmful_ever"] + s["useless_admitted"]
     s["repeat_causes_last4"] = dict(sum((w.repeat_causes for w in weeks[-4:]), Counter()).most_common())
+    s["reproposals"] = sum(w.reproposals for w in weeks)
+    s["escalated"] = sum(w.escalated for w in weeks)
     return s
 
 
@@ -126,6 +128,10 @@ def markdown(runs: dict[str, list[list[Week]]], parameters: dict, seeds: list[in
                          _range(p["spread"], "useless_admitted", num), _range(p["spread"], "good_rejected", num),
                          _range(p["spread"], "playbook_size", num), _range(p["spread"], "replays", num),
                          _range(p["spread"], "cost_usd", usd)] for n, p in data["policies"].items()]))
+    lines += ["", "## Learning: re-proposals (with the refusal's reason) and escalations of ignored rules", ""]
+    lines.append(table(["policy", "proposals", "of them re-proposals", "admitted", "ignored rules escalated"],
+                       [[n, s["proposals"], s["reproposals"], s["admitted"], s["escalated"]]
+                        for n, s in summaries.items()]))
     lines += ["", "## Repeats of the last 4 weeks, by cause", ""]
     causes = sorted({c for s in summaries.values() for c in s["repeat_causes_last4"]})
     lines.append(table(["policy", "repeats", *causes],
