@@ -184,7 +184,8 @@ def run_noisy(args: argparse.Namespace, stream_cfg: StreamConfig, loop_cfg: Loop
     noise_cfg = NoiseConfig(p_redundant=args.p_redundant, p_harmful=args.p_harmful, hook_slip=args.hook_slip,
                             ci_fix=args.ci_fix)
     started = time.monotonic()
-    per_seed = [noisy.run_seed(make_stream(stream_cfg, s), s, loop_cfg, noise_cfg, names, args.suite_trials_noisy,
+    streams = {s: make_stream(stream_cfg, s) for s in seed_list}
+    per_seed = [noisy.run_seed(streams[s], s, loop_cfg, noise_cfg, names, args.suite_trials_noisy,
                                args.reproposals, args.escalate)
                 for s in seed_list]
     runs = {n: [r[n] for r in per_seed] for n in names}
@@ -198,6 +199,10 @@ def run_noisy(args: argparse.Namespace, stream_cfg: StreamConfig, loop_cfg: Loop
                             "unvalidated": "every proposal admitted, no cap", "none": "no loop"},
                   "prices": f"${noisy.REPLAY_USD} per replay, ${noisy.CALL_USD} per capture or distill call "
                             "(the default run's measured means, SIMULATED)",
+                  "floor": {"what": "an oracle loop: every mode with a safe rule gets a good rule (effect drawn as a good "
+                                    "proposal's) at its first failure, no gate; the last 4 weeks, seeds summed",
+                            "drawn_effect": noisy.floor(streams, loop_cfg, noise_cfg, args.escalate),
+                            "every_rule_perfect": noisy.floor(streams, loop_cfg, noise_cfg, args.escalate, effect=1.0)},
                   "elapsed_s": round(time.monotonic() - started, 2)}
     print(json.dumps(seeds.as_json(runs, parameters, seed_list), indent=1) if args.json
           else seeds.markdown(runs, parameters, seed_list))

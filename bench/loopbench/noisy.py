@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from bot.gate import stats
 from bot.playbook.worth import compliance
 from loopbench.catalogue import guard as guard_of
-from loopbench.noise import REGRESSION, Noise, NoiseConfig, Proposal
+from loopbench.noise import REGRESSION, Noise, NoiseConfig, Proposal, _rng
 from loopbench.run import LoopConfig, Week
 from loopbench.stream import Stream
 
@@ -337,3 +337,33 @@ def run_seed(stream: Stream, seed: int, cfg: LoopConfig, noise_cfg: NoiseConfig,
     table = gates(suite_trials)
     return {n: NoisyRun(n, stream, noise, replace(cfg, seed=seed), table.get(n), reproposals, escalate).run()
             for n in names}
+
+
+class _Oracle(Noise):
+    """The best a loop can do under this noise: every mode with a safe rule gets a good rule (effect drawn as a
+    good proposal's, or ``effect``), admitted at once with no gate."""
+
+    def __init__(self, *args, effect: float | None = None):
+        super().__init__(*args)
+        self.effect = effect
+
+    def proposal(self, mode: str, k: int, not_redundant: bool = False) -> Proposal:
+        m, c = self.modes[mode], self.config
+        if m.kind == "done-right" or m.harmful_rule:
+            return Proposal(mode, k, "redundant", 0.0)
+        e = self.effect if self.effect is not None else _rng(self.seed, "oracle", mode).betavariate(c.e_alpha, c.e_beta)
+        return Proposal(mode, k, "good", round(e, 4))
+
+
+def floor(streams: dict[int, Stream], cfg: LoopConfig, noise_cfg: NoiseConfig, escalate: bool,
+          effect: float | None = None) -> dict:
+    """The oracle's repeats over the last 4 weeks, summed over the seeds: the repeat share no gate can beat."""
+    fails = repeats = 0
+    for seed, stream in streams.items():
+        noise = _Oracle(noise_cfg, seed, stream.modes, suite_modes(stream), effect=effect)
+        run = NoisyRun("oracle", stream, noise, replace(cfg, seed=seed), None)
+        run.escalate = escalate
+        weeks = run.run()[-4:]
+        fails, repeats = fails + sum(w.failures for w in weeks), repeats + sum(w.repeats for w in weeks)
+    return {"failures_last4": fails, "repeats_last4": repeats,
+            "repeat_share_last4": round(repeats / fails, 4) if fails else 0.0}

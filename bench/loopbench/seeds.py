@@ -68,11 +68,11 @@ def as_json(runs: dict[str, list[list[Week]]], parameters: dict, seeds: list[int
                           "spread": spread(per_seed),
                           "seeds": {str(seed): [report.week_json(w) for w in ws] for seed, ws in zip(seeds, per_seed)}}
     return {"simulated": True, "model": report.SIM_NOISY, "parameters": parameters, "policies": policies,
-            "targets": targets({n: figures(summed(r)) for n, r in runs.items()})}
+            "targets": targets({n: figures(summed(r)) for n, r in runs.items()}, parameters.get("floor"))}
 
 
-def targets(s: dict[str, dict]) -> list[dict]:
-    """The issue's targets for the noisy preset, over the seeds summed."""
+def targets(s: dict[str, dict], floor: dict | None = None) -> list[dict]:
+    """The issue's targets for the noisy preset, over the seeds summed (``floor``: the oracle loop's figures)."""
     out = []
     r, one, unv = s.get("replaybook"), s.get("single_run"), s.get("unvalidated")
     if r and one:
@@ -88,8 +88,12 @@ def targets(s: dict[str, dict]) -> list[dict]:
     if r:
         out.append({"target": "replaybook admits 0 harmful rules", "value": r["harmful_ever"],
                     "met": r["harmful_ever"] == 0})
+        value = r["repeat_share_last4"]
+        if floor:
+            value = (f"{value} (an oracle loop's floor: {floor['drawn_effect']['repeat_share_last4']}; with every "
+                     f"rule perfect: {floor['every_rule_perfect']['repeat_share_last4']})")
         out.append({"target": "replaybook: repeat share of the last 4 weeks below 10%",
-                    "value": r["repeat_share_last4"], "met": r["repeat_share_last4"] < 0.10})
+                    "value": value, "met": r["repeat_share_last4"] < 0.10})
     return out
 
 
