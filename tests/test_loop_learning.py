@@ -205,3 +205,17 @@ def test_every_repeat_of_the_last_weeks_has_a_named_cause():
         for w in weeks:
             assert sum(w.repeat_causes.values()) == w.repeats, (name, w.week)
         assert all(c for w in weeks for c in w.repeat_causes)
+
+
+def test_the_floor_is_an_oracle_no_policy_beats_by_much_and_perfect_rules_lower_it():
+    streams = {s: make_stream(StreamConfig(weeks=8), s) for s in (7, 8, 9, 10)}
+    drawn = noisy.floor(streams, LoopConfig(), NoiseConfig(), escalate=True)
+    perfect = noisy.floor(streams, LoopConfig(), NoiseConfig(), escalate=True, effect=1.0)
+    assert perfect["repeats_last4"] <= drawn["repeats_last4"] and perfect["failures_last4"] <= drawn["failures_last4"]
+    none_repeats = none_failures = 0
+    for seed, stream in streams.items():
+        noise = Noise(NoiseConfig(), seed, stream.modes, noisy.suite_modes(stream))
+        weeks = noisy.NoisyRun("none", stream, noise, LoopConfig(seed=seed), None).run()[-4:]
+        none_repeats += sum(w.repeats for w in weeks)
+        none_failures += sum(w.failures for w in weeks)
+    assert drawn["repeat_share_last4"] < none_repeats / none_failures
