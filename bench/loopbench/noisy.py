@@ -63,8 +63,8 @@ class NoisyRun:
     def __init__(self, policy: str, stream: Stream, noise: Noise, cfg: LoopConfig, gate: NoisyGate | None,
                  reproposals: int = 0, escalate: bool = False):
         self.policy, self.stream, self.noise, self.cfg, self.gate = policy, stream, noise, cfg, gate
-        # After a refusal, distill proposes again for the mode with the refusal's reason, at most this often in a
-        # round (0: it does not; the mode waits for its next incidents and a fresh, uninformed proposal).
+        # After a refusal, distill proposes again for the mode with the refusal's reason, at most this often per
+        # mode over the run (0: it does not; the mode waits for its next incidents and a fresh, uninformed proposal).
         self.reproposals = reproposals if gate is not None else 0
         self.escalate = escalate and gate is not None  # an ignored rule becomes a guard (bot.health.escalation)
         self.reasons: dict[str, str] = {}  # mode -> the reason its last proposal was refused
@@ -357,7 +357,7 @@ class _Oracle(Noise):
 
 def floor(streams: dict[int, Stream], cfg: LoopConfig, noise_cfg: NoiseConfig, escalate: bool,
           effect: float | None = None) -> dict:
-    """The oracle's repeats over the last 4 weeks, summed over the seeds: the repeat share no gate can beat."""
+    """The oracle's repeats over the last 4 weeks, summed over the seeds: about the repeat share no gate beats."""
     fails = repeats = 0
     for seed, stream in streams.items():
         noise = _Oracle(noise_cfg, seed, stream.modes, suite_modes(stream), effect=effect)
