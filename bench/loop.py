@@ -64,8 +64,15 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                    help="distiller proposes a rule that breaks another scenario")
     p.add_argument("--suite-trials", type=int, default=LoopConfig.suite_trials,
                    help="replaybook gate: baseline trials per suite scenario (default: the product's)")
-    p.add_argument("--reproposals", type=int, default=0,
-                   help="noisy preset: after a refusal, distill proposes again for the mode, at most this often")
+    p.add_argument("--reproposals", type=int, default=3,
+                   help="noisy preset: after a refusal, distill proposes again for the mode with the refusal's reason, "
+                        "at most this often per mode (0: never; an uninformed proposal at its next incidents)")
+    p.add_argument("--no-escalate", dest="escalate", action="store_false",
+                   help="noisy preset: do not escalate an ignored rule to a hook or CI guard")
+    p.add_argument("--hook-slip", type=float, default=NoiseConfig.hook_slip,
+                   help="noisy preset: share of an escalated mode's mistakes a deny hook lets through")
+    p.add_argument("--ci-fix", type=float, default=NoiseConfig.ci_fix,
+                   help="noisy preset: chance the agent fixes a mistake a CI guard caught, within the task")
     p.add_argument("--suite-trials-noisy", type=int, default=40,
                    help="noisy preset, replaybook gates: baseline trials per suite scenario (the product's 40)")
     p.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE, help="replay cache and run folders")
@@ -176,14 +183,17 @@ def run_noisy(args: argparse.Namespace, stream_cfg: StreamConfig, loop_cfg: Loop
     """Every noisy policy on each seed's stream; JSON or markdown of the seeds summed."""
     names = [n for n in noisy.NOISY_POLICIES if n in args.policies.split(",")]
     seed_list = list(range(args.seed, args.seed + args.seeds))
-    noise_cfg = NoiseConfig(p_redundant=args.p_redundant, p_harmful=args.p_harmful)
+    noise_cfg = NoiseConfig(p_redundant=args.p_redundant, p_harmful=args.p_harmful, hook_slip=args.hook_slip,
+                            ci_fix=args.ci_fix)
     started = time.monotonic()
-    per_seed = [noisy.run_seed(make_stream(stream_cfg, s), s, loop_cfg, noise_cfg, names, args.suite_trials_noisy,
-                               args.reproposals)
+    streams = {s: make_stream(stream_cfg, s) for s in seed_list}
+    per_seed = [noisy.run_seed(streams[s], s, loop_cfg, noise_cfg, names, args.suite_trials_noisy,
+                               args.reproposals, args.escalate)
                 for s in seed_list]
     runs = {n: [r[n] for r in per_seed] for n in names}
     table = noisy.gates(args.suite_trials_noisy)
-    parameters = {"preset": "noisy", "seeds": seed_list, "reproposals": args.reproposals, "stream": stream_cfg.as_dict(),
+    parameters = {"preset": "noisy", "seeds": seed_list, "stream": stream_cfg.as_dict(),
+                  "learning": noisy.learning(args.reproposals, args.escalate),
                   "expected_no_loop_if_every_mode_task_failed": expected_repeat_share(stream_cfg),
                   "loop": {k: v for k, v in loop_cfg.as_dict().items() if not k.startswith(("suite", "p_"))},
                   "noise": noise_cfg.as_dict(),
@@ -191,6 +201,10 @@ def run_noisy(args: argparse.Namespace, stream_cfg: StreamConfig, loop_cfg: Loop
                             "unvalidated": "every proposal admitted, no cap", "none": "no loop"},
                   "prices": f"${noisy.REPLAY_USD} per replay, ${noisy.CALL_USD} per capture or distill call "
                             "(the default run's measured means, SIMULATED)",
+                  "floor": {"what": "an oracle loop: every mode with a safe rule gets a good rule (effect drawn as a good "
+                                    "proposal's) at its first failure, no gate; the last 4 weeks, seeds summed",
+                            "drawn_effect": noisy.floor(streams, loop_cfg, noise_cfg, args.escalate),
+                            "every_rule_perfect": noisy.floor(streams, loop_cfg, noise_cfg, args.escalate, effect=1.0)},
                   "elapsed_s": round(time.monotonic() - started, 2)}
     print(json.dumps(seeds.as_json(runs, parameters, seed_list), indent=1) if args.json
           else seeds.markdown(runs, parameters, seed_list))

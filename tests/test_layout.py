@@ -53,4 +53,5 @@ def test_the_tests_mirror_the_packages():
     assert not [p.name for p in TESTS.glob("test_*.py") if p.stem not in TOP_LEVEL], "move it into its package's folder"
 
 
-TOP_LEVEL = {"test_layers", "test_layout", "test_settings", "test_similarity", "test_loop_bench", "test_loop_noisy"}
+TOP_LEVEL = {"test_layers", "test_layout", "test_settings", "test_similarity", "test_loop_bench", "test_loop_noisy",
+             "test_loop_learning"}

@@ -39,14 +39,14 @@ class Recording(Noise):
         self.tasks: dict = {}
         self.proposals: dict = {}
 
-    def run(self, mode, rules, q, *key):
-        ok = super().run(mode, rules, q, *key)
+    def run(self, mode, rules, q, *key, guard=""):
+        ok = super().run(mode, rules, q, *key, guard=guard)
         if key[0] == "task":
-            self.tasks[key] = (mode, ok, tuple(r.id for r in rules))
+            self.tasks[key] = (mode, ok, tuple(r.id for r in rules), guard)
         return ok
 
-    def proposal(self, mode, k):
-        p = super().proposal(mode, k)
+    def proposal(self, mode, k, not_redundant=False):
+        p = super().proposal(mode, k, not_redundant)
         self.proposals[(mode, k)] = p
         return p
 
@@ -56,7 +56,7 @@ def _runs(seed: int) -> dict[str, Recording]:
     out = {}
     for name, gate in [("none", None), ("unvalidated", None), *noisy.gates().items()]:
         noise = Recording(NoiseConfig(), seed, stream.modes, noisy.suite_modes(stream))
-        noisy.NoisyRun(name, stream, noise, LoopConfig(seed=seed), gate).run()
+        noisy.NoisyRun(name, stream, noise, LoopConfig(seed=seed), gate, 3, True).run()  # learning on
         out[name] = noise
     return out
 
@@ -78,7 +78,7 @@ def test_every_policy_sees_the_same_streams():
     assert len(base.tasks) == STREAM.weeks * STREAM.tasks_per_week
     for name, noise in runs.items():
         # the same task with the same playbook has the same outcome in every policy
-        same = [k for k in base.tasks if noise.tasks[k][2] == ()]
+        same = [k for k in base.tasks if noise.tasks[k][2:] == ((), "")]
         assert same and all(noise.tasks[k][:2] == base.tasks[k][:2] for k in same), name
         # the k-th proposal for a mode is the same proposal whichever policy asked for it
         for key, proposal in noise.proposals.items():

@@ -17,13 +17,30 @@ The model, per run of scenario s with playbook R:
 * each rule r in R is followed with probability q (the loop's q(size)); a
   followed rule for s's mode scales the mistake probability by (1 - e_r);
 * a followed harmful rule whose victim is s lowers s's pass rate by d_r;
-* a run that did it right still fails its checks with probability ``flaky``.
+* a run that did it right still fails its checks with probability ``flaky``;
+* a rule scoped to a task type (``Proposal.scope``, the rule's ``task_types``) is
+  rendered only into that type's tasks (``Playbook.select``), so its harm
+  reaches a victim of another type not at all;
+* an escalated mode (its ignored rule turned into a guard, ``bot.health.escalation``)
+  lets a mistake through only with ``hook_slip`` (a PreToolUse deny hook) or
+  ``1 - ci_fix`` (a CI guard the agent then fixes in the same task), whatever q.
+
+Re-proposals (``Noise.reproposal``) are the SIMULATED distiller's answer to a
+refusal's reason: see its docstring, and docs/loop-benchmark.md for the
+assumptions.
 """
 
 from __future__ import annotations
 
 import random
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+
+from loopbench.catalogue import VICTIM
+
+# The gate's reason classes (``loopbench.run.reason_class``, ``NoisyRun._gate``) a re-proposal answers.
+NOT_DISCRIMINATIVE = ("passes without the rule", "no difference with the rule")
+NOT_FIXED = "fails with the rule"
+REGRESSION = "regression"
 
 
 @dataclass(frozen=True)
@@ -40,6 +57,8 @@ class NoiseConfig:
     drop_max: float = 0.7
     flaky: float = 0.02  # a right run's checks fail anyway
     useless_below: float = 0.1  # an admitted rule with effect below this is "useless"
+    hook_slip: float = 0.1  # escalated to a deny hook: share of the mistakes still made (another command's way)
+    ci_fix: float = 0.7  # escalated to a CI guard: chance the agent fixes a caught mistake within the task
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -53,6 +72,8 @@ class Proposal:
     effect: float  # e: with the rule followed the mistake happens with p * (1 - e)
     victim: str = ""  # a harmful rule's victim scenario
     drop: float = 0.0  # ... and how much it lowers the victim's pass rate
+    scope: str = ""  # the task type it is scoped to (its `task_types`); "": every task
+    reason: str = ""  # a re-proposal: the refusal's reason it was given (SIMULATED distiller input)
 
     @property
     def id(self) -> str:
@@ -80,43 +101,81 @@ class Noise:
             return 0.0
         return round(_rng(self.seed, "p", mode).betavariate(self.config.p_alpha, self.config.p_beta), 4)
 
-    def proposal(self, mode: str, k: int) -> Proposal:
+    def task_type(self, mode: str) -> str:
+        return self.modes[mode].task_type
+
+    def proposal(self, mode: str, k: int, not_redundant: bool = False) -> Proposal:
+        """The mode's k-th proposal. ``not_redundant``: the same uniforms, with the redundant share taken out
+        (the draw rescaled over the other kinds), for a distiller told its last rule changed nothing."""
         c, m = self.config, self.modes[mode]
         rng = _rng(self.seed, "proposal", mode, k)
         draw, weak, effect = rng.random(), rng.random(), rng.betavariate(c.e_alpha, c.e_beta)
         small, victim_draw, drop = rng.uniform(0.0, c.weak_max), rng.random(), rng.uniform(c.drop_min, c.drop_max)
+        if not_redundant:
+            draw = c.p_redundant + draw * (1 - c.p_redundant)
         if m.kind == "done-right" or draw < c.p_redundant:  # nothing to fix, or a rule it already follows
             return Proposal(mode, k, "redundant", 0.0)
         value = round(small if weak < c.p_weak else effect, 4)
         if draw < c.p_redundant + c.p_harmful or m.harmful_rule:
             others = [s for s in self.suite if s != mode]
             victim = others[int(victim_draw * len(others))] if others else ""
+            if m.harmful_rule and VICTIM in others:  # targeted-tests: its own rule breaks the whole-suite scenario
+                victim = VICTIM
             return Proposal(mode, k, "harmful", value, victim, round(drop, 4))
         return Proposal(mode, k, "weak" if weak < c.p_weak else "good", value)
 
-    def pass_rate(self, mode: str, rules: list[Proposal], q: float) -> float:
+    def reproposal(self, mode: str, k: int, why: str, refused: Proposal) -> Proposal:
+        """The mode's k-th proposal, made again after ``refused`` was refused for ``why`` (SIMULATED distiller).
+
+        Every re-proposal is scoped to the mode's task type (the cited incidents' ``task_type``), as the
+        re-proposal prompt asks. Then, by the reason:
+
+        * regression: the same rule (same effect), now scoped, so its harm reaches a victim of another
+          task type not at all (a victim of the same type it still reaches);
+        * not discriminative: a new rule for the same mistake, not one the agent already follows
+          (``proposal(not_redundant=True)``): it may still be weak, harmful or good;
+        * not fixed (fails with the rule), or anything else: a new rule, drawn as any other.
+        """
+        scope = self.task_type(mode)
+        if why == REGRESSION:
+            out = replace(refused, k=k)
+        else:
+            out = self.proposal(mode, k, not_redundant=why in NOT_DISCRIMINATIVE)
+        out = replace(out, scope=scope, reason=why)
+        if out.victim and self.task_type(out.victim) != scope:  # out of its scope: no harm at all
+            kind = out.kind if out.kind != "harmful" else ("weak" if out.effect < self.config.weak_max else "good")
+            out = replace(out, kind=kind, victim="", drop=0.0)
+        return out
+
+    def slip(self, guard: str) -> float:
+        """The share of mistakes an escalation lets through: '' (none) 1, 'hook' ``hook_slip``, 'ci' 1 - ci_fix."""
+        return {"": 1.0, "hook": self.config.hook_slip, "ci": 1 - self.config.ci_fix}[guard]
+
+    def pass_rate(self, mode: str, rules: list[Proposal], q: float, guard: str = "") -> float:
         """The exact pass rate of one run of ``mode`` with these rules (each followed with chance q)."""
         p = self.mistake(mode)
         for r in rules:
             if r.mode == mode:
                 p *= 1 - q * r.effect
+        p *= self.slip(guard)
         ok = 1 - p
         for r in rules:
             if r.victim == mode:
                 ok = max(0.0, ok - q * r.drop)
         return ok * (1 - self.config.flaky)
 
-    def run(self, mode: str, rules: list[Proposal], q: float, *key) -> bool:
+    def run(self, mode: str, rules: list[Proposal], q: float, *key, guard: str = "") -> bool:
         """One run of ``mode``: passed? Decided by uniform numbers named by ``key``, so it is the
-        same run in every policy that holds the same rules."""
+        same run in every policy that holds the same rules (and the same ``guard``)."""
         rng = _rng(self.seed, "run", *key)
         u_mistake, u_flaky = rng.random(), rng.random()
         p = self.mistake(mode)
         for r in rules:
             if r.mode == mode and uniform(self.seed, "follow", r.id, *key) < q:
                 p *= 1 - r.effect
-        if u_mistake < p:
-            return False
+        if u_mistake < p and (not guard or uniform(self.seed, "guard", *key) < self.slip(guard)):
+            return False  # the mistake, and no guard stopped it
+        p *= self.slip(guard)
         for r in rules:  # the victim passes only if the harm does not strike: pass rate lowered by d
             if r.victim == mode and uniform(self.seed, "follow", r.id, *key) < q:
                 if uniform(self.seed, "harm", r.id, *key) < r.drop / max(1 - p, 1e-9):

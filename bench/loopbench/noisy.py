@@ -18,7 +18,9 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 
 from bot.gate import stats
-from loopbench.noise import Noise, NoiseConfig, Proposal
+from bot.playbook.worth import compliance
+from loopbench.catalogue import guard as guard_of
+from loopbench.noise import REGRESSION, Noise, NoiseConfig, Proposal, _rng
 from loopbench.run import LoopConfig, Week
 from loopbench.stream import Stream
 
@@ -59,9 +61,18 @@ def gates(suite_trials: int = 40) -> dict[str, NoisyGate]:
 
 class NoisyRun:
     def __init__(self, policy: str, stream: Stream, noise: Noise, cfg: LoopConfig, gate: NoisyGate | None,
-                 reproposals: int = 0):
+                 reproposals: int = 0, escalate: bool = False):
         self.policy, self.stream, self.noise, self.cfg, self.gate = policy, stream, noise, cfg, gate
-        self.reproposals = reproposals  # after a refusal, distill proposes again for the mode (at most this often)
+        # After a refusal, distill proposes again for the mode with the refusal's reason, at most this often per
+        # mode over the run (0: it does not; the mode waits for its next incidents and a fresh, uninformed proposal).
+        self.reproposals = reproposals if gate is not None else 0
+        self.escalate = escalate and gate is not None  # an ignored rule becomes a guard (bot.health.escalation)
+        self.reasons: dict[str, str] = {}  # mode -> the reason its last proposal was refused
+        self.parked: dict[str, str] = {}  # mode -> why distill stopped proposing for it (a person decides)
+        self.used: Counter = Counter()  # mode -> its re-proposals so far
+        self.since: Counter = Counter()  # mode -> repeats since its rule was admitted (bot.playbook.worth)
+        self.guards: dict[str, str] = {}  # escalated mode -> 'hook' | 'ci' | '' (a rewording: no guard)
+        self.last: dict[str, Proposal] = {}  # mode -> its last proposal
         self.rules: list[Proposal] = []
         self.version = 0  # bumps when the playbook changes: every baseline is stale then
         self.baselines: dict[tuple[str, int], list[bool]] = {}
@@ -101,23 +112,40 @@ class NoisyRun:
         week.tasks += 1
         week.task_replays += 1
         week.task_cost_usd += REPLAY_USD
-        if self.noise.run(task.mode, self.rules, self.q(), "task", task.index):
+        if self.noise.run(task.mode, self.rules, self.q(), "task", task.index, guard=self.guards.get(task.mode, "")):
             return
         week.failures += 1
         if task.mode in self.failed:
             week.repeats += 1
             week.repeat_causes[self._cause(task.mode)] += 1
         self.failed.add(task.mode)
+        if any(r.mode == task.mode for r in self.rules):
+            self.since[task.mode] += 1
+            self._escalate(week, task.mode)
         if self.policy != "none":
             self._spend(week, CALL_USD, calls=1)  # capture
             self.pending[task.mode] += 1
             self.new_incidents += 1
 
+    def _escalate(self, week: Week, mode: str) -> None:
+        """An ignored rule (``bot.playbook.worth.compliance``: 2 repeats since its admission) is escalated, as
+        ``replaybook playbook escalate`` / the dashboard's guard PR do: its scenario's checks become a hook or a
+        CI guard (``bot.health.escalation``), or, with neither, a rewording for a person (no effect here)."""
+        if not self.escalate or mode in self.guards or compliance(self.since[mode]) != "ignored":
+            return
+        self.guards[mode] = guard_of(self.stream.modes[mode])
+        week.escalated += 1
+
     def _cause(self, mode: str) -> str:
         """Why a mode failed again: the named causes of a repeat."""
         rule = next((r for r in self.rules if r.mode == mode), None)
+        if mode in self.guards:
+            return {"hook": "escalated to a hook, slipped through", "ci": "escalated to a CI guard, not fixed",
+                    "": "ignored rule, no guard possible (rewording)"}[self.guards[mode]]
         if rule is not None:
             return "useless rule" if rule.effect < self.noise.config.useless_below else "rule, failed anyway"
+        if mode in self.parked:
+            return self.parked[mode]
         if self.stream.modes[mode].harmful_rule:
             return "no safe rule"
         if self.policy == "none":
@@ -143,30 +171,54 @@ class NoisyRun:
             return
         self._spend(week, CALL_USD, calls=1)
         for mode in modes:
-            for attempt in range(1 + self.reproposals):
-                if attempt:  # the refusal's reason goes back to distill, which proposes again for this mode
-                    self._spend(week, CALL_USD, calls=1)
-                    week.reproposals += 1
-                if self._propose(week, mode) or len(self.rules) >= self.cap:
+            if mode in self.parked:
+                continue
+            proposal = self._draw(week, mode, again=False)
+            while True:
+                why = self._propose(week, proposal)
+                if not why or why == "cap":
                     break
+                self.reasons[mode] = why
+                if why == REGRESSION and proposal.scope:  # regressed even within its own task type
+                    self.parked[mode] = "no safe rule"
+                    break
+                if self.used[mode] >= self.reproposals:
+                    if self.reproposals:
+                        self.parked[mode] = "re-proposals used up"
+                    break
+                proposal = self._draw(week, mode, again=True)  # the reason goes back to distill: it proposes again
 
-    def _propose(self, week: Week, mode: str) -> bool:
-        """The mode's next proposal through the gate; whether it was admitted."""
-        proposal = self.noise.proposal(mode, self.proposed[mode])
+    def _draw(self, week: Week, mode: str, again: bool) -> Proposal:
+        """The mode's next proposal. With re-proposals on and an earlier refusal it is made with that refusal's
+        reason (``Noise.reproposal``); ``again``: straight after the refusal, a distill call of its own."""
+        k = self.proposed[mode]
         self.proposed[mode] += 1
+        why = self.reasons.get(mode)
+        if not (self.reproposals and why):
+            return self.noise.proposal(mode, k)
+        if again:
+            self._spend(week, CALL_USD, calls=1)
+        week.reproposals += 1
+        self.used[mode] += 1
+        return self.noise.reproposal(mode, k, why, self.last[mode])
+
+    def _propose(self, week: Week, proposal: Proposal) -> str:
+        """One proposal through the gate: '' admitted, else the refusal's reason class."""
+        mode = proposal.mode
+        self.last[mode] = proposal
         week.proposals += 1
         if len(self.rules) >= self.cap:
             self.refused[mode] += 1
             self.refused_good[mode] += proposal.kind == "good"
             week.rejections["cap"] += 1
-            return False
+            return "cap"
         why = "" if self.gate is None else self._gate(week, proposal)
         if why:
             self.refused[mode] += 1
             self.refused_good[mode] += proposal.kind == "good"
             week.rejections[why] += 1
             week.good_rejected += proposal.kind == "good"
-            return False
+            return why
         self.rules.append(proposal)
         self._carry(proposal)
         self.version += 1
@@ -177,7 +229,7 @@ class NoisyRun:
             week.admitted_harmful += 1
         if proposal.effect < self.noise.config.useless_below:
             self.useless_ever += 1
-        return True
+        return ""
 
     def _carry(self, proposal: Proposal) -> None:
         """With ``carry``: the next version's baselines, from trials already run with this playbook."""
@@ -233,7 +285,10 @@ class NoisyRun:
     def _regresses(self, week: Week, proposal: Proposal, after: list[Proposal], before_q: float,
                    after_q: float) -> bool:
         test = self.gate.suite
-        suite = [s for s in self.noise.suite if s != proposal.mode]
+        # A rule scoped to a task type is rendered only into that type's prompts (``Playbook.select``): the
+        # other scenarios run with the playbook they had, so they are not judged (they cannot regress).
+        suite = [s for s in self.noise.suite if s != proposal.mode
+                 and (not proposal.scope or self.noise.task_type(s) == proposal.scope)]
         if self.gate.own == "single":  # the seed's one-run suite check, its boundary set for this suite
             test = replace(test, suite_size=max(1, len(suite)))
         regressed = False
@@ -284,9 +339,50 @@ def suite_modes(stream: Stream) -> list[str]:
     return sorted(m.id for m in stream.modes.values() if m.kind != "oneoff")
 
 
+def learning(reproposals: int, escalate: bool) -> str:
+    """The loop's learning from refusals and ignored rules, as the parameters state it (gated policies only)."""
+    out = (f"after a refusal distill proposes again for the mode with the refusal's reason, at most {reproposals} "
+           "times per mode (scoped to the mode's task type; after a regression the same rule scoped, after 'not "
+           "discriminative' not one the agent already follows); a mode whose scoped rule regresses, or whose "
+           "re-proposals are used up, is left to a person" if reproposals else "no re-proposals")
+    return out + ("; an ignored rule (2 repeats since admission) is escalated to a hook or CI guard from its "
+                  "scenario's checks, or a rewording" if escalate else "; no escalation")
+
+
 def run_seed(stream: Stream, seed: int, cfg: LoopConfig, noise_cfg: NoiseConfig, names: list[str],
-             suite_trials: int = 40, reproposals: int = 0,
+             suite_trials: int = 40, reproposals: int = 0, escalate: bool = False,
              table: dict[str, NoisyGate] | None = None) -> dict[str, list[Week]]:
     noise = Noise(noise_cfg, seed, stream.modes, suite_modes(stream))
     table = table or gates(suite_trials)
-    return {n: NoisyRun(n, stream, noise, replace(cfg, seed=seed), table.get(n), reproposals).run() for n in names}
+    return {n: NoisyRun(n, stream, noise, replace(cfg, seed=seed), table.get(n), reproposals, escalate).run()
+            for n in names}
+
+
+class _Oracle(Noise):
+    """The best a loop can do under this noise: every mode with a safe rule gets a good rule (effect drawn as a
+    good proposal's, or ``effect``), admitted at once with no gate."""
+
+    def __init__(self, *args, effect: float | None = None):
+        super().__init__(*args)
+        self.effect = effect
+
+    def proposal(self, mode: str, k: int, not_redundant: bool = False) -> Proposal:
+        m, c = self.modes[mode], self.config
+        if m.kind == "done-right" or m.harmful_rule:
+            return Proposal(mode, k, "redundant", 0.0)
+        e = self.effect if self.effect is not None else _rng(self.seed, "oracle", mode).betavariate(c.e_alpha, c.e_beta)
+        return Proposal(mode, k, "good", round(e, 4))
+
+
+def floor(streams: dict[int, Stream], cfg: LoopConfig, noise_cfg: NoiseConfig, escalate: bool,
+          effect: float | None = None) -> dict:
+    """The oracle's repeats over the last 4 weeks, summed over the seeds: about the repeat share no gate beats."""
+    fails = repeats = 0
+    for seed, stream in streams.items():
+        noise = _Oracle(noise_cfg, seed, stream.modes, suite_modes(stream), effect=effect)
+        run = NoisyRun("oracle", stream, noise, replace(cfg, seed=seed), None)
+        run.escalate = escalate
+        weeks = run.run()[-4:]
+        fails, repeats = fails + sum(w.failures for w in weeks), repeats + sum(w.repeats for w in weeks)
+    return {"failures_last4": fails, "repeats_last4": repeats,
+            "repeat_share_last4": round(repeats / fails, 4) if fails else 0.0}

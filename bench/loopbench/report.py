@@ -19,7 +19,8 @@ def week_json(w: Week) -> dict:
             "distill_refused": w.distill_refused, "unscored": w.unscored, "q": w.q,
             "task_replays": w.task_replays, "task_cost_usd": w.task_cost_usd,
             "useless_admitted": w.useless_admitted, "good_rejected": w.good_rejected,
-            "repeat_causes": dict(sorted(w.repeat_causes.items()))}
+            "repeat_causes": dict(sorted(w.repeat_causes.items())), "reproposals": w.reproposals,
+            "escalated": w.escalated}
 
 
 def week_from_json(data: dict) -> Week:

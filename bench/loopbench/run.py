@@ -121,7 +121,8 @@ class Week:
     useless_admitted: int = 0  # cumulative: admitted rules whose effect is below 0.1 (noisy preset; else 0)
     good_rejected: int = 0  # rules with a real effect refused this week (noisy preset; else 0)
     repeat_causes: Counter = field(default_factory=Counter)
-    reproposals: int = 0  # proposals made again after a refusal (noisy preset, --reproposals)  # why each repeat happened (noisy preset)
+    reproposals: int = 0  # proposals made again after a refusal, with its reason (noisy preset)
+    escalated: int = 0  # ignored rules escalated to a guard or a rewording (noisy preset)
     q: float = 1.0
     cost_per_admission: float | None = None  # cumulative loop cost / cumulative admissions
 

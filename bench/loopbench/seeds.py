@@ -38,6 +38,8 @@ def figures(weeks: list[Week]) -> dict:
     s["good_rejected"] = sum(w.good_rejected for w in weeks)
     s["bad_admitted"] = s["harmful_ever"] + s["useless_admitted"]
     s["repeat_causes_last4"] = dict(sum((w.repeat_causes for w in weeks[-4:]), Counter()).most_common())
+    s["reproposals"] = sum(w.reproposals for w in weeks)
+    s["escalated"] = sum(w.escalated for w in weeks)
     return s
 
 
@@ -66,11 +68,11 @@ def as_json(runs: dict[str, list[list[Week]]], parameters: dict, seeds: list[int
                           "spread": spread(per_seed),
                           "seeds": {str(seed): [report.week_json(w) for w in ws] for seed, ws in zip(seeds, per_seed)}}
     return {"simulated": True, "model": report.SIM_NOISY, "parameters": parameters, "policies": policies,
-            "targets": targets({n: figures(summed(r)) for n, r in runs.items()})}
+            "targets": targets({n: figures(summed(r)) for n, r in runs.items()}, parameters.get("floor"))}
 
 
-def targets(s: dict[str, dict]) -> list[dict]:
-    """The issue's targets for the noisy preset, over the seeds summed."""
+def targets(s: dict[str, dict], floor: dict | None = None) -> list[dict]:
+    """The issue's targets for the noisy preset, over the seeds summed (``floor``: the oracle loop's figures)."""
     out = []
     r, one, unv = s.get("replaybook"), s.get("single_run"), s.get("unvalidated")
     if r and one:
@@ -86,8 +88,12 @@ def targets(s: dict[str, dict]) -> list[dict]:
     if r:
         out.append({"target": "replaybook admits 0 harmful rules", "value": r["harmful_ever"],
                     "met": r["harmful_ever"] == 0})
+        value = r["repeat_share_last4"]
+        if floor:
+            value = (f"{value} (an oracle loop's floor: {floor['drawn_effect']['repeat_share_last4']}; with every "
+                     f"rule perfect: {floor['every_rule_perfect']['repeat_share_last4']})")
         out.append({"target": "replaybook: repeat share of the last 4 weeks below 10%",
-                    "value": r["repeat_share_last4"], "met": r["repeat_share_last4"] < 0.10})
+                    "value": value, "met": r["repeat_share_last4"] < 0.10})
     return out
 
 
@@ -126,6 +132,10 @@ def markdown(runs: dict[str, list[list[Week]]], parameters: dict, seeds: list[in
                          _range(p["spread"], "useless_admitted", num), _range(p["spread"], "good_rejected", num),
                          _range(p["spread"], "playbook_size", num), _range(p["spread"], "replays", num),
                          _range(p["spread"], "cost_usd", usd)] for n, p in data["policies"].items()]))
+    lines += ["", "## Learning: re-proposals (with the refusal's reason) and escalations of ignored rules", ""]
+    lines.append(table(["policy", "proposals", "of them re-proposals", "admitted", "ignored rules escalated"],
+                       [[n, s["proposals"], s["reproposals"], s["admitted"], s["escalated"]]
+                        for n, s in summaries.items()]))
     lines += ["", "## Repeats of the last 4 weeks, by cause", ""]
     causes = sorted({c for s in summaries.values() for c in s["repeat_causes_last4"]})
     lines.append(table(["policy", "repeats", *causes],

@@ -1,0 +1,221 @@
+"""The noisy loop learns (SIMULATED agent, issue 28 item 6): re-proposals with the refusal's reason, escalation of
+an ignored rule, one-off rules worded apart. Deterministic per seed; nothing here pins a benchmark outcome."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+sys.path.insert(0, str(BENCH))
+
+from loopbench import noisy  # noqa: E402
+from loopbench.catalogue import guard, hand_written, tail_mode, write_tail  # noqa: E402
+from loopbench.noise import NOT_DISCRIMINATIVE, REGRESSION, Noise, NoiseConfig, Proposal  # noqa: E402
+from loopbench.run import LoopConfig, Week  # noqa: E402
+from loopbench.stream import StreamConfig, Task, make_stream  # noqa: E402
+
+from bot._util.similarity import similarity  # noqa: E402
+from bot.gate.decision import TWIN_THRESHOLD  # noqa: E402
+from bot.playbook import rule as rules_mod  # noqa: E402
+from bot.scenario import spec as sc  # noqa: E402
+
+STREAM = StreamConfig(weeks=4)
+
+
+class Asked(Noise):
+    """A Noise that records every proposal and re-proposal the loop asks for, in order."""
+
+    def __init__(self, *args, mistakes: dict[str, float] | None = None):
+        super().__init__(*args)
+        self.asked: list[Proposal] = []
+        self.mistakes = mistakes or {}
+        self._inner = False
+
+    def mistake(self, mode: str) -> float:
+        return self.mistakes.get(mode, super().mistake(mode))
+
+    def proposal(self, mode, k, not_redundant=False):
+        out = super().proposal(mode, k, not_redundant)
+        if not self._inner:
+            self.asked.append(out)
+        return out
+
+    def reproposal(self, mode, k, why, refused):
+        self._inner = True
+        try:
+            out = super().reproposal(mode, k, why, refused)
+        finally:
+            self._inner = False
+        self.asked.append(out)
+        return out
+
+
+def _run(seed: int, mode: str, p: float, reproposals: int = 3, escalate: bool = False, policy: str = "replaybook"):
+    stream = make_stream(STREAM, seed)
+    noise = Asked(NoiseConfig(), seed, stream.modes, noisy.suite_modes(stream), mistakes={mode: p})
+    run = noisy.NoisyRun(policy, stream, noise, LoopConfig(seed=seed), noisy.gates().get(policy), reproposals,
+                         escalate)
+    return run, noise
+
+
+def _distill_once(run, mode: str) -> Week:
+    week = Week(1)
+    run.pending[mode] += 1
+    run._distill(week)
+    return week
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_a_refused_proposal_is_proposed_again_with_its_reason_at_most_three_times(seed):
+    # the agent never makes this mode's mistake: every rule for it is refused as not discriminative
+    run, noise = _run(seed, "lint-disable", 0.0)
+    week = _distill_once(run, "lint-disable")
+    asked = [p for p in noise.asked if p.mode == "lint-disable"]
+    assert len(asked) == 4 and week.reproposals == 3 and week.admitted == 0
+    assert asked[0].reason == "" and asked[0].scope == ""
+    for earlier, again in zip(asked, asked[1:]):  # each carries the reason its predecessor was refused for
+        assert again.reason in NOT_DISCRIMINATIVE and again.scope == "lint"
+        assert again.k == earlier.k + 1 and again.kind != "redundant"  # told it changed nothing: not one it follows
+    assert sum(week.rejections.values()) == 4 and week.model_calls >= 4  # a distill call per re-proposal
+    # used up: distill proposes nothing more for the mode, and its repeats say why
+    again = _distill_once(run, "lint-disable")
+    assert again.proposals == 0 and run._cause("lint-disable") == "re-proposals used up"
+    # deterministic per seed
+    run2, noise2 = _run(seed, "lint-disable", 0.0)
+    _distill_once(run2, "lint-disable")
+    assert [p for p in noise2.asked if p.mode == "lint-disable"] == asked
+
+
+def test_without_reproposals_a_refusal_ends_the_round():
+    run, noise = _run(3, "lint-disable", 0.0, reproposals=0)
+    week = _distill_once(run, "lint-disable")
+    assert week.proposals == 1 and week.reproposals == 0
+    assert _distill_once(run, "lint-disable").proposals == 1  # its next incidents: a fresh, uninformed one
+    assert all(p.reason == "" for p in noise.asked)
+
+
+def test_a_rule_refused_for_a_regression_comes_back_scoped_and_cannot_reach_another_task_type():
+    stream = make_stream(STREAM, 5)
+    noise = Noise(NoiseConfig(), 5, stream.modes, noisy.suite_modes(stream))
+    harmful = Proposal("lint-disable", 0, "harmful", 0.8, "dynamic-module-delete", 0.5)
+    again = noise.reproposal("lint-disable", 1, REGRESSION, harmful)
+    assert (again.k, again.effect, again.scope, again.reason) == (1, 0.8, "lint", REGRESSION)
+    assert again.victim == "" and again.kind == "good"  # the victim is a `cleanup` task: out of its scope
+    assert noise.pass_rate("dynamic-module-delete", [again], 1.0) == noise.pass_rate("dynamic-module-delete", [], 1.0)
+    # targeted-tests' rule breaks whole-suite-after-change, a `testing` task too: scoping does not save it
+    tt = noise.proposal("targeted-tests", 0)
+    assert tt.kind == "harmful" and tt.victim == "whole-suite-after-change"
+    scoped = noise.reproposal("targeted-tests", 1, REGRESSION, tt)
+    assert scoped.kind == "harmful" and scoped.victim == tt.victim and scoped.scope == "testing"
+
+
+def test_a_scoped_rule_that_regresses_again_parks_its_mode():
+    parked = 0
+    for seed in range(1, 7):
+        stream = make_stream(STREAM, seed)
+        noise = Asked(NoiseConfig(), seed, stream.modes, noisy.suite_modes(stream))
+        run = noisy.NoisyRun("replaybook", stream, noise, LoopConfig(seed=seed), noisy.gates()["replaybook"], 3)
+        week = Week(1)
+        for _ in range(3):  # every targeted-tests rule is harmful to whole-suite-after-change, a testing task
+            run.pending["targeted-tests"] += 1
+            run._distill(week)
+        asked = [p for p in noise.asked if p.mode == "targeted-tests"]
+        if run.parked.get("targeted-tests") == "no safe rule":
+            parked += 1
+            last = asked[-1]
+            assert last.scope == "testing" and last.reason and run.reasons["targeted-tests"] == REGRESSION
+            assert week.rejections["regression"] >= 1 and run._cause("targeted-tests") == "no safe rule"
+        assert len(asked) <= 4  # parked or used up: never more than 1 + 3
+    assert parked >= 3  # the suite test catches most of these harmful rules, twice in a row
+
+
+def _within(rate: float, expected: float, n: int) -> bool:
+    return abs(rate - expected) <= 4 * math.sqrt(max(expected * (1 - expected), 1e-4) / n) + 1e-9
+
+
+def test_an_ignored_rule_is_escalated_to_the_guard_its_scenario_checks_give():
+    modes = {m.id: m for m in hand_written()}
+    assert guard(modes["monorepo-test-cwd"]) == "hook"  # not_ran: a PreToolUse deny hook
+    assert guard(modes["lint-disable"]) == "ci"  # diff_excludes: a CI guard
+    assert guard(modes["dynamic-module-delete"]) == ""  # neither: a rewording for a person
+    assert guard(tail_mode(4)) == ""
+
+    run, _ = _run(6, "monorepo-test-cwd", 0.9, escalate=True)
+    run.rules.append(Proposal("monorepo-test-cwd", 0, "redundant", 0.0))  # admitted, and the agent ignores it
+    run.failed.add("monorepo-test-cwd")
+    week, index = Week(1), 0
+    while "monorepo-test-cwd" not in run.guards and index < 200:
+        run._task(week, Task(10_000 + index, 1, "monorepo-test-cwd"))
+        index += 1
+    assert run.guards["monorepo-test-cwd"] == "hook" and week.escalated == 1
+    assert run.since["monorepo-test-cwd"] == 2  # bot.playbook.worth: ignored after 2 repeats
+    assert week.repeat_causes["useless rule"] == 2
+    # with the hook the mistake slips through at hook_slip of the rate, whatever q
+    n, before = 4000, week.failures
+    for i in range(n):
+        run._task(week, Task(20_000 + i, 2, "monorepo-test-cwd"))
+    rate = (week.failures - before) / n
+    noise = run.noise
+    expected = 1 - noise.pass_rate("monorepo-test-cwd", run.rules, run.q(), guard="hook")
+    assert _within(rate, expected, n) and expected < 0.15
+    assert week.repeat_causes["escalated to a hook, slipped through"] == week.failures - before
+    assert week.escalated == 1  # once
+
+
+def test_no_escalation_without_the_flag_or_for_unvalidated_memory():
+    for policy, escalate in (("replaybook", False), ("unvalidated", True)):
+        run, _ = _run(6, "monorepo-test-cwd", 0.9, escalate=escalate, policy=policy)
+        run.rules.append(Proposal("monorepo-test-cwd", 0, "redundant", 0.0))
+        run.failed.add("monorepo-test-cwd")
+        week = Week(1)
+        for i in range(40):
+            run._task(week, Task(i, 1, "monorepo-test-cwd"))
+        assert not run.guards and week.escalated == 0
+
+
+def test_one_off_rules_no_longer_collide_as_near_duplicates():
+    tails = [tail_mode(n) for n in range(1, 71)]  # a 12-week stream makes about 33
+    worst = max(similarity(a.rule, b.rule) for i, a in enumerate(tails) for b in tails[i + 1:])
+    assert worst < TWIN_THRESHOLD
+    others = [m.rule for m in hand_written()]
+    assert max(similarity(t.rule, o) for t in tails for o in others) < TWIN_THRESHOLD
+    for mode in tails[:10]:
+        assert len(rules_mod.sentences(mode.rule)) <= 2 and rules_mod.has_condition(mode.rule)
+        assert mode.branch_on in mode.rule and mode.files[1] == mode.branch_on
+
+
+def test_a_one_off_scenario_still_loads_and_checks_its_own_files(tmp_path):
+    mode = tail_mode(12)
+    write_tail(tmp_path / mode.id, mode)
+    loaded = sc.load(tmp_path / mode.id)
+    edit, kept = mode.files
+    assert (tmp_path / mode.id / "repo" / kept).is_file() and (tmp_path / mode.id / "repo" / edit).is_file()
+    assert loaded.scenario.task_type == "tail" and edit in loaded.scenario.task
+
+
+def test_every_repeat_of_the_last_weeks_has_a_named_cause():
+    stream = make_stream(StreamConfig(weeks=6), 8)
+    for name, gate in [("none", None), ("unvalidated", None), *noisy.gates().items()]:
+        noise = Noise(NoiseConfig(), 8, stream.modes, noisy.suite_modes(stream))
+        weeks = noisy.NoisyRun(name, stream, noise, LoopConfig(seed=8), gate, 3, True).run()
+        for w in weeks:
+            assert sum(w.repeat_causes.values()) == w.repeats, (name, w.week)
+        assert all(c for w in weeks for c in w.repeat_causes)
+
+
+def test_the_floor_is_an_oracle_no_policy_beats_by_much_and_perfect_rules_lower_it():
+    streams = {s: make_stream(StreamConfig(weeks=8), s) for s in (7, 8, 9, 10)}
+    drawn = noisy.floor(streams, LoopConfig(), NoiseConfig(), escalate=True)
+    perfect = noisy.floor(streams, LoopConfig(), NoiseConfig(), escalate=True, effect=1.0)
+    assert perfect["repeats_last4"] <= drawn["repeats_last4"] and perfect["failures_last4"] <= drawn["failures_last4"]
+    none_repeats = none_failures = 0
+    for seed, stream in streams.items():
+        noise = Noise(NoiseConfig(), seed, stream.modes, noisy.suite_modes(stream))
+        weeks = noisy.NoisyRun("none", stream, noise, LoopConfig(seed=seed), None).run()[-4:]
+        none_repeats += sum(w.repeats for w in weeks)
+        none_failures += sum(w.failures for w in weeks)
+    assert drawn["repeat_share_last4"] < none_repeats / none_failures
