@@ -6,7 +6,9 @@ One command comment is handled once and answered once:
    (a redelivery, a re-run of the job) runs nothing again. The bot reacts ``eyes`` before it acts.
 2. **Who.** Only a user with write permission or more (admin, maintain, write) runs a command, by the
    collaborator-permission endpoint; never by ``author_association``, which shows private org members as
-   ``CONTRIBUTOR``. Anyone else gets a polite reply and nothing runs.
+   ``CONTRIBUTOR``. Anyone else gets a polite reply, no reaction (the reaction means "handled for someone
+   allowed to"), and nothing runs; a redelivery finds that reply and leaves it as it is (dependabot, too,
+   answers such a comment once and reacts to nothing).
 3. **Where.** On a closed issue or PR the reply says so and nothing runs.
 4. **One reply**, marked ``command-<comment id>``, edited in place as the commands run.
 
@@ -57,13 +59,15 @@ def run(action: RunCommand, ctx: RunContext) -> list[Outcome]:
     if done:
         return [Outcome(action.kind, "skipped", f"comment {action.comment_id} was handled already "
                                                 f"(the bot reacted {done[0].content})")]
-    ctx.port.add_reaction(action.comment_id, "eyes")
     who = code(action.login, 60)
     permission = ctx.port.collaborator_permission(action.login)
     if permission not in ALLOWED:
+        # No reaction: it would read as "handled for someone allowed to". The reply, keyed by the comment,
+        # is found again on a redelivery and left as it is, so the refusal is said once.
         _reply(action, ctx, [f"Sorry {who}, only people with write permission (or more) on this repository can run "
                              f"Replaybook commands; you have {code(permission, 20)}. Ask a maintainer to run it."])
         return [Outcome(action.kind, "skipped", f"{action.login!r} has {permission} permission; nothing ran")]
+    ctx.port.add_reaction(action.comment_id, "eyes")  # before acting: a redelivery from here on runs nothing
     where = "pull request" if action.is_pr else "issue"
     if action.state != "open":
         _reply(action, ctx, [f"This {where} is {code(action.state, 20)}, so the command did not run. Reopen it, or "
