@@ -15,8 +15,10 @@ One command comment is handled once and answered once:
 What each command does:
 
 - ``replay`` re-gates the PR: it dispatches the admit workflow with the PR's number, the gate path a
-  maintainer's dispatch and "Replay again" already take (so the gate runs on the PR's head, in its own job).
-  ``--agent`` must be one of ``replay.agents``; ``--trials`` is capped by the gate's after-side budget.
+  maintainer's dispatch and "Replay again" already take (so the gate runs on the PR's head, in its own job),
+  and with ``agent`` and ``trials`` when given: ``--agent`` must be one of ``replay.agents`` (the gate
+  replays with it alone), ``--trials`` is capped by the gate's after-side budget
+  (:func:`bot.github.gate.gate_test`). The reply says what the re-gate runs.
 - ``retest`` dispatches the distill workflow with ``reason: retest``: the monthly re-test, on demand.
 - ``retire rule-NNNN [reason]`` opens (or updates) the retirement PR, with the reason neutralised.
 - ``explain`` answers from the gate's ledger in the PR's gate comment; what GitHub does not keep is said so.
@@ -42,6 +44,7 @@ ALLOWED = ("admin", "maintain", "write")
 HANDLED = ("eyes", "+1", "-1", "confused")  # any of these, left by the bot, marks a command comment handled
 ADMIT_WORKFLOW = "replaybook-admit.yml"  # bot.github.init.WORKFLOWS["admit"]
 MAX_COMMANDS = 5  # command lines carried out from one comment
+DISPATCH_INPUTS = ("pr", "agent", "trials")  # what `replay` may give the admit workflow's workflow_dispatch
 
 
 def reply_key(comment_id: int) -> str:
@@ -106,25 +109,26 @@ def _one(command: commands.Parsed, action: RunCommand, ctx: RunContext) -> tuple
 
 
 def _replay(command: commands.Command, action: RunCommand, ctx: RunContext) -> tuple[str, Outcome]:
-    from bot.gate.stats import SequentialTest
+    from bot.github.gate import DEFAULT_AGENT, gate_test, what_runs
 
     if not action.is_pr:
         return "runs on a pull request; this is an issue.", Outcome(action.kind, "skipped", "replay on an issue")
-    agents = list(ctx.effective.replay.agents) or ["builtin"]
+    agents = list(ctx.effective.replay.agents) or [DEFAULT_AGENT]
     if command.agent is not None and command.agent not in agents:
         why = f"{code(command.agent, 40)} is not one of the agents the gate runs here ({', '.join(agents)}; " \
               "`replay.agents` in `.replaybook.yml`)."
         return why, Outcome(action.kind, "skipped", f"replay: agent {command.agent!r} is not configured")
-    budget = SequentialTest().after_n
+    budget = gate_test().after_n
     notes = []
+    trials = None if command.trials is None else min(command.trials, budget)
     if command.trials is not None and command.trials > budget:
         notes.append(f"`--trials {command.trials}` is over the gate's budget of {budget}; capped at {budget}")
-    if command.agent or command.trials:
-        notes.append("the re-gate runs the gate's own sequential test on the configured agents: the admit "
-                     "workflow takes only the PR's number")
-    ctx.port.dispatch_workflow(ADMIT_WORKFLOW, ctx.port.default_branch(), {"pr": str(action.number)})
-    text = f"re-gating this pull request: dispatched `{ADMIT_WORKFLOW}`; `replaybook/admit` and the gate comment " \
-           "update when it finishes." + "".join(f"\n- {n}" for n in notes)
+    inputs = {"pr": str(action.number), **({"agent": command.agent} if command.agent else {}),
+              **({"trials": str(trials)} if trials is not None else {})}
+    ctx.port.dispatch_workflow(ADMIT_WORKFLOW, ctx.port.default_branch(), inputs)
+    text = (f"re-gating this pull request: dispatched `{ADMIT_WORKFLOW}` with {what_runs(command.agent, trials)}; "
+            "`replaybook/admit` and the gate comment update when it finishes."
+            + "".join(f"\n- {n}" for n in notes))
     return text, Outcome(action.kind, "done", f"replay: dispatched {ADMIT_WORKFLOW} for #{action.number}")
 
 
