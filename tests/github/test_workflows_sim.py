@@ -535,6 +535,44 @@ def test_admit_dispatched_by_hand_gates_the_pr_head(rule_pr, gh, examples):
     assert status["description"].startswith("admit: rule-0001 admit")  # replayed, not "no rule file changed"
 
 
+def test_admit_dispatched_with_an_agent_and_trials_re_gates_with_them(rule_pr, gh, examples):
+    """`/replaybook replay --agent builtin --trials 2` dispatches these inputs: the gate replays at most 2 trials."""
+    sim, base, head = rule_pr
+    git(sim.ws, "checkout", "-q", "main")
+    payload = retarget(example(examples, "workflow_dispatch"))
+    with Gateway(load_policy(SCENARIO / "policy.yaml")) as model:
+        result = sim.run("admit", "workflow_dispatch", payload, model=model, shims={"gh": gh_shim()},
+                         inputs={"pr": PR_NUMBER, "agent": "builtin", "trials": "2"})
+    job = only_job(result, "admit")
+    assert job.result == "success", result.log()
+    assert (job.step("dispatched").outputs["agent"], job.step("dispatched").outputs["trials"]) == ("builtin", "2")
+    (status,) = gh.statuses_for(head)
+    assert (status["state"], status["context"]) == ("success", "replaybook/admit"), result.log()
+    [comment] = gh.comments_on(PR_NUMBER)
+    assert "Re-gated as asked: agent ` builtin `, at most 2 trial(s) with the rule" in comment["body"]
+    assert "at least 2 of 2 after" in comment["body"]
+
+
+@pytest.mark.parametrize("inputs, error", [
+    ({"agent": "builtin\nx", "trials": ""}, "agent must name an agent"),
+    ({"agent": "$(touch pwned)", "trials": ""}, "agent must name an agent"),
+    ({"agent": "", "trials": "9"}, "trials must be from 1 to 5"),
+    ({"agent": "", "trials": "1; touch pwned"}, "trials must be a whole number"),
+    ({"agent": "", "trials": "05"}, "trials must be a whole number"),
+])
+def test_admit_dispatched_with_bad_options_stops_before_anything_runs(rule_pr, gh, examples, inputs, error):
+    sim, base, head = rule_pr
+    git(sim.ws, "checkout", "-q", "main")
+    payload = retarget(example(examples, "workflow_dispatch"))
+    result = sim.run("admit", "workflow_dispatch", payload, shims={"gh": gh_shim()},
+                     inputs={"pr": PR_NUMBER, **inputs})
+    job = only_job(result, "admit")
+    assert job.result == "failure" and any(error in e for e in job.errors), result.log()
+    assert job.step("dispatched").rc == 2
+    assert gh.statuses_for(head) == [] and gh.comments_on(PR_NUMBER) == [] and gh.writes() == []
+    assert not (sim.ws / "pwned").exists()
+
+
 def replay_again(examples, head: str, base: str, *, name: str = "replaybook/admit") -> dict:
     """GitHub's example of a check run's requested action, as "Replay again" on the gate's check run of the PR."""
     payload = retarget(example(examples, "check_run", "requested_action"))
