@@ -21,7 +21,9 @@ What each command does:
   (:func:`bot.github.gate.gate_test`). The reply says what the re-gate runs.
 - ``retest`` dispatches the distill workflow with ``reason: retest``: the monthly re-test, on demand.
 - ``retire rule-NNNN [reason]`` opens (or updates) the retirement PR, with the reason neutralised.
-- ``explain`` answers from the gate's ledger in the PR's gate comment; what GitHub does not keep is said so.
+- ``explain`` answers from the gate's ledger in the PR's gate comment: each gate's decision, and for the newest
+  gates each failing trial with the rule (the check that failed, at most five commands around it, the rule
+  text the agent saw and its hash), all neutralised; what GitHub does not keep is said so.
 
 The comment's text is data: it reaches the reply only through :func:`~bot._util.text_safety.code` and
 :func:`~bot._util.text_safety.neutralise`, and never a shell, an expression or a workflow input.
@@ -183,11 +185,38 @@ def _explain(command: commands.Command, action: RunCommand, ctx: RunContext) -> 
                 Outcome(action.kind, "unchanged", f"explain: no gate records on #{action.number}"))
     rows = [f"| {code(r.rule_id, 40)} | {r.decision} | {r.replays} | {code(one_line(r.reason, 300), 320).replace('|', '/')} |"
             for r in records[-10:]]
-    text = "\n".join([
-        "the gate's decisions on this pull request, newest last:", "",
-        "| rule | decision | replays | reason |", "| --- | --- | --- | --- |", *rows, "",
-        "Per-trial detail (the check that failed, the commands around it, the rule text the agent saw) is not "
-        "kept on GitHub: the ledger holds each gate's decision and reason only. Run `replaybook gate` on the "
-        "rule locally to see every trial's trace.",
-    ])
-    return text, Outcome(action.kind, "done", f"explain: {len(records)} gate record(s) on #{action.number}")
+    newest = {r.rule_id: r for r in records}  # each rule's latest gate
+    detailed = [r for r in newest.values() if r.detail is not None]
+    lines = ["the gate's decisions on this pull request, newest last:", "",
+             "| rule | decision | replays | reason |", "| --- | --- | --- | --- |", *rows, ""]
+    for record in detailed:
+        lines += _trials(record)
+    if len(detailed) < len(newest):
+        lines.append("Per-trial detail is kept for the newest gates only; "
+                     + ("none is kept for " if detailed else "none is kept here for ")
+                     + ", ".join(code(r.rule_id, 40) for r in newest.values() if r.detail is None)
+                     + ". Comment `/replaybook replay` to gate it again, or run `replaybook gate` on the rule locally "
+                       "to see every trial's trace.")
+    return "\n".join(lines), Outcome(action.kind, "done", f"explain: {len(records)} gate record(s) on #{action.number}")
+
+
+def _inert(text: str, limit: int) -> str:
+    """An agent's text as one inline code span: neutralised, and with no ``${{`` or ``-->`` left whole either."""
+    return code(one_line(text, limit).replace("${{", "$\u200b{{").replace("-->", "--\u200b>"), limit + 10)
+
+
+def _trials(record) -> list[str]:
+    """One rule's failing trials with the rule, as the gate kept them (bot.github.ledger.detail_of)."""
+    detail = record.detail
+    head = (f"**{code(record.rule_id, 40)}**, latest gate: {record.decision}. The rule text the agent saw "
+            f"(sha256 `{detail.rule_hash}`): {_inert(detail.rule_text, 600)}")
+    if not detail.trials:
+        return [head, "", "No trial with the rule failed.", ""]
+    out = [head, ""]
+    for note in detail.trials:
+        out.append(f"- {note.side}, scenario {_inert(note.scenario, 120)}, trial {note.trial}: "
+                   f"{_inert(note.check, 160)} failed: {_inert(note.detail, 240)}")
+        out += [f"  - {_inert(c, 160)}" for c in note.commands] or ["  - (no command recorded)"]
+    if detail.more:
+        out.append(f"- and {detail.more} more failing trial(s), not kept on GitHub")
+    return [*out, ""]

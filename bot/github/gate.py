@@ -282,8 +282,10 @@ class PrGate:
         report = "\n\n".join(gate_report.markdown(r, opts.test) for r in results)
         if self.agent is not None or self.trials is not None:  # a re-gate's options: say what it replayed
             report = f"Re-gated as asked: {what_runs(self.agent, self.trials)}.\n\n{report}"
+        redact = host_redactor().text  # a trial's commands are the agent's: no secret of ours leaves in them
         return GateVerdict(state, f"{word}: {ids}", report, annotations=tuple(notes),
-                           records=tuple(gate_log.record_of(r) for r in results))
+                           records=tuple(gate_log.record_of(r).model_copy(update={"detail": ledger.detail_of(r, redact)})
+                                         for r in results))
 
 
 def _refusal(found: instructions.Findings) -> str:

@@ -160,7 +160,7 @@ def test_explain_reads_the_gates_ledger_and_neutralises_it(cli, gh, event):
     [reply] = replies(gh, comment)
     assert "rule-0042" in reply["body"] and "reject" in reply["body"]
     assert "@someone" not in reply["body"] and "<!-- replaybook:x" not in reply["body"]
-    assert "not kept on GitHub" in reply["body"]  # what the ledger does not hold is said plainly
+    assert "Per-trial detail is kept for the newest gates only" in reply["body"]  # what the ledger lacks is said
 
 
 def test_explain_without_a_gate_says_so(cli, gh, event):
