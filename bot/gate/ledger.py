@@ -95,7 +95,7 @@ def record_of(result, at: datetime | None = None) -> GateRecord:
 def append(root: Path, record: GateRecord) -> Path:
     path = Path(root) / LEDGER
     path.parent.mkdir(parents=True, exist_ok=True)
-    line = (record.model_dump_json() + "\n").encode("utf-8")
+    line = (record.model_dump_json(exclude_none=True) + "\n").encode("utf-8")  # no `detail` unless given
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
         os.write(fd, line)
