@@ -318,7 +318,7 @@ def _with_unproven(verdict: GateVerdict, unproven: list[str], fails: bool) -> Ga
     report = verdict.report.rstrip("\n") + "\n\n" + "\n".join(_unproven_lines(unproven, fails))
     what = "fail" if fails else "reported"
     description = f"{verdict.description}; {len(unproven)} unproven instruction file(s) {what}"
-    return GateVerdict(verdict.state, description, report)
+    return dataclasses.replace(verdict, description=description, report=report)  # its annotations and records kept
 
 
 def _listing(change: playbook_diff.Meaning) -> str:

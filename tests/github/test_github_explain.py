@@ -139,3 +139,24 @@ def test_explain_shows_each_failing_trial_neutralised(cli, gh, event):
         assert raw not in reply, raw
     assert reply.count("-->") == 1 and reply.startswith(marker(reply_key(comment["id"])))  # only the reply's marker
     assert len(reply) < 20_000
+
+
+def test_a_gate_that_also_reports_unproven_instructions_keeps_its_records(port: FakePort, root: Path):
+    from helpers import write
+    from support.github import git
+
+    base, _ = pr_repo(root)
+    write(root / "pkg" / "AGENTS.md", "- Always run the linter first.\n")  # instructions no replay proves
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "and a nested AGENTS.md")
+    head = git(root, "rev-parse", "HEAD")
+    settings = config_mod.load(root)
+    number = port.add_pull(head_ref="replaybook/rule-0001").number
+    action = GateRulePr(number=number, head_sha=head, base_ref="main", base_sha=base, fork=False, secrets=True)
+    (outcome,) = execute([action], port, root=root, settings=settings,
+                         gate=PrGate(root, settings, replay=ReplayOptions()))
+    assert outcome.verdict == "success", outcome
+    [comment] = [c for c in port.comments_on(number) if c.author == port.login]
+    assert "pkg/AGENTS.md" in comment.body  # reported, not failed (the default)
+    [record] = ledger.read(comment.body, number)[0]  # and the gate's record is still kept
+    assert record.rule_id == "rule-0001" and record.decision == "admit" and record.detail is not None
