@@ -29,7 +29,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from bot._util.text_safety import one_line
+from bot._util.text_safety import neutralise, one_line
 from bot.gate.ledger import GateDetail, GateRecord, TrialNote
 from bot.github.port import GatedPull, written_by
 
@@ -129,8 +129,8 @@ def detail_of(result, redact: Callable[[str], str] = str) -> GateDetail:
 
     The trials the agent ran with the rule in its prompt (the own scenario's after side, then each regressed suite
     scenario's), at most ``MAX_NOTES``: the first check that failed, its detail, and at most ``COMMANDS`` commands
-    around it (from the trial's trace when its run folder is kept, else the check's own evidence). Kept as the
-    agent left it (``redact`` applied), cut to the fields' sizes; whoever shows it neutralises it.
+    around it (from the trial's trace when its run folder is kept, else the check's own evidence). Redacted,
+    neutralised and cut to the fields' sizes; whoever shows it neutralises it again (that changes nothing more).
     """
     sides = [result.after, *(e.candidate for e in result.suite if e.regressed)]
     failed = [t for side in sides if side is not None for t in side.trials if t.verdict != "passed"]
@@ -141,7 +141,8 @@ def detail_of(result, redact: Callable[[str], str] = str) -> GateDetail:
 
 
 def _cut(text: str, limit: int) -> str:
-    return one_line(text, limit)
+    """One line, neutralised (it sits in a comment anyone can read), then cut: a cut never rejoins what it broke."""
+    return one_line(neutralise(one_line(text)), limit)
 
 
 def _note(trial, redact: Callable[[str], str]) -> TrialNote:
