@@ -192,8 +192,7 @@ def _explain(command: commands.Command, action: RunCommand, ctx: RunContext) -> 
     for record in detailed:
         lines += _trials(record)
     if len(detailed) < len(newest):
-        lines.append("Per-trial detail is kept for the newest gates only; "
-                     + ("none is kept for " if detailed else "none is kept here for ")
+        lines.append("Per-trial detail is kept for the newest gates only, not for "
                      + ", ".join(code(r.rule_id, 40) for r in newest.values() if r.detail is None)
                      + ". Comment `/replaybook replay` to gate it again, or run `replaybook gate` on the rule locally "
                        "to see every trial's trace.")
