@@ -56,12 +56,16 @@ def _float_env(name: str, default: float) -> float:
 @click.option("--watch", "watched", multiple=True, envvar="REPLAYBOOK_WATCHED_WORKFLOWS",
               help="Capture failures of this workflow only (name or file); repeatable (default: "
                    "github.watched_workflows, else all).")
+@click.option("--gate-agent", help="The gate replays with this agent only (one of replay.agents in the base's "
+              ".replaybook.yml; default: builtin): `/replaybook replay --agent A`.")
+@click.option("--gate-trials", type=int, help="The gate runs at most this many trials with the rule (1 to its "
+              "after-side budget, at no lower a pass rate): `/replaybook replay --trials N`.")
 @click.option("--dry-run", is_flag=True, help="Print the planned actions as JSON; call nothing (no token needed).")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcomes as JSON.")
 @click.pass_context
 def handle(ctx: click.Context, event_name: str | None, event_path: Path | None, repo: str | None,
-           agent_logins: tuple[str, ...], agent_label: str | None, watched: tuple[str, ...], dry_run: bool,
-           as_json: bool) -> None:
+           agent_logins: tuple[str, ...], agent_label: str | None, watched: tuple[str, ...], gate_agent: str | None,
+           gate_trials: int | None, dry_run: bool, as_json: bool) -> None:
     """Plan and carry out what one GitHub event asks of the bot.
 
     Failed workflow runs and rejected agent PRs become incident issues (one per
@@ -86,6 +90,9 @@ def handle(ctx: click.Context, event_name: str | None, event_path: Path | None, 
     break. Give such a job a GitHub App token: PRs opened with the workflow's
     own GITHUB_TOKEN start no workflow, so the admit gate would never run.
     """
+    from bot.github.gate import check_options
+
+    check_options(gate_agent, gate_trials)  # before anything is read or called
     if not event_name:
         raise BadInput("no event name; pass --event-name or set GITHUB_EVENT_NAME")
     if event_path is None:
@@ -116,7 +123,7 @@ def handle(ctx: click.Context, event_name: str | None, event_path: Path | None, 
     try:
         outcomes = handle_mod.execute(
             actions, port, root=settings.root, settings=settings, llm=_analyst(settings, env), payload=payload,
-            gate=handle_mod.PrGate(settings.root, settings, env=env),
+            gate=handle_mod.PrGate(settings.root, settings, env=env, agent=gate_agent, trials=gate_trials),
             step_summary=Path(summary) if (summary := settings_mod.get("GITHUB_STEP_SUMMARY")) else None,
             run_url=_run_url(), open_prs=open_prs, max_open_rule_prs=_max_open_rule_prs(settings), config=config,
             distiller=_distiller(settings, env) if wants_distill else None, check_runs=app_token(),

@@ -15,13 +15,42 @@ import json
 import os
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 LEDGER = Path(".replaybook") / "gates.jsonl"
 ReasonKind = Literal["admitted", "cheap_checks", "unsound_scenario", "already_followed", "no_effect",
                      "regression", "screen", "error", "other"]
+
+
+Command = Annotated[str, Field(max_length=200)]
+
+
+class TrialNote(BaseModel):
+    """One failing trial, as ``/replaybook explain`` shows it: where, the check that failed, the commands around it.
+
+    Every string is what a scenario's agent did, so hostile: whoever shows it neutralises it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    side: Literal["with the rule", "without the rule"] = "with the rule"
+    scenario: str = Field(max_length=120)
+    trial: int = Field(ge=0, le=100_000)
+    check: str = Field(default="", max_length=200)
+    detail: str = Field(default="", max_length=300)
+    commands: list[Command] = Field(default_factory=list, max_length=5)
+
+
+class GateDetail(BaseModel):
+    """A gate's failing trials, kept small (at most 6 notes): the rule text the agent saw, its hash, and each trial."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rule_hash: str = Field(default="", pattern=r"^[0-9a-f]{0,64}$")
+    rule_text: str = Field(default="", max_length=600)
+    trials: list[TrialNote] = Field(default_factory=list, max_length=6)
+    more: int = Field(default=0, ge=0, description="failing trials not kept")
 
 
 class GateRecord(BaseModel):
@@ -37,6 +66,7 @@ class GateRecord(BaseModel):
     simulated: bool = False
     replays: int = 0
     cache_hits: int = 0
+    detail: GateDetail | None = None  # optional: the GitHub gate's per-trial summary (bot/github/ledger.py)
 
 
 def reason_kind(decision: str, reason: str) -> ReasonKind:
@@ -65,7 +95,7 @@ def record_of(result, at: datetime | None = None) -> GateRecord:
 def append(root: Path, record: GateRecord) -> Path:
     path = Path(root) / LEDGER
     path.parent.mkdir(parents=True, exist_ok=True)
-    line = (record.model_dump_json() + "\n").encode("utf-8")
+    line = (record.model_dump_json(exclude_none=True) + "\n").encode("utf-8")  # no `detail` unless given
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
         os.write(fd, line)

@@ -6,18 +6,24 @@ One command comment is handled once and answered once:
    (a redelivery, a re-run of the job) runs nothing again. The bot reacts ``eyes`` before it acts.
 2. **Who.** Only a user with write permission or more (admin, maintain, write) runs a command, by the
    collaborator-permission endpoint; never by ``author_association``, which shows private org members as
-   ``CONTRIBUTOR``. Anyone else gets a polite reply and nothing runs.
+   ``CONTRIBUTOR``. Anyone else gets a polite reply, no reaction (the reaction means "handled for someone
+   allowed to"), and nothing runs; a redelivery finds that reply and leaves it as it is (dependabot, too,
+   answers such a comment once and reacts to nothing).
 3. **Where.** On a closed issue or PR the reply says so and nothing runs.
 4. **One reply**, marked ``command-<comment id>``, edited in place as the commands run.
 
 What each command does:
 
 - ``replay`` re-gates the PR: it dispatches the admit workflow with the PR's number, the gate path a
-  maintainer's dispatch and "Replay again" already take (so the gate runs on the PR's head, in its own job).
-  ``--agent`` must be one of ``replay.agents``; ``--trials`` is capped by the gate's after-side budget.
+  maintainer's dispatch and "Replay again" already take (so the gate runs on the PR's head, in its own job),
+  and with ``agent`` and ``trials`` when given: ``--agent`` must be one of ``replay.agents`` (the gate
+  replays with it alone), ``--trials`` is capped by the gate's after-side budget
+  (:func:`bot.github.gate.gate_test`). The reply says what the re-gate runs.
 - ``retest`` dispatches the distill workflow with ``reason: retest``: the monthly re-test, on demand.
 - ``retire rule-NNNN [reason]`` opens (or updates) the retirement PR, with the reason neutralised.
-- ``explain`` answers from the gate's ledger in the PR's gate comment; what GitHub does not keep is said so.
+- ``explain`` answers from the gate's ledger in the PR's gate comment: each gate's decision, and for the newest
+  gates each failing trial with the rule (the check that failed, at most five commands around it, the rule
+  text the agent saw and its hash), all neutralised; what GitHub does not keep is said so.
 
 The comment's text is data: it reaches the reply only through :func:`~bot._util.text_safety.code` and
 :func:`~bot._util.text_safety.neutralise`, and never a shell, an expression or a workflow input.
@@ -40,6 +46,7 @@ ALLOWED = ("admin", "maintain", "write")
 HANDLED = ("eyes", "+1", "-1", "confused")  # any of these, left by the bot, marks a command comment handled
 ADMIT_WORKFLOW = "replaybook-admit.yml"  # bot.github.init.WORKFLOWS["admit"]
 MAX_COMMANDS = 5  # command lines carried out from one comment
+DISPATCH_INPUTS = ("pr", "agent", "trials")  # what `replay` may give the admit workflow's workflow_dispatch
 
 
 def reply_key(comment_id: int) -> str:
@@ -57,13 +64,15 @@ def run(action: RunCommand, ctx: RunContext) -> list[Outcome]:
     if done:
         return [Outcome(action.kind, "skipped", f"comment {action.comment_id} was handled already "
                                                 f"(the bot reacted {done[0].content})")]
-    ctx.port.add_reaction(action.comment_id, "eyes")
     who = code(action.login, 60)
     permission = ctx.port.collaborator_permission(action.login)
     if permission not in ALLOWED:
+        # No reaction: it would read as "handled for someone allowed to". The reply, keyed by the comment,
+        # is found again on a redelivery and left as it is, so the refusal is said once.
         _reply(action, ctx, [f"Sorry {who}, only people with write permission (or more) on this repository can run "
                              f"Replaybook commands; you have {code(permission, 20)}. Ask a maintainer to run it."])
         return [Outcome(action.kind, "skipped", f"{action.login!r} has {permission} permission; nothing ran")]
+    ctx.port.add_reaction(action.comment_id, "eyes")  # before acting: a redelivery from here on runs nothing
     where = "pull request" if action.is_pr else "issue"
     if action.state != "open":
         _reply(action, ctx, [f"This {where} is {code(action.state, 20)}, so the command did not run. Reopen it, or "
@@ -102,25 +111,26 @@ def _one(command: commands.Parsed, action: RunCommand, ctx: RunContext) -> tuple
 
 
 def _replay(command: commands.Command, action: RunCommand, ctx: RunContext) -> tuple[str, Outcome]:
-    from bot.gate.stats import SequentialTest
+    from bot.github.gate import DEFAULT_AGENT, gate_test, what_runs
 
     if not action.is_pr:
         return "runs on a pull request; this is an issue.", Outcome(action.kind, "skipped", "replay on an issue")
-    agents = list(ctx.effective.replay.agents) or ["builtin"]
+    agents = list(ctx.effective.replay.agents) or [DEFAULT_AGENT]
     if command.agent is not None and command.agent not in agents:
         why = f"{code(command.agent, 40)} is not one of the agents the gate runs here ({', '.join(agents)}; " \
               "`replay.agents` in `.replaybook.yml`)."
         return why, Outcome(action.kind, "skipped", f"replay: agent {command.agent!r} is not configured")
-    budget = SequentialTest().after_n
+    budget = gate_test().after_n
     notes = []
+    trials = None if command.trials is None else min(command.trials, budget)
     if command.trials is not None and command.trials > budget:
         notes.append(f"`--trials {command.trials}` is over the gate's budget of {budget}; capped at {budget}")
-    if command.agent or command.trials:
-        notes.append("the re-gate runs the gate's own sequential test on the configured agents: the admit "
-                     "workflow takes only the PR's number")
-    ctx.port.dispatch_workflow(ADMIT_WORKFLOW, ctx.port.default_branch(), {"pr": str(action.number)})
-    text = f"re-gating this pull request: dispatched `{ADMIT_WORKFLOW}`; `replaybook/admit` and the gate comment " \
-           "update when it finishes." + "".join(f"\n- {n}" for n in notes)
+    inputs = {"pr": str(action.number), **({"agent": command.agent} if command.agent else {}),
+              **({"trials": str(trials)} if trials is not None else {})}
+    ctx.port.dispatch_workflow(ADMIT_WORKFLOW, ctx.port.default_branch(), inputs)
+    text = (f"re-gating this pull request: dispatched `{ADMIT_WORKFLOW}` with {what_runs(command.agent, trials)}; "
+            "`replaybook/admit` and the gate comment update when it finishes."
+            + "".join(f"\n- {n}" for n in notes))
     return text, Outcome(action.kind, "done", f"replay: dispatched {ADMIT_WORKFLOW} for #{action.number}")
 
 
@@ -175,11 +185,37 @@ def _explain(command: commands.Command, action: RunCommand, ctx: RunContext) -> 
                 Outcome(action.kind, "unchanged", f"explain: no gate records on #{action.number}"))
     rows = [f"| {code(r.rule_id, 40)} | {r.decision} | {r.replays} | {code(one_line(r.reason, 300), 320).replace('|', '/')} |"
             for r in records[-10:]]
-    text = "\n".join([
-        "the gate's decisions on this pull request, newest last:", "",
-        "| rule | decision | replays | reason |", "| --- | --- | --- | --- |", *rows, "",
-        "Per-trial detail (the check that failed, the commands around it, the rule text the agent saw) is not "
-        "kept on GitHub: the ledger holds each gate's decision and reason only. Run `replaybook gate` on the "
-        "rule locally to see every trial's trace.",
-    ])
-    return text, Outcome(action.kind, "done", f"explain: {len(records)} gate record(s) on #{action.number}")
+    newest = {r.rule_id: r for r in records}  # each rule's latest gate
+    detailed = [r for r in newest.values() if r.detail is not None]
+    lines = ["the gate's decisions on this pull request, newest last:", "",
+             "| rule | decision | replays | reason |", "| --- | --- | --- | --- |", *rows, ""]
+    for record in detailed:
+        lines += _trials(record)
+    if len(detailed) < len(newest):
+        lines.append("Per-trial detail is kept for the newest gates only, not for "
+                     + ", ".join(code(r.rule_id, 40) for r in newest.values() if r.detail is None)
+                     + ". Comment `/replaybook replay` to gate it again, or run `replaybook gate` on the rule locally "
+                       "to see every trial's trace.")
+    return "\n".join(lines), Outcome(action.kind, "done", f"explain: {len(records)} gate record(s) on #{action.number}")
+
+
+def _inert(text: str, limit: int) -> str:
+    """An agent's text as one inline code span: neutralised, and with no ``${{`` or ``-->`` left whole either."""
+    return code(one_line(text, limit).replace("${{", "$\u200b{{").replace("-->", "--\u200b>"), limit + 10)
+
+
+def _trials(record) -> list[str]:
+    """One rule's failing trials with the rule, as the gate kept them (bot.github.ledger.detail_of)."""
+    detail = record.detail
+    head = (f"**{code(record.rule_id, 40)}**, latest gate: {record.decision}. The rule text the agent saw "
+            f"(sha256 `{detail.rule_hash}`): {_inert(detail.rule_text, 600)}")
+    if not detail.trials:
+        return [head, "", "No trial with the rule failed.", ""]
+    out = [head, ""]
+    for note in detail.trials:
+        out.append(f"- {note.side}, scenario {_inert(note.scenario, 120)}, trial {note.trial}: "
+                   f"{_inert(note.check, 160)} failed: {_inert(note.detail, 240)}")
+        out += [f"  - {_inert(c, 160)}" for c in note.commands] or ["  - (no command recorded)"]
+    if detail.more:
+        out.append(f"- and {detail.more} more failing trial(s), not kept on GitHub")
+    return [*out, ""]

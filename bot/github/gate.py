@@ -13,12 +13,14 @@ with the PR's gate ledger (:mod:`bot.github.ledger`); and the job summary.
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 from typing import Any
 
 from bot._util.credentials import host_redactor
 from bot.change import Change, OverlayTree
 from bot.errors import BadInput, ReplaybookError
+from bot.gate.stats import SequentialTest
 from bot.github import checks, instructions, ledger, playbook_diff
 from bot.github.context import GateVerdict, Outcome, RunContext, Status, code, fenced
 from bot.github.events import GateRulePr
@@ -29,6 +31,38 @@ from bot.settings import Environment
 GATE_CONTEXT = "replaybook/admit"
 GATE_MARKER = marker("gate")
 SUMMARY_LIMIT = 1 << 20  # GitHub's cap on one step summary
+DEFAULT_AGENT = "builtin"  # the agent the GitHub gate replays with unless a re-gate names one
+AGENT_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")  # the admit workflow checks the same pattern
+
+
+def gate_test(trials: int | None = None) -> SequentialTest:
+    """The own-scenario test, with at most ``trials`` trials with the rule (``/replaybook replay --trials N``).
+
+    Never above the gate's own budget, and never at a lower pass rate than its own test asks: 4 of 5
+    becomes 2 of 2, or 3 of 3. The side without the rule is unchanged.
+    """
+    test = SequentialTest()
+    if trials is None:
+        return test
+    n = max(1, min(int(trials), test.after_n))
+    return dataclasses.replace(test, after_n=n, after_min_pass=-(-n * test.after_min_pass // test.after_n))
+
+
+def what_runs(agent: str | None, trials: int | None) -> str:
+    """What a (re-)gate replays, in words, for its report and the command's reply."""
+    test = gate_test(trials)
+    return (f"agent {code(agent or DEFAULT_AGENT, 40)}, at most {test.after_n} trial(s) with the rule "
+            f"(it admits when at least {test.after_min_pass} pass)")
+
+
+def check_options(agent: str | None, trials: int | None) -> None:
+    """BadInput unless ``agent`` is a plain agent name and ``trials`` a whole number within the gate's budget."""
+    if agent is not None and not AGENT_NAME.match(agent):
+        raise BadInput(f"--gate-agent {agent[:60]!r}: an agent's name is lowercase letters, digits, `-` and `_` "
+                       "(e.g. `claude-code`)")
+    budget = SequentialTest().after_n
+    if trials is not None and (isinstance(trials, bool) or not 1 <= int(trials) <= budget):
+        raise BadInput(f"--gate-trials {trials!r}: give a whole number from 1 to {budget} (the gate's budget)")
 
 
 def gate_rule_pr(action: GateRulePr, ctx: RunContext) -> list[Outcome]:
@@ -92,8 +126,11 @@ class PrGate:
     admits a real rule.
     """
 
-    def __init__(self, root: Path, settings: Any, replay: Any = None, env: Environment | None = None):
+    def __init__(self, root: Path, settings: Any, replay: Any = None, env: Environment | None = None, *,
+                 agent: str | None = None, trials: int | None = None):
+        check_options(agent, trials)
         self.root, self.settings, self.replay = Path(root), settings, replay
+        self.agent, self.trials = agent, trials  # a re-gate's `--agent` and `--trials` (command_run.py)
         self.env = env or Environment()  # the key and ANTHROPIC_BASE_URL, read once by the command
         self.git = playbook_diff.Git(self.root)
 
@@ -204,17 +241,25 @@ class PrGate:
         return self._replay(action, change, settings)
 
     def _replay(self, action: GateRulePr, change: playbook_diff.Meaning, settings: Any) -> GateVerdict:
-        from bot.config import replay_options
+        from bot.config import for_agent, replay_options
         from bot.gate import decision as gate_mod
         from bot.gate import report as gate_report
         from bot.replay import isolation
 
+        agents = list(settings.config.replay.agents) or [DEFAULT_AGENT]
+        if self.agent is not None and self.agent not in agents:  # the base's list: a PR cannot add to it
+            raise BadInput(f"--gate-agent: `{self.agent}` is not one of the agents the gate runs here "
+                           f"({', '.join(agents)}; `replay.agents` in the base's `.replaybook.yml`)")
         replay = self.replay
         if replay is None:
-            if not self.env.api_key:
-                raise BadInput("ANTHROPIC_API_KEY is not set, so the replay cannot run")
+            key_var, key, _ = for_agent(self.env, self.agent or DEFAULT_AGENT)
+            if not key:
+                raise BadInput(f"{key_var} is not set, so the replay cannot run")
             # The base's settings: a PR cannot lift the sandbox, nor move where runs go.
-            replay = replay_options(settings, self.env, model=settings.config.models.agent)
+            replay = replay_options(settings, self.env, model=settings.config.models.agent,
+                                    **({"agent": self.agent} if self.agent else {}))
+        elif self.agent is not None:
+            replay = dataclasses.replace(replay, agent=self.agent)
         if isolation.backend(replay.sandbox).name == "none":
             return GateVerdict("failure", "the gate refuses to replay without a sandbox",
                                "## Replaybook gate: no sandbox\n\nThe replay was asked to run with `--sandbox none` "
@@ -224,7 +269,7 @@ class PrGate:
                                "or `docker`.\n")
         from bot.gate import ledger as gate_log
 
-        opts = gate_mod.GateOptions(replay=replay)
+        opts = gate_mod.GateOptions(replay=replay, test=gate_test(self.trials))
         results, notes = [], []
         book = self.judged_against(action.base_sha or "", change.gated, settings)
         for name in change.gated:
@@ -235,8 +280,12 @@ class PrGate:
         word = {"success": "admit", "failure": "reject", "error": "could not decide"}[state]
         ids = ", ".join(f"{r.rule_id} {r.decision}" for r in results)
         report = "\n\n".join(gate_report.markdown(r, opts.test) for r in results)
+        if self.agent is not None or self.trials is not None:  # a re-gate's options: say what it replayed
+            report = f"Re-gated as asked: {what_runs(self.agent, self.trials)}.\n\n{report}"
+        redact = host_redactor().text  # a trial's commands are the agent's: no secret of ours leaves in them
         return GateVerdict(state, f"{word}: {ids}", report, annotations=tuple(notes),
-                           records=tuple(gate_log.record_of(r) for r in results))
+                           records=tuple(gate_log.record_of(r).model_copy(update={"detail": ledger.detail_of(r, redact)})
+                                         for r in results))
 
 
 def _refusal(found: instructions.Findings) -> str:
@@ -269,7 +318,7 @@ def _with_unproven(verdict: GateVerdict, unproven: list[str], fails: bool) -> Ga
     report = verdict.report.rstrip("\n") + "\n\n" + "\n".join(_unproven_lines(unproven, fails))
     what = "fail" if fails else "reported"
     description = f"{verdict.description}; {len(unproven)} unproven instruction file(s) {what}"
-    return GateVerdict(verdict.state, description, report)
+    return dataclasses.replace(verdict, description=description, report=report)  # its annotations and records kept
 
 
 def _listing(change: playbook_diff.Meaning) -> str:

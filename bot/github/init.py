@@ -31,6 +31,7 @@ from bot._util.build_info import VERSION as __version__
 from bot._util.markdown import table
 from bot.change import Change, apply_local, locked
 from bot.errors import BadInput
+from bot.gate.stats import SequentialTest
 
 #: Where the composite actions live: ``<ACTIONS_REPO>/actions/<name>@<commit>``.
 ACTIONS_REPO = "replaybook/replaybook"
@@ -237,6 +238,7 @@ def render(root: Path, *, local_actions: bool = False, watched: list[str] | None
                "watched_found": found, "incident_label": cfg.labels.incident, "scenarios_dir": cfg.paths.scenarios,
                "agent_model": cfg.models.agent, "playbook_dir": cfg.paths.playbook.strip("/"),
                "defaults": config_mod.Config(),
+               "trials_budget": SequentialTest().after_n,  # `/replaybook replay --trials N`: 1..this
                # a member pinned to an org repository: its admit and distill jobs check the tier out (docs/org.md)
                "org_repo": bool(cfg.org is not None and cfg.org.repo)}
     out: list[tuple[str, str, bool]] = []

@@ -6,6 +6,7 @@ on a closed pull request. The reaction marks a comment handled; the reply is one
 
 from __future__ import annotations
 
+import pytest
 from fakes.github import BOT_LOGIN
 from helpers import rule_yaml, write
 from support.github import REPOSITORY, handle
@@ -60,14 +61,26 @@ def test_a_redelivered_command_runs_once(cli, gh, event):
     assert len(replies(gh, comment)) == 1
 
 
-def test_a_read_only_user_gets_a_polite_reply_and_nothing_runs(cli, gh, event):
+@pytest.mark.parametrize("line", ["/replaybook replay", "/replaybook replay --agent builtin --trials 2",
+                                  "/replaybook explain", "/replaybook retire rule-0001 stale", "/replaybook retest"])
+def test_a_read_only_user_gets_one_polite_reply_no_handled_reaction_and_nothing_runs(cli, gh, event, monkeypatch,
+                                                                                       line):
+    monkeypatch.setenv("REPLAYBOOK_OPEN_PRS", "1")
+    write(cli.root / "playbook" / "rules" / "rule-0001.yaml", rule_yaml("rule-0001"))
     gh.set_role("reader", "triage")
-    comment = say(gh, event, "/replaybook replay", user="reader")
+    comment = say(gh, event, line, user="reader")
     out = handle(cli)
     assert out["code"] == 0
-    assert gh.dispatches == []
+    assert gh.dispatches == [] and [p for p in gh.pulls if p["head_ref"].startswith("replaybook/retire")] == []
     [reply] = replies(gh, comment)
     assert "write permission" in reply["body"] and "you have ` read `" in reply["body"]
+    # The bot's reaction means "handled for someone allowed to run it": a refused command gets none
+    # (as dependabot answers "only users with push access" in a comment, and reacts to nothing).
+    assert gh.reactions(comment["id"]) == []
+    writes = len(gh.writes())
+    again = handle(cli)  # redelivered: the same reply is found again, nothing is written twice
+    assert again["code"] == 0 and len(replies(gh, comment)) == 1 and len(gh.writes()) == writes
+    assert gh.dispatches == [] and gh.reactions(comment["id"]) == []
 
 
 def test_a_stranger_is_read_as_read_only_never_by_author_association(cli, gh, event):
@@ -83,13 +96,24 @@ def test_the_bots_own_comment_never_runs_a_command(cli, gh, event):
     assert out["outcomes"][0]["kind"] == "ignore" and gh.dispatches == [] and gh.writes() == []
 
 
-def test_quoted_and_code_block_commands_do_not_run(cli, gh, event):
+@pytest.mark.parametrize("line", ["/replaybook replay --trials 2", "/replaybook explain",
+                                  "/replaybook retire rule-0001", "/replaybook retest"])
+def test_quoted_and_code_block_commands_do_not_run(cli, gh, event, line):
     gh.set_role("maint", "admin")
-    for body in ("> /replaybook retest", "```\n/replaybook retest\n```", "    /replaybook retest",
-                 "you could type /replaybook retest"):
+    for body in (f"> {line}", f"```\n{line}\n```", f"~~~\n{line}\n~~~", f"    {line}", f"<!--\n{line}\n-->",
+                 f"you could type {line}"):
         say(gh, event, body)
         assert handle(cli)["outcomes"][0]["kind"] == "ignore"
     assert gh.dispatches == [] and gh.writes() == []
+
+
+@pytest.mark.parametrize("login", [BOT_LOGIN, "replaybook-app[bot]"])
+def test_the_bots_own_comment_never_runs_a_command_even_as_the_app(cli, gh, event, monkeypatch, login):
+    monkeypatch.setenv("REPLAYBOOK_BOT_LOGINS", "replaybook-app[bot]")
+    gh.set_role(login, "admin")
+    say(gh, event, "/replaybook replay\n/replaybook retest", user=login)
+    out = handle(cli)
+    assert out["code"] == 0 and gh.dispatches == [] and gh.writes() == []
 
 
 def test_a_closed_pr_gets_a_reply_and_nothing_runs(cli, gh, event):
@@ -99,6 +123,9 @@ def test_a_closed_pr_gets_a_reply_and_nothing_runs(cli, gh, event):
     assert gh.dispatches == []
     [reply] = replies(gh, comment)
     assert "closed" in reply["body"]
+    assert [r["content"] for r in gh.reactions(comment["id"])] == ["eyes"]  # a maintainer's: handled
+    again = handle(cli)
+    assert "handled already" in again["outcomes"][0]["summary"] and len(replies(gh, comment)) == 1
 
 
 def test_a_bad_command_is_explained_in_the_reply_not_a_crash(cli, gh, event):
@@ -133,7 +160,7 @@ def test_explain_reads_the_gates_ledger_and_neutralises_it(cli, gh, event):
     [reply] = replies(gh, comment)
     assert "rule-0042" in reply["body"] and "reject" in reply["body"]
     assert "@someone" not in reply["body"] and "<!-- replaybook:x" not in reply["body"]
-    assert "not kept on GitHub" in reply["body"]  # what the ledger does not hold is said plainly
+    assert "Per-trial detail is kept for the newest gates only" in reply["body"]  # what the ledger lacks is said
 
 
 def test_explain_without_a_gate_says_so(cli, gh, event):

@@ -535,6 +535,116 @@ def test_admit_dispatched_by_hand_gates_the_pr_head(rule_pr, gh, examples):
     assert status["description"].startswith("admit: rule-0001 admit")  # replayed, not "no rule file changed"
 
 
+def test_admit_dispatched_with_an_agent_and_trials_re_gates_with_them(rule_pr, gh, examples):
+    """`/replaybook replay --agent builtin --trials 2` dispatches these inputs: the gate replays at most 2 trials."""
+    sim, base, head = rule_pr
+    git(sim.ws, "checkout", "-q", "main")
+    payload = retarget(example(examples, "workflow_dispatch"))
+    with Gateway(load_policy(SCENARIO / "policy.yaml")) as model:
+        result = sim.run("admit", "workflow_dispatch", payload, model=model, shims={"gh": gh_shim()},
+                         inputs={"pr": PR_NUMBER, "agent": "builtin", "trials": "2"})
+    job = only_job(result, "admit")
+    assert job.result == "success", result.log()
+    assert (job.step("dispatched").outputs["agent"], job.step("dispatched").outputs["trials"]) == ("builtin", "2")
+    (status,) = gh.statuses_for(head)
+    assert (status["state"], status["context"]) == ("success", "replaybook/admit"), result.log()
+    [comment] = gh.comments_on(PR_NUMBER)
+    assert "Re-gated as asked: agent ` builtin `, at most 2 trial(s) with the rule" in comment["body"]
+    assert "at least 2 of 2 after" in comment["body"]
+
+
+@pytest.mark.parametrize("inputs, error", [
+    ({"agent": "builtin\nx", "trials": ""}, "agent must name an agent"),
+    ({"agent": "$(touch pwned)", "trials": ""}, "agent must name an agent"),
+    ({"agent": "", "trials": "9"}, "trials must be from 1 to 5"),
+    ({"agent": "", "trials": "1; touch pwned"}, "trials must be a whole number"),
+    ({"agent": "", "trials": "05"}, "trials must be a whole number"),
+])
+def test_admit_dispatched_with_bad_options_stops_before_anything_runs(rule_pr, gh, examples, inputs, error):
+    sim, base, head = rule_pr
+    git(sim.ws, "checkout", "-q", "main")
+    payload = retarget(example(examples, "workflow_dispatch"))
+    result = sim.run("admit", "workflow_dispatch", payload, shims={"gh": gh_shim()},
+                     inputs={"pr": PR_NUMBER, **inputs})
+    job = only_job(result, "admit")
+    assert job.result == "failure" and any(error in e for e in job.errors), result.log()
+    assert job.step("dispatched").rc == 2
+    assert gh.statuses_for(head) == [] and gh.comments_on(PR_NUMBER) == [] and gh.writes() == []
+    assert not (sim.ws / "pwned").exists()
+
+
+# ------------------------------------------------------------------ comment commands (the distill workflow's commands job)
+
+
+def comment_event(examples, gh: FakeGitHub, body: str, *, user: str, number: int = PR_NUMBER) -> tuple[dict, dict]:
+    """GitHub's example of a new comment, as ``user`` writing ``body`` on PR #``number``; (payload, comment)."""
+    comment = gh.add_comment(number, body, user=user)
+    payload = retarget(example(examples, "issue_comment", "created"))
+    payload["issue"].update(number=number, state="open",
+                            pull_request={"url": f"https://api.github.com/repos/{OWNER}/{NAME}/pulls/{number}"})
+    payload["comment"].update(id=comment["id"], body=body)
+    payload["comment"]["user"]["login"] = payload["sender"]["login"] = user
+    return payload, comment
+
+
+def command_replies(gh: FakeGitHub, comment: dict) -> list[dict]:
+    from bot.github.command_run import reply_key
+    from bot.github.port import marker
+
+    return [c for c in gh.comments_on(comment["issue_number"]) if marker(reply_key(comment["id"])) in c["body"]]
+
+
+def test_commands_job_a_maintainers_replay_dispatches_the_gate_which_re_gates_as_asked(rule_pr, gh, examples):
+    sim, base, head = rule_pr
+    gh.set_role("maint", "maintain")
+    payload, comment = comment_event(examples, gh, "Once more, fewer trials:\n\n/replaybook replay --trials 2",
+                                     user="maint")
+    result = sim.run("distill", "issue_comment", payload)
+    job = only_job(result, "commands")
+    assert job.result == "success", result.log()
+    assert result.jobs["distill"].result == "skipped"  # distill itself never runs on a comment
+    assert checkout(job)["ref"] == "main" and git(sim.ws, "rev-parse", "HEAD") == base  # never the PR's code
+    assert gh.dispatches == [{"workflow": "replaybook-admit.yml", "ref": "main",
+                              "inputs": {"pr": str(PR_NUMBER), "trials": "2"}}]
+    [reply] = command_replies(gh, comment)
+    assert "at most 2 trial(s) with the rule" in reply["body"]
+    assert [r["content"] for r in gh.reactions(comment["id"])] == ["eyes"]
+
+    # GitHub then starts the admit workflow with those inputs: it re-gates the PR's head with them.
+    dispatch = retarget(example(examples, "workflow_dispatch"))
+    with Gateway(load_policy(SCENARIO / "policy.yaml")) as model:
+        gate = sim.run("admit", "workflow_dispatch", dispatch, inputs=gh.dispatches[0]["inputs"], model=model,
+                       shims={"gh": gh_shim()})
+    assert only_job(gate, "admit").result == "success", gate.log()
+    (status,) = gh.statuses_for(head)
+    assert (status["state"], status["context"]) == ("success", "replaybook/admit")
+    gate_comment = next(c for c in gh.comments_on(PR_NUMBER) if "replaybook:gate" in c["body"])
+    assert "at least 2 of 2 after" in gate_comment["body"]
+
+
+def test_commands_job_a_read_only_users_replay_gets_one_reply_and_runs_nothing(rule_pr, gh, examples):
+    sim, base, head = rule_pr
+    gh.set_role("reader", "read")
+    payload, comment = comment_event(examples, gh, "/replaybook replay", user="reader")
+    for _ in range(2):  # delivered, then the job re-run
+        result = sim.run("distill", "issue_comment", payload)
+        assert only_job(result, "commands").result == "success", result.log()
+    assert gh.dispatches == [] and gh.statuses_for(head) == []
+    [reply] = command_replies(gh, comment)
+    assert "only people with write permission" in reply["body"]
+    assert gh.reactions(comment["id"]) == []  # no "handled" mark for someone not allowed
+
+
+def test_commands_job_reads_a_comment_without_a_command_and_calls_nothing(sim, gh, examples):
+    gh.add_pull(PR_NUMBER)
+    payload, _ = comment_event(examples, gh, "LGTM, but `/replaybook replay` would be nice", user="maint")
+    gh.reset_calls()
+    result = sim.run("distill", "issue_comment", payload)
+    job = only_job(result, "commands")
+    assert job.result == "success" and job.step("look").outputs.get("found") is None, result.log()
+    assert gh.calls == 0 and gh.dispatches == []
+
+
 def replay_again(examples, head: str, base: str, *, name: str = "replaybook/admit") -> dict:
     """GitHub's example of a check run's requested action, as "Replay again" on the gate's check run of the PR."""
     payload = retarget(example(examples, "check_run", "requested_action"))
