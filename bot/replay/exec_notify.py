@@ -196,9 +196,17 @@ class Watch:
         return RECORD_CAP + 1 if self.overflow else self._bytes
 
     def begin(self) -> None:
-        """A request is about to go to the executor: what is recorded from now on is its call's."""
+        """A request is about to go to the executor: what is recorded from now on is its call's.
+
+        What is left from before (a call nobody asked the record of: set-up, a check) is dropped, so a
+        process of this call that gets a pid one of them had is never taken for it."""
         with self._lock:
             self._call_from = time.time()
+            for attempt in self._pending.values():
+                os.close(attempt.proc_dir)
+            self._pending.clear()
+            self.procs.clear()
+            self._ns.clear()
 
     def request(self, ns_pid: int, *, cwd: str, root: Path, tool_call: str | None) -> list[CommandEvent | ShellEvent]:
         """The commands of the call that just ended (its process ``ns_pid`` inside); the call's processes are gone."""
@@ -210,8 +218,8 @@ class Watch:
             if top is None:
                 return events
             kernel_trace._walk(self.procs, top[1], 0.0, root, tool_call, events, depth=0, skip_first=True)
-            for pid in [p for p, proc in self.procs.items() if proc.forked_at >= self._call_from]:
-                del self.procs[pid]  # a call's record is read once
+            self.procs.clear()  # a call's record is read once
+            self._ns.clear()
         events.sort(key=lambda e: e.started_at if isinstance(e, CommandEvent) else kernel_trace._EPOCH)
         return events
 

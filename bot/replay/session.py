@@ -86,14 +86,20 @@ class Session:
         with os.fdopen(status_r, "rb") as status:
             started = status.read(1) == b"1"
         ready, fds = self._answer_with_fds(_START_TIMEOUT_S) if started else (None, [])
+        if not ready or "ready" not in ready:
+            for fd in fds:
+                os.close(fd)
         if ready and "error" in ready:
             why = str(ready["error"])[:200].replace("{", "{{").replace("}", "}}")  # our executor's own words
             self._fail(f"the sandbox could not start its exec trace ({why}); the trial is unscored")
         if not ready or "ready" not in ready:
             self._fail("the sandbox could not start (bwrap exit {rc}): {err}")
-        if self.notify is not None:
-            if len(fds) != 1:
+        if self.notify is None or len(fds) != 1:
+            for fd in fds:
+                os.close(fd)
+            if self.notify is not None:
                 self._fail("the sandbox's executor sent no exec listener; the trial is unscored")
+        else:
             self.reader = exec_notify.Watch(fds[0], self.notify)
         if self.trace_dir is not None and not any(self.trace_dir.iterdir()):
             self._fail("strace could not trace the sandbox (exit {rc}): {err}")
