@@ -294,7 +294,7 @@ def run_gate(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions
     try:
         with stop_on_sigint():
             _decide(result, runner, opts, loaded, before_text, after_text, suite_dir, progress,
-                    texts=lambda other: scoped_prompts(book, candidate, other))
+                    texts=(lambda other: scoped_prompts(book, candidate, other)) if opts.scope_reach else None)
     except BudgetSpent as exc:
         result.decision, result.reason = "error", str(exc)
     except (KeyboardInterrupt, process_mod.Interrupted):

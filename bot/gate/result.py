@@ -25,6 +25,10 @@ class GateOptions:
     screen_model: str | None = None
     max_unscored: int = 3  # extra attempts per side before the gate gives up
     cache_dir: Path | None = None
+    # Suite scenarios replayed with only the rules whose scope (task_types, paths) can reach them
+    # (``suite_check.reaches``): sound only where every host the playbook renders to loads a scoped rule
+    # for its files alone. Off by default: AGENTS.md is read whole, so every rule reaches every scenario.
+    scope_reach: bool = False
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """The gate's suite check: every other scenario, replayed with the candidate, judged against its baseline.
 
-Each suite scenario is replayed with the admitted rules that can reach it (``reaches``,
-``scoped_prompts``), and judged by ``bot.gate.stats.SuiteTest`` with its baseline on demand
+Each suite scenario is replayed with the whole playbook, or, with ``GateOptions.scope_reach``, the
+admitted rules that can reach it (``reaches``, ``scoped_prompts``), and judged by ``bot.gate.stats.SuiteTest`` with its baseline on demand
 (``_judge``); see docs/gate.md section 3.
 """
 

@@ -1,6 +1,7 @@
 """Suite baselines kept across admissions that cannot reach a scenario (issue 28 item 5).
 
-A suite scenario is replayed with the admitted rules that can reach it (``decision.reaches``: its
+With ``GateOptions(scope_reach=True)`` (off by default: AGENTS.md is read whole) a suite scenario is replayed
+with the admitted rules that can reach it (``decision.reaches``: its
 task type, its fixture's files), so admitting a rule scoped elsewhere leaves that scenario's prompt,
 and so its cached baseline, as it was; an unscoped rule changes it.
 """
@@ -59,9 +60,22 @@ def test_a_candidate_that_cannot_reach_a_suite_scenario_is_not_replayed_there(ro
     assert decision.scoped_prompts(book(root), rules_mod.load(path, named_by_id=False), api)[1] is not None  # README.md
     path.write_text(yaml.safe_dump({**data, "paths": ["web/**"]}), encoding="utf-8")
     assert decision.scoped_prompts(book(root), rules_mod.load(path, named_by_id=False), api)[1] is None
-    result = gate(root, path)
+    result = gate(root, path, scope_reach=True)
     entry = next(e for e in result.suite if e.scenario == "api")
     assert not entry.judged and entry.candidate is None and "cannot reach" in entry.note
+
+
+def test_by_default_a_scoped_candidate_is_judged_on_every_scenario(root):
+    """AGENTS.md is read whole: a rule scoped to web/** is still read by an agent working on the api, so
+    the product's gate replays it there unless ``scope_reach`` says every host honours the scope."""
+    setup(root)
+    _api(root)
+    path = candidate(root)
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    path.write_text(yaml.safe_dump({**data, "paths": ["web/**"]}), encoding="utf-8")
+    result = gate(root, path)
+    entry = next(e for e in result.suite if e.scenario == "api")
+    assert entry.candidate is not None and entry.candidate.n > 0 and "cannot reach" not in (entry.note or "")
 
 
 def test_the_gate_reads_a_kept_baseline_from_the_cache(root):
@@ -73,13 +87,13 @@ def test_the_gate_reads_a_kept_baseline_from_the_cache(root):
     path = setup(root)
     _api(root)
     full = replace(stats.SuiteTest(), on_demand=False)
-    first = gate(root, path, suite=full)
+    first = gate(root, path, suite=full, scope_reach=True)
     assert first.decision == "admit", first.reason
     _admitted(root, "rule-0002", "When a change touches the web client, run its linter before committing.",
               paths=["web/**"])
-    second = gate(root, path, suite=full)
+    second = gate(root, path, suite=full, scope_reach=True)
     api = next(e for e in second.suite if e.scenario == "api")
     assert api.baseline.n == 3 and second.cache_hits >= 3  # suite_trials=3: every baseline trial from the cache
     _admitted(root, "rule-0003", "When a change adds a dependency, pin its version in the lock file.")
-    third = gate(root, path, suite=full)
+    third = gate(root, path, suite=full, scope_reach=True)
     assert third.cache_hits < second.cache_hits  # the unscoped rule changed every prompt: nothing kept
