@@ -1,8 +1,8 @@
 """The gate's suite check: every other scenario, replayed with the candidate, judged against its baseline.
 
 Each suite scenario is replayed with the whole playbook, or, with ``GateOptions.scope_reach``, the
-admitted rules that can reach it (``reaches``, ``scoped_prompts``), and judged by ``bot.gate.stats.SuiteTest`` with its baseline on demand
-(``_judge``); see docs/gate.md section 3.
+admitted rules that can reach it (``reaches``, ``scoped_prompts``), and judged by
+``bot.gate.stats.SuiteTest`` with its baseline on demand (``_judge``); see docs/gate.md section 3.
 """
 
 from __future__ import annotations
