@@ -285,10 +285,10 @@ class NoisyRun:
     def _regresses(self, week: Week, proposal: Proposal, after: list[Proposal], before_q: float,
                    after_q: float) -> bool:
         test = self.gate.suite
-        # A rule scoped to a task type is rendered only into that type's prompts (``Playbook.select``): the
-        # other scenarios run with the playbook they had, so they are not judged (they cannot regress).
-        suite = [s for s in self.noise.suite if s != proposal.mode
-                 and (not proposal.scope or self.noise.task_type(s) == proposal.scope)]
+        # Every other scenario is judged, scoped rule or not, as the product's gate does by default
+        # (``GateOptions.scope_reach`` off: AGENTS.md is read whole). The noise model lets a scoped rule's
+        # harm reach only its own task type (``noise.reproposal``), so out of scope it can only cost replays.
+        suite = [s for s in self.noise.suite if s != proposal.mode]
         if self.gate.own == "single":  # the seed's one-run suite check, its boundary set for this suite
             test = replace(test, suite_size=max(1, len(suite)))
         regressed = False
