@@ -52,6 +52,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from bot.errors import InfrastructureError
 from bot.replay import kernel_trace
 from bot.replay.trace import CommandEvent, ShellEvent
 
@@ -187,6 +188,7 @@ class Watch:
         self._bytes = 0
         self._call_from = 0.0
         self.overflow = False
+        self.failed = False  # the thread stopped answering before the sandbox ended
         self._wake_r, self._wake_w = os.pipe()
         self._thread = threading.Thread(target=self._serve, name="exec-notify", daemon=True)
         self._thread.start()
@@ -210,6 +212,8 @@ class Watch:
 
     def request(self, ns_pid: int, *, cwd: str, root: Path, tool_call: str | None) -> list[CommandEvent | ShellEvent]:
         """The commands of the call that just ended (its process ``ns_pid`` inside); the call's processes are gone."""
+        if self.failed:
+            raise InfrastructureError("the kernel's exec notifications stopped being answered; the trial is unscored")
         with self._lock:
             self._settle()
             top = max((p.forked_at, pid) for pid, p in self.procs.items()
@@ -240,6 +244,7 @@ class Watch:
         poll.register(self.listener, select.POLLIN)
         poll.register(self._wake_r, select.POLLIN)
         buf = bytearray(_NOTIF.size)
+        ended = False
         try:
             while True:
                 ready = poll.poll(_SWEEP_S * 1000 if self._pending else None)
@@ -247,20 +252,22 @@ class Watch:
                     with self._lock:
                         self._sweep()
                     continue
-                if any(fd == self._wake_r for fd, _ in ready):
+                if any(fd == self._wake_r for fd, _ in ready) or \
+                        any(ev & (select.POLLHUP | select.POLLERR) for fd, ev in ready if fd == self.listener):
+                    ended = True  # closed by the session, or every process under the filter has ended
                     return
-                if any(ev & (select.POLLHUP | select.POLLERR) for fd, ev in ready if fd == self.listener):
-                    return  # every process under the filter has ended
                 buf[:] = bytes(_NOTIF.size)  # the kernel refuses a buffer that is not zeroed
                 try:
                     fcntl.ioctl(self.listener, _NOTIF_RECV, buf, True)
                 except OSError as err:
                     if err.errno in (errno.ENOENT, errno.EINTR):
                         continue  # the caller died before we read it
-                    return
+                    raise
                 with self._lock:
                     self._answer(buf)
         finally:
+            if not ended:  # the calls from here fail (ENOSYS): the harness's failure, never the agent's
+                self.failed = True
             os.close(self.listener)  # from here every notified call fails with ENOSYS, never runs unseen
 
     def _answer(self, buf: bytearray) -> None:
@@ -285,7 +292,10 @@ class Watch:
         tgid = int(status.get("Tgid", tid))
         if nr in (abi.execve, abi.execveat):
             attempt = self._attempt(tid, tgid, nr == abi.execveat, abi, args, now)
-            if attempt is None or not _valid(self.listener, nid):
+            if attempt is None:
+                return
+            if not _valid(self.listener, nid):  # it died while we read: what we read may be another's
+                os.close(attempt.proc_dir)
                 return
             proc = self._proc(tgid, status, now)
             self._resolve(proc, tgid)
