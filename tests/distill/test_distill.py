@@ -395,7 +395,11 @@ def test_two_runs_at_once_never_share_an_id(root):
     files = sorted(p.name for p in (root / "playbook" / "proposed").iterdir())
     assert files == [f"rule-000{n}.yaml" for n in range(1, 5)]
     later = [r for r in reports if any(x.what == "dropped" for x in r.refusals)]
-    assert len(later) == 1  # the run that took the lock second found two groups already covered
+    # The run that took the lock second found two groups already covered, if it planned before the first
+    # wrote its proposals; if the first had finished by then (a loaded machine), it never planned them.
+    assert len(later) <= 1
+    if later:
+        assert sum(x.what == "dropped" for x in later[0].refusals) == 2
 
 
 # -- the prompt and the command ---------------------------------------------------------------------
