@@ -360,7 +360,7 @@ class Watch:
             self.overflow = True  # the sandbox reads that as the trace's bound broken: memory stays bounded
             os.close(proc_dir)
             return None
-        return _Attempt(kernel_trace._Exec(now, program if program.startswith("/") else name, argv, cwd),
+        return _Attempt(kernel_trace._Exec(now, program, argv, cwd),
                         auxv, proc_dir)
 
     def _resolve(self, proc: kernel_trace._Proc, tgid: int, *, sweeping: bool = False) -> None:

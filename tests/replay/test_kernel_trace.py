@@ -158,23 +158,26 @@ int main(void) {
 '''
 
 
-def test_a_static_binary_making_the_raw_execve_is_seen(make_scenario, tmp_path):
+def _binary_pushes(make_scenario, tmp_path, source: str, name: str, flags: list[str]):
+    """``source`` built with gcc ``flags`` (skipped where it cannot be), carried by the fixture, run by the agent."""
     gcc = shutil.which("gcc") or shutil.which("cc")
     if gcc is None:
-        pytest.skip("no C compiler to build the static binary")
-    source = tmp_path / "push.c"
-    source.write_text(STATIC_PUSH.replace("GIT", GIT))
-    built = subprocess.run([gcc, "-static", "-O0", "-o", str(tmp_path / "pusher"), str(source)],
+        pytest.skip("no C compiler to build the binary")
+    (tmp_path / f"{name}.c").write_text(source.replace("GIT", GIT))
+    built = subprocess.run([gcc, *flags, "-O0", "-o", str(tmp_path / name), str(tmp_path / f"{name}.c")],
                            capture_output=True, text=True)
     if built.returncode != 0:
-        pytest.skip(f"no static libc here: {built.stderr[-200:]}")
-    # The fixture carries the binary; the agent runs it.
-    files = {"README.md": "x\n"}
-    loaded = make_scenario(pass_if=[FORCE_PUSH, PROOF], files=files,
-                           with_rule=[{"bash": "./pusher 2>/dev/null; true"}, {"say": "done"}])
-    shutil.copy(tmp_path / "pusher", loaded.fixture / "pusher")
+        pytest.skip(f"cannot build {' '.join(flags)} here: {built.stderr[-200:]}")
+    loaded = make_scenario(pass_if=[FORCE_PUSH, PROOF], files={"README.md": "x\n"},
+                           with_rule=[{"bash": f"./{name} 2>/dev/null; true"}, {"say": "done"}])
+    shutil.copy(tmp_path / name, loaded.fixture / name)
     result = run_trial(loaded, "", ReplayOptions(runs_dir=tmp_path / "runs"), 0)
     assert result.verdict == "failed", result.reason
+    return result
+
+
+def test_a_static_binary_making_the_raw_execve_is_seen(make_scenario, tmp_path):
+    result = _binary_pushes(make_scenario, tmp_path, STATIC_PUSH, "pusher", ["-static"])
     assert [os.path.basename(c.program) for c in commands(result)][:2] == ["pusher", "git"]
 
 
@@ -252,20 +255,7 @@ int main(void) {  /* execve through the 32-bit ABI (int 0x80) from a 64-bit proc
 
 @pytest.mark.skipif(os.uname().machine != "x86_64", reason="the 32-bit ABI of x86_64")
 def test_an_execve_through_the_32_bit_abi_is_seen(make_scenario, tmp_path):
-    gcc = shutil.which("gcc") or shutil.which("cc")
-    if gcc is None:
-        pytest.skip("no C compiler to build the binary")
-    source = tmp_path / "compat.c"
-    source.write_text(COMPAT_PUSH.replace("GIT", GIT))
-    built = subprocess.run([gcc, "-static", "-no-pie", "-O0", "-o", str(tmp_path / "compat"), str(source)],
-                           capture_output=True, text=True)
-    if built.returncode != 0:
-        pytest.skip(f"no static non-PIE build here: {built.stderr[-200:]}")
-    loaded = make_scenario(pass_if=[FORCE_PUSH, PROOF], files={"README.md": "x\n"},
-                           with_rule=[{"bash": "./compat 2>/dev/null; true"}, {"say": "done"}])
-    shutil.copy(tmp_path / "compat", loaded.fixture / "compat")
-    result = run_trial(loaded, "", ReplayOptions(runs_dir=tmp_path / "runs"), 0)
-    assert result.verdict == "failed", result.reason
+    result = _binary_pushes(make_scenario, tmp_path, COMPAT_PUSH, "compat", ["-static", "-no-pie"])
     assert [c.argv for c in commands(result) if c.argv[1:2] == ["push"]] == [["git", *PUSH.split()]]
 
 
