@@ -30,19 +30,22 @@ program with a listener, so the kernel asks the harness about every ``execve`` a
 exit of every process it starts, and hands the listener over with its ``ready``
 reply, keeping no copy.
 
-Only the standard library: it runs under ``-I -S`` with no ``bot`` on the path.
+Only builtin modules: it runs under ``-I -S`` with no ``bot`` on the path, and it starts once per
+trial, so what it imports is paid on every trial (``json``, ``subprocess``, ``selectors``, ``socket``
+and ``signal`` cost 25 ms of start here; ``marshal``, ``_socket``, ``_signal`` and ``select`` cost
+nothing). So a request is ``marshal`` (the harness wrote it: the executor trusts its harness), and a
+reply is JSON written by hand (``_dumps``: flat objects of strings and integers), which the harness
+parses with ``json``, a format safe against any bytes.
 """
 
 from __future__ import annotations
 
-import json
+import _signal
+import _socket
+import marshal
 import os
-import selectors
-import signal
-import socket
+import select
 import stat
-import struct
-import subprocess
 import sys
 import time
 
@@ -51,6 +54,7 @@ MAX_FRAME = 64 << 20
 READ_CAP = 8 << 20  # a file tool reads at most this much
 _GRACE_S = 0.5
 _HOPS = 40
+_SOL_SOCKET, _SCM_RIGHTS = _socket.SOL_SOCKET, _socket.SCM_RIGHTS
 
 
 class FileToolError(Exception):
@@ -58,37 +62,78 @@ class FileToolError(Exception):
 
 
 # -- the wire ------------------------------------------------------------------------------
-def send(sock: socket.socket, msg: dict, fds: list[int] = ()) -> None:
-    data = json.dumps(msg).encode()
-    head = struct.pack(">I", len(data))
-    anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack(f"{len(fds)}i", *fds))] if fds else []
-    sock.sendmsg([head + data], anc)
+def send_request(sock, msg: dict, fds: list[int] = ()) -> None:
+    """The harness's side: one request, and the fds that go with it."""
+    _send(sock, marshal.dumps(msg), fds)
 
 
-def recv(sock: socket.socket) -> tuple[dict | None, list[int]]:
-    """One frame and the fds that came with it; (None, []) at end of stream."""
+def read_reply(sock) -> tuple[dict | None, list[int]]:
+    """The harness's side: one reply and its fds; (None, []) at end of stream. ValueError if it is not JSON."""
+    import json  # the harness has it loaded; the executor never calls this
+
+    body, fds = _read(sock)
+    if body is None:
+        return None, []
+    msg = json.loads(body)
+    if not isinstance(msg, dict):
+        raise ValueError("a reply that is not an object")
+    return msg, fds
+
+
+def _send_reply(sock, msg: dict, fds: list[int] = ()) -> None:
+    _send(sock, _dumps(msg).encode("utf-8", "backslashreplace"), fds)
+
+
+def _read_request(sock) -> tuple[dict | None, list[int]]:
+    body, fds = _read(sock)
+    return (None, []) if body is None else (marshal.loads(body), fds)
+
+
+_ESCAPES = {**{i: f"\\u{i:04x}" for i in range(32)}, ord('"'): '\\"', ord("\\"): "\\\\"}
+
+
+def _dumps(msg: dict) -> str:
+    """JSON for a flat object of strings and integers. A lone surrogate leaves as ``\\udcXX`` (the encoder's
+    ``backslashreplace``), which JSON reads back as the same code point."""
+    def value(v) -> str:
+        return str(int(v)) if isinstance(v, int) else '"' + str(v).translate(_ESCAPES) + '"'
+
+    return "{" + ",".join(f"{value(str(k))}:{value(v)}" for k, v in msg.items()) + "}"
+
+
+def _send(sock, data: bytes, fds) -> None:
+    anc = [(_SOL_SOCKET, _SCM_RIGHTS, b"".join(fd.to_bytes(4, sys.byteorder, signed=True) for fd in fds))] \
+        if fds else []
+    sock.sendmsg([len(data).to_bytes(4, "big") + data], anc)
+
+
+def _read(sock) -> tuple[bytes | None, list[int]]:
+    """One frame and the fds that came with it; (None, []) at end of stream, any fds closed."""
     fds: list[int] = []
     head = b""
     while len(head) < 4:
-        chunk, anc, _, _ = sock.recvmsg(4 - len(head), socket.CMSG_SPACE(16 * 4))
+        chunk, anc, _, _ = sock.recvmsg(4 - len(head), _socket.CMSG_SPACE(16 * 4))
         for level, kind, raw in anc:
-            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                fds += list(struct.unpack(f"{len(raw) // 4}i", raw[:len(raw) - len(raw) % 4]))
+            if level == _SOL_SOCKET and kind == _SCM_RIGHTS:
+                fds += [int.from_bytes(raw[i:i + 4], sys.byteorder, signed=True)
+                        for i in range(0, len(raw) - len(raw) % 4, 4)]
         if not chunk:
             for fd in fds:
                 os.close(fd)
             return None, []
         head += chunk
-    size = struct.unpack(">I", head)[0]
+    size = int.from_bytes(head, "big")
     if size > MAX_FRAME:
         raise ValueError(f"frame of {size} bytes")
     body = bytearray()
     while len(body) < size:
         chunk = sock.recv(min(1 << 20, size - len(body)))
         if not chunk:
-            return None, fds
+            for fd in fds:
+                os.close(fd)
+            return None, []
         body += chunk
-    return json.loads(body), fds
+    return bytes(body), fds
 
 
 # -- file tools: never outside root, whatever links the tree holds or gains ----------------
@@ -205,21 +250,33 @@ def _pids() -> set[int]:
     return out
 
 
+_REAPED: dict[int, int] = {}  # pid -> wait status, of the call's own child when ``_reap`` took it first
+
+
 def _reap() -> None:
     while True:
         try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
+            pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
             return
         if pid == 0:
             return
+        _REAPED[pid] = status
+
+
+def _wait(pid: int) -> int:
+    """``pid``'s wait status, whether it is reaped now or was by ``_reap`` while it was being killed."""
+    try:
+        return os.waitpid(pid, 0)[1]
+    except ChildProcessError:
+        return _REAPED.pop(pid, 9)  # not ours to reap and not seen: as if killed
 
 
 def kill_all(keep: set[int], grace: float = 0.0) -> None:
     """Every process of the sandbox but ``keep`` (PID 1, this one, the bridges) is killed and gone."""
     if grace:
         for pid in _pids() - keep:
-            _signal(pid, signal.SIGTERM)
+            _kill(pid, _signal.SIGTERM)
         end = time.monotonic() + grace
         while time.monotonic() < end and _pids() - keep:
             _reap()
@@ -229,52 +286,92 @@ def kill_all(keep: set[int], grace: float = 0.0) -> None:
         if not left:
             return
         for pid in left:
-            _signal(pid, signal.SIGKILL)
+            _kill(pid, _signal.SIGKILL)
         _reap()
         time.sleep(0.002)
 
 
-def _signal(pid: int, sig: int) -> None:
+def _kill(pid: int, sig: int) -> None:
     try:
         os.kill(pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
 
 
-def run(sock: socket.socket, req: dict, fds: list[int], keep: set[int]) -> bool:
+def _spawn(argv: list[str], cwd: str, env: dict[str, str], fds: list[int]) -> int:
+    """Fork and exec ``argv`` in a new session, ``fds`` as its stdin, stdout and stderr; its pid.
+
+    What ``subprocess.Popen(start_new_session=True, close_fds=True)`` does, without importing it: the
+    program is searched on ``env``'s PATH (``os.execvpe``), and an exec that fails is reported over a
+    close-on-exec pipe, so the caller gets the ``OSError`` the child met."""
+    report_r, report_w = os.pipe()  # both close-on-exec
+    pid = os.fork()
+    if pid == 0:  # the child: this process has one thread, so Python may run here until the exec
+        try:
+            os.setsid()
+            for target, fd in enumerate(fds):
+                os.dup2(fd, target)
+            os.closerange(3, report_w)
+            os.closerange(report_w + 1, 1 << 20)
+            _signal.signal(_signal.SIGXFSZ, _signal.SIG_DFL)  # Python ignores it; a program must not inherit that
+            os.chdir(cwd)
+            os.execvpe(argv[0], argv, env)
+        except BaseException as err:  # noqa: BLE001 - the child must never return into the executor
+            code = err.errno if isinstance(err, OSError) and err.errno else 0
+            try:
+                os.write(report_w, code.to_bytes(4, "big") + str(err)[:500].encode("utf-8", "replace"))
+            finally:
+                os._exit(127)
+    os.close(report_w)
+    try:
+        failure = b""
+        while chunk := os.read(report_r, 1024):
+            failure += chunk
+    finally:
+        os.close(report_r)
+    if failure:
+        os.waitpid(pid, 0)
+        code = int.from_bytes(failure[:4], "big")
+        raise OSError(code, failure[4:].decode("utf-8", "replace") if not code else os.strerror(code))
+    return pid
+
+
+def run(sock, req: dict, fds: list[int], keep: set[int]) -> bool:
     """One ``run`` request; False when the harness has gone (end of stream)."""
     try:
-        child = subprocess.Popen(req["argv"], cwd=req["cwd"], env=req["env"], stdin=fds[0], stdout=fds[1],
-                                 stderr=fds[2], start_new_session=True, close_fds=True)
-    except (OSError, ValueError, subprocess.SubprocessError) as err:
-        os.write(fds[2], f"replaybook: cannot start {req['argv'][:1]!r}: {err}\n".encode())
-        send(sock, {"rc": 127})
+        child = _spawn(list(req["argv"]), req["cwd"], dict(req["env"]), fds)
+    except (OSError, ValueError, TypeError, IndexError) as err:
+        os.write(fds[2], f"replaybook: cannot start {list(req['argv'])[:1]!r}: {err}\n".encode())
+        _send_reply(sock, {"rc": 127})
         return True
     finally:
         for fd in fds:
             os.close(fd)
-    send(sock, {"pid": child.pid})
-    sel = selectors.DefaultSelector()
-    sel.register(sock, selectors.EVENT_READ)
-    pidfd = os.pidfd_open(child.pid)
-    sel.register(pidfd, selectors.EVENT_READ)
-    alive = True
-    while child.poll() is None:
-        for key, _ in sel.select():
-            if key.fd == sock.fileno():
-                msg, extra = recv(sock)
-                for fd in extra:
-                    os.close(fd)
-                if msg is None:
-                    alive = False
-                    kill_all(keep)
-                elif msg.get("op") == "kill":
-                    kill_all(keep, grace=_GRACE_S)
-    sel.close()
+    _REAPED.clear()
+    _send_reply(sock, {"pid": child})
+    poll = select.poll()
+    poll.register(sock.fileno(), select.POLLIN)
+    pidfd = os.pidfd_open(child)
+    poll.register(pidfd, select.POLLIN)
+    alive, status = True, None
+    while status is None:
+        for fd, _ in poll.poll():
+            if fd == pidfd:
+                status = _wait(child)
+                break
+            msg, extra = _read_request(sock)
+            for other in extra:
+                os.close(other)
+            if msg is None:
+                alive = False
+                kill_all(keep)
+                poll.unregister(sock.fileno())
+            elif msg.get("op") == "kill":
+                kill_all(keep, grace=_GRACE_S)
     os.close(pidfd)
     kill_all(keep)
     if alive:
-        send(sock, {"rc": child.returncode})
+        _send_reply(sock, {"rc": os.waitstatus_to_exitcode(status)})
     return alive
 
 
@@ -308,22 +405,22 @@ def _notify_filter(nr: int, code: bytes) -> int:
 def main() -> int:
     fd = int(sys.argv[1])
     os.set_inheritable(fd, False)
-    sock = socket.socket(fileno=fd)
+    sock = _socket.socket(fileno=fd)
     _no_dump()
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    _signal.signal(_signal.SIGPIPE, _signal.SIG_DFL)
     keep = _pids() | {os.getpid(), 1}  # bwrap's init, this process, the endpoint bridges started before us
     if sys.argv[2:3] == ["--notify"]:
         try:
             listener = _notify_filter(int(sys.argv[3]), bytes.fromhex(sys.argv[4]))
         except (OSError, ValueError) as err:
-            send(sock, {"error": f"the exec notification filter: {err}"})
+            _send_reply(sock, {"error": f"the exec notification filter: {err}"})
             return 1
-        send(sock, {"ready": os.getpid()}, [listener])
+        _send_reply(sock, {"ready": os.getpid()}, [listener])
         os.close(listener)  # the harness's copy is the only one: when it closes, every exec fails, none goes unseen
     else:
-        send(sock, {"ready": os.getpid()})
+        _send_reply(sock, {"ready": os.getpid()})
     while True:
-        req, fds = recv(sock)
+        req, fds = _read_request(sock)
         if req is None:
             kill_all(keep)
             return 0
@@ -333,11 +430,11 @@ def main() -> int:
         elif req.get("op") in ("read", "write", "edit"):
             for extra in fds:
                 os.close(extra)
-            send(sock, file_tool(req))
+            _send_reply(sock, file_tool(req))
         else:
             for extra in fds:
                 os.close(extra)
-            send(sock, {"error": f"unknown request {req.get('op')!r}"})
+            _send_reply(sock, {"error": f"unknown request {req.get('op')!r}"})
 
 
 if __name__ == "__main__":

@@ -116,7 +116,7 @@ class Session:
     def _answer_with_fds(self, timeout: float) -> tuple[dict | None, list[int]]:
         self.sock.settimeout(timeout)
         try:
-            return executor_mod.recv(self.sock)
+            return executor_mod.read_reply(self.sock)
         except (OSError, ValueError):
             return None, []
         finally:
@@ -149,7 +149,7 @@ class Session:
         if isinstance(self.reader, exec_notify.Watch):
             self.reader.begin()
         try:
-            executor_mod.send(self.sock, {"op": "run", "argv": list(argv), "cwd": cwd, "env": dict(env)},
+            executor_mod.send_request(self.sock, {"op": "run", "argv": list(argv), "cwd": cwd, "env": dict(env)},
                               [in_fd, out_w, err_w])
         except OSError:
             self._kill()
@@ -222,7 +222,7 @@ class Session:
 
     def _ask_kill(self, now: float) -> float:
         try:
-            executor_mod.send(self.sock, {"op": "kill"})
+            executor_mod.send_request(self.sock, {"op": "kill"})
         except OSError:
             self._kill()
         return now
@@ -230,7 +230,7 @@ class Session:
     def file_tool(self, request: dict) -> dict:
         """A builtin file tool done by the executor, inside; ``{"ok": text}`` or ``{"error": why}``."""
         try:
-            executor_mod.send(self.sock, request)
+            executor_mod.send_request(self.sock, request)
         except OSError:
             self._kill()
             return {"error": "the sandbox is gone"}

@@ -427,6 +427,66 @@ def test_a_call_cannot_reach_the_executors_socket_nor_forge_its_reply(fixture_re
         assert sb.file_tool("read", "a.txt").startswith("alpha")
 
 
+_HOSTILE_TEXT = ['plain', '"quoted"', "back\\slash\\", "\x00\x01\x1f\x7f", "line\nbreak\ttab\r", "\u2028\u2029",
+                 "non-ascii é 漢字 \U0001F600", "lone \udc80 surrogate \ud800", '\\u0041 not an escape', "}{],[:"]
+
+
+@pytest.mark.parametrize("text", _HOSTILE_TEXT)
+def test_the_executors_hand_written_json_reads_back_as_the_same_text(text):
+    """The executor writes its replies without ``json`` (its start is paid per trial); the harness reads them
+    with ``json``. Every text a file tool can return, or an error can name, comes back exactly."""
+    import socket
+
+    from bot.replay import executor
+
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        executor._send_reply(theirs, {"ok": text, "rc": -9, "path": text})
+        assert executor.read_reply(ours) == ({"ok": text, "rc": -9, "path": text}, [])
+        executor.send_request(ours, {"op": "write", "content": text, "env": {"K": text}, "argv": [text]})
+        assert executor._read_request(theirs) == ({"op": "write", "content": text, "env": {"K": text}, "argv": [text]}, [])
+
+
+@pytest.mark.parametrize("frame", [b"[1]", b"not json", b"\xff\xfe", b'{"rc": 1'])
+def test_a_reply_that_is_not_a_json_object_is_refused(frame):
+    import socket
+
+    from bot.replay import executor
+
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        theirs.sendall(len(frame).to_bytes(4, "big") + frame)
+        with pytest.raises(ValueError):
+            executor.read_reply(ours)
+
+
+def test_the_executor_imports_only_builtin_modules():
+    """Its start is paid once per trial: ``json`` (and so ``re``), ``subprocess``, ``selectors``, ``socket`` and
+    ``signal`` cost 25 ms of it. Imported as the sandbox imports it (``-I -S``), none of them is loaded."""
+    from bot.replay.session import EXECUTOR_SOURCE
+
+    probe = ("import sys; before = set(sys.modules); "
+             f"exec(compile({EXECUTOR_SOURCE!r}, 'executor', 'exec'), {{'__name__': 'probe'}}); "
+             "print(' '.join(sorted(set(sys.modules) - before)))")
+    loaded = set(subprocess.run([sys.executable, "-I", "-S", "-B", "-c", probe], capture_output=True, text=True,
+                                check=True).stdout.split())
+    assert "marshal" in loaded or "marshal" in sys.builtin_module_names
+    assert not loaded & {"json", "re", "subprocess", "selectors", "socket", "signal", "enum", "ctypes", "struct"}
+
+
+def test_a_program_that_cannot_start_is_exit_127_with_the_reason(fixture_repo):
+    with Sandbox(fixture_repo) as sb:
+        missing = sb.run(["no-such-program-here", "x"], timeout_s=10)
+        assert missing.rc == 127
+        assert "cannot start ['no-such-program-here']" in missing.stderr
+        assert "No such file or directory" in missing.stderr
+        not_exec = sb.run(["./a.txt"], timeout_s=10)
+        assert not_exec.rc == 127 and "Permission denied" in not_exec.stderr
+        # the executor is intact for the next call, and a signal's death is a negative code
+        assert sh(sb, "echo next").stdout == "next\n"
+        assert sh(sb, "kill -9 $$").rc == -9
+
+
 def test_strace_lines_printed_by_a_call_are_output_not_trace(fixture_repo):
     forged = ('[pid 4242] execve("/usr/bin/pytest", ["pytest"], 0x0 /* 0 vars */) = 0\n'
               '4242 +++ exited with 0 +++\n')
