@@ -126,7 +126,7 @@ class Gateway:
         self._server.gateway = self
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
         self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.01}, name="replay-gateway", daemon=True
+            target=self._server.serve_forever, name="replay-gateway", daemon=True
         )
         self._thread.start()
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import http.client
 import json
 import logging
+import os
+import selectors
 import socket
 import threading
 import time
@@ -113,7 +115,38 @@ class Server(ThreadingHTTPServer):
     def __init__(self, *args: Any) -> None:
         self._open: dict[socket.socket, threading.Thread] = {}
         self._open_lock = threading.Lock()
+        self._wake_r, self._wake_w = os.pipe()
+        self._stopped = threading.Event()
         super().__init__(*args)
+
+    def serve_forever(self, poll_interval: float = 0.5) -> None:
+        """socketserver's loop, but ``shutdown`` wakes it at once: its own loop wakes only at the next
+        ``poll_interval``, on average half of it added to the end of every replay."""
+        try:
+            with selectors.PollSelector() as sel:
+                sel.register(self, selectors.EVENT_READ)
+                sel.register(self._wake_r, selectors.EVENT_READ)
+                while True:
+                    ready = {key.fd for key, _ in sel.select()}
+                    if self._wake_r in ready:
+                        return
+                    self._handle_request_noblock()
+        finally:
+            self._stopped.set()
+
+    def shutdown(self) -> None:
+        """Stop ``serve_forever`` (running in another thread) and wait until it has returned."""
+        os.write(self._wake_w, b"x")
+        self._stopped.wait()
+
+    def server_close(self) -> None:
+        super().server_close()
+        for fd in (self._wake_r, self._wake_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._wake_r = self._wake_w = -1
 
     def process_request(self, request: Any, client_address: Any) -> None:
         thread = threading.Thread(target=self.process_request_thread, args=(request, client_address), daemon=True)
