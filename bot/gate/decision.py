@@ -93,10 +93,11 @@ class Runner:
                 self._agents[name] = agents_mod.make(replay.agent, command=replay.command)
             return self._agents[name]
 
-    def _attempt(self, loaded: sc.LoadedScenario, text: str, index: int, replay: ReplayOptions) -> tuple[TrialResult, bool]:
-        """(result, came from the cache); runs on the pool."""
+    def _attempt(self, loaded: sc.LoadedScenario, text: str, index: int, replay: ReplayOptions,
+                 arm: str = "baseline") -> tuple[TrialResult, bool]:
+        """(result, came from the cache); runs on the pool. ``arm``: see ``bot.replay.cache.trial_key``."""
         agent = self._agent(replay)
-        key = trial_key(loaded, text, replay, index, agent.version) if self.cache else None
+        key = trial_key(loaded, text, replay, index, agent.version, arm) if self.cache else None
         cached = self.cache.get(key) if self.cache else None
         if cached is not None:
             return cached, True
@@ -143,15 +144,17 @@ class Runner:
         futures = [self.pool.submit(self._attempt, *job) for job in jobs]
         return [self._count(*f.result()) for f in futures]
 
-    def _stream(self, loaded: sc.LoadedScenario, text: str, replay: ReplayOptions, start: int = 0) -> Stream:
-        return Stream(self.pool, lambda index: self._attempt(loaded, text, index, replay), start)
+    def _stream(self, loaded: sc.LoadedScenario, text: str, replay: ReplayOptions, start: int = 0,
+                arm: str = "baseline") -> Stream:
+        return Stream(self.pool, lambda index: self._attempt(loaded, text, index, replay, arm), start)
 
     def cached(self, loaded: sc.LoadedScenario, text: str, n: int, replay: ReplayOptions) -> bool:
         """Whether the cache already holds trials 0..n-1 of this scenario with this text (a baseline run before)."""
         if self.cache is None:
             return False
         version = self._agent(replay).version
-        return all(self.cache.get(trial_key(loaded, text, replay, i, version)) is not None for i in range(n))
+        return all(self.cache.get(trial_key(loaded, text, replay, i, version, "baseline")) is not None
+                   for i in range(n))
 
     def _read(self, stream: Stream, ahead: int) -> TrialResult:
         # The budget stops a test between two reads, on what was read, not on what ran ahead.
@@ -168,7 +171,7 @@ class Runner:
         where a one-job gate would, whatever ran ahead. A side that holds trials
         already goes on from the next trial index.
         """
-        stream = self._stream(loaded, text, replay, start=len(side.trials))
+        stream = self._stream(loaded, text, replay, start=len(side.trials), arm=side.arm)
         try:
             while True:
                 state = decide(side.passes, side.n - side.passes)
@@ -186,7 +189,8 @@ class Runner:
     def paired(self, before: Side, after: Side, loaded: sc.LoadedScenario, before_text: str, after_text: str,
                test: stats.PairedTest, replay: ReplayOptions) -> str:
         """Before and after in pairs until ``test`` decides: 'pass', 'fail', or 'error' (too many unscored)."""
-        streams = [(before, self._stream(loaded, before_text, replay)), (after, self._stream(loaded, after_text, replay))]
+        streams = [(before, self._stream(loaded, before_text, replay, arm=before.arm)),
+                   (after, self._stream(loaded, after_text, replay, arm=after.arm))]
         wins = losses = 0
         try:
             while (state := test.decide(wins, losses, pairs := before.n)) == "continue":
@@ -204,7 +208,7 @@ class Runner:
 
     def fixed(self, side: Side, loaded: sc.LoadedScenario, text: str, n: int, replay: ReplayOptions) -> Side:
         """``n`` scored trials (unscored ones retried, within the limit)."""
-        stream = self._stream(loaded, text, replay)
+        stream = self._stream(loaded, text, replay, arm=side.arm)
         try:
             while side.n < n and side.unscored <= self.opts.max_unscored:
                 side.trials.append(self._read(stream, ahead=n - side.n))

@@ -86,10 +86,10 @@ class _Plan:
             self._agents[name] = agents_mod.make(replay.agent, command=replay.command)
         return self._agents[name].version
 
-    def lookup(self, loaded, text: str, index: int, replay: ReplayOptions) -> TrialResult | None:
+    def lookup(self, loaded, text: str, index: int, replay: ReplayOptions, arm: str = "baseline") -> TrialResult | None:
         if self.cache is None:
             return None
-        return self.cache.get(trial_key(loaded, text, replay, index, self._version(replay)))
+        return self.cache.get(trial_key(loaded, text, replay, index, self._version(replay), arm))
 
     def to_run(self, sid: str, expected: float, most: int, *, calls: bool = True) -> None:
         self.est.replays += expected
@@ -101,11 +101,12 @@ class _Plan:
             self.est.model_calls += expected * model_calls
             self.est.cost_usd += expected * cost
 
-    def sequential(self, loaded, text: str, decide, p: float, replay: ReplayOptions) -> str | None:
+    def sequential(self, loaded, text: str, decide, p: float, replay: ReplayOptions,
+                   arm: str = "baseline") -> str | None:
         """The test's outcome if the cache decides it, else None (and the rest is planned)."""
         passes = fails = index = 0
         while (state := decide(passes, fails)) == "continue":
-            hit = self.lookup(loaded, text, index, replay)
+            hit = self.lookup(loaded, text, index, replay, arm)
             if hit is None:
                 self.to_run(loaded.scenario.id, stats.expected_runs(decide, p, passes, fails),
                             stats.most_runs(decide, passes, fails))
@@ -114,9 +115,9 @@ class _Plan:
             passes, fails, index = passes + (hit.verdict == "passed"), fails + (hit.verdict != "passed"), index + 1
         return state
 
-    def fixed(self, loaded, text: str, n: int, replay: ReplayOptions) -> tuple[int, int]:
+    def fixed(self, loaded, text: str, n: int, replay: ReplayOptions, arm: str = "baseline") -> tuple[int, int]:
         """(passes, trials) the cache holds of ``n`` fixed trials; the rest is planned."""
-        hits = [self.lookup(loaded, text, i, replay) for i in range(n)]
+        hits = [self.lookup(loaded, text, i, replay, arm) for i in range(n)]
         found = [h for h in hits if h is not None]
         self.est.cached += len(found)
         missing = n - len(found)
@@ -162,15 +163,16 @@ def estimate(loaded: sc.LoadedScenario, before_text: str, after_text: str, suite
     if opts.screen_model:
         cheap = replace(opts.replay, model=opts.screen_model)
         plan.fixed(loaded, before_text, 1, cheap)
-        plan.fixed(loaded, after_text, 1, cheap)
+        plan.fixed(loaded, after_text, 1, cheap, "candidate")
     test = opts.test
     if isinstance(test, stats.PairedTest):  # planned as its expected number of pairs, each side
         pairs = math.ceil(stats.paired_characteristics(test, P_BEFORE, P_AFTER).expected_runs / 2)
-        for text in (before_text, after_text):
-            plan.sequential(loaded, text, lambda p, f: "continue" if p + f < pairs else "pass", P_BEFORE, opts.replay)
+        for text, arm in ((before_text, "baseline"), (after_text, "candidate")):
+            plan.sequential(loaded, text, lambda p, f: "continue" if p + f < pairs else "pass", P_BEFORE, opts.replay,
+                            arm)
     elif plan.sequential(loaded, before_text, test.before, P_BEFORE, opts.replay) not in (None, "pass"):
         return _done(plan)
-    elif plan.sequential(loaded, after_text, test.after, P_AFTER, opts.replay) not in (None, "pass"):
+    elif plan.sequential(loaded, after_text, test.after, P_AFTER, opts.replay, "candidate") not in (None, "pass"):
         return _done(plan)
     folders = [f for f in suite_mod.folders(Path(suite_dir)) if f.resolve() != loaded.folder.resolve()]
     suite = suite_test(opts)
@@ -186,7 +188,7 @@ def estimate(loaded: sc.LoadedScenario, before_text: str, after_text: str, suite
         if base == 0:
             continue  # not judged: it fails with the current playbook too
         plan.sequential(other, after_text, lambda p, f, b=base: suite.decide(b, suite.baseline_n, p, f, len(folders)),
-                        rate, opts.replay)
+                        rate, opts.replay, "candidate")
     return _done(plan)
 
 
@@ -199,7 +201,7 @@ def _on_demand(plan: _Plan, other, before_text: str, after_text: str, suite: sta
     if all(plan.lookup(other, before_text, i, opts.replay) is not None for i in range(suite.baseline_n)):
         return True
     decide = lambda p, f: suite.pessimistic(p, f, k)  # noqa: E731
-    state = plan.sequential(other, after_text, decide, P_SUITE, opts.replay)
+    state = plan.sequential(other, after_text, decide, P_SUITE, opts.replay, "candidate")
     if state is not None:
         return state == "fail"
     p_fail = 1 - stats.expected_pass(decide, P_SUITE)

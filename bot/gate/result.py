@@ -11,6 +11,7 @@ from bot.gate.pool import cores
 from bot.replay.engine import ReplayOptions, TrialResult
 
 Decision = Literal["admit", "reject", "error"]
+CANDIDATE_SIDES = ("after", "with rule", "screen after")  # sides replayed with the rule under test
 
 
 @dataclass
@@ -39,6 +40,11 @@ class Side:
     scenario: str
     trials: list[TrialResult] = field(default_factory=list)
     outcome: str = "not run"  # pass | fail | error | not run
+
+    @property
+    def arm(self) -> str:
+        """The cache's arm of its trials (``bot.replay.cache.trial_key``): a rule under test, or the playbook as is."""
+        return "candidate" if self.label in CANDIDATE_SIDES else "baseline"
 
     @property
     def scored(self) -> list[TrialResult]:

@@ -3,8 +3,10 @@
 The key hashes everything that can change a result: the fixture tree, the
 task, checks, services and budget, the simulated model's policy, the playbook
 text (which holds the candidate), the agent and its version, the model id,
-the noise and seed, the environment it lets through, and the trial index.
-A before-run depends only on the
+the noise and seed, the environment it lets through, the trial index, and
+the arm: a trial with a rule under test is keyed apart from one with the
+playbook as it is, so an admitted rule's trials (selected by its admission)
+never become the next gate's baseline. A before-run depends only on the
 current playbook, so every candidate shares it. Only scored results are
 kept: an unscored trial is retried, never replayed from the cache.
 
@@ -35,7 +37,9 @@ from bot.replay import isolation
 from bot.replay.engine import ReplayOptions, TrialResult
 from bot.scenario import spec as sc
 
-FORMAT = 3  # bump when TrialResult, the key, the entry or how checks decide changes (3: attribution, sandbox, signed entries)
+FORMAT = 4  # bump when TrialResult, the key, the entry or how checks decide changes (3: attribution, sandbox, signed
+# entries; 4: the arm, so no trial run with a candidate is read as a baseline)
+ARMS = ("baseline", "candidate")
 
 
 @lru_cache(maxsize=256)
@@ -60,7 +64,13 @@ def tree_hash(folder: Path) -> str:
 
 
 def trial_key(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions, trial: int,
-              agent_version: str) -> str:
+              agent_version: str, arm: str = "baseline") -> str:
+    """The trial's key. ``arm``: 'baseline' for a trial with the playbook as it is (a before-run, a suite baseline,
+    a task), 'candidate' for one with a rule under test. They are keyed apart because an admitted candidate's text
+    becomes the next baseline's: its trials were selected by the admission, so they must not be read as that
+    baseline's independent trials (docs/gate.md, "Cache")."""
+    if arm not in ARMS:
+        raise ValueError(f"arm {arm!r}: one of {ARMS}")
     host = settings.environ()
     policy = loaded.folder / "policy.yaml"
     parts = {
@@ -74,6 +84,7 @@ def trial_key(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
         "seed": opts.seed if opts.simulated else None,
         "env": {name: host.get(name) for name in sorted(opts.env_allow)},
         "trial": trial,
+        "arm": arm,
         # Only when set, so that every existing entry keeps its key.
         **({"follow": opts.follow} if opts.simulated and opts.follow != 1.0 else {}),
         # A verdict from an unisolated replay never stands in for an isolated one.
