@@ -321,10 +321,11 @@ class Sandbox(HarnessGit):
         if self._session is not None and (self._session.dead or self._session.plan != plan):
             self._end_session()  # setup changed the binds (the baseline's objects), or the agent ended it
         if self._session is None:
-            trace_dir = self._base / "kernel" / f"s{next(self._runs)}"
-            trace_dir.mkdir(parents=True, mode=0o700)
+            trace_dir, notify = self._base / "kernel" / f"s{next(self._runs)}", _notify_engine()
+            if notify is None:  # strace writes one file per process there; the listener needs no folder
+                trace_dir.mkdir(parents=True, mode=0o700)
             self._session = Session(self.backend, plan, cwd=self.root, python=sys.executable, trace_dir=trace_dir,
-                                    notify=_notify_engine())
+                                    notify=notify)
         return self._session
 
     def _session_plan(self) -> isolation.Plan:

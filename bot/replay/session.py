@@ -60,7 +60,8 @@ class Session:
     def __init__(self, backend: isolation.Backend, plan: isolation.Plan, *, cwd: Path, python: str,
                  trace_dir: Path | None, notify: exec_notify.Machine | None = None):
         """``trace_dir``: trace under strace, one file per process there; ``notify`` (with a ``trace_dir``):
-        trace by seccomp notification instead (``bot.replay.exec_notify``), and the folder stays empty."""
+        trace by seccomp notification instead (``bot.replay.exec_notify``); the folder is then never used,
+        and need not exist."""
         self.plan = plan
         self.notify = notify if trace_dir is not None else None
         self.trace_dir = trace_dir if self.notify is None else None
