@@ -116,6 +116,7 @@ class DistillReport:
     change: Change = field(default_factory=Change, repr=False)  # every file the run adds
     written: bool = False
     repeats: dict[str, list[str]] = field(default_factory=dict)  # incident -> the earlier ones of its group
+    standing: list[str] = field(default_factory=list)  # refused proposals whose re-proposals are used up
 
     def as_dry_run(self) -> "DistillReport":
         """This plan, as a dry run reports it: nothing was written, so no proposal has a path."""
@@ -136,6 +137,7 @@ class DistillReport:
             "failed": self.failed,
             "unreadable": self.unreadable,
             "repeats": self.repeats,
+            "standing": self.standing,
         }
 
 
@@ -189,6 +191,7 @@ def _distill(settings: Settings, llm: AsksJson, *, sink: Callable[[Change, Path]
     reopened = {r.rule_id for r in retry.open}
     covered = {c: by for c, by in _covered(book).items() if by.split(" ", 1)[0] not in reopened}
     stands = {c: r for r in retry.stand for c in r.cites}
+    report.standing = [r.label() for r in retry.stand]
     candidates = []
     reading = store.read()  # a bad file is reported and the rest distilled
     report.unreadable = reading.problems
@@ -347,7 +350,7 @@ def _apply(plans: list[_RulePlan | SpecPlan], book: Playbook, settings: Settings
                                "give each new scenario its own id")
             proposal = _rule_files(plan, cites, ids, book, settings, today, change)
             for old in replaced:
-                proposal.replaces.append(old.label())
+                proposal.replaces.append(old.rule_id)
                 if old.path is not None and old.rule_id not in archived:
                     proposal.files = proposal.files | refusals_mod.archived(book, old, proposal.id, today)
                     archived.add(old.rule_id)
