@@ -139,13 +139,19 @@ def defused(text: str, limit: int = REASON_CHARS) -> str:
 
 def prompt_text(refused: Refused) -> str:
     """One refusal as the re-proposal prompt shows it (inside a ``<refusal>`` fence)."""
-    lines = [f"refused rule {refused.rule_id}: {defused(refused.rule, 500)}",
-             f"task_types: {list(refused.task_types) or 'all'}; paths: {list(refused.paths) or 'all'}",
-             f"cites: {', '.join(defused(c, 80) for c in refused.cites)}",
-             f"gate verdict: {refused.reason_kind}",
-             f"gate reason: {defused(refused.reason)}",
-             f"re-proposals so far: {refused.reproposals} of {MAX_REPROPOSALS}"]
-    return "\n".join(lines)
+    return "\n".join([f"refused rule {refused.rule_id}",
+                      key(refused.rule, refused.task_types, refused.paths, refused.cites, refused.reason_kind),
+                      f"gate reason: {defused(refused.reason)}",
+                      f"re-proposals so far: {refused.reproposals} of {MAX_REPROPOSALS}"])
+
+
+def key(rule: str, task_types, paths, cites, kind: str) -> str:
+    """The lines of a refusal block that name the rule, its scope, its cites and the verdict: what the SIMULATED
+    distiller's scripted answers look for (``bot.cli.demo_loop.simulated_answers``)."""
+    return "\n".join([f"rule: {defused(rule, 500)}",
+                      f"task_types: {list(task_types) or 'all'}; paths: {list(paths) or 'all'}",
+                      f"cites: {', '.join(defused(c, 80) for c in cites)}",
+                      f"gate verdict: {kind}"])
 
 
 def hint(kind: str) -> str:

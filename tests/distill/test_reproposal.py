@@ -7,15 +7,18 @@ over HTTP to the real anthropic SDK (``AnswerBook`` behind the ``Gateway``).
 from __future__ import annotations
 
 import re
+import shutil
 from datetime import datetime, timezone
 
 import pytest
 import yaml
 from helpers import rule_yaml, write
-from test_distill import A1, A2, RULE, TODAY, make_scenario, monorepo_incidents, reasons, rule_answer, run_with
+from test_distill import A1, A2, RULE, TODAY, Run, make_scenario, monorepo_incidents, reasons, rule_answer, run_with
 
+from bot.cli import demo_loop
 from bot.distill.refusals import MAX_REPROPOSALS
 from bot.gate import ledger
+from bot.playbook import rule as rules_mod
 
 OLD = "When tests fail with import errors, install the package in editable mode before running them again."
 NO_EFFECT = "replay not discriminative: the scenario still failed with the rule (0 of 10 trials passed)"
@@ -187,3 +190,34 @@ def test_a_reproposal_may_narrow_by_paths(root):
     [proposal] = report.proposals
     new = yaml.safe_load((root / "playbook" / "proposed" / f"{proposal.id}.yaml").read_text())
     assert new["paths"] == ["packages/**"] and new["task_types"] == []
+
+
+# -- the SIMULATED distiller (the demo's scripted answers) ----------------------------------------
+
+
+def simulated_run(root, reason):
+    """The demo's workspace, the bundled targeted-tests incidents and their rule pending and refused for ``reason``;
+    distill then asks the demo's SIMULATED distiller."""
+    bundle = root / "scenarios" / "targeted-tests"
+    demo_loop.build_workspace(root)
+    shutil.copytree(bundle / "incidents", root / "incidents")
+    bundled = rules_mod.load(bundle / "rule.yaml", named_by_id=False)
+    refused_proposal(root, text=bundled.rule, cites=tuple(bundled.cites), reason=reason)
+    book = demo_loop.simulated_answers(sorted((root / "scenarios").glob("*/logs/*.log")))
+    return Run(root, book)(batch_max=64), book, bundled
+
+
+def test_the_simulated_distiller_answers_a_regression_with_a_narrower_scope(root):
+    report, book, bundled = simulated_run(root, REGRESSION)
+    assert report.simulated
+    [proposal] = report.proposals
+    assert proposal.rule == bundled.rule and proposal.replaces == ["rule-0001"]
+    new = yaml.safe_load((root / "playbook" / "proposed" / f"{proposal.id}.yaml").read_text())
+    assert new["task_types"] == ["testing"]  # the incidents' task type: it cannot reach another type's scenario
+    assert "gate verdict: regression" in refusal_blocks(user_prompt(book))[0]
+
+
+def test_the_simulated_distiller_has_no_better_rule_for_other_verdicts(root):
+    report, _, _ = simulated_run(root, NO_EFFECT)
+    assert not report.proposals and "repeats rule-0001, which the gate refused (no_effect)" in reasons(report)
+    assert (root / "playbook" / "proposed" / "rule-0001.yaml").exists()
