@@ -221,3 +221,16 @@ def test_the_simulated_distiller_has_no_better_rule_for_other_verdicts(root):
     report, _, _ = simulated_run(root, NO_EFFECT)
     assert not report.proposals and "repeats rule-0001, which the gate refused (no_effect)" in reasons(report)
     assert (root / "playbook" / "proposed" / "rule-0001.yaml").exists()
+
+
+def test_the_command_says_what_was_reproposed_and_what_stands(root):
+    monorepo_incidents(root)
+    make_scenario(root)
+    refused_proposal(root)
+    report, _ = run_with(root, (A1, rule_answer(scenario=EXISTING)), dry_run=True)
+    from bot.cli.distill import render
+
+    assert "rule-0002 answers rule-0001" in render(report)
+    report.standing = ["rule-0009"]
+    assert "Refusals that stand (re-proposals used up; a person decides): rule-0009" in render(report)
+    assert report.as_json()["proposals"][0]["replaces"] == ["rule-0001"]
