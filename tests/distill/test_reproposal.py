@@ -12,8 +12,8 @@ from datetime import datetime, timezone
 
 import pytest
 import yaml
-from helpers import rule_yaml, write
-from test_distill import A1, A2, RULE, TODAY, Run, make_scenario, monorepo_incidents, reasons, rule_answer, run_with
+from helpers import make_scenario, rule_yaml, write
+from support.distill import A1, A2, RULE, TODAY, Run, monorepo_incidents, reasons, rule_answer, run_with
 
 from bot.cli import demo_loop
 from bot.distill.refusals import MAX_REPROPOSALS
