@@ -49,7 +49,7 @@ def distill(action: Distill, ctx: RunContext) -> list[Outcome]:
     prs = ctx.port.list_prs("all")
     rule_prs = [p for p in prs if rule_id_of(p, bot_logins(ctx))]
     incidents, unreadable = incidents_from_issues(ctx)
-    refused = gate_refusals(ctx, rule_prs)
+    refused = gate_refusals(ctx, rule_prs, {i.id for i in incidents.read().incidents})
     report = distill_mod.plan(ctx.settings, ctx.distiller, today=ctx.today, incidents=incidents,
                               reserved_ids={rule_id_of(p) for p in rule_prs}, refused=refused)
     by_id = {r.rule_id: r for r in refused}
@@ -94,20 +94,21 @@ def distill(action: Distill, ctx: RunContext) -> list[Outcome]:
     return outcomes
 
 
-def gate_refusals(ctx: RunContext, rule_prs: list[Any]) -> list[Refused]:
+def gate_refusals(ctx: RunContext, rule_prs: list[Any], open_incidents: set[str]) -> list[Refused]:
     """The closed, unmerged rule PRs whose last gate refused the rule, each with the gate's reason.
 
     The reason is read from the bot's own gate comment on the PR (its ledger block, read strictly: a block in
     anyone else's comment never counts). A PR closed with no gate record, or whose last gate admitted it or
     failed on infrastructure, is a person's decision: it is not here, and distill skips its incidents as before.
-    ``reproposals``: the other gate-refused closed PRs sharing a cite (the re-proposals already made).
+    ``reproposals``: the other gate-refused closed PRs sharing a cite (the re-proposals already made). Only PRs
+    citing an open incident are read (one request each): the others have nothing left to distill.
     """
     from bot.github import ledger as gh_ledger
     from bot.github.gate import GATE_MARKER
 
     found: list[tuple[Any, Any]] = []
     for pr in rule_prs:
-        if pr.state != "closed" or pr.merged:
+        if pr.state != "closed" or pr.merged or not cites_of(pr) & open_incidents:
             continue
         comment = ctx.port.find_comment_by_marker(pr.number, GATE_MARKER)  # the bot's own only
         records = gh_ledger.read(comment.body, pr.number)[0] if comment is not None else []
