@@ -131,10 +131,27 @@ def simulated_answers(logs: list[Path]) -> AnswerBook:
     proposals = []
     for rule_file in sorted({log.parent.parent / "rule.yaml" for log in logs}):
         rule = rules_mod.load(rule_file, named_by_id=False)
-        proposals.append({"kind": "rule", "rule": rule.rule, "cites": rule.cites, "task_types": rule.task_types,
-                          "scenario": {"existing": rule_file.parent.name}})
+        proposal = {"kind": "rule", "rule": rule.rule, "cites": rule.cites, "task_types": rule.task_types,
+                    "scenario": {"existing": rule_file.parent.name}}
+        proposals.append(proposal)
+        _reproposal_answers(book, rule, proposal, rule_file.parent / "incidents")
     book.add("Distill rules", json.dumps({"proposals": proposals}))
     return book
+
+
+def _reproposal_answers(book: AnswerBook, rule, proposal: dict, incidents: Path) -> None:
+    """The SIMULATED distiller's answer to the gate refusing ``rule`` for a regression: the same rule, scoped to
+    its incidents' task types, where they allow a narrower scope (as the loop benchmark's simulated distiller).
+    Other verdicts get the first answer again, which distill refuses as a repeat: a script has no better rule."""
+    from bot.distill import refusals
+
+    cited = [incidents / f"{c}.yaml" for c in rule.cites]
+    types = sorted({i.task_type for i in (records.load(Incident, p, what="incident") for p in cited if p.is_file())
+                    if i.task_type})
+    if not types or set(types) == set(rule.task_types):
+        return
+    match = refusals.key(rule.rule, rule.task_types, rule.paths, rule.cites, "regression")
+    book.add(match, json.dumps({"proposals": [{**proposal, "task_types": types}]}))
 
 
 def _bundled_incident(log: Path) -> Incident:

@@ -85,6 +85,12 @@ def render(report: distill_mod.DistillReport) -> str:
             ["id", "rule", "cites", "scenario", "provisional"],
             [(p.id, p.rule, ", ".join(p.cites), p.scenario + (" (new)" if p.new_scenario else ""),
               "yes" if p.provisional else "") for p in report.proposals])]
+    again = [p for p in report.proposals if p.replaces]
+    if again:
+        lines += ["", "Re-proposed after a gate refusal (the refused proposal moves to archive/, "
+                  "`retired_reason: refused`): " + "; ".join(f"{p.id} answers {', '.join(p.replaces)}" for p in again)]
+    if report.standing:
+        lines += ["", "Refusals that stand (re-proposals used up; a person decides): " + ", ".join(report.standing)]
     if report.spec_changes:
         lines += ["", "### Spec changes", "", table(
             ["id", "cites", "template change"],

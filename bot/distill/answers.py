@@ -59,6 +59,7 @@ class RuleAnswer(_Loose):
     rule: str
     cites: list[str]
     task_types: list[str] = Field(default_factory=list)
+    paths: list[str] = Field(default_factory=list)  # optional globs: a narrower scope (a re-proposal after a regression)
     scenario: ScenarioChoice
 
 
@@ -79,9 +80,9 @@ class AnswerSet(_Loose):
         return value
 
 
-def validate_rule(text: str, task_types: list[str]) -> None:
+def validate_rule(text: str, task_types: list[str], paths: list[str] = ()) -> None:
     try:
-        Rule.model_validate({"id": "rule-0000", "rule": text, "task_types": task_types,
+        Rule.model_validate({"id": "rule-0000", "rule": text, "task_types": task_types, "paths": list(paths),
                              "replay": "scenarios/x", "created": date.today()})
     except ValidationError as exc:
         raise _Refused("rule: " + validation_errors(exc)) from None

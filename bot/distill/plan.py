@@ -50,6 +50,7 @@ from bot._util import records, yamlfile
 from bot._util.similarity import similarity
 from bot.change import Change, Journal, OverlayTree, apply_local, locked, relative
 from bot.config import Settings
+from bot.distill import refusals as refusals_mod
 from bot.distill import spec_change
 from bot.distill.answers import AnswerSet, AsksJson, RuleAnswer, validate_rule
 from bot.distill.grouping import (
@@ -89,6 +90,7 @@ class Proposal:
     scenario: str
     new_scenario: bool
     path: str | None  # None in a dry run
+    replaces: list[str] = field(default_factory=list)  # refused proposals it answers (their ids; see distill.refusals)
     files: Change = field(default_factory=Change, repr=False)  # its rule file and new scenario, as a change
 
 
@@ -114,6 +116,7 @@ class DistillReport:
     change: Change = field(default_factory=Change, repr=False)  # every file the run adds
     written: bool = False
     repeats: dict[str, list[str]] = field(default_factory=dict)  # incident -> the earlier ones of its group
+    standing: list[str] = field(default_factory=list)  # refused proposals whose re-proposals are used up
 
     def as_dry_run(self) -> "DistillReport":
         """This plan, as a dry run reports it: nothing was written, so no proposal has a path."""
@@ -134,6 +137,7 @@ class DistillReport:
             "failed": self.failed,
             "unreadable": self.unreadable,
             "repeats": self.repeats,
+            "standing": self.standing,
         }
 
 
@@ -145,6 +149,8 @@ class _RulePlan:
     task_types: list[str]
     scenario_id: str
     staged: Path | None  # a validated new scenario folder, outside the repo until written
+    paths: list[str] = field(default_factory=list)
+    refused: list[refusals_mod.Refused] = field(default_factory=list)  # what the group's prompt showed as refused
 
 
 # -- grouping --------------------------------------------------------------------------------
@@ -175,13 +181,17 @@ def plan(settings: Settings, llm: AsksJson, **options: Any) -> DistillReport:
 def _distill(settings: Settings, llm: AsksJson, *, sink: Callable[[Change, Path], None] | None,
              min_incidents: int = 1, since: datetime | date | None = None, today: date | None = None,
              batch_max: int = BATCH_MAX, incidents: IncidentStore | IncidentSet | None = None,
-             reserved_ids: Iterable[str] = ()) -> DistillReport:
+             reserved_ids: Iterable[str] = (), refused: Iterable[refusals_mod.Refused] | None = None) -> DistillReport:
     today = today or datetime.now(timezone.utc).date()
     store = incidents if incidents is not None else IncidentStore(settings.path("incidents"))
     book = Playbook(settings.path("playbook"), root=settings.root, cap=settings.cap, incidents=store)
     scenarios_dir = settings.path("scenarios")
     report = DistillReport(simulated=bool(getattr(llm, "simulated", False)))
-    covered = _covered(book)
+    retry = refusals_mod.local(book, settings.root) if refused is None else refusals_mod.Refusals.of(list(refused))
+    reopened = {r.rule_id for r in retry.open}
+    covered = {c: by for c, by in _covered(book).items() if by.split(" ", 1)[0] not in reopened}
+    stands = {c: r for r in retry.stand for c in r.cites}
+    report.standing = [r.label() for r in retry.stand]
     candidates = []
     reading = store.read()  # a bad file is reported and the rest distilled
     report.unreadable = reading.problems
@@ -191,6 +201,8 @@ def _distill(settings: Settings, llm: AsksJson, *, sink: Callable[[Change, Path]
         if incident.triage:
             report.refusals.append(Refusal(incident.id, "needs triage: its belief delta was not filled in; "
                                            "edit believed/actual and set triage: false", "skipped", [incident.id]))
+        elif incident.id in stands:
+            report.refusals.append(Refusal(incident.id, stands[incident.id].stands(), "skipped", [incident.id]))
         elif incident.id in covered:
             report.refusals.append(Refusal(incident.id, f"already cited by {covered[incident.id]}", "skipped",
                                            [incident.id]))
@@ -205,7 +217,7 @@ def _distill(settings: Settings, llm: AsksJson, *, sink: Callable[[Change, Path]
                 report.refusals.append(Refusal(group.key, f"{len(group.incidents)} incident(s); --min-incidents is "
                                                f"{min_incidents}", "skipped", group.ids))
                 continue
-            plans += _ask(group, llm, book, scenarios_dir, Path(staging), report)
+            plans += _ask(group, llm, book, scenarios_dir, Path(staging), report, retry.for_group(group.ids))
         if sink is None:
             report.change = repeats | _apply(plans, book, settings, report, today, reserved=reserved_ids)
         elif plans or repeats:
@@ -247,16 +259,19 @@ def _as_utc(value: datetime | date) -> datetime:
 
 
 def _ask(group: Group, llm: AsksJson, book: Playbook, scenarios_dir: Path, staging: Path,
-         report: DistillReport) -> list[_RulePlan | SpecPlan]:
-    """One model call for ``group``, and each proposal's own constraints checked."""
+         report: DistillReport, refused: list[refusals_mod.Refused] = ()) -> list[_RulePlan | SpecPlan]:
+    """One model call for ``group`` (with the gate's refusals of its earlier proposals), each proposal checked."""
     report.asked += 1
     try:
-        answers = llm.ask_json("distill", AnswerSet, **_prompt_vars(group, book, scenarios_dir)).proposals
+        answers = llm.ask_json("distill", AnswerSet, **_prompt_vars(group, book, scenarios_dir, refused)).proposals
     except LLMError as exc:  # the model's failure is this group's, never the run's
         report.failed += 1
         report.refusals.append(Refusal(group.key, f"the model failed: {exc}", "failed", group.ids))
         return []
     plans = [_plan(group, answer.root, scenarios_dir, staging, report) for answer in answers]
+    for p in plans:
+        if isinstance(p, _RulePlan):
+            p.refused = list(refused)
     return [p for p in plans if p is not None]
 
 
@@ -277,7 +292,7 @@ def _plan(group: Group, answer: RuleAnswer | SpecChangeAnswer, scenarios_dir: Pa
 
 def _rule_plan(group: Group, answer: RuleAnswer, scenarios_dir: Path, staging: Path) -> _RulePlan:
     text = " ".join(answer.rule.split())
-    validate_rule(text, answer.task_types)
+    validate_rule(text, answer.task_types, answer.paths)
     choice = answer.scenario
     if choice.existing is not None:
         scenario_id = choice.existing.strip()
@@ -287,10 +302,11 @@ def _rule_plan(group: Group, answer: RuleAnswer, scenarios_dir: Path, staging: P
             scenario_mod.load(scenarios_dir / scenario_id)
         except BadInput as exc:
             raise _Refused(f"existing scenario {scenario_id!r} does not load: {exc.render()}") from None
-        return _RulePlan(group, text, answer.cites, answer.task_types, scenario_id, None)
+        return _RulePlan(group, text, answer.cites, answer.task_types, scenario_id, None, answer.paths)
     new = choice.new
     assert new is not None
-    return _RulePlan(group, text, answer.cites, answer.task_types, new.id, stage_scenario(new, text, staging))
+    return _RulePlan(group, text, answer.cites, answer.task_types, new.id, stage_scenario(new, text, staging),
+                     answer.paths)
 
 
 # -- a generated scenario ----------------------------------------------------------------------
@@ -304,7 +320,9 @@ def _apply(plans: list[_RulePlan | SpecPlan], book: Playbook, settings: Settings
     """Check plans against the playbook as it is now, allocate ids, and return every file they add, as one change."""
     entries = book.entries(("proposed", "rules"))
     existing = [(e.rule.id, e.state, e.rule.rule) for e in entries]
-    covered = _covered(book, entries)
+    reopened = {r.rule_id for p in plans if isinstance(p, _RulePlan) for r in p.refused}
+    covered = {c: by for c, by in _covered(book, entries).items() if by.split(" ", 1)[0] not in reopened}
+    archived: set[str] = set()  # refused proposals this run already replaced
     ids = _allocator(book, settings.root, reserved)
     claimed: set[str] = set()  # new scenario ids taken by this run
     change = Change()
@@ -317,7 +335,11 @@ def _apply(plans: list[_RulePlan | SpecPlan], book: Playbook, settings: Settings
                 change = change | files
                 covered.update({c: spec.id for c in cites})
                 continue
+            replaced = [r for r in plan.refused if set(r.cites) & set(cites)]
+            _check_against_refused(plan, replaced)
             for other_id, state, text in existing:
+                if other_id in {r.rule_id for r in replaced}:
+                    continue
                 score = similarity(plan.rule, text)
                 if score >= TWIN_THRESHOLD:
                     what = "admitted" if state == "rules" else "pending"
@@ -327,6 +349,11 @@ def _apply(plans: list[_RulePlan | SpecPlan], book: Playbook, settings: Settings
                 raise _Refused(f"scenario {plan.scenario_id!r} is proposed by another group of this run; "
                                "give each new scenario its own id")
             proposal = _rule_files(plan, cites, ids, book, settings, today, change)
+            for old in replaced:
+                proposal.replaces.append(old.rule_id)
+                if old.path is not None and old.rule_id not in archived:
+                    proposal.files = proposal.files | refusals_mod.archived(book, old, proposal.id, today)
+                    archived.add(old.rule_id)
         except _Refused as exc:
             report.refusals.append(Refusal(plan.group.key, str(exc), "refused", plan.group.ids))
             continue
@@ -339,6 +366,20 @@ def _apply(plans: list[_RulePlan | SpecPlan], book: Playbook, settings: Settings
     if ids.changed:
         change = change | Change({rule_ids.MARKS_FILE: ids.marks()})
     return change
+
+
+def _check_against_refused(plan: _RulePlan, replaced: list[refusals_mod.Refused]) -> None:
+    """A re-proposal must differ from what the gate refused: another rule, or (after a regression) the same
+    advice with a narrower scope."""
+    for old in replaced:
+        score = similarity(plan.rule, old.rule)
+        if score < TWIN_THRESHOLD:
+            continue
+        if old.reason_kind == "regression" and refusals_mod.narrower(plan.task_types, plan.paths, old):
+            continue
+        need = ("narrow its task_types or paths" if old.reason_kind == "regression" else "propose a different rule")
+        raise _Refused(f"repeats {old.label()}, which the gate refused ({old.reason_kind}), "
+                       f"with {score:.0%} of its content words and no narrower scope; {need}")
 
 
 def _checked_cites(group: Group, cites: list[str], covered: dict[str, str], report: DistillReport) -> list[str]:
@@ -372,10 +413,16 @@ def _rule_files(plan: _RulePlan, cites: list[str], ids: rule_ids.Allocator, book
         path = book.path_of("proposed", f"{rule_id}.yaml")
         if tree.read(path) is None:
             break
-    rule = Rule.model_validate({"id": rule_id, "rule": plan.rule, "cites": cites, "task_types": plan.task_types,
-                                "replay": replay, "created": today})
+    data = {"id": rule_id, "rule": plan.rule, "cites": cites, "task_types": plan.task_types, "replay": replay,
+            "created": today}
+    if plan.paths:
+        data["paths"] = plan.paths
+    rule = Rule.model_validate(data)
     header = (f"# Proposed by `replaybook distill` from {len(plan.group.incidents)} incident(s) "
               f"({plan.group.key}); the gate decides.\n")
+    answered = [r for r in plan.refused if set(r.cites) & set(cites)]
+    if answered:
+        header += "".join(f"# Re-proposed after the gate refused {r.label()} ({r.reason_kind}).\n" for r in answered)
     first, rest = yamlfile.dump(rule.to_yaml_data(), kind="rule").split("\n", 1)
     files = {path: f"{first}\n{header}{rest}"}
     if plan.staged is not None:
@@ -406,7 +453,8 @@ def _covered(book: Playbook, entries=None) -> dict[str, str]:
 # -- the prompt -----------------------------------------------------------------------------------
 
 
-def _prompt_vars(group: Group, book: Playbook, scenarios_dir: Path) -> dict[str, Any]:
+def _prompt_vars(group: Group, book: Playbook, scenarios_dir: Path,
+                 refused: Iterable[refusals_mod.Refused] = ()) -> dict[str, Any]:
     incidents = []
     for i in group.incidents:
         data = {k: v for k, v in i.model_dump(mode="json", exclude_none=True).items()
@@ -421,8 +469,11 @@ def _prompt_vars(group: Group, book: Playbook, scenarios_dir: Path) -> dict[str,
         except BadInput:
             continue  # a broken scenario cannot be reused
         scenarios.append(f"- {s.id}: {s.task}" + (f" (task_type: {s.task_type})" if s.task_type else ""))
+    refused = list(refused)
+    shown = {r.rule_id for r in refused}
     rules = [f"- {e.rule.id} ({'admitted' if e.state == 'rules' else 'pending'}): {e.rule.rule}"
-             for e in book.entries(("proposed", "rules"))]
+             for e in book.entries(("proposed", "rules")) if e.rule.id not in shown]
+    task_types = sorted({i.task_type for i in group.incidents if getattr(i, "task_type", None)})
     return {
         "group_key": group.key,
         "failure_class": group.failure_class,
@@ -431,4 +482,7 @@ def _prompt_vars(group: Group, book: Playbook, scenarios_dir: Path) -> dict[str,
         "scenarios": "\n".join(scenarios) or "(none)",
         "rules": "\n".join(rules) or "(none)",
         "checks": ", ".join(scenario_mod.CHECKS),
+        "refused": [refusals_mod.prompt_text(r) for r in refused],
+        "refused_hints": list(dict.fromkeys(refusals_mod.hint(r.reason_kind) for r in refused)),
+        "incident_task_types": task_types,
     }

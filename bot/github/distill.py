@@ -17,6 +17,8 @@ from typing import Any
 from bot._util import yamlfile
 from bot._util.text_safety import neutralise
 from bot.change import Change
+from bot.distill import refusals as refusals_mod
+from bot.distill.refusals import Refused
 from bot.errors import BadInput
 from bot.github import issue_form
 from bot.github.context import Outcome, RunContext, code, fenced
@@ -47,8 +49,10 @@ def distill(action: Distill, ctx: RunContext) -> list[Outcome]:
     prs = ctx.port.list_prs("all")
     rule_prs = [p for p in prs if rule_id_of(p, bot_logins(ctx))]
     incidents, unreadable = incidents_from_issues(ctx)
+    refused = gate_refusals(ctx, rule_prs, {i.id for i in incidents.read().incidents})
     report = distill_mod.plan(ctx.settings, ctx.distiller, today=ctx.today, incidents=incidents,
-                              reserved_ids={rule_id_of(p) for p in rule_prs})
+                              reserved_ids={rule_id_of(p) for p in rule_prs}, refused=refused)
+    by_id = {r.rule_id: r for r in refused}
     outcomes: list[Outcome] = []
     held: list[str] = []
     used = {p.head_ref for p in prs}
@@ -66,18 +70,20 @@ def distill(action: Distill, ctx: RunContext) -> list[Outcome]:
                                     f"{rule_id}: {'updated' if changed else 'already current in'} PR "
                                     f"#{current.number}", pr_url(current)))
             continue
-        refused = next((p for p in rule_prs if p.state == "closed" and not p.merged and cites <= cites_of(p)), None)
-        if refused is not None:
-            outcomes.append(Outcome(action.kind, "skipped", f"{proposal.id}: PR #{refused.number} proposed a rule for "
+        # A closed rule PR covering these incidents holds them back, unless this proposal answers its gate refusal.
+        closed = next((p for p in rule_prs if p.state == "closed" and not p.merged and cites <= cites_of(p)
+                       and rule_id_of(p) not in proposal.replaces), None)
+        if closed is not None:
+            outcomes.append(Outcome(action.kind, "skipped", f"{proposal.id}: PR #{closed.number} proposed a rule for "
                                     "these incidents and was closed without merging; no new incident cites them, so "
-                                    "no PR was opened", pr_url(refused)))
+                                    "no PR was opened", pr_url(closed)))
             continue
         if open_count >= ctx.max_open_rule_prs:
             held.append(proposal.id)
             continue
         if base is None:
             base, from_sha = ctx.port.default_branch(), ctx.port.default_branch_sha()
-        body, files = _rule_pr(proposal, proposal.id, ctx)
+        body, files = _rule_pr(proposal, proposal.id, ctx, [by_id[r] for r in proposal.replaces if r in by_id])
         pr = open_pr(ctx, proposal.id, f"Rule {proposal.id}: {neutralise(capture_mod.one_liner(proposal.rule, 120))}",
                       body, files, base, from_sha, used)
         used.add(pr.head_ref)
@@ -86,6 +92,37 @@ def distill(action: Distill, ctx: RunContext) -> list[Outcome]:
     outcomes.append(Outcome(action.kind, "done" if report.proposals else "unchanged",
                             _distill_summary(report, held, unreadable, ctx)))
     return outcomes
+
+
+def gate_refusals(ctx: RunContext, rule_prs: list[Any], open_incidents: set[str]) -> list[Refused]:
+    """The closed, unmerged rule PRs whose last gate refused the rule, each with the gate's reason.
+
+    The reason is read from the bot's own gate comment on the PR (its ledger block, read strictly: a block in
+    anyone else's comment never counts). A PR closed with no gate record, or whose last gate admitted it or
+    failed on infrastructure, is a person's decision: it is not here, and distill skips its incidents as before.
+    ``reproposals``: the other gate-refused closed PRs sharing a cite (the re-proposals already made). Only PRs
+    citing an open incident are read (one request each): the others have nothing left to distill.
+    """
+    from bot.github import ledger as gh_ledger
+    from bot.github.gate import GATE_MARKER
+
+    found: list[tuple[Any, Any]] = []
+    for pr in rule_prs:
+        if pr.state != "closed" or pr.merged or not cites_of(pr) & open_incidents:
+            continue
+        comment = ctx.port.find_comment_by_marker(pr.number, GATE_MARKER)  # the bot's own only
+        records = gh_ledger.read(comment.body, pr.number)[0] if comment is not None else []
+        mine = [r for r in records if r.rule_id == rule_id_of(pr)]
+        if mine and refusals_mod.retryable(mine[-1]):
+            found.append((pr, mine[-1]))
+    out = []
+    for pr, record in found:
+        cites = cites_of(pr)
+        others = sum(bool(cites & cites_of(p)) for p, _ in found if p.number != pr.number)
+        text = (record.detail.rule_text if record.detail is not None else "") or pr.title.split(": ", 1)[-1]
+        out.append(Refused(record.rule_id, text, tuple(sorted(cites)), record.reason_kind, record.reason,
+                           reproposals=others, pr=pr.number))
+    return out
 
 
 def incidents_from_issues(ctx: RunContext) -> tuple[IncidentSet, list[int]]:
@@ -136,13 +173,16 @@ def _distill_summary(report: Any, held: list[str], unreadable: list[int], ctx: R
     if report.spec_changes:
         parts.append(f"{len(report.spec_changes)} spec change(s) proposed but not opened as PRs: "
                      + ", ".join(s.id for s in report.spec_changes))
+    if report.standing:
+        parts.append(f"refusal stands ({refusals_mod.MAX_REPROPOSALS} re-proposals made): "
+                     + ", ".join(report.standing))
     if held:
         parts.append(f"held back by the cap of {ctx.max_open_rule_prs} open rule PRs "
                      f"(github.max_open_rule_prs): {', '.join(held)}")
     return "distill: " + "; ".join(parts)
 
 
-def _rule_pr(proposal: Any, rule_id: str, ctx: RunContext) -> tuple[str, Change]:
+def _rule_pr(proposal: Any, rule_id: str, ctx: RunContext, answers: list[Refused] = ()) -> tuple[str, Change]:
     """The PR body and files for a proposal admitted as ``rule_id``.
 
     The files are what merging must change for the admission to be whole:
@@ -166,6 +206,9 @@ def _rule_pr(proposal: Any, rule_id: str, ctx: RunContext) -> tuple[str, Change]
         f"**Cites** ({len(proposal.cites)} incident(s)):", *(f"- {code(c, 120)}" for c in proposal.cites), "",
         f"**Replay:** {scenario_line}. To replay it locally: "
         f"`replaybook gate {folder}/rules/{rule_id}.yaml` (add `--model` and ANTHROPIC_API_KEY for the real model).",
+        *(["", "**Re-proposed** after the gate refused " + "; ".join(
+            f"PR #{r.pr} ({r.rule_id}, {r.reason_kind}): {code(r.reason, 300)}" for r in answers)
+           + ". That PR stays closed."] if answers else []),
         *(["", f"**At the cap of {settings.cap}:** merging also retires the coldest rule(s) to archive/: "
            + ", ".join(retired) + "."] if retired else []),
         "",
