@@ -234,7 +234,7 @@ def test_nothing_the_agent_starts_outlives_the_run(agent, make_scenario, agent_o
 
 
 @pytest.mark.parametrize("attack, budget, reason", [
-    ("for i in $(seq 200); do sleep 300 & done; wait", {"max_processes": 64}, "process limit"),
+    ("for i in $(seq 200); do sleep 3001.5 & done; wait", {"max_processes": 64}, "process limit"),
     ("head -c 2G /dev/zero > big.bin", {"max_disk_mb": 64}, "disk limit"),
     ("head -c 500M /dev/zero | tr '\\0' x", {"max_output_mb": 16}, "output limit"),
 ], ids=["200-sleeps", "2GB-file", "500MB-stdout"])
@@ -249,7 +249,7 @@ def test_bounds_end_the_trial_unscored_and_clean_up(attack, budget, reason, make
     run_bytes = sum(p.stat().st_size for p in Path(result.run_dir).rglob("*") if p.is_file())
     assert run_bytes < 2 << 20  # the run folder holds no copy of the flood
     assert list(sandbox_tmp.iterdir()) == []
-    assert processes_with("sleep 300") == []
+    assert processes_with("sleep 3001.5") == []  # a duration nothing else on the host sleeps for
 
 
 def test_a_conftest_that_breaks_a_bound_during_the_checks_leaves_the_trial_unscored(make_scenario, opts):

@@ -337,11 +337,13 @@ def test_added_lines_come_from_hunks_only(fixture_repo):
 
 
 def test_a_background_process_of_one_call_is_gone_before_the_next(fixture_repo):
+    # Durations no other process on the host sleeps for: the host-wide check below matches command lines.
+    a, b = (f"{time.time_ns() % 10**6 + 1000}.{n}7" for n in (1, 2))
     with Sandbox(fixture_repo) as sb:
-        assert sh(sb, "setsid sleep 300 >/dev/null 2>&1 & (sleep 301 &) ; echo started").rc == 0
+        assert sh(sb, f"setsid sleep {a} >/dev/null 2>&1 & (sleep {b} &) ; echo started").rc == 0
         after = sh(sb, "ps -eo args 2>/dev/null || ls /proc")
-        assert "sleep 30" not in after.stdout, after.stdout
-        assert wait_gone("sleep 30") == []  # nor on the host: the sandbox's processes are the sandbox's
+        assert f"sleep {a}" not in after.stdout and f"sleep {b}" not in after.stdout, after.stdout
+        assert wait_gone(f"sleep {a}") == [] and wait_gone(f"sleep {b}") == []  # nor on the host
 
 
 def test_a_writer_left_running_cannot_change_the_tree_after_its_call(fixture_repo):
