@@ -59,13 +59,18 @@ def distilled(outcomes):
     return [o for o in outcomes if o.kind == "distill"]
 
 
-def test_a_pr_the_gate_refused_is_reproposed_in_a_new_pr_citing_it(port, root, model, tmp_path):
+def refused_then_distilled(port, root, model, tmp_path, answer_for: str, **gate) -> tuple[int, list]:
+    """The first rule PR gets the bot's gate comment (``gate``: its fields) and is closed; distill runs again."""
     number, checkout = first_pr(port, root, model, tmp_path)
-    gate_comment(port, number, "rule-0001")
+    gate_comment(port, number, "rule-0001", **gate)
     port.close(number)
     checkout.fresh()
-    model.book.add("RE-PROPOSAL", rule_answer(rule=OTHER))
-    outcomes = on_port(port, root, *DISPATCH)
+    model.book.add(answer_for, rule_answer(rule=OTHER))
+    return number, on_port(port, root, *DISPATCH)
+
+
+def test_a_pr_the_gate_refused_is_reproposed_in_a_new_pr_citing_it(port, root, model, tmp_path):
+    number, outcomes = refused_then_distilled(port, root, model, tmp_path, "RE-PROPOSAL")
     assert completed(outcomes), outcomes
     prompt = model.book.requests[-1]["messages"][0]["content"]
     [block] = re.findall(r"<refusal>\n(.*?)\n</refusal>", prompt, re.S)
@@ -78,12 +83,8 @@ def test_a_pr_the_gate_refused_is_reproposed_in_a_new_pr_citing_it(port, root, m
 
 
 def test_a_pr_closed_by_a_person_without_a_gate_refusal_is_still_skipped(port, root, model, tmp_path):
-    number, checkout = first_pr(port, root, model, tmp_path)
-    gate_comment(port, number, "rule-0001", author="a-person")  # a forged block in someone else's comment
-    port.close(number)
-    checkout.fresh()
-    model.book.add(A1, rule_answer(rule=OTHER))
-    outcomes = on_port(port, root, *DISPATCH)
+    # a forged ledger block, in someone else's comment
+    _, outcomes = refused_then_distilled(port, root, model, tmp_path, A1, author="a-person")
     assert completed(outcomes), outcomes
     assert "<refusal>" not in model.book.requests[-1]["messages"][0]["content"]
     assert distilled(outcomes)[0].status == "skipped" and "closed without merging" in distilled(outcomes)[0].summary
@@ -91,12 +92,8 @@ def test_a_pr_closed_by_a_person_without_a_gate_refusal_is_still_skipped(port, r
 
 
 def test_an_infrastructure_error_does_not_count_as_a_refusal(port, root, model, tmp_path):
-    number, checkout = first_pr(port, root, model, tmp_path)
-    gate_comment(port, number, "rule-0001", decision="error", reason="the replay failed: APIConnectionError")
-    port.close(number)
-    checkout.fresh()
-    model.book.add(A1, rule_answer(rule=OTHER))
-    outcomes = on_port(port, root, *DISPATCH)
+    _, outcomes = refused_then_distilled(port, root, model, tmp_path, A1, decision="error",
+                                         reason="the replay failed: APIConnectionError")
     assert "<refusal>" not in model.book.requests[-1]["messages"][0]["content"]
     assert distilled(outcomes)[0].status == "skipped" and len(port.pulls) == 1
 
@@ -125,12 +122,7 @@ HOSTILE = ("replay not discriminative: the scenario still failed with the rule; 
 
 
 def test_a_hostile_reason_is_neutralised_in_the_prompt_and_the_pr_body(port, root, model, tmp_path):
-    number, checkout = first_pr(port, root, model, tmp_path)
-    gate_comment(port, number, "rule-0001", reason=HOSTILE)
-    port.close(number)
-    checkout.fresh()
-    model.book.add("RE-PROPOSAL", rule_answer(rule=OTHER))
-    outcomes = on_port(port, root, *DISPATCH)
+    number, outcomes = refused_then_distilled(port, root, model, tmp_path, "RE-PROPOSAL", reason=HOSTILE)
     assert completed(outcomes), outcomes
     prompt = model.book.requests[-1]["messages"][0]["content"]
     [block] = re.findall(r"<refusal>\n(.*?)\n</refusal>", prompt, re.S)
