@@ -11,6 +11,7 @@ import functools
 import os
 import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -65,46 +66,80 @@ class HarnessGit:
     def diff(self) -> SandboxDiff:
         """Unified diff of the final tree against the baseline, untracked files included.
 
-        git reads a tree the agent wrote, so it runs in the sandbox (root read-only)
-        with every code path off (``GIT_HARDENED``), and every nested ``.git`` is
-        covered by an empty stand-in: a nested repository is then an ordinary
-        folder whose files are in the diff, and its config, hooks and fsmonitor
-        are never read. A failure here is the harness's (InfrastructureError).
+        git reads a tree the agent wrote, so it runs in the sandbox with every
+        code path off (``GIT_HARDENED``), after every agent process is gone. In
+        the trial's own sandbox when it can (bwrap, and no nested ``.git``):
+        index, objects and name list then go to a folder made now in the
+        agent's temp folder, beside a scratch repository that borrows the
+        baseline's objects. Else in a sandbox of its own, root read-only and
+        every nested ``.git`` covered by an empty stand-in: a nested repository
+        is then an ordinary folder whose files are in the diff, and its config,
+        hooks and fsmonitor are never read. A failure here is the harness's
+        (InfrastructureError).
         """
-        work_dir = self._base / "gitwork"
-        shutil.rmtree(work_dir, ignore_errors=True)
-        work_dir.mkdir()
-        index, names = work_dir / "index", work_dir / "names"
-        shutil.copyfile(self._base / "baseline.index", index)
-        names.touch()
         root_ok = self.root.is_dir() and not self.root.is_symlink()
         work = self.root if root_ok else self._empty_dir()  # the agent may have deleted its root
+        work_dir = self._scratch_in_session() if root_ok else None
+        in_session = work_dir is not None
+        if work_dir is None:
+            work_dir = self._base / "gitwork"
+            shutil.rmtree(work_dir, ignore_errors=True)
+            work_dir.mkdir()
+        try:
+            return self._diff_in(work, work_dir, in_session)
+        finally:
+            if in_session:
+                shutil.rmtree(work_dir, ignore_errors=True)
+
+    def _diff_in(self, work: Path, work_dir: Path, in_session: bool) -> SandboxDiff:
+        index = work_dir / "index"
+        shutil.copyfile(self._base / "baseline.index", index)
         env = {**self._git_env, "GIT_INDEX_FILE": str(index), "GIT_WORK_TREE": str(work)}
-        common = "--no-renames --no-color --no-ext-diff --no-textconv --ignore-submodules=none"
-        # --ignore-errors: a file the agent made unreadable must not cost us the whole diff.
-        script = ('git=$1; base=$2; names=$3; shift 3\n'
+        if in_session:  # the baseline's own repository is not in the agent's view; its objects are (read-only)
+            env["GIT_DIR"] = str(_scratch_repo(work_dir / "git", self._base / "baseline.git" / "objects"))
+        # --ignore-errors: a file the agent made unreadable must not cost us the whole diff. One diff gives both
+        # the list of files (raw, NUL-separated) and the patch, in the same order (_raw_and_patch).
+        script = ('git=$1; base=$2; shift 2\n'
                   '"$git" "$@" add -A --ignore-errors -- . 2>/dev/null; rc=$?; [ "$rc" -le 1 ] || exit "$rc"\n'
-                  f'"$git" "$@" diff --cached {common} --name-status -z "$base" > "$names" || exit $?\n'
-                  f'exec "$git" "$@" -c core.bigFileThreshold=1m diff --cached {common} --src-prefix=a/ '
-                  '--dst-prefix=b/ "$base"\n')
+                  'exec "$git" "$@" -c core.bigFileThreshold=1m diff --cached --no-renames --no-color --no-ext-diff '
+                  '--no-textconv --ignore-submodules=none --patch-with-raw -z --src-prefix=a/ --dst-prefix=b/ '
+                  '"$base"\n')
         # Streamed and capped: a huge file the agent wrote costs at most PATCH_CAP of memory.
-        done = self._harness_git(script, [self.baseline, str(names)], env=env, cwd=work,
-                                 rw=(str(self._base / "baseline.git"), str(work_dir)), output_cap=PATCH_CAP)
+        done = self._harness_git(script, [self.baseline], env=env, cwd=work,
+                                 rw=(str(self._base / "baseline.git"), str(work_dir)), output_cap=PATCH_CAP,
+                                 in_session=in_session)
         if done.rc != 0 or done.timed_out:
             raise InfrastructureError(f"git could not take the diff (exit {done.rc}): {done.stderr.strip()[-200:]}")
-        name_status = names.read_text(encoding="utf-8", errors="replace")
-        return SandboxDiff(patch=done.stdout, files=_file_changes(name_status, done.stdout))
+        changed, patch = _raw_and_patch(done.stdout)
+        return SandboxDiff(patch=patch, files=_file_changes(changed, patch))
+
+    def _scratch_in_session(self) -> Path | None:
+        """A new folder in the agent's temp folder for a diff in the trial's sandbox, or None when it must have
+        a sandbox of its own: not bwrap, a nested ``.git`` to hide (only a mount can), or a temp folder the
+        agent made unusable. Made now, when no agent process is left to swap anything in it."""
+        if not (self.isolated and self._in_session(())) or _nested_git(self.root) != ():
+            return None
+        try:
+            return Path(tempfile.mkdtemp(prefix=".replaybook-diff-", dir=self.tmpdir))
+        except OSError:
+            return None
 
     def _harness_git(self, script: str, args: Sequence[str], *, env: Mapping[str, str], cwd: Path,
-                     rw: Sequence[str], output_cap: int = 1 << 20, timeout_s: float = 300) -> Completed:
+                     rw: Sequence[str], output_cap: int = 1 << 20, timeout_s: float = 300,
+                     in_session: bool = False) -> Completed:
         """``bash -c script <git> args… <hardened flags>`` for the harness's own git, in the sandbox when there is one.
 
         No agent process is alive by then; nothing but git runs, and git takes no
-        command from the tree: nested ``.git`` entries are hidden, every config
-        and attribute file is ours or absent, hooks and fsmonitor are off.
+        command from the tree: nested ``.git`` entries are hidden (``in_session``:
+        there are none), every config and attribute file is ours or absent, hooks
+        and fsmonitor are off.
         """
         argv = [host_tools.require("bash", "the harness runs git through bash"), "-c", script, "replaybook-git",
                 self._git_bin, *args, *GIT_HARDENED]
+        watch = Watch(max_procs=self.limits.max_procs, max_output_bytes=self.limits.max_output_bytes)
+        if in_session:  # not the agent's command: never traced, and its objects are not the agent's disk use
+            return self._session_for(self._session_plan()).run(
+                argv, cwd=str(cwd), env=env, stdin=None, timeout_s=timeout_s, output_cap=output_cap, watch=watch)[0]
         if not self.isolated:  # --sandbox none: no stand-ins possible; the hardened flags still hold
             return run_process(argv, cwd=cwd, env=dict(env), timeout_s=timeout_s, output_cap=output_cap)
         hide = _nested_git(cwd)
@@ -113,8 +148,7 @@ class HarnessGit:
                                       "or a .git that is a symbolic link; its diff cannot be taken safely")
         borrowed = tuple(p for p in self._ro if not p.startswith(str(self._base) + os.sep))
         plan = isolation.Plan(rw=tuple(rw), ro=(*borrowed, *self._borrowed, str(cwd)), hide=hide, limits=self.limits)
-        return self._start(argv, cwd=cwd, env=env, plan=plan, timeout_s=timeout_s, output_cap=output_cap,
-                           watch=Watch(max_procs=self.limits.max_procs, max_output_bytes=self.limits.max_output_bytes))
+        return self._start(argv, cwd=cwd, env=env, plan=plan, timeout_s=timeout_s, output_cap=output_cap, watch=watch)
 
     # -- git plumbing ------------------------------------------------------
     def _make_git_env(self) -> dict[str, str]:
@@ -229,6 +263,16 @@ class HarnessGit:
         return empty
 
 
+def _scratch_repo(gitdir: Path, objects: Path) -> Path:
+    """An empty repository whose objects are borrowed from ``objects`` (alternates): git's ``GIT_DIR`` for a diff
+    whose new objects must not land in the baseline's (read-only in the agent's view)."""
+    (gitdir / "refs").mkdir(parents=True)
+    (gitdir / "objects" / "info").mkdir(parents=True)
+    (gitdir / "objects" / "info" / "alternates").write_text(f"{objects}\n")
+    (gitdir / "HEAD").write_text("ref: refs/heads/main\n")
+    return gitdir
+
+
 def _nested_git(root: Path) -> tuple[str, ...] | None:
     """Every ``.git`` below ``root`` but its own (a nested repository); None if one is a link or there are too many."""
     found: list[str] = []
@@ -246,16 +290,31 @@ def _nested_git(root: Path) -> tuple[str, ...] | None:
     return tuple(found)
 
 
-def _file_changes(name_status: str, patch: str) -> list[FileChange]:
-    fields = name_status.split("\0")
-    pairs = [(fields[i], fields[i + 1]) for i in range(0, len(fields) - 1, 2)]
+def _raw_and_patch(out: str) -> tuple[list[tuple[str, str]], str]:
+    """``git diff --patch-with-raw -z``: ``:<modes> <shas> <status>\\0<path>\\0`` per file, a NUL, then the patch.
+    Returns ((status, path) per file, patch); a list cut short by the output cap keeps what is whole."""
+    changed: list[tuple[str, str]] = []
+    at = 0
+    while out.startswith(":", at):
+        head_end = out.find("\0", at)
+        path_end = out.find("\0", head_end + 1) if head_end >= 0 else -1
+        if path_end < 0:
+            return changed, ""
+        changed.append((out[at:head_end].rsplit(" ", 1)[-1], out[head_end + 1:path_end]))
+        at = path_end + 1
+    if changed and out.startswith("\0", at):
+        at += 1
+    return changed, out[at:]
+
+
+def _file_changes(changed: list[tuple[str, str]], patch: str) -> list[FileChange]:
     chunks = _split_patch(patch)
     # Both listings come from the same diff, sorted by path, so they line up.
-    if len(chunks) != len(pairs):
-        chunks = [""] * len(pairs)
+    if len(chunks) != len(changed):
+        chunks = [""] * len(changed)
     return [
         FileChange(path=path, status="M" if status == "T" else status, patch=chunk)
-        for (status, path), chunk in zip(pairs, chunks)
+        for (status, path), chunk in zip(changed, chunks)
     ]
 
 

@@ -36,6 +36,8 @@ len(canonical JSON of the answer's content) // 4, each at least 1.
 
 from __future__ import annotations
 
+import copy
+import functools
 import hashlib
 import json
 import logging
@@ -338,12 +340,18 @@ def load_policy(path: str | Path, *, noise: float = 0.0, seed: int = 0, follow: 
     """Read and validate a ``policy.yaml``; problems raise ``BadInput`` naming the file and field."""
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = copy.deepcopy(_yaml(path.read_text(encoding="utf-8")))
     except OSError as exc:
         raise BadInput(f"{path}: cannot read the policy file ({exc.strerror}); check the path") from exc
     except yaml.YAMLError as exc:
         raise BadInput(f"{path}: not valid YAML; fix the syntax", problems=[str(exc)]) from exc
     return parse_policy(data, source=str(path), noise=noise, seed=seed, follow=follow)
+
+
+@functools.lru_cache(maxsize=64)
+def _yaml(text: str) -> Any:
+    """Parsed once per text: a gate loads the same policy for every trial (a few ms of YAML each time)."""
+    return yaml.safe_load(text)
 
 
 def parse_policy(data: Any, *, source: str = "<policy>", noise: float = 0.0, seed: int = 0,

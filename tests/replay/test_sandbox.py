@@ -273,6 +273,48 @@ def test_diff_has_added_modified_and_deleted_files(fixture_repo):
     assert new.patch.startswith("diff --git a/sub/new.txt b/sub/new.txt")
 
 
+ODD_CHANGES = ("printf 'x\\n' > 'new\nline.txt' && printf 't\\n' > \"$(printf 'tab\\there')\" && "
+               "printf 'q\\n' > 'qu\"ote é.txt' && printf '\\000\\001bin' > blob.bin && chmod +x a.txt && "
+               "rm link && ln -s sub/b.txt link && rm sub/b.txt")
+
+
+def _diff_of(sb: Sandbox) -> list[tuple[str, str, str]]:
+    return sorted((f.path, f.status, f.patch.split("\n", 1)[0]) for f in sb.diff().files)
+
+
+def test_the_diff_in_the_trials_sandbox_is_the_diff_in_one_of_its_own(fixture_repo):
+    """Odd names, a mode change, a binary file, a changed link, a deletion: the diff taken in the trial's sandbox
+    (the usual case) lists the same files with the same patches as one in a sandbox of its own (taken when a
+    nested .git must be hidden), and leaves nothing in the agent's temp folder."""
+    with Sandbox(fixture_repo) as sb:
+        assert sh(sb, ODD_CHANGES).rc == 0
+        in_session = _diff_of(sb)
+        left = sorted(p.name for p in sb.tmpdir.iterdir())
+        assert sh(sb, "mkdir -p nested/.git").rc == 0  # forces a sandbox of its own; hidden, so not in the diff
+        own = _diff_of(sb)
+    assert left == []
+    assert in_session == own
+    assert {(path, status) for path, status, _ in in_session} == {
+        ("new\nline.txt", "A"), ("tab\there", "A"), ('qu"ote é.txt', "A"), ("blob.bin", "A"), ("a.txt", "M"),
+        ("link", "M"), ("sub/b.txt", "D")}
+    assert all(head.startswith("diff --git ") for _, _, head in in_session)
+
+
+def test_the_diff_is_not_the_agents_command_nor_its_disk(fixture_repo):
+    """The harness's git runs in the trial's sandbox, but it is neither traced as the agent's nor counted
+    against the agent's disk bound, and it writes no object where the agent's .git would find it."""
+    from bot.replay.isolation import Limits
+
+    with Sandbox(fixture_repo, limits=Limits(max_disk_bytes=3 << 20)) as sb:
+        assert sh(sb, "head -c 2000000 /dev/urandom > big.bin", tool_call="t1").rc == 0
+        d = sb.diff()
+        commands = [c.argv[0] for c in sb.commands()]
+        unknown = sh(sb, "git cat-file -t $(git hash-object big.bin) 2>&1", tool_call="t2")
+    assert [f.path for f in d.files] == ["big.bin"] and sb.limit_hit is None
+    assert "git" not in " ".join(commands) and "cat-file" not in d.patch
+    assert "fatal" in unknown.stdout or "could not get object" in unknown.stdout or unknown.rc != 0
+
+
 def test_diff_survives_rm_rf_dot_git(fixture_repo):
     with Sandbox(fixture_repo) as sb:
         sh(sb, "rm -rf .git && echo n > n.txt")
