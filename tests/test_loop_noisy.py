@@ -123,8 +123,21 @@ def test_the_paired_test_keeps_the_gates_targets():
     assert stats.paired_characteristics(test, 0.5, 0.5).p_admit <= 0.025
     assert stats.paired_characteristics(test, 0.4, 0.4).p_admit <= 0.025
     assert stats.paired_characteristics(test, 0.0, 0.9).p_admit >= 0.9
-    assert stats.paired_characteristics(test, 0.4, 0.85).p_admit >= 0.7  # where 0-of-3-before admits 0.2
+    # A good rule under noise: 0.62 (0.76 before the minimal-effect null), where 0-of-3-before admits 0.2.
+    assert stats.paired_characteristics(test, 0.4, 0.85).p_admit >= 0.6
     assert stats.operating_characteristics(stats.SequentialTest(), 0.4, 0.85).p_admit < 0.25
+
+
+def test_the_paired_test_refuses_a_rule_too_weak_to_be_useful_as_one_with_no_effect():
+    """A useless rule (it cuts a 0.6 mistake rate by less than a tenth: 0.4 -> 0.46) is admitted at most 0.5%
+    of the time, under a third of what a null of "no effect" (theta0 0.5) gives it (1.65%)."""
+    from dataclasses import replace
+
+    test, plain = stats.PairedTest(), replace(stats.PairedTest(), theta0=0.5)
+    weak, weak_plain = (stats.paired_characteristics(t, 0.4, 0.46).p_admit for t in (test, plain))
+    assert weak <= 0.005 and weak < weak_plain / 3
+    with pytest.raises(ValueError):
+        replace(test, theta0=0.95)  # a null above H1 is no test
 
 
 def test_the_preset_json_has_the_documented_shape():
@@ -179,7 +192,7 @@ def test_the_paired_table_in_docs_gate_is_what_stats_computes():
     text = (Path(__file__).resolve().parents[1] / "docs" / "gate.md").read_text(encoding="utf-8")
     text = text[text.index("### For a noisy agent"):text.index("## 3. The whole suite")]
     rows = re.findall(r"^\| ([\d.]+) → ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \|$", text, re.M)
-    assert len(rows) == 8
+    assert len(rows) == 9
     for b, a, p, runs, sp, sruns in rows:
         paired = stats.paired_characteristics(stats.PairedTest(), float(b), float(a))
         seq = stats.operating_characteristics(stats.SequentialTest(), float(b), float(a))
