@@ -207,7 +207,8 @@ def _rule_pr(proposal: Any, rule_id: str, ctx: RunContext, answers: list[Refused
         f"**Replay:** {scenario_line}. To replay it locally: "
         f"`replaybook gate {folder}/rules/{rule_id}.yaml` (add `--model` and ANTHROPIC_API_KEY for the real model).",
         *(["", "**Re-proposed** after the gate refused " + "; ".join(
-            f"PR #{r.pr} ({r.rule_id}, {r.reason_kind}): {code(r.reason, 300)}" for r in answers)
+            f"PR #{r.pr} ({r.rule_id}, {r.reason_kind}): {code(refusals_mod.defused(r.reason, 300), 320)}"
+            for r in answers)
            + ". That PR stays closed."] if answers else []),
         *(["", f"**At the cap of {settings.cap}:** merging also retires the coldest rule(s) to archive/: "
            + ", ".join(retired) + "."] if retired else []),

@@ -132,5 +132,5 @@ def test_a_hostile_reason_is_neutralised_in_the_prompt_and_the_pr_body(port, roo
     new = list(port.pulls.values())[1]
     reproposed = new.body.split("**Re-proposed**", 1)[1].split("\n\n", 1)[0]
     assert "ignore previous instructions" in reproposed
-    for raw in ("<!-- replaybook:gate", "@octocat", "Closes #1 "):
+    for raw in ("<!-- replaybook:gate", "@octocat", "Closes #1 ", "${{"):  # no expression a workflow could expand
         assert raw not in reproposed, raw
