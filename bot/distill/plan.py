@@ -378,6 +378,9 @@ def _check_against_refused(plan: _RulePlan, replaced: list[refusals_mod.Refused]
         if old.reason_kind == "regression" and refusals_mod.narrower(plan.task_types, plan.paths, old):
             continue
         need = ("narrow its task_types or paths" if old.reason_kind == "regression" else "propose a different rule")
+        if old.reason_kind == "regression" and not old.scope_known:
+            need = ("the gate did not record that rule's scope, so no scope is known to be narrower; "
+                    "propose a different rule")
         raise _Refused(f"repeats {old.label()}, which the gate refused ({old.reason_kind}), "
                        f"with {score:.0%} of its content words and no narrower scope; {need}")
 

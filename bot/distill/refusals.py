@@ -26,6 +26,12 @@ that share a cite (the refused proposal moves to ``archive/`` when its
 replacement is written); on GitHub it is the gate-refused closed rule PRs
 that share a cite.
 
+After a ``regression`` the same advice is accepted again only with a strictly
+narrower scope (:func:`narrower`). Locally the refused rule's scope is read
+from its proposal file; on GitHub it is the one the gate recorded in its
+comment's ledger block, and a block from before the gate recorded it leaves it
+unknown, which no scope is narrower than.
+
 The refused rule's text and the gate's reason are hostile (the reason quotes
 what a scenario's agent did): :func:`prompt_text` neutralises them, and the
 template fences them as data.
@@ -68,8 +74,8 @@ class Refused:
     cites: tuple[str, ...]
     reason_kind: str
     reason: str
-    task_types: tuple[str, ...] = ()
-    paths: tuple[str, ...] = ()
+    task_types: tuple[str, ...] | None = ()  # the refused rule's scope (empty: all); None: unknown (see narrower)
+    paths: tuple[str, ...] | None = ()
     reproposals: int = 0  # re-proposals its incidents already had (this one included when it was one)
     path: str | None = None  # locally: the proposal's file, relative to the root (moved to archive/ when replaced)
     pr: int | None = None  # on GitHub: the closed rule PR
@@ -78,6 +84,10 @@ class Refused:
     def open(self) -> bool:
         """May distill propose again for its incidents?"""
         return self.reason_kind in RETRYABLE and self.reproposals < MAX_REPROPOSALS
+
+    @property
+    def scope_known(self) -> bool:
+        return self.task_types is not None and self.paths is not None
 
     def label(self) -> str:
         return f"{self.rule_id} (PR #{self.pr})" if self.pr is not None else self.rule_id
@@ -139,19 +149,30 @@ def defused(text: str, limit: int = REASON_CHARS) -> str:
 
 def prompt_text(refused: Refused) -> str:
     """One refusal as the re-proposal prompt shows it (inside a ``<refusal>`` fence)."""
+    unknown = [] if refused.scope_known else [
+        "scope: not recorded by the gate, so no scope can be shown narrower: propose a different rule, not this one"]
     return "\n".join([f"refused rule {refused.rule_id}",
                       key(refused.rule, refused.task_types, refused.paths, refused.cites, refused.reason_kind),
+                      *unknown,
                       f"gate reason: {defused(refused.reason)}",
                       f"re-proposals so far: {refused.reproposals} of {MAX_REPROPOSALS}"])
 
 
 def key(rule: str, task_types, paths, cites, kind: str) -> str:
     """The lines of a refusal block that name the rule, its scope, its cites and the verdict: what the SIMULATED
-    distiller's scripted answers look for (``bot.cli.demo_loop.simulated_answers``)."""
+    distiller's scripted answers look for (``bot.cli.demo_loop.simulated_answers``). A scope is hostile (it comes
+    from a rule file on a branch): each item is defused; None is an unknown scope."""
     return "\n".join([f"rule: {defused(rule, 500)}",
-                      f"task_types: {list(task_types) or 'all'}; paths: {list(paths) or 'all'}",
+                      f"task_types: {_scope(task_types)}; paths: {_scope(paths)}",
                       f"cites: {', '.join(defused(c, 80) for c in cites)}",
                       f"gate verdict: {kind}"])
+
+
+def _scope(values) -> str:
+    if values is None:
+        return "unknown"
+    # as a list's repr, but the defused text itself (repr would spell a zero-width space as \u200b)
+    return "[" + ", ".join(f"'{defused(v, 120)}'" for v in values) + "]" if values else "all"
 
 
 def hint(kind: str) -> str:
@@ -159,7 +180,16 @@ def hint(kind: str) -> str:
 
 
 def narrower(task_types: list[str], paths: list[str], refused: Refused) -> bool:
-    """Is (task_types, paths) a strictly narrower scope than the refused rule's?"""
+    """Is (task_types, paths) a strictly narrower scope than the refused rule's?
+
+    Never when the refused rule's scope is unknown (a GitHub gate comment from before the gate recorded it, or a
+    scope too wide to record): any scope might be the very one the gate refused, and accepting would spend a
+    re-proposal, and a gate, on the same rule again. So the same advice is refused as a repeat, and only a
+    different rule answers such a refusal; the prompt says the scope is unknown.
+    """
+    if not refused.scope_known:
+        return False
+
     def tighter(new: list[str], old: tuple[str, ...]) -> bool:
         return bool(new) and (not old or set(new) < set(old))
 

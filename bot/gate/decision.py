@@ -275,6 +275,11 @@ def _with_eta(progress: Callable[[str], None], plan, runner: Runner) -> Callable
     return say
 
 
+def _scope(candidate: Rule | None) -> dict:
+    """The candidate's scope for its ``GateResult`` (nothing when its file did not load)."""
+    return {} if candidate is None else {"task_types": tuple(candidate.task_types), "paths": tuple(candidate.paths)}
+
+
 def run_gate(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions,
              progress: Callable[[str], None] | None = None) -> GateResult:
     """Decide admit or reject for one candidate rule. Changes nothing.
@@ -284,7 +289,7 @@ def run_gate(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions
     if candidate is None or problems:
         rule_id = candidate.id if candidate else Path(rule_path).stem
         return GateResult(rule_id, candidate.rule if candidate else "", "reject",
-                          "cheap checks failed: " + "; ".join(problems))
+                          "cheap checks failed: " + "; ".join(problems), **_scope(candidate))
     runner = Runner(opts)
     if progress is None:
         progress = lambda _: None  # noqa: E731
@@ -292,7 +297,7 @@ def run_gate(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions
         progress = _with_eta(progress, estimate(book, rule_path, suite_dir, opts), runner)
     result = GateResult(candidate.id, candidate.rule, "error", "", provisional=bool(candidate.provisional),
                         simulated=opts.replay.simulated,
-                        traces=str(opts.replay.runs_dir) if opts.replay.runs_dir else None)
+                        traces=str(opts.replay.runs_dir) if opts.replay.runs_dir else None, **_scope(candidate))
     loaded = sc.load(book.root / candidate.replay)
     before_text, after_text = baseline_prompt(book, candidate), system_prompt(book, candidate)
     try:

@@ -19,12 +19,18 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from bot._util.records import SLUG
+from bot.playbook.rule import GLOB
+
 LEDGER = Path(".replaybook") / "gates.jsonl"
 ReasonKind = Literal["admitted", "cheap_checks", "unsound_scenario", "already_followed", "no_effect",
                      "regression", "screen", "error", "other"]
 
 
 Command = Annotated[str, Field(max_length=200)]
+MAX_SCOPE = 8  # task types, and paths, kept of a rule's scope: a wider scope is recorded as unknown
+TaskType = Annotated[str, Field(pattern=SLUG)]  # a rule's own slug: at most 80 characters
+Glob = Annotated[str, Field(max_length=120, pattern=GLOB.pattern)]  # a rule's own glob (no space, <, >, $, `)
 
 
 class TrialNote(BaseModel):
@@ -43,12 +49,20 @@ class TrialNote(BaseModel):
 
 
 class GateDetail(BaseModel):
-    """A gate's failing trials, kept small (at most 6 notes): the rule text the agent saw, its hash, and each trial."""
+    """A gate's failing trials, kept small (at most 6 notes): the rule text the agent saw, its hash, its scope,
+    and each trial.
+
+    ``task_types`` and ``paths`` are the rule's scope as the gate saw it (empty: every task, every file); None is
+    unknown: a gate from before the scope was recorded, or a scope wider than ``MAX_SCOPE``. They come from a rule
+    file on a branch, so they are hostile: each must be a rule's own slug or glob, and whoever shows them defuses
+    them (``bot.distill.refusals.defused``)."""
 
     model_config = ConfigDict(extra="forbid")
 
     rule_hash: str = Field(default="", pattern=r"^[0-9a-f]{0,64}$")
     rule_text: str = Field(default="", max_length=600)
+    task_types: list[TaskType] | None = Field(default=None, max_length=MAX_SCOPE)
+    paths: list[Glob] | None = Field(default=None, max_length=MAX_SCOPE)
     trials: list[TrialNote] = Field(default_factory=list, max_length=6)
     more: int = Field(default=0, ge=0, description="failing trials not kept")
 

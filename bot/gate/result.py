@@ -98,6 +98,8 @@ class GateResult:
     admitted: dict | None = None
     warnings: list[str] = field(default_factory=list)  # e.g. replayed without a sandbox
     suite_test: str = ""  # how the suite was judged, for the report
+    task_types: tuple[str, ...] | None = None  # the rule's scope as the gate read it; None: not read (no rule file)
+    paths: tuple[str, ...] | None = None
     speculative: int = 0  # replays run ahead that no test read (parallel gates only; not in the decision)
     speculative_cost_usd: float = 0.0
 

@@ -102,6 +102,8 @@ def gate_refusals(ctx: RunContext, rule_prs: list[Any], open_incidents: set[str]
     failed on infrastructure, is a person's decision: it is not here, and distill skips its incidents as before.
     ``reproposals``: the other gate-refused closed PRs sharing a cite (the re-proposals already made). Only PRs
     citing an open incident are read (one request each): the others have nothing left to distill.
+    The refused rule's scope is the one the gate recorded in the same block (hostile text: only ever shown
+    defused); a block from before the gate recorded it leaves the scope unknown (see ``refusals.narrower``).
     """
     from bot.github import ledger as gh_ledger
     from bot.github.gate import GATE_MARKER
@@ -119,8 +121,11 @@ def gate_refusals(ctx: RunContext, rule_prs: list[Any], open_incidents: set[str]
     for pr, record in found:
         cites = cites_of(pr)
         others = sum(bool(cites & cites_of(p)) for p, _ in found if p.number != pr.number)
-        text = (record.detail.rule_text if record.detail is not None else "") or pr.title.split(": ", 1)[-1]
+        detail = record.detail
+        text = (detail.rule_text if detail is not None else "") or pr.title.split(": ", 1)[-1]
+        known = detail is not None and detail.task_types is not None and detail.paths is not None
         out.append(Refused(record.rule_id, text, tuple(sorted(cites)), record.reason_kind, record.reason,
+                           tuple(detail.task_types) if known else None, tuple(detail.paths) if known else None,
                            reproposals=others, pr=pr.number))
     return out
 

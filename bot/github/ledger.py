@@ -30,7 +30,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bot._util.text_safety import neutralise, one_line
-from bot.gate.ledger import GateDetail, GateRecord, TrialNote
+from bot.gate.ledger import MAX_SCOPE, GateDetail, GateRecord, TrialNote
 from bot.github.port import GatedPull, written_by
 
 VERSION = 1
@@ -137,7 +137,22 @@ def detail_of(result, redact: Callable[[str], str] = str) -> GateDetail:
     notes = [_note(t, redact) for t in failed[:MAX_NOTES]]
     text = result.rule_text or ""
     return GateDetail(rule_hash=hashlib.sha256(text.encode("utf-8")).hexdigest()[:16],
-                      rule_text=_cut(redact(text), 600), trials=notes, more=max(0, len(failed) - MAX_NOTES))
+                      rule_text=_cut(redact(text), 600), task_types=_scope(result.task_types, redact, "task_types"),
+                      paths=_scope(result.paths, redact, "paths"), trials=notes, more=max(0, len(failed) - MAX_NOTES))
+
+
+def _scope(values, redact: Callable[[str], str], field: str) -> list[str] | None:
+    """The rule's task types or paths as kept, or None (unknown) when they do not fit: more than ``MAX_SCOPE``,
+    one too long or not a rule's own slug or glob, or one redaction would change. Never cut: a cut scope would
+    read as another, and unknown is what distill treats as safe (``bot.distill.refusals.narrower``)."""
+    if values is None or len(values) > MAX_SCOPE:
+        return None
+    kept = [str(v) for v in values]
+    try:
+        GateDetail.model_validate({field: kept})
+    except ValidationError:
+        return None
+    return kept if all(redact(v) == v for v in kept) else None
 
 
 def _cut(text: str, limit: int) -> str:

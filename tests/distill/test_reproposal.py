@@ -16,7 +16,7 @@ from helpers import make_scenario, rule_yaml, write
 from support.distill import A1, A2, RULE, TODAY, Run, monorepo_incidents, reasons, rule_answer, run_with
 
 from bot.cli import demo_loop
-from bot.distill.refusals import MAX_REPROPOSALS
+from bot.distill.refusals import MAX_REPROPOSALS, Refused, narrower, prompt_text
 from bot.gate import ledger
 from bot.playbook import rule as rules_mod
 
@@ -190,6 +190,30 @@ def test_a_reproposal_may_narrow_by_paths(root):
     [proposal] = report.proposals
     new = yaml.safe_load((root / "playbook" / "proposed" / f"{proposal.id}.yaml").read_text())
     assert new["paths"] == ["packages/**"] and new["task_types"] == []
+
+
+def regression(task_types, paths) -> Refused:
+    return Refused("rule-0001", RULE, (A1,), "regression", REGRESSION, task_types, paths, pr=3)
+
+
+@pytest.mark.parametrize("old, new, ok", [
+    (((), ()), (["api"], []), True),  # all -> one task type
+    ((("api",), ()), (["api"], []), False),  # the same scope
+    ((("api",), ()), (["api"], ["packages/**"]), True),  # the same task type, fewer files
+    ((("api", "cli"), ()), (["api"], []), True),
+    ((None, None), (["api"], ["packages/**"]), False),  # unknown: no scope is known to be narrower
+    ((None, None), ([], []), False),
+])
+def test_narrower_is_strict_and_never_narrower_than_an_unknown_scope(old, new, ok):
+    assert narrower(*new, regression(*old)) is ok
+
+
+def test_the_prompt_shows_the_refused_scope_defused_or_unknown():
+    shown = prompt_text(regression(("api",), ("@octocat/**", "docs/![x]")))
+    assert "task_types: ['api']; paths: ['@\u200boctocat/**', 'docs/!\u200b[x]']" in shown
+    unknown = prompt_text(regression(None, None))
+    assert "task_types: unknown; paths: unknown" in unknown and "propose a different rule" in unknown
+    assert "task_types: all; paths: all" in prompt_text(regression((), ()))
 
 
 # -- the SIMULATED distiller (the demo's scripted answers) ----------------------------------------

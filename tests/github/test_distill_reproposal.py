@@ -7,10 +7,12 @@ the real anthropic SDK.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from datetime import datetime, timezone
 
+import pytest
 from support.github import A1, A2, RULE, completed, on_port, port_incidents, rule_answer
 
 from bot.gate.ledger import GateDetail, GateRecord, reason_kind
@@ -34,9 +36,11 @@ class Checkout:
         shutil.copytree(self.pristine, self.root)
 
 
-def gate_comment(port, number, rule_id, *, decision="reject", reason=NO_EFFECT, text=RULE, author=None):
+def gate_comment(port, number, rule_id, *, decision="reject", reason=NO_EFFECT, text=RULE, author=None, scope=None):
+    """The bot's gate comment; ``scope`` (task_types, paths) as the gate recorded it, else none (an older gate's)."""
+    detail = GateDetail(rule_text=text, **({} if scope is None else {"task_types": scope[0], "paths": scope[1]}))
     record = GateRecord(at=datetime(2026, 8, 1, tzinfo=timezone.utc), rule_id=rule_id, decision=decision,
-                        reason=reason, reason_kind=reason_kind(decision, reason), detail=GateDetail(rule_text=text))
+                        reason=reason, reason_kind=reason_kind(decision, reason), detail=detail)
     body = f"{GATE_MARKER}\n## Gate\nrefused\n\n{gh_ledger.block(number, [record])}"
     if author is None:
         port.upsert_comment(number, GATE_MARKER, body)
@@ -44,15 +48,19 @@ def gate_comment(port, number, rule_id, *, decision="reject", reason=NO_EFFECT, 
         port.comment_as(number, body, author)
 
 
-def first_pr(port, root, model, tmp_path):
+def first_pr(port, root, model, tmp_path, task_types=()):
     """Two incidents, one rule PR (#3) for them, then closed; the checkout as the next job gets it."""
     port_incidents(port, 2)
     checkout = Checkout(root, tmp_path)
-    model.book.add(A1, rule_answer(), times=1)
+    model.book.add(A1, scoped(rule_answer(), task_types), times=1)
     on_port(port, root, *DISPATCH)
     [pr] = port.pulls.values()
     assert pr.head_ref == "replaybook/rule-0001"
     return pr.number, checkout
+
+
+def scoped(answer: str, task_types=(), paths=()) -> str:
+    return json.dumps({**json.loads(answer), "task_types": list(task_types), **({"paths": list(paths)} if paths else {})})
 
 
 def distilled(outcomes):
@@ -134,3 +142,103 @@ def test_a_hostile_reason_is_neutralised_in_the_prompt_and_the_pr_body(port, roo
     assert "ignore previous instructions" in reproposed
     for raw in ("<!-- replaybook:gate", "@octocat", "Closes #1 ", "${{"):  # no expression a workflow could expand
         assert raw not in reproposed, raw
+
+
+# ------------------------------------------------------------------ the refused rule's scope, as the gate recorded it
+
+REGRESSION = "regressed: the rule broke scenario other (10 of 10 trials passed without it, 2 of 10 with it)"
+
+
+def refused_for_regression(port, root, model, tmp_path, reanswer: str, *, scope=(["testing"], []),
+                           detail: dict | None = None, match="RE-PROPOSAL"):
+    """The first rule PR, scoped to ``testing``, refused by the gate for a regression; distill runs again and the
+    model answers the refusal with ``reanswer``. ``detail``: the ledger block's raw ``detail`` instead."""
+    number, checkout = first_pr(port, root, model, tmp_path, task_types=["testing"])
+    if detail is None:
+        gate_comment(port, number, "rule-0001", reason=REGRESSION, scope=scope)
+    else:
+        raw_gate_comment(port, number, "rule-0001", REGRESSION, detail)
+    port.close(number)
+    checkout.fresh()
+    model.book.add(match, reanswer)
+    return number, on_port(port, root, *DISPATCH)
+
+
+def raw_gate_comment(port, number, rule_id, reason, detail: dict):
+    """The bot's gate comment with a ledger block whose ``detail`` is exactly ``detail`` (escaped as block() does)."""
+    record = GateRecord(at=datetime(2026, 8, 1, tzinfo=timezone.utc), rule_id=rule_id, decision="reject",
+                        reason=reason, reason_kind=reason_kind("reject", reason))
+    data = {"version": 1, "pr": number, "records": [{**record.model_dump(mode="json", exclude_none=True),
+                                                       "detail": detail}]}
+    text = json.dumps(data, ensure_ascii=True).replace("<", "\\u003c").replace(">", "\\u003e")
+    port.upsert_comment(number, GATE_MARKER, f"{GATE_MARKER}\n## Gate\nrefused\n\n<!-- replaybook-ledger v1 {text} -->")
+
+
+def refusal_block(model) -> str:
+    [block] = re.findall(r"<refusal>\n(.*?)\n</refusal>", model.book.requests[-1]["messages"][0]["content"], re.S)
+    return block
+
+
+def test_after_a_regression_the_same_rule_with_the_same_scope_is_refused_as_a_repeat(port, root, model, tmp_path):
+    number, outcomes = refused_for_regression(port, root, model, tmp_path, scoped(rule_answer(), ["testing"]))
+    assert completed(outcomes), outcomes
+    assert "task_types: ['testing']; paths: all" in refusal_block(model)  # the refused rule's real scope
+    assert [p.state for p in port.pulls.values()] == ["closed"], [o.summary for o in outcomes]
+    summary = distilled(outcomes)[-1].summary
+    assert "repeats rule-0001" in summary and "no narrower scope; narrow its" in summary, summary
+
+
+def test_after_a_regression_the_same_rule_scoped_narrower_is_opened(port, root, model, tmp_path):
+    answer = scoped(rule_answer(), ["testing"], ["packages/worker/**"])
+    number, outcomes = refused_for_regression(port, root, model, tmp_path, answer)
+    assert completed(outcomes), outcomes
+    assert [p.state for p in port.pulls.values()] == ["closed", "open"], [o.summary for o in outcomes]
+    new = list(port.pulls.values())[1]
+    assert f"Re-proposed** after the gate refused PR #{number} (rule-0001, regression)" in new.body
+
+
+def test_a_gate_comment_without_the_scope_leaves_it_unknown_and_the_same_advice_is_not_reproposed(
+        port, root, model, tmp_path):
+    # an older gate's comment: no scope recorded. Even a narrower scope cannot be shown narrower than an unknown one
+    answer = scoped(rule_answer(), ["testing"], ["packages/worker/**"])
+    number, outcomes = refused_for_regression(port, root, model, tmp_path, answer, scope=None)
+    assert completed(outcomes), outcomes
+    assert "task_types: unknown; paths: unknown" in refusal_block(model)  # still a refusal distill answers
+    assert [p.state for p in port.pulls.values()] == ["closed"], [o.summary for o in outcomes]
+    summary = distilled(outcomes)[-1].summary
+    assert "repeats rule-0001" in summary and "did not record that rule's scope" in summary, summary
+
+
+def test_a_gate_comment_without_the_scope_still_lets_a_different_rule_answer_it(port, root, model, tmp_path):
+    _, outcomes = refused_for_regression(port, root, model, tmp_path, rule_answer(rule=OTHER), scope=None)
+    assert completed(outcomes), outcomes
+    assert [p.state for p in port.pulls.values()] == ["closed", "open"], [o.summary for o in outcomes]
+
+
+@pytest.mark.parametrize("task_types, paths", [
+    (["${{ secrets.GITHUB_TOKEN }}"], []),
+    (["testing"], ["a/**/*.py -->"]),
+    (["testing"], ["x" * 500]),
+    ([f"t{i}" for i in range(40)], []),
+    (["testing"], "not a list"),
+], ids=["expression", "comment-end", "long", "many", "not-a-list"])
+def test_a_hostile_scope_in_the_ledger_block_is_never_read(port, root, model, tmp_path, task_types, paths):
+    detail = {"rule_text": RULE, "task_types": task_types, "paths": paths}
+    _, outcomes = refused_for_regression(port, root, model, tmp_path, scoped(rule_answer(), ["testing"]),
+                                         detail=detail, match=A1)
+    assert completed(outcomes), outcomes
+    # the block is unreadable: no gate refusal on record, so the PR counts as a person's decision
+    assert "<refusal>" not in model.book.requests[-1]["messages"][0]["content"]
+    assert distilled(outcomes)[0].status == "skipped" and len(port.pulls) == 1
+
+
+def test_a_scope_markdown_would_read_is_shown_defused(port, root, model, tmp_path):
+    detail = {"rule_text": RULE, "task_types": ["testing"], "paths": ["@octocat/**", "docs/![x]"]}
+    answer = scoped(rule_answer(), ["testing"], ["@octocat/**"])
+    _, outcomes = refused_for_regression(port, root, model, tmp_path, answer, detail=detail)
+    assert completed(outcomes), outcomes
+    block = refusal_block(model)
+    assert "paths: [" in block and "@octocat" not in block and "![" not in block, block
+    new = list(port.pulls.values())[1]
+    reproposed = new.body.split("**Re-proposed**", 1)[1].split("\n\n", 1)[0]
+    assert "@octocat" not in reproposed

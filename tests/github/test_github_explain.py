@@ -8,6 +8,7 @@ agent ran those commands): it reaches the reply only neutralised, and the block 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import datetime, timezone
 from pathlib import Path
@@ -19,7 +20,7 @@ from support.github import REPOSITORY, handle
 
 from bot import config as config_mod
 from bot._util.text_safety import neutralise
-from bot.gate.ledger import GateRecord
+from bot.gate.ledger import MAX_SCOPE, GateRecord
 from bot.gate.result import GateResult, Side, SuiteEntry
 from bot.github import ledger
 from bot.github.command_run import reply_key
@@ -74,7 +75,10 @@ def test_each_failing_trial_with_the_rule_is_kept_small():
 
 def test_the_detail_is_bounded_however_many_trials_fail_and_the_block_stays_small():
     many = [failing(i, ["bash", "-c", f"{HOSTILE} {'y' * 900}"], check="c" * 900, detail="d" * 900) for i in range(40)]
-    detail = ledger.detail_of(result(many))
+    widest = dataclasses.replace(result(many), task_types=tuple(f"{i}" + "t" * 79 for i in range(MAX_SCOPE)),
+                                 paths=tuple(f"{i}" + "p" * 119 for i in range(MAX_SCOPE)))
+    detail = ledger.detail_of(widest)
+    assert len(detail.task_types) == len(detail.paths) == MAX_SCOPE
     assert len(detail.trials) == ledger.MAX_NOTES and detail.more == 40 - ledger.MAX_NOTES
     record = GateRecord(at=datetime(2026, 12, 1, tzinfo=timezone.utc), rule_id="rule-0001", decision="reject",
                         reason="r", detail=detail)
@@ -85,6 +89,19 @@ def test_the_detail_is_bounded_however_many_trials_fail_and_the_block_stays_smal
     assert not bad and len(records) == ledger.MAX_RECORDS
     kept = [r for r in records if r.detail is not None]
     assert 1 <= len(kept) <= ledger.DETAILED and kept == records[-len(kept):]  # the newest gates keep theirs
+
+
+def test_the_rules_scope_is_kept_as_the_gate_saw_it_or_as_unknown():
+    def scope(task_types, paths):
+        detail = ledger.detail_of(dataclasses.replace(result([failing(0, ["ls"])]), task_types=task_types, paths=paths))
+        return detail.task_types, detail.paths
+
+    assert scope(("testing",), ("packages/worker/**",)) == (["testing"], ["packages/worker/**"])
+    assert scope((), ()) == ([], [])  # every task, every file: known
+    assert scope(None, None) == (None, None)  # the gate read no rule file
+    assert scope(tuple(f"t{i}" for i in range(MAX_SCOPE + 1)), ()) == (None, [])  # too wide: unknown, never cut
+    assert scope(("testing",), ("p" * 121,)) == (["testing"], None)
+    assert scope(("${{ secrets.TOKEN }}",), ("a -->",)) == (None, None)  # not a rule's own slug or glob
 
 
 def test_a_block_with_a_detail_that_is_not_exactly_ours_is_unreadable():
@@ -114,6 +131,7 @@ def test_the_gate_keeps_the_failing_trials_of_a_rule_that_does_not_help(port: Fa
     assert note.side == "with the rule" and note.scenario == "own" and note.check.startswith("succeeds")
     assert any("wrong.txt" in c for c in note.commands), note  # read from the trial's trace
     assert record.detail.rule_text == RULE  # the text the agent saw, whole
+    assert (record.detail.task_types, record.detail.paths) == ([], [])  # its scope, as the gate read it
 
 
 # ------------------------------------------------------------------ explain reads it, neutralised
