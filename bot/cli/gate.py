@@ -16,6 +16,7 @@ from bot.errors import BadInput, CheckFailed
 from bot.gate import decision as gate_mod
 from bot.gate import ledger as gate_log
 from bot.gate import report as gate_report
+from bot.gate import stats
 from bot.gate.pool import cores
 from bot.playbook.store import Playbook
 from bot.replay.agents import AGENTS
@@ -87,7 +88,8 @@ def command(ctx: click.Context, rule_file: Path, playbook_dir: Path | None, suit
                             agent=agent, command=command_template, noise=noise, seed=seed)
     if (model != SCRIPTED or (screen_model and screen_model != SCRIPTED)) and not key:
         raise BadInput(f"a real --model or --screen-model needs {key_var}; use `scripted` for the simulated model")
-    opts = gate_mod.GateOptions(replay=replay, suite_trials=trials, jobs=jobs or cores(), max_cost_usd=max_cost_usd,
+    opts = gate_mod.GateOptions(replay=replay, test=stats.own_test(settings.config.gate.own_test), suite_trials=trials,
+                                jobs=jobs or cores(), max_cost_usd=max_cost_usd,
                                 screen_model=screen_model, cache_dir=None if no_cache else (cache_dir or settings.path("cache")))
     if only_estimate:
         _estimate(book, rule_file, suite_dir or settings.path("scenarios"), opts, chosen, as_json)

@@ -365,6 +365,11 @@ class PairedTest:
                 f"{self.theta:g} of them, H0: at most {self.theta0:g}), at most {self.max_pairs} pairs")
 
 
+def own_test(kind: str) -> "SequentialTest | PairedTest":
+    """The own-scenario test ``gate.own_test`` names: ``sequential`` or ``paired``, at their defaults."""
+    return PairedTest() if kind == "paired" else SequentialTest()
+
+
 def paired_characteristics(test: PairedTest, p_before: float, p_after: float) -> Characteristics:
     """Exact P(admit) and expected runs (two per pair) for independent trials at these pass rates."""
     win, loss = p_after * (1 - p_before), p_before * (1 - p_after)

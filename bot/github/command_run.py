@@ -128,7 +128,8 @@ def _replay(command: commands.Command, action: RunCommand, ctx: RunContext) -> t
     inputs = {"pr": str(action.number), **({"agent": command.agent} if command.agent else {}),
               **({"trials": str(trials)} if trials is not None else {})}
     ctx.port.dispatch_workflow(ADMIT_WORKFLOW, ctx.port.default_branch(), inputs)
-    text = (f"re-gating this pull request: dispatched `{ADMIT_WORKFLOW}` with {what_runs(command.agent, trials)}; "
+    text = (f"re-gating this pull request: dispatched `{ADMIT_WORKFLOW}` with "
+            f"{what_runs(command.agent, trials, ctx.effective.gate.own_test)}; "
             "`replaybook/admit` and the gate comment update when it finishes."
             + "".join(f"\n- {n}" for n in notes))
     return text, Outcome(action.kind, "done", f"replay: dispatched {ADMIT_WORKFLOW} for #{action.number}")

@@ -20,7 +20,7 @@ from typing import Any
 from bot._util.credentials import host_redactor
 from bot.change import Change, OverlayTree
 from bot.errors import BadInput, ReplaybookError
-from bot.gate.stats import SequentialTest
+from bot.gate.stats import PairedTest, SequentialTest
 from bot.github import checks, instructions, ledger, playbook_diff
 from bot.github.context import GateVerdict, Outcome, RunContext, Status, code, fenced
 from bot.github.events import GateRulePr
@@ -35,12 +35,15 @@ DEFAULT_AGENT = "builtin"  # the agent the GitHub gate replays with unless a re-
 AGENT_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")  # the admit workflow checks the same pattern
 
 
-def gate_test(trials: int | None = None) -> SequentialTest:
+def gate_test(trials: int | None = None, kind: str = "sequential") -> SequentialTest | PairedTest:
     """The own-scenario test, with at most ``trials`` trials with the rule (``/replaybook replay --trials N``).
 
     Never above the gate's own budget, and never at a lower pass rate than its own test asks: 4 of 5
-    becomes 2 of 2, or 3 of 3. The side without the rule is unchanged.
+    becomes 2 of 2, or 3 of 3. The side without the rule is unchanged. ``kind`` is ``gate.own_test``: the
+    paired test takes no trial count (it stops when its test decides, at most ``max_pairs`` pairs).
     """
+    if kind == "paired":
+        return PairedTest()
     test = SequentialTest()
     if trials is None:
         return test
@@ -48,9 +51,13 @@ def gate_test(trials: int | None = None) -> SequentialTest:
     return dataclasses.replace(test, after_n=n, after_min_pass=-(-n * test.after_min_pass // test.after_n))
 
 
-def what_runs(agent: str | None, trials: int | None) -> str:
+def what_runs(agent: str | None, trials: int | None, kind: str = "sequential") -> str:
     """What a (re-)gate replays, in words, for its report and the command's reply."""
-    test = gate_test(trials)
+    test = gate_test(trials, kind)
+    if isinstance(test, PairedTest):
+        return (f"agent {code(agent or DEFAULT_AGENT, 40)}, the paired test (`gate.own_test: paired`): at most "
+                f"{test.max_pairs} pairs of trials without and with the rule"
+                + (f", so `--trials {trials}` does not apply" if trials is not None else ""))
     return (f"agent {code(agent or DEFAULT_AGENT, 40)}, at most {test.after_n} trial(s) with the rule "
             f"(it admits when at least {test.after_min_pass} pass)")
 
@@ -269,7 +276,7 @@ class PrGate:
                                "or `docker`.\n")
         from bot.gate import ledger as gate_log
 
-        opts = gate_mod.GateOptions(replay=replay, test=gate_test(self.trials))
+        opts = gate_mod.GateOptions(replay=replay, test=gate_test(self.trials, settings.config.gate.own_test))
         results, notes = [], []
         book = self.judged_against(action.base_sha or "", change.gated, settings)
         for name in change.gated:
@@ -281,7 +288,7 @@ class PrGate:
         ids = ", ".join(f"{r.rule_id} {r.decision}" for r in results)
         report = "\n\n".join(gate_report.markdown(r, opts.test) for r in results)
         if self.agent is not None or self.trials is not None:  # a re-gate's options: say what it replayed
-            report = f"Re-gated as asked: {what_runs(self.agent, self.trials)}.\n\n{report}"
+            report = f"Re-gated as asked: {what_runs(self.agent, self.trials, settings.config.gate.own_test)}.\n\n{report}"
         redact = host_redactor().text  # a trial's commands are the agent's: no secret of ours leaves in them
         return GateVerdict(state, f"{word}: {ids}", report, annotations=tuple(notes),
                            records=tuple(gate_log.record_of(r).model_copy(update={"detail": ledger.detail_of(r, redact)})

@@ -262,3 +262,21 @@ def test_the_paired_test_admits_a_rule_that_fixes_its_scenario_and_refuses_one_t
     result = gate(root, path, test=stats.PairedTest())
     assert result.decision == "reject" and "did not change the pass rate" in result.reason
     assert result.before.n == result.after.n == stats.PairedTest().max_pairs
+
+
+def test_gate_own_test_paired_in_the_config_gates_in_pairs_and_a_bad_value_is_a_clear_error(cli, root):
+    from bot.gate import stats
+
+    path = setup(root)
+    write(root / ".replaybook.yml", "gate:\n  own_test: paired\n")
+    result = cli("gate", str(path), "--json", "--trials", "3")
+    data = json.loads(result.out)
+    wins = next(w for w in range(1, 30) if stats.PairedTest().decide(w, 0, w) == "pass")
+    assert result.code == 0 and data["decision"] == "admit", result.err
+    assert (data["before"]["scored"], data["after"]["scored"]) == (wins, wins)  # pairs, not 3 before and 5 after
+    assert "in pairs" in cli("gate", str(path), "--trials", "3").out
+    write(root / ".replaybook.yml", "gate:\n  own_test: twice\n")
+    before = snapshot(root)
+    bad = cli("gate", str(path), "--trials", "3")
+    assert bad.code == 2 and "own_test" in bad.err and ".replaybook.yml" in bad.err
+    assert snapshot(root) == before

@@ -65,6 +65,17 @@ def test_the_gate_runs_at_most_the_trials_asked_for(port, root):
     assert _replays(whole_body) - _replays(fewer_body) == 2
 
 
+def test_the_base_configs_paired_test_gates_in_pairs_and_says_trials_do_not_apply(port, root):
+    from bot.gate.stats import PairedTest
+
+    (root / ".replaybook.yml").write_text("gate:\n  own_test: paired\n")  # in the base commit
+    outcome, body = regate(port, root, trials=2)
+    assert outcome.verdict == "success", outcome
+    assert "the paired test (`gate.own_test: paired`)" in body and "`--trials 2` does not apply" in body
+    wins = next(w for w in range(1, 30) if PairedTest().decide(w, 0, w) == "pass")
+    assert _replays(body) - _replays(regate(FakePort(), root / "again", trials=2)[1]) == 2 * wins - (3 + 2)
+
+
 def _replays(body: str) -> int:
     from bot.github import ledger
 
