@@ -1,8 +1,10 @@
 """One measurement for bench/floor.py, run in its own process against one copy of the code.
 
 ``PYTHONPATH`` picks the copy (this worktree, or the "before" one); this file
-imports only ``bot``, never ``_common``, so it runs against either. Prints one
-JSON line: wall seconds and CPU seconds (this process and its children) per sample.
+imports only ``bot`` and ``_cpu`` (standard library), never ``_common``, so it runs against either. Prints one
+JSON line: wall seconds and CPU seconds per sample, the CPU of this process and of everything it
+starts, sandboxed processes included (``_cpu.Meter``: a cgroup of its own; ``cpu_source`` says
+``machine`` where none could be made, and then the figure is the whole machine's busy time).
 """
 
 from __future__ import annotations
@@ -10,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import threading
@@ -32,9 +33,14 @@ cd / && rm -rf "$work"
 """
 
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _cpu import Meter  # noqa: E402  (standard library only, like this file)
+
+METER: Meter | None = None
+
+
 def cpu() -> float:
-    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+    return METER.read()
 
 
 def floor_sample(fixture: Path, tmp: str) -> None:
@@ -106,6 +112,8 @@ def main() -> None:
     parser.add_argument("--width", type=int, default=1)
     parser.add_argument("--sandbox", default="bwrap")
     args = parser.parse_args()
+    global METER
+    METER = Meter()
     if args.what == "floor":
         tmp = os.environ.get("REPLAYBOOK_TMPDIR") or "/tmp"
         out = measure(lambda i: floor_sample(args.scenario / "repo", tmp), args.n, args.width)
@@ -118,6 +126,8 @@ def main() -> None:
     import bot
 
     out["bot"] = str(Path(bot.__file__).parent.parent)
+    out["cpu_source"] = METER.source
+    METER.close()
     json.dump(out, sys.stdout)
     print()
 

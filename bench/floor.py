@@ -22,6 +22,10 @@ sandbox started without strace around it (the kernel trace's share of a
 sample is 1 − untraced/after), and with ``--with-inspect`` inspect_ai 0.3.285's
 ``local`` sandbox on the same three calls (bench/inspect_compare.py).
 
+CPU per sample counts every process a measurement starts, the sandboxed ones
+included (bench/_cpu.py: a cgroup per measurement; ``RUSAGE_CHILDREN`` would miss
+everything inside bwrap's pid namespace).
+
 Also: one replay as a whole process (``python -m bot replay run``, wall
 and peak RSS), ``--help``, and a gate on an 8-scenario suite
 (``python -m bot gate`` with each copy's default ``--jobs``).
@@ -148,8 +152,8 @@ def main() -> None:
         for width in (1, args.width):
             for side in order:
                 if side == "inspect":
-                    wall = inspect_compare.per_sample(inspect_python, args.n, width, tmp)
-                    rows.setdefault((side, width), []).append({"wall_per_sample": wall, "cpu_per_sample": 0.0})
+                    rows.setdefault((side, width), []).append(
+                        inspect_compare.per_sample(inspect_python, args.n, width, tmp))
                     continue
                 what = side if side in ("floor", "isolated", "untraced") else "replay"
                 rows.setdefault((side, width), []).append(worker(trees[side], env, what, args.n, width))
@@ -169,6 +173,9 @@ def main() -> None:
     if out:
         print("## Per sample (bwrap sandbox on)\n")
         print(table(["run", "code", "wall ms/sample (median)", "range over rounds", "CPU ms/sample", "× floor"], out))
+        sources = sorted({m.get("cpu_source", "?") for ms in rows.values() for m in ms})
+        print(f"\nCPU: {', '.join(sources)} (bench/_cpu.py: `cgroup` counts every process a measurement starts, "
+              "sandboxed ones included; `machine` is the whole machine's busy time)")
         # Each round's ratio, then the median: machine noise (steal time) moves both sides of one round alike.
         ratios = []
         for width, label in ((1, "serial"), (args.width, f"{args.width} at once")):
@@ -191,7 +198,7 @@ def main() -> None:
         print(table(["run", "wall", "CPU"], shares))
         # CPU per sample at width N against serial, each round's own pair.
         scale = [[side, f"{median([w['cpu_per_sample'] / s['cpu_per_sample'] for s, w in zip(rows[(side, 1)], rows[(side, args.width)])]):.2f}×"]
-                 for side in sides if side != "inspect"]
+                 for side in sides]
         print(f"\n## CPU per sample, {args.width} at once / serial (median of rounds)\n")
         print(table(["code", "ratio"], scale))
 

