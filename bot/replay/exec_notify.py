@@ -183,10 +183,13 @@ class Watch:
         self.listener, self.machine = listener, machine_
         self.procs: dict[int, kernel_trace._Proc] = {}
         self._ns: dict[int, int] = {}  # host pid -> its pid inside the sandbox
+        self._outside: set[int] = set()  # the executor and its ancestors (``_known_ancestor``)
+        self._base = _filters(_status(os.getpid()) or {})  # the harness's own seccomp filters
         self._pending: dict[int, _Attempt] = {}
         self._lock = threading.Lock()
         self._bytes = 0
         self._call_from = 0.0
+        self.asked = {"exec": 0, "exit": 0}  # notifications answered, by kind (what the trace costs)
         self.overflow = False
         self.failed = False  # the thread stopped answering before the sandbox ended
         self._wake_r, self._wake_w = os.pipe()
@@ -291,6 +294,7 @@ class Watch:
             return
         tgid = int(status.get("Tgid", tid))
         if nr in (abi.execve, abi.execveat):
+            self.asked["exec"] += 1
             attempt = self._attempt(tid, tgid, nr == abi.execveat, abi, args, now)
             if attempt is None:
                 return
@@ -301,6 +305,7 @@ class Watch:
             self._resolve(proc, tgid)
             self._pending[tgid] = attempt
         elif nr == abi.exit_group or (nr == abi.exit and tid == tgid and status.get("Threads") == "1"):
+            self.asked["exit"] += 1
             if not _valid(self.listener, nid):
                 return
             proc = self._proc(tgid, status, now)
@@ -321,16 +326,31 @@ class Watch:
         return proc
 
     def _known_ancestor(self, pid: int) -> int | None:
-        """The nearest ancestor already recorded (a subshell that never execs is passed through)."""
+        """The nearest ancestor already recorded (a subshell that never execs is passed through).
+
+        The walk stops at the executor, which is never recorded: above it nothing is under our filter.
+        A process under no more filters than the harness itself is not under ours (every process
+        below the executor inherits ours on top of the harness's), so it is one of the executor's
+        ancestors, and the filtered process just below it is the executor; all of them live as long
+        as the sandbox, so no pid of theirs can be reused by a process of the trial while this watch
+        lasts, and each is remembered (``_outside``): from the second call on a call's first process
+        costs no read above it (it was five ``/proc`` reads up to the host's init)."""
+        below = None
         for _ in range(64):
             if pid in self.procs:
                 return pid
-            if pid <= 1:
+            if pid <= 1 or pid in self._outside:
                 return None
             status = _status(pid)
             if status is None:
                 return None
-            pid = int(status.get("PPid", "0"))
+            filters = _filters(status)
+            if filters is not None and self._base is not None and filters <= self._base:
+                self._outside.add(pid)
+                if below is not None:
+                    self._outside.add(below)
+                return None
+            below, pid = pid, int(status.get("PPid", "0"))
         return None
 
     def _attempt(self, tid: int, tgid: int, at: bool, abi: Abi, args: list[int], now: float) -> _Attempt | None:
@@ -411,18 +431,30 @@ class Watch:
                 proc.exit_code = -9  # ended by a signal the notification does not name
 
 
+_STATUS_KEYS = tuple((key, f"\n{key}:".encode()) for key in ("Tgid", "PPid", "NSpid", "Threads", "Seccomp_filters"))
+
+
 def _status(pid: int) -> dict[str, str] | None:
+    """The fields of ``/proc/PID/status`` the record needs (found, not every line split: it runs per notification)."""
     try:
         with open(f"/proc/{pid}/status", "rb") as f:
-            text = f.read().decode("utf-8", "replace")
+            raw = f.read()
     except OSError:
         return None
     out = {}
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if key in ("Tgid", "PPid", "NSpid", "Threads"):
-            out[key] = value.strip()
+    for key, tag in _STATUS_KEYS:
+        at = raw.find(tag)
+        if at >= 0:
+            at += len(tag)
+            end = raw.find(b"\n", at)
+            out[key] = raw[at:end if end >= 0 else len(raw)].decode("ascii", "replace").strip()
     return out
+
+
+def _filters(status: dict[str, str]) -> int | None:
+    """How many seccomp filters the process runs under (``None``: this kernel does not say, before 5.9)."""
+    value = status.get("Seccomp_filters", "")
+    return int(value) if value.isdigit() else None
 
 
 def _valid(listener: int, nid: int) -> bool:

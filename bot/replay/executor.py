@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import _signal
 import _socket
+import errno
 import marshal
 import os
 import select
@@ -302,7 +303,7 @@ def _spawn(argv: list[str], cwd: str, env: dict[str, str], fds: list[int]) -> in
     """Fork and exec ``argv`` in a new session, ``fds`` as its stdin, stdout and stderr; its pid.
 
     What ``subprocess.Popen(start_new_session=True, close_fds=True)`` does, without importing it: the
-    program is searched on ``env``'s PATH (``os.execvpe``), and an exec that fails is reported over a
+    program is searched on ``env``'s PATH (``_execvpe``), and an exec that fails is reported over a
     close-on-exec pipe, so the caller gets the ``OSError`` the child met."""
     report_r, report_w = os.pipe()  # both close-on-exec
     pid = os.fork()
@@ -315,7 +316,7 @@ def _spawn(argv: list[str], cwd: str, env: dict[str, str], fds: list[int]) -> in
             os.closerange(report_w + 1, 1 << 20)
             _signal.signal(_signal.SIGXFSZ, _signal.SIG_DFL)  # Python ignores it; a program must not inherit that
             os.chdir(cwd)
-            os.execvpe(argv[0], argv, env)
+            _execvpe(argv, env)
         except BaseException as err:  # noqa: BLE001 - the child must never return into the executor
             code = err.errno if isinstance(err, OSError) and err.errno else 0
             try:
@@ -334,6 +335,30 @@ def _spawn(argv: list[str], cwd: str, env: dict[str, str], fds: list[int]) -> in
         code = int.from_bytes(failure[:4], "big")
         raise OSError(code, failure[4:].decode("utf-8", "replace") if not code else os.strerror(code))
     return pid
+
+
+def _execvpe(argv: list[str], env: dict[str, str]) -> None:
+    """``os.execvpe`` without an ``execve`` for a PATH entry that holds no such file.
+
+    The same search and the same errors as ``os.execvpe``, but a name no folder has is ruled out by
+    ``stat``, which the kernel trace does not see, instead of by a failed ``execve``, which it must
+    be asked about (``bot.replay.exec_notify``): a check's ``grep`` on a nine-folder PATH was eight
+    notifications before its one exec."""
+    if os.path.dirname(argv[0]):
+        os.execve(argv[0], argv, env)
+    last: OSError | None = None
+    saved: OSError | None = None
+    for folder in os.get_exec_path(env):
+        path = os.path.join(folder, argv[0])
+        try:
+            os.stat(path)
+            os.execve(path, argv, env)
+        except (FileNotFoundError, NotADirectoryError) as err:
+            last = err
+        except OSError as err:
+            last = err
+            saved = saved or err
+    raise saved or last or FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), argv[0])
 
 
 def run(sock, req: dict, fds: list[int], keep: set[int]) -> bool:

@@ -266,3 +266,70 @@ def test_a_flood_of_arguments_bounds_the_trace_and_leaves_the_trial_unscored(mak
     result = trial(make_scenario, tmp_path, [PROOF], script)
     assert result.verdict == "unscored", result.reason
     assert "kernel trace passed 32 MiB" in result.reason
+
+
+# -- what the trace costs: the listener is asked only what it must answer ---------------------
+def _notify_sandbox(tmp_path, engine):
+    if engine != "notify":
+        pytest.skip("counts the seccomp listener's notifications")
+    from bot.replay.sandbox import Sandbox
+
+    (tmp_path / "repo").mkdir()
+    return Sandbox(tmp_path / "repo", backend="bwrap")
+
+
+def test_a_path_search_asks_the_listener_once(tmp_path, engine):
+    """The executor rules a PATH folder without the file out by ``stat``, never by an ``execve`` that fails:
+    each failed one was a notification the listener had to answer (a check's ``grep`` on a nine-folder PATH
+    was nine)."""
+    missing = ":".join(f"/nonexistent/{i}" for i in range(8))
+    with _notify_sandbox(tmp_path, engine) as sb:
+        env = {**sb.env(), "PATH": f"{missing}:/usr/bin:/bin"}
+        sb.run(["true"], timeout_s=20, env=env)  # the session starts
+        watch = sb._session.reader
+        asked = watch.asked["exec"]
+        done = sb.run(["bash", "-c", "ls -d ."], timeout_s=20, env=env, tool_call="t1")
+        assert done.rc == 0, done.stderr
+        assert watch.asked["exec"] - asked == 2  # bash, found by the executor; ls, found by bash
+        assert [os.path.basename(c.program) for c in sb.commands() if c.tool_call == "t1"] == ["ls"]
+
+
+def test_the_path_search_keeps_execvpes_rules(tmp_path):
+    """A file that is there but cannot run is skipped for a later one that can, as ``os.execvpe`` does;
+    with none that can, the first refusal is the error; with none at all, not found."""
+    from bot.replay.sandbox import Sandbox
+
+    (tmp_path / "repo").mkdir()
+    first, second = tmp_path / "repo" / "a", tmp_path / "repo" / "b"
+    first.mkdir(), second.mkdir()
+    (first / "tool").write_text("#!/bin/sh\necho first\n")  # not executable
+    (second / "tool").write_text("#!/bin/sh\necho second\n")
+    (second / "tool").chmod(0o755)
+    with Sandbox(tmp_path / "repo", backend="bwrap") as sb:
+        root = str(sb.root)
+        env = {**sb.env(), "PATH": f"/nonexistent:{root}/a:{root}/b:/usr/bin:/bin"}
+        done = sb.run(["tool"], timeout_s=20, env=env)
+        assert (done.rc, done.stdout) == (0, "second\n"), done.stderr
+        done = sb.run(["tool"], timeout_s=20, env={**env, "PATH": f"/nonexistent:{root}/a"})
+        assert done.rc == 127 and "Permission denied" in done.stderr, done.stderr
+        done = sb.run(["no-such-tool"], timeout_s=20, env=env)
+        assert done.rc == 127 and "No such file" in done.stderr, done.stderr
+
+
+def test_a_later_calls_commands_have_the_first_calls_depths(tmp_path, engine):
+    """From the second call on, the walk above a call's first process stops at the executor it remembered:
+    the same commands get the same depths and parents as in the first call."""
+    script = "sh -c 'ls -d . >/dev/null; env ls -d . >/dev/null' && ls -d . >/dev/null"
+    with _notify_sandbox(tmp_path, engine) as sb:
+        for call in ("t1", "t2", "t3"):
+            assert sb.run(["bash", "-c", script], timeout_s=20, tool_call=call).rc == 0
+        events = sb.commands()
+        assert sb._session.reader._outside  # the executor and its ancestors, remembered
+    shape = {}
+    for call in ("t1", "t2", "t3"):
+        mine = [e for e in events if e.tool_call == call]
+        pids = {e.pid for e in mine}
+        shape[call] = [(e.argv, e.depth, e.ppid in pids) for e in mine]
+    assert shape["t1"] == shape["t2"] == shape["t3"]
+    assert [(argv[0], depth) for argv, depth, _ in shape["t1"]] == [("sh", 0), ("ls", 1), ("env", 1), ("ls", 2),
+                                                                   ("ls", 0)]
