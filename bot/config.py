@@ -139,13 +139,14 @@ class Health(_Section):
 class Gate(_Section):
     """What the admit gate does beyond replaying rules (see docs/gate.md, "What a PR can change")."""
 
-    own_test: Literal["sequential", "paired"] = Field(
-        default="sequential",
+    own_test: Literal["auto", "sequential", "paired"] = Field(
+        default="auto",
         description="How the gate judges the rule on its own scenario: `sequential` (at most 0 of 3 trials pass "
-        "without the rule, at least 4 of 5 with it: for an agent that makes its mistake every time, as the "
-        "simulated model's scripted scenarios do) or `paired` (before and after in pairs, a sequential test on the "
-        "discordant pairs: for a real agent whose runs differ; about 3 to 6 times the runs, and `--trials` does "
-        "not apply). docs/gate.md, \"For a noisy agent\". Read from the base branch's config.",
+        "without the rule, at least 4 of 5 with it: sound only for an agent that makes its mistake every time), "
+        "`paired` (before and after in pairs, a sequential test on the discordant pairs: for an agent whose runs "
+        "differ, as a real model's do; about 3 to 6 times the runs, and `--trials` does not apply), or `auto` "
+        "(sequential for the simulated model on a scenario with no chance in its policy, paired for everything "
+        "else, a real model always). docs/gate.md, \"For a noisy agent\". Read from the base branch's config.",
     )
 
     unproven_instructions: Literal["report", "fail"] = Field(

@@ -55,7 +55,7 @@ def gates(suite_trials: int = 40) -> dict[str, NoisyGate]:
     product = replace(stats.SuiteTest(), baseline_n=suite_trials)
     return {"single_run": NoisyGate("single", SINGLE_SUITE),
             "replaybook_v1": NoisyGate("sequential", product),  # the product's gate before issue 28
-            "replaybook": NoisyGate("paired", product),  # the paired test; fresh baselines after each admission
+            "replaybook": NoisyGate("paired", product),  # the product's default on a noisy agent (`gate.own_test: auto`)
             "replaybook_carry": NoisyGate("paired", product, carry=True)}  # an economy tried: baselines carried
 
 

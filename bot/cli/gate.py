@@ -70,7 +70,8 @@ def command(ctx: click.Context, rule_file: Path, playbook_dir: Path | None, suit
     """Decide admit or reject for RULE_FILE by replay.
 
     Cheap checks first (form, citations, scenario, no twin), then the rule's
-    own scenario must fail without it and pass with it (a sequential test),
+    own scenario must fail without it and pass with it (the test `gate.own_test` picks:
+    in pairs for a real model, docs/gate.md),
     then the whole suite must not regress. Exit 0 on admit, 1 on reject or when
     no decision could be made, 2 on bad input.
     """

@@ -12,7 +12,7 @@ from bot.cli.output import emit_json
 from bot.config import replay_options
 from bot.errors import BadInput, CheckFailed
 from bot.gate import org as org_gate
-from bot.gate import promotion
+from bot.gate import promotion, stats
 from bot.gate.decision import GateOptions
 from bot.gate.pool import cores
 from bot.playbook.store import Playbook
@@ -100,7 +100,8 @@ def gate(ctx: click.Context, rule_file: Path, members: tuple[Path, ...], agents:
     readers = org_gate.members_of(candidate, roots, _org_book(settings).admitted(), min_members=need,
                                   source=_source(settings))
     replay = replay_options(settings, ctx.obj.env, model=model, agent=chosen[0])
-    opts = GateOptions(replay=replay, suite_trials=trials, jobs=jobs or cores(), max_cost_usd=max_cost_usd,
+    opts = GateOptions(replay=replay, test=stats.own_test(settings.config.gate.own_test), suite_trials=trials,
+                       jobs=jobs or cores(), max_cost_usd=max_cost_usd,
                        cache_dir=None if no_cache else settings.path("cache"))
     progress = None if as_json else (lambda msg: click.echo(f"… {msg}", err=True))
     result = org_gate.run(candidate, readers, opts, chosen, progress, only=set(only) or None)

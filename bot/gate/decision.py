@@ -39,6 +39,7 @@ from bot.replay import validate as sv
 from bot.replay.cache import ReplayCache, trial_key
 from bot.replay.engine import ReplayOptions, TrialResult, run_trial
 from bot.replay.interrupt import stop_on_sigint
+from bot.replay.policy import load_policy
 from bot.scenario import spec as sc
 
 TWIN_THRESHOLD = 0.6
@@ -330,7 +331,8 @@ def _decide(result: GateResult, runner: Runner, opts: GateOptions, loaded: sc.Lo
     """Decide ``result`` (the own scenario, then the suite); ``k``: the scenarios the suite test's correction
     is over (default: this suite's; the org gate passes every member's); ``texts``: each suite scenario's
     (baseline, candidate) prompts (``scoped_prompts``; default: the whole playbook's)."""
-    test = opts.test
+    test = own_test_for(opts.test, loaded, opts.replay)
+    result.own_test = test.describe()
     progress(f"own scenario `{loaded.scenario.id}` with an agent that does nothing")
     finding = runner.control(loaded.folder, policy=opts.replay.simulated)
     if not finding.ok:
@@ -340,7 +342,7 @@ def _decide(result: GateResult, runner: Runner, opts: GateOptions, loaded: sc.Lo
     if opts.screen_model and not _screen(result, runner, opts, loaded, before_text, after_text, progress):
         return
     if isinstance(test, stats.PairedTest):
-        if not _paired(result, runner, opts, loaded, before_text, after_text, progress):
+        if not _paired(result, runner, opts, test, loaded, before_text, after_text, progress):
             return
     else:
         progress(f"own scenario `{loaded.scenario.id}` without the rule")
@@ -383,11 +385,36 @@ def incomplete_note(result: GateResult) -> str:
     return f"suite incomplete: {len(result.broken)} scenario(s) could not be loaded or replayed: {names}"
 
 
-def _paired(result: GateResult, runner: Runner, opts: GateOptions, loaded, before_text, after_text, progress) -> bool:
+def own_test_for(test: stats.SequentialTest | stats.PairedTest | stats.AutoTest, loaded: sc.LoadedScenario,
+                 replay: ReplayOptions) -> stats.SequentialTest | stats.PairedTest:
+    """The test the own scenario gets: ``test``, or what ``stats.AutoTest`` picks for this scenario and agent."""
+    if not isinstance(test, stats.AutoTest):
+        return test
+    return test.pick(deterministic=deterministic(loaded, replay))
+
+
+def deterministic(loaded: sc.LoadedScenario, replay: ReplayOptions) -> bool:
+    """Every run of this agent on ``loaded`` is the same run: the simulated model with no chance anywhere.
+
+    Not a real model (its runs differ, and nothing here can show they do not), not ``--noise``, not a
+    ``follow`` below 1, not a scenario policy whose SIMULATED ``mistake`` or ``effect`` is a chance
+    rather than 0 or 1. A policy that does not load is not known to be deterministic (the replay then
+    says why it cannot run)."""
+    if not replay.simulated or replay.noise > 0 or replay.follow < 1:
+        return False
+    try:
+        policy = load_policy(loaded.folder / "policy.yaml")
+    except (BadInput, OSError):
+        return False
+    return policy.mistake in (0.0, 1.0) and policy.effect in (0.0, 1.0)
+
+
+def _paired(result: GateResult, runner: Runner, opts: GateOptions, test: stats.PairedTest, loaded, before_text,
+            after_text, progress) -> bool:
     """The own scenario with ``stats.PairedTest``: whether the rule changed the pass rate (else result is set)."""
     progress(f"own scenario `{loaded.scenario.id}` without and with the rule, in pairs")
     result.before, result.after = Side("before", loaded.scenario.id), Side("after", loaded.scenario.id)
-    state = runner.paired(result.before, result.after, loaded, before_text, after_text, opts.test, opts.replay)
+    state = runner.paired(result.before, result.after, loaded, before_text, after_text, test, opts.replay)
     result.before.outcome = result.after.outcome = state
     if state == "pass":
         return True

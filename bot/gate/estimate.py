@@ -151,7 +151,7 @@ def _past(cache: ReplayCache | None) -> dict[str, tuple[float, float, float]]:
 
 def estimate(loaded: sc.LoadedScenario, before_text: str, after_text: str, suite_dir: Path, opts) -> Estimate:
     """The plan of ``bot.gate.decision.run_gate`` for one candidate (``opts`` a ``GateOptions``). Replays nothing."""
-    from bot.gate.decision import suite_test
+    from bot.gate.decision import own_test_for, suite_test
 
     cache = ReplayCache(opts.cache_dir) if opts.cache_dir else None
     plan = _Plan(opts, cache)
@@ -164,7 +164,7 @@ def estimate(loaded: sc.LoadedScenario, before_text: str, after_text: str, suite
         cheap = replace(opts.replay, model=opts.screen_model)
         plan.fixed(loaded, before_text, 1, cheap)
         plan.fixed(loaded, after_text, 1, cheap, "candidate")
-    test = opts.test
+    test = own_test_for(opts.test, loaded, opts.replay)
     if isinstance(test, stats.PairedTest):  # planned as its expected number of pairs, each side
         pairs = math.ceil(stats.paired_characteristics(test, P_BEFORE, P_AFTER).expected_runs / 2)
         for text, arm in ((before_text, "baseline"), (after_text, "candidate")):

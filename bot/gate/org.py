@@ -271,6 +271,7 @@ class _CellDoc(BaseModel):
     before: _SideDoc | None = None
     after: _SideDoc | None = None
     suite: list[_EntryDoc] = Field(default_factory=list)
+    own_test: str = Field(default="", max_length=2000)  # how its own scenario was judged ("" in an older share)
 
 
 def _checked_cell(cell: object, i: int) -> dict:
@@ -287,9 +288,12 @@ def _characteristics(cells: list[dict], opts: GateOptions) -> dict:
     """Exact operating characteristics at the rates observed: how likely a rule with no effect is to be
     admitted (every own scenario at its without-rule rate), and to be judged a regression somewhere."""
     out: dict = {"no_effect_admit": None, "no_effect_regression": None}
-    test = opts.test
+    test = opts.test.sequential if isinstance(opts.test, stats.AutoTest) else opts.test
     owns = [c["before"] for c in cells if c["before"] and c["before"]["scored"]]
-    if owns and isinstance(test, stats.SequentialTest):
+    # Each cell says which test judged it (``gate.own_test: auto`` picks per scenario): the figure is the
+    # sequential test's, so only where every cell was judged by it (a share from before says nothing: as asked).
+    judged_by = {c.get("own_test") or test.describe() for c in cells if c["before"]}
+    if owns and isinstance(test, stats.SequentialTest) and judged_by == {test.describe()}:
         p_admit = 1.0
         for side in owns:
             rate = side["passed"] / side["scored"]

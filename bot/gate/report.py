@@ -29,7 +29,7 @@ def _cell(text: str) -> str:
 
 def markdown(result: GateResult, test: SequentialTest) -> str:
     template = _templates.get_template("gate_report.md.j2")
-    text = template.render(r=result, test=test.describe(), pct=_pct, cell=_cell)
+    text = template.render(r=result, test=result.own_test or test.describe(), pct=_pct, cell=_cell)
     return "\n".join(line.rstrip() for line in text.splitlines()).strip() + "\n"
 
 
@@ -45,7 +45,7 @@ def _side(side: Side | None) -> dict[str, Any] | None:
 def as_json(result: GateResult) -> dict[str, Any]:
     return {
         "rule": result.rule_id, "decision": result.decision, "reason": result.reason,
-        "provisional": result.provisional, "simulated": result.simulated,
+        "provisional": result.provisional, "simulated": result.simulated, "own_test": result.own_test,
         "screen": [_side(s) for s in result.screen],
         "before": _side(result.before), "after": _side(result.after),
         "suite": [{"scenario": e.scenario, "judged": e.judged, "regressed": e.regressed, "broken": e.broken,

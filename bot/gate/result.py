@@ -17,8 +17,9 @@ CANDIDATE_SIDES = ("after", "with rule", "screen after")  # sides replayed with 
 @dataclass
 class GateOptions:
     replay: ReplayOptions = field(default_factory=ReplayOptions)
-    # the own-scenario test: before then after (the default), or both in pairs (``stats.PairedTest``)
-    test: stats.SequentialTest | stats.PairedTest = field(default_factory=stats.SequentialTest)
+    # the own-scenario test: before then after (the default here), both in pairs (``stats.PairedTest``), or
+    # ``stats.AutoTest`` (``gate.own_test: auto``, the config's default), which picks one per scenario
+    test: stats.SequentialTest | stats.PairedTest | stats.AutoTest = field(default_factory=stats.SequentialTest)
     suite: stats.SuiteTest = field(default_factory=stats.SuiteTest)
     suite_trials: int | None = None  # baseline trials per suite scenario; None: suite.baseline_n
     jobs: int = field(default_factory=cores)  # trials at once, across every scenario
@@ -97,6 +98,7 @@ class GateResult:
     simulated: bool = False
     admitted: dict | None = None
     warnings: list[str] = field(default_factory=list)  # e.g. replayed without a sandbox
+    own_test: str = ""  # how the own scenario was judged (the test ``gate.own_test`` picked), for the report
     suite_test: str = ""  # how the suite was judged, for the report
     task_types: tuple[str, ...] | None = None  # the rule's scope as the gate read it; None: not read (no rule file)
     paths: tuple[str, ...] | None = None

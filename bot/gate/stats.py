@@ -365,9 +365,34 @@ class PairedTest:
                 f"{self.theta:g} of them, H0: at most {self.theta0:g}), at most {self.max_pairs} pairs")
 
 
-def own_test(kind: str) -> "SequentialTest | PairedTest":
-    """The own-scenario test ``gate.own_test`` names: ``sequential`` or ``paired``, at their defaults."""
-    return PairedTest() if kind == "paired" else SequentialTest()
+@dataclass(frozen=True)
+class AutoTest:
+    """``gate.own_test: auto``, the default: the sequential test where every run of the agent on the
+    scenario is the same run, the paired test everywhere else.
+
+    "At most 0 of 3 pass without the rule" is sound only for an agent that makes its mistake every
+    time: the simulated model on a scenario whose policy has no chance in it. A real model is never
+    known to be that, and on a noisy agent the sequential test refuses most rules that help (0.4 ->
+    0.85: 18% admitted, the paired test 62%). Which one a scenario got is in the gate's report.
+    """
+
+    sequential: SequentialTest = SequentialTest()
+    paired: PairedTest = PairedTest()
+
+    def pick(self, *, deterministic: bool) -> "SequentialTest | PairedTest":
+        return self.sequential if deterministic else self.paired
+
+    def describe(self) -> str:
+        return (f"for an agent whose runs are all alike (the simulated model with no chance in its policy): "
+                f"{self.sequential.describe()}; for any other: {self.paired.describe()}")
+
+
+OWN_TESTS = ("auto", "sequential", "paired")
+
+
+def own_test(kind: str) -> "SequentialTest | PairedTest | AutoTest":
+    """The own-scenario test ``gate.own_test`` names (``OWN_TESTS``), at its defaults."""
+    return {"sequential": SequentialTest, "paired": PairedTest}.get(kind, AutoTest)()
 
 
 def paired_characteristics(test: PairedTest, p_before: float, p_after: float) -> Characteristics:

@@ -41,6 +41,7 @@ from bot.github.context import Outcome, RunContext, code
 from bot.github.events import RunCommand
 from bot.github.port import GitHubError, fit_body, marker, written_by
 from bot.github.pulls import bot_logins, find_mine, pr_url, upsert_pr
+from bot.replay.engine import SCRIPTED
 
 ALLOWED = ("admin", "maintain", "write")
 HANDLED = ("eyes", "+1", "-1", "confused")  # any of these, left by the bot, marks a command comment handled
@@ -120,7 +121,7 @@ def _replay(command: commands.Command, action: RunCommand, ctx: RunContext) -> t
         why = f"{code(command.agent, 40)} is not one of the agents the gate runs here ({', '.join(agents)}; " \
               "`replay.agents` in `.replaybook.yml`)."
         return why, Outcome(action.kind, "skipped", f"replay: agent {command.agent!r} is not configured")
-    budget = gate_test().after_n
+    budget = gate_test(kind="sequential").after_n  # what `--trials` caps: the sequential test's after side
     notes = []
     trials = None if command.trials is None else min(command.trials, budget)
     if command.trials is not None and command.trials > budget:
@@ -129,7 +130,7 @@ def _replay(command: commands.Command, action: RunCommand, ctx: RunContext) -> t
               **({"trials": str(trials)} if trials is not None else {})}
     ctx.port.dispatch_workflow(ADMIT_WORKFLOW, ctx.port.default_branch(), inputs)
     text = (f"re-gating this pull request: dispatched `{ADMIT_WORKFLOW}` with "
-            f"{what_runs(command.agent, trials, ctx.effective.gate.own_test)}; "
+            f"{what_runs(command.agent, trials, ctx.effective.gate.own_test, simulated=ctx.effective.models.agent == SCRIPTED)}; "
             "`replaybook/admit` and the gate comment update when it finishes."
             + "".join(f"\n- {n}" for n in notes))
     return text, Outcome(action.kind, "done", f"replay: dispatched {ADMIT_WORKFLOW} for #{action.number}")

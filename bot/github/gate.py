@@ -20,7 +20,7 @@ from typing import Any
 from bot._util.credentials import host_redactor
 from bot.change import Change, OverlayTree
 from bot.errors import BadInput, ReplaybookError
-from bot.gate.stats import PairedTest, SequentialTest
+from bot.gate.stats import AutoTest, PairedTest, SequentialTest
 from bot.github import checks, instructions, ledger, playbook_diff
 from bot.github.context import GateVerdict, Outcome, RunContext, Status, code, fenced
 from bot.github.events import GateRulePr
@@ -35,27 +35,32 @@ DEFAULT_AGENT = "builtin"  # the agent the GitHub gate replays with unless a re-
 AGENT_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")  # the admit workflow checks the same pattern
 
 
-def gate_test(trials: int | None = None, kind: str = "sequential") -> SequentialTest | PairedTest:
+def gate_test(trials: int | None = None, kind: str = "auto") -> SequentialTest | PairedTest | AutoTest:
     """The own-scenario test, with at most ``trials`` trials with the rule (``/replaybook replay --trials N``).
 
     Never above the gate's own budget, and never at a lower pass rate than its own test asks: 4 of 5
     becomes 2 of 2, or 3 of 3. The side without the rule is unchanged. ``kind`` is ``gate.own_test``: the
-    paired test takes no trial count (it stops when its test decides, at most ``max_pairs`` pairs).
+    paired test takes no trial count (it stops when its test decides, at most ``max_pairs`` pairs); ``auto``
+    (the default) picks one per scenario, the paired test for a real model (``stats.AutoTest``).
     """
     if kind == "paired":
         return PairedTest()
     test = SequentialTest()
-    if trials is None:
-        return test
-    n = max(1, min(int(trials), test.after_n))
-    return dataclasses.replace(test, after_n=n, after_min_pass=-(-n * test.after_min_pass // test.after_n))
+    if trials is not None:
+        n = max(1, min(int(trials), test.after_n))
+        test = dataclasses.replace(test, after_n=n, after_min_pass=-(-n * test.after_min_pass // test.after_n))
+    return AutoTest(sequential=test) if kind == "auto" else test
 
 
-def what_runs(agent: str | None, trials: int | None, kind: str = "sequential") -> str:
-    """What a (re-)gate replays, in words, for its report and the command's reply."""
+def what_runs(agent: str | None, trials: int | None, kind: str = "auto", *, simulated: bool = False) -> str:
+    """What a (re-)gate replays, in words, for its report and the command's reply (``simulated``: on the
+    simulated model, where ``auto`` gives the sequential test to a scenario whose policy has no chance in it)."""
     test = gate_test(trials, kind)
+    if isinstance(test, AutoTest):
+        test = test.sequential if simulated else test.paired
     if isinstance(test, PairedTest):
-        return (f"agent {code(agent or DEFAULT_AGENT, 40)}, the paired test (`gate.own_test: paired`): at most "
+        why = "`gate.own_test: auto`, for a real model" if kind == "auto" else "`gate.own_test: paired`"
+        return (f"agent {code(agent or DEFAULT_AGENT, 40)}, the paired test ({why}): at most "
                 f"{test.max_pairs} pairs of trials without and with the rule"
                 + (f", so `--trials {trials}` does not apply" if trials is not None else ""))
     return (f"agent {code(agent or DEFAULT_AGENT, 40)}, at most {test.after_n} trial(s) with the rule "
@@ -288,7 +293,8 @@ class PrGate:
         ids = ", ".join(f"{r.rule_id} {r.decision}" for r in results)
         report = "\n\n".join(gate_report.markdown(r, opts.test) for r in results)
         if self.agent is not None or self.trials is not None:  # a re-gate's options: say what it replayed
-            report = f"Re-gated as asked: {what_runs(self.agent, self.trials, settings.config.gate.own_test)}.\n\n{report}"
+            report = (f"Re-gated as asked: {what_runs(self.agent, self.trials, settings.config.gate.own_test, simulated=replay.simulated)}."
+                      f"\n\n{report}")
         redact = host_redactor().text  # a trial's commands are the agent's: no secret of ours leaves in them
         return GateVerdict(state, f"{word}: {ids}", report, annotations=tuple(notes),
                            records=tuple(gate_log.record_of(r).model_copy(update={"detail": ledger.detail_of(r, redact)})

@@ -264,6 +264,33 @@ def test_the_paired_test_admits_a_rule_that_fixes_its_scenario_and_refuses_one_t
     assert result.before.n == result.after.n == stats.PairedTest().max_pairs
 
 
+def test_gate_own_test_auto_the_default_pairs_any_agent_whose_runs_differ(cli, root):
+    """``auto``: the sequential test only where every run is the same run (the simulated model with no chance in
+    the scenario's policy); a chance of the mistake, ``--noise``, or a real model gets the paired test."""
+    from bot.gate import stats
+
+    path = setup(root)
+    plain = json.loads(cli("gate", str(path), "--json", "--trials", "3").out)
+    assert plain["decision"] == "admit", plain["reason"]
+    assert (plain["before"]["scored"], plain["after"]["scored"]) == (3, 4)
+    assert plain["own_test"] == stats.SequentialTest().describe()
+    policy = root / "scenarios" / "own" / "policy.yaml"
+    deterministic = policy.read_text()
+    write(policy, deterministic + "mistake: 0.6\n")  # SIMULATED: the mistake on 60% of runs without the rule
+    noisy = cli("gate", str(path), "--json", "--trials", "3")
+    data = json.loads(noisy.out)
+    assert data["own_test"] == stats.PairedTest().describe(), data["own_test"]
+    assert data["before"]["scored"] == data["after"]["scored"] > 3 and data["decision"] == "admit", data["reason"]
+    assert 0 < data["before"]["passed"] < data["before"]["scored"]  # the noisy agent passed some runs without it
+    assert "in pairs" in cli("gate", str(path), "--trials", "3").out
+    write(policy, deterministic)
+    flipped = json.loads(cli("gate", str(path), "--json", "--trials", "3", "--noise", "0.1").out)
+    assert flipped["own_test"] == stats.PairedTest().describe()
+    write(root / ".replaybook.yml", "gate:\n  own_test: sequential\n")  # asked for: the sequential test, noise or not
+    asked = json.loads(cli("gate", str(path), "--json", "--trials", "3", "--noise", "0.1").out)
+    assert asked["own_test"] == stats.SequentialTest().describe()
+
+
 def test_gate_own_test_paired_in_the_config_gates_in_pairs_and_a_bad_value_is_a_clear_error(cli, root):
     from bot.gate import stats
 

@@ -19,7 +19,7 @@ from support.gate import pr_repo
 from support.github import handle
 
 from bot import config as config_mod
-from bot.gate.stats import SequentialTest
+from bot.gate.stats import AutoTest, PairedTest, SequentialTest
 from bot.github import command_run
 from bot.github.command_run import reply_key
 from bot.github.events import GateRulePr
@@ -47,12 +47,14 @@ def regate(port: FakePort, root: Path, **options) -> tuple:
 
 @pytest.mark.parametrize("trials", range(1, BUDGET + 3))
 def test_trials_cap_the_after_side_and_never_lower_its_pass_rate(trials):
-    own, test = SequentialTest(), gate_test(trials)
+    own, test = SequentialTest(), gate_test(trials, "sequential")
     assert test.after_n == min(trials, own.after_n)  # never above the gate's budget
     assert test.after_min_pass <= test.after_n  # a test that can pass
     assert test.after_min_pass / test.after_n >= own.after_min_pass / own.after_n  # never a lower bar
     assert (test.before_n, test.before_max_pass) == (own.before_n, own.before_max_pass)
-    assert gate_test(None) == own
+    assert gate_test(None, "sequential") == own
+    # the default, auto: the same sequential test where it applies, the paired test (no trial count) elsewhere
+    assert gate_test(trials) == AutoTest(sequential=test, paired=PairedTest()) and gate_test(None) == AutoTest()
 
 
 def test_the_gate_runs_at_most_the_trials_asked_for(port, root):
@@ -133,8 +135,11 @@ def reply(gh, comment) -> str:
 
 
 @pytest.mark.parametrize("line, inputs, says", [
-    ("/replaybook replay", {"pr": "3"}, "agent ` builtin `, at most 5 trial(s) with the rule (it admits when at least 4 pass)"),
-    ("/replaybook replay --trials 2", {"pr": "3", "trials": "2"}, "at most 2 trial(s) with the rule (it admits when at least 2 pass)"),
+    # the default config: a real model, so `gate.own_test: auto` gates in pairs, and a trial count does not apply
+    ("/replaybook replay", {"pr": "3"}, "agent ` builtin `, the paired test (`gate.own_test: auto`, for a real model): "
+                                        "at most 30 pairs of trials without and with the rule"),
+    ("/replaybook replay --trials 2", {"pr": "3", "trials": "2"}, "pairs of trials without and with the rule, so "
+                                                                  "`--trials 2` does not apply"),
     ("/replaybook replay --agent builtin --trials 99", {"pr": "3", "agent": "builtin", "trials": str(BUDGET)},
      f"`--trials 99` is over the gate's budget of {BUDGET}"),
 ])

@@ -549,8 +549,11 @@ def test_admit_dispatched_with_an_agent_and_trials_re_gates_with_them(rule_pr, g
     (status,) = gh.statuses_for(head)
     assert (status["state"], status["context"]) == ("success", "replaybook/admit"), result.log()
     [comment] = gh.comments_on(PR_NUMBER)
-    assert "Re-gated as asked: agent ` builtin `, at most 2 trial(s) with the rule" in comment["body"]
-    assert "at least 2 of 2 after" in comment["body"]
+    # the model is real to the bot, so the default `gate.own_test: auto` gates in pairs: the trials arrive and
+    # the comment says they do not apply to that test
+    assert ("Re-gated as asked: agent ` builtin `, the paired test (`gate.own_test: auto`, for a real model)"
+            in comment["body"]) and "`--trials 2` does not apply" in comment["body"]
+    assert "before and after in pairs" in comment["body"]
 
 
 @pytest.mark.parametrize("inputs, error", [
@@ -607,7 +610,7 @@ def test_commands_job_a_maintainers_replay_dispatches_the_gate_which_re_gates_as
     assert gh.dispatches == [{"workflow": "replaybook-admit.yml", "ref": "main",
                               "inputs": {"pr": str(PR_NUMBER), "trials": "2"}}]
     [reply] = command_replies(gh, comment)
-    assert "at most 2 trial(s) with the rule" in reply["body"]
+    assert "`--trials 2` does not apply" in reply["body"]  # a real model: the default gates in pairs
     assert [r["content"] for r in gh.reactions(comment["id"])] == ["eyes"]
 
     # GitHub then starts the admit workflow with those inputs: it re-gates the PR's head with them.
@@ -619,7 +622,7 @@ def test_commands_job_a_maintainers_replay_dispatches_the_gate_which_re_gates_as
     (status,) = gh.statuses_for(head)
     assert (status["state"], status["context"]) == ("success", "replaybook/admit")
     gate_comment = next(c for c in gh.comments_on(PR_NUMBER) if "replaybook:gate" in c["body"])
-    assert "at least 2 of 2 after" in gate_comment["body"]
+    assert "`--trials 2` does not apply" in gate_comment["body"] and "before and after in pairs" in gate_comment["body"]
 
 
 def test_commands_job_a_read_only_users_replay_gets_one_reply_and_runs_nothing(rule_pr, gh, examples):
