@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.errors import InfrastructureError
-from bot.replay import kernel_trace
+from bot.replay import kernel_trace, procfs
 from bot.replay.trace import CommandEvent, ShellEvent
 
 # <linux/seccomp.h>
@@ -65,9 +65,6 @@ _RESP = struct.Struct("=QqiI")  # id, val, error, flags
 _AT_FDCWD, _AT_EMPTY_PATH = -100, 0x1000
 _X32_BIT = 0x40000000
 
-ARG_CAP = 65536  # of one argv string, as strace's -s
-ARGV_CAP = 4096  # argv entries read
-EXEC_CAP = 8 << 20  # argv bytes read for one exec: the kernel refuses more than 6 MiB (E2BIG) anyway
 RECORD_CAP = 32 << 20  # bytes of argv kept for one sandbox; past it nothing more is kept and the trial is unscored
 _SWEEP_S = 0.002
 
@@ -184,7 +181,7 @@ class Watch:
         self.procs: dict[int, kernel_trace._Proc] = {}
         self._ns: dict[int, int] = {}  # host pid -> its pid inside the sandbox
         self._outside: set[int] = set()  # the executor and its ancestors (``_known_ancestor``)
-        self._base = _filters(_status(os.getpid()) or {})  # the harness's own seccomp filters
+        self._base = procfs.filters(procfs.status(os.getpid()) or {})  # the harness's own seccomp filters
         self._pending: dict[int, _Attempt] = {}
         self._lock = threading.Lock()
         self._bytes = 0
@@ -289,7 +286,7 @@ class Watch:
         if abi is None:
             return
         now = time.time()
-        status = _status(tid)
+        status = procfs.status(tid)
         if status is None:
             return
         tgid = int(status.get("Tgid", tid))
@@ -341,10 +338,10 @@ class Watch:
                 return pid
             if pid <= 1 or pid in self._outside:
                 return None
-            status = _status(pid)
+            status = procfs.status(pid)
             if status is None:
                 return None
-            filters = _filters(status)
+            filters = procfs.filters(status)
             if filters is not None and self._base is not None and filters <= self._base:
                 self._outside.add(pid)
                 if below is not None:
@@ -362,8 +359,8 @@ class Watch:
             with open(f"/proc/{tid}/mem", "rb", buffering=0) as mem:
                 dirfd, name_at, argv_at, flags = (_signed(args[0]), args[1], args[2], args[4]) if at \
                     else (_AT_FDCWD, args[0], args[1], 0)
-                name = _string(mem, name_at)
-                argv = _argv(mem, argv_at, abi.pointer)
+                name = procfs.string(mem, name_at)
+                argv = procfs.argv(mem, argv_at, abi.pointer)
             cwd = os.readlink(f"/proc/{tid}/cwd")
             program = name
             if at and dirfd != _AT_FDCWD and (not name.startswith("/") or (not name and flags & _AT_EMPTY_PATH)):
@@ -371,7 +368,7 @@ class Watch:
                 program = os.path.join(base, name).rstrip("/") if name else base
             elif not name.startswith("/"):
                 program = os.path.normpath(os.path.join(cwd, name))
-            auxv = _read_at(proc_dir, "auxv")
+            auxv = procfs.read_at(proc_dir, "auxv")
         except (OSError, ValueError):
             os.close(proc_dir)
             return None
@@ -389,7 +386,7 @@ class Watch:
         if attempt is None:
             return
         try:
-            now_auxv = _read_at(attempt.proc_dir, "auxv")
+            now_auxv = procfs.read_at(attempt.proc_dir, "auxv")
         except OSError:
             return  # gone: settled as unconfirmed
         if now_auxv == attempt.auxv:
@@ -399,7 +396,7 @@ class Watch:
             return
         del self._pending[tgid]
         try:
-            cmdline = _read_at(attempt.proc_dir, "cmdline").split(b"\0")[:-1]
+            cmdline = procfs.read_at(attempt.proc_dir, "cmdline").split(b"\0")[:-1]
         except OSError:
             cmdline = []
         finally:
@@ -431,83 +428,12 @@ class Watch:
                 proc.exit_code = -9  # ended by a signal the notification does not name
 
 
-_STATUS_KEYS = tuple((key, f"\n{key}:".encode()) for key in ("Tgid", "PPid", "NSpid", "Threads", "Seccomp_filters"))
-
-
-def _status(pid: int) -> dict[str, str] | None:
-    """The fields of ``/proc/PID/status`` the record needs (found, not every line split: it runs per notification)."""
-    try:
-        with open(f"/proc/{pid}/status", "rb") as f:
-            raw = f.read()
-    except OSError:
-        return None
-    out = {}
-    for key, tag in _STATUS_KEYS:
-        at = raw.find(tag)
-        if at >= 0:
-            at += len(tag)
-            end = raw.find(b"\n", at)
-            out[key] = raw[at:end if end >= 0 else len(raw)].decode("ascii", "replace").strip()
-    return out
-
-
-def _filters(status: dict[str, str]) -> int | None:
-    """How many seccomp filters the process runs under (``None``: this kernel does not say, before 5.9)."""
-    value = status.get("Seccomp_filters", "")
-    return int(value) if value.isdigit() else None
-
-
 def _valid(listener: int, nid: int) -> bool:
     try:
         fcntl.ioctl(listener, _NOTIF_ID_VALID, bytearray(struct.pack("=Q", nid)), True)
         return True
     except OSError:
         return False
-
-
-def _read_at(dirfd: int, name: str) -> bytes:
-    fd = os.open(name, os.O_RDONLY, dir_fd=dirfd)
-    try:
-        chunks = []
-        while chunk := os.read(fd, 1 << 16):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
-
-
-def _string(mem, at: int) -> str:
-    out = bytearray()
-    while len(out) < ARG_CAP:
-        mem.seek(at + len(out))
-        chunk = mem.read(min(4096 - (at + len(out)) % 4096, ARG_CAP - len(out)))  # never across a page at once
-        if not chunk:
-            raise ValueError("unreadable string")
-        end = chunk.find(b"\0")
-        if end >= 0:
-            out += chunk[:end]
-            break
-        out += chunk
-    return out.decode("utf-8", "backslashreplace")
-
-
-def _argv(mem, at: int, width: int) -> list[str]:
-    if at == 0:
-        return []
-    out: list[str] = []
-    fmt = "=Q" if width == 8 else "=I"
-    total = 0
-    while len(out) < ARGV_CAP and total < EXEC_CAP:
-        mem.seek(at + len(out) * width)
-        raw = mem.read(width)
-        if len(raw) != width:
-            raise ValueError("unreadable argv")
-        (ptr,) = struct.unpack(fmt, raw)
-        if ptr == 0:
-            break
-        out.append(_string(mem, ptr))
-        total += len(out[-1]) + 1
-    return out
 
 
 def _signed(value: int) -> int:
