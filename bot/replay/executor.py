@@ -1,7 +1,8 @@
 """The executor: one small server inside a trial's one long-lived sandbox (issue 27 item 4).
 
 Started by ``bot.replay.session`` as the sandbox's program (``python -I -S
-executor.py FD``), it serves the harness over ``FD``, one end of a Unix
+executor.py FD FILE_LIMIT [--notify …]``, straight from bwrap when no bridge
+needs a launcher, so it sets the file-size limit itself), it serves the harness over ``FD``, one end of a Unix
 socket pair whose other end only the harness holds; there is no path to
 connect to. A frame is a 4-byte big-endian length and a JSON object; a
 ``run`` request carries its stdin, stdout and stderr as file descriptors
@@ -427,16 +428,34 @@ def _notify_filter(nr: int, code: bytes) -> int:
     return fd
 
 
+def file_limit(max_file_bytes: int) -> int:
+    """The file-size limit in bytes the executor sets for itself and every call: the launcher's
+    ``ulimit -f`` (whole KiB, at least one) for a sandbox started with no launcher between."""
+    return max(1, max_file_bytes // 1024) * 1024
+
+
+def _set_file_limit(limit: int) -> None:
+    """``ulimit -S -H -f``: RLIMIT_FSIZE, soft and hard, before any call runs (a failure is ignored, as
+    ``ulimit`` there ignores it: the limit can only have been lowered already)."""
+    import resource
+
+    try:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    except (OSError, ValueError):
+        pass
+
+
 def main() -> int:
     fd = int(sys.argv[1])
     os.set_inheritable(fd, False)
     sock = _socket.socket(fileno=fd)
+    _set_file_limit(int(sys.argv[2]))
     _no_dump()
     _signal.signal(_signal.SIGPIPE, _signal.SIG_DFL)
     keep = _pids() | {os.getpid(), 1}  # bwrap's init, this process, the endpoint bridges started before us
-    if sys.argv[2:3] == ["--notify"]:
+    if sys.argv[3:4] == ["--notify"]:
         try:
-            listener = _notify_filter(int(sys.argv[3]), bytes.fromhex(sys.argv[4]))
+            listener = _notify_filter(int(sys.argv[4]), bytes.fromhex(sys.argv[5]))
         except (OSError, ValueError) as err:
             _send_reply(sock, {"error": f"the exec notification filter: {err}"})
             return 1

@@ -93,12 +93,14 @@ class Backend(Protocol):
     isolated: bool
 
     def command(self, argv: Sequence[str], *, cwd: str, env: Mapping[str, str], plan: Plan,
-                status_fd: int | None = None) -> tuple[list[str], dict[str, str]]:
+                status_fd: int | None = None, direct: bool = False) -> tuple[list[str], dict[str, str]]:
         """The host argv and host environment that start ``argv`` under ``plan``.
 
         ``status_fd``: where a backend that can reports that the sandbox started
-        (the launcher writes one byte to it once it runs inside, then closes it),
-        so a sandbox that never started is told apart from a command that failed.
+        (at least one byte once it runs inside, then closed), so a sandbox that
+        never started is told apart from a command that failed. ``direct``: ``argv``
+        sets its own file-size limit (``plan.limits.max_file_bytes``), so where no
+        endpoint needs a bridge a backend may start it with no launcher between.
         """
         ...
 
@@ -148,7 +150,7 @@ class Bubblewrap:
     def command_log_path(self, host_fifo: str) -> str:
         return COMMAND_LOG
 
-    def command(self, argv, *, cwd, env, plan, status_fd=None):
+    def command(self, argv, *, cwd, env, plan, status_fd=None, direct=False):
         args = [self.bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
                 "--hostname", "replaybook", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
         for masked in _MASKED:
@@ -174,7 +176,11 @@ class Bubblewrap:
                 args += ["--remount-ro", masked]
         for key, value in env.items():
             args += ["--setenv", key, value]
-        args += ["--chdir", cwd, "--", *launcher(argv, plan, bash=self.bash, socat=self.socat, started_fd=status_fd)]
+        if direct and not plan.endpoints:  # no bash between: bwrap says it started (its --info-fd JSON, then closed)
+            args += [*(("--info-fd", str(status_fd)) if status_fd is not None else ()), "--chdir", cwd, "--", *argv]
+        else:
+            args += ["--chdir", cwd, "--",
+                     *launcher(argv, plan, bash=self.bash, socat=self.socat, started_fd=status_fd)]
         return args, {}  # an empty environment: PID 1 inside is bwrap, and its environ is readable
 
 
@@ -202,7 +208,7 @@ class Docker:
     def command_log_path(self, host_fifo: str) -> str:
         return COMMAND_LOG
 
-    def command(self, argv, *, cwd, env, plan, status_fd=None):
+    def command(self, argv, *, cwd, env, plan, status_fd=None, direct=False):
         lim = plan.limits
         args = [self.docker, "run", "--rm", "-i", "--init", "--network", "none", "--cap-drop", "ALL",
                 "--security-opt", "no-new-privileges", "--read-only", "--pids-limit", str(lim.max_procs),
@@ -233,7 +239,7 @@ class NoIsolation:
     def command_log_path(self, host_fifo: str) -> str:
         return host_fifo
 
-    def command(self, argv, *, cwd, env, plan, status_fd=None):
+    def command(self, argv, *, cwd, env, plan, status_fd=None, direct=False):
         return list(argv), dict(env)
 
 

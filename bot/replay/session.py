@@ -78,9 +78,12 @@ class Session:
         self._drain = threading.Thread(target=_drain, args=(err_r, self._stderr), daemon=True)
         try:
             argv = [python, "-I", "-S", "-B", "-c", executor_program(python), str(theirs.fileno()),
+                    str(executor_mod.file_limit(plan.limits.max_file_bytes)),
                     *(exec_notify.executor_args(self.notify) if self.notify else ()), executor_mod.MARKER]
+            # direct: the executor sets its own file-size limit, so with no bridge to start bwrap runs it with no
+            # bash between (one interpreter less per trial)
             host_argv, host_env = backend.command(argv, cwd=str(cwd), env={"PATH": "/usr/bin:/bin"}, plan=plan,
-                                                  status_fd=status_w)
+                                                  status_fd=status_w, direct=True)
             if self.trace_dir is not None:
                 host_argv = kernel_trace.command(host_argv, self.trace_dir)
             self.proc = subprocess.Popen(host_argv, cwd=cwd, env=host_env, stdin=subprocess.DEVNULL,
@@ -95,7 +98,9 @@ class Session:
             LIVE.add(self.proc.pid)
         self.sock = ours
         with os.fdopen(status_r, "rb") as status:
-            started = status.read(1) == b"1"
+            # the launcher's byte, or bwrap's --info-fd JSON, read to its end: bwrap writes it in pieces, and one
+            # written after our end closed would kill bwrap with SIGPIPE
+            started = status.read(1 << 16) != b""
         ready, fds = self._answer_with_fds(_START_TIMEOUT_S) if started else (None, [])
         if not ready or "ready" not in ready:
             for fd in fds:

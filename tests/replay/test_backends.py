@@ -56,6 +56,21 @@ def test_bwrap_starts_from_an_empty_environment_and_masks_the_homes():
     assert "TCP-LISTEN:4321,bind=127.0.0.1" in joined and argv[-2:] == ["agent", "--flag"]
 
 
+def test_bwrap_starts_a_direct_program_with_nothing_between_unless_a_bridge_needs_the_launcher():
+    """``direct``: the program sets its own file-size limit (the executor does), so with no endpoint bwrap runs it
+    itself and says it started on --info-fd; an endpoint's bridge still needs the launcher (bash, socat)."""
+    backend = isolation.Bubblewrap("/usr/bin/bwrap", "/bin/bash", "/usr/bin/socat")
+    bare = isolation.Plan(rw=("/tmp/sb/root",))
+    argv, _ = backend.command(["python3", "x"], cwd="/tmp/sb/root", env={}, plan=bare, status_fd=7, direct=True)
+    assert argv[-5:] == ["--chdir", "/tmp/sb/root", "--", "python3", "x"] and "/bin/bash" not in argv
+    assert argv[argv.index("--info-fd") + 1] == "7"
+    bridged = isolation.Plan(rw=("/tmp/sb/root",), endpoints=((4321, "/tmp/sb/ep-4321.sock"),))
+    argv, _ = backend.command(["python3", "x"], cwd="/tmp/sb/root", env={}, plan=bridged, status_fd=7, direct=True)
+    assert "/bin/bash" in argv and "--info-fd" not in argv and "TCP-LISTEN:4321" in " ".join(argv)
+    argv, _ = backend.command(["python3", "x"], cwd="/tmp/sb/root", env={}, plan=bare, status_fd=7)
+    assert "/bin/bash" in argv and "ulimit -S -H -f" in " ".join(argv)  # not direct: the launcher sets the limit
+
+
 def test_docker_gets_the_same_plan_as_flags():
     backend = isolation.Docker("/usr/bin/docker", "/bin/bash", "/usr/bin/socat", "debian:bookworm-slim")
     limits = isolation.Limits(max_procs=64, max_file_bytes=1 << 20)

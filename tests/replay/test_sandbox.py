@@ -539,3 +539,21 @@ def test_strace_lines_printed_by_a_call_are_output_not_trace(fixture_repo):
         assert sh(sb, script).rc == 0
         programs = [os.path.basename(c.program or c.argv[0]) for c in sb.commands()]
     assert "pytest" not in programs, programs
+
+
+@pytest.mark.parametrize("ports", [(), (47391,)], ids=["no bridge: bwrap starts the executor", "a bridge: the launcher"])
+def test_the_file_size_limit_holds_for_every_call_however_the_sandbox_starts(tmp_path, ports):
+    """``max_file_bytes`` bounds every file a call writes, whether bash started the executor (``ulimit -f``, with
+    a service's bridge to start first) or bwrap did with nothing between (the executor sets it itself)."""
+    from bot.replay import isolation
+
+    (tmp_path / "repo").mkdir()
+    limits = isolation.Limits(max_file_bytes=1 << 20)
+    with Sandbox(tmp_path / "repo", backend="bwrap", limits=limits, service_ports=ports) as sb:
+        for call in range(2):
+            done = sb.run(["bash", "-c", f"head -c 3000000 /dev/zero > big{call}; echo rc=$?"], timeout_s=20)
+            # the writer is ended by SIGXFSZ (128 + 25), as on the host under `ulimit -f`
+            assert "rc=153" in done.stdout and "File size limit exceeded" in done.stderr, (done.stdout, done.stderr)
+            assert (sb.root / f"big{call}").stat().st_size == 1 << 20
+        under = sb.run(["bash", "-c", "head -c 1000 /dev/zero > small && wc -c < small"], timeout_s=20)
+        assert under.rc == 0 and under.stdout.strip() == "1000", under.stderr
