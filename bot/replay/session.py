@@ -97,10 +97,7 @@ class Session:
         with LIVE_LOCK:
             LIVE.add(self.proc.pid)
         self.sock = ours
-        with os.fdopen(status_r, "rb") as status:
-            # the launcher's byte, or bwrap's --info-fd JSON, read to its end: bwrap writes it in pieces, and one
-            # written after our end closed would kill bwrap with SIGPIPE
-            started = status.read(1 << 16) != b""
+        started = _started(status_r)
         ready, fds = self._answer_with_fds(_START_TIMEOUT_S) if started else (None, [])
         if not ready or "ready" not in ready:
             for fd in fds:
@@ -291,6 +288,24 @@ def _wait(proc: subprocess.Popen, timeout: float) -> bool:
     finally:
         os.close(pidfd)
     return proc.poll() is not None
+
+
+def _started(fd: int) -> bool:
+    """Whether the sandbox says it started: the launcher's byte, or bwrap's whole ``--info-fd`` JSON.
+
+    Read to the message's end, not to EOF: strace and its ``unshare``, between us and bwrap, hold the
+    pipe's write end for the session's life. Not less either: bwrap writes its JSON in pieces, and a piece
+    written after our end closed would kill it with SIGPIPE. Closes ``fd``.
+    """
+    got = b""
+    try:
+        while chunk := os.read(fd, 4096):
+            got += chunk
+            if got == b"1" or got.rstrip().endswith(b"}") or len(got) > 1 << 16:
+                break
+    finally:
+        os.close(fd)
+    return got != b""
 
 
 def _drain(fd: int, tail: deque[bytes]) -> None:
