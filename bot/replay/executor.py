@@ -1,7 +1,7 @@
 """The executor: one small server inside a trial's one long-lived sandbox (issue 27 item 4).
 
 Started by ``bot.replay.session`` as the sandbox's program (``python -I -S
-executor.py FD FILE_LIMIT [--notify …]``, straight from bwrap when no bridge
+executor.py FD FILE_KIB [--notify …]``, straight from bwrap when no bridge
 needs a launcher, so it sets the file-size limit itself), it serves the harness over ``FD``, one end of a Unix
 socket pair whose other end only the harness holds; there is no path to
 connect to. A frame is a 4-byte big-endian length and a JSON object; a
@@ -428,19 +428,13 @@ def _notify_filter(nr: int, code: bytes) -> int:
     return fd
 
 
-def file_limit(max_file_bytes: int) -> int:
-    """The file-size limit in bytes the executor sets for itself and every call: the launcher's
-    ``ulimit -f`` (whole KiB, at least one) for a sandbox started with no launcher between."""
-    return max(1, max_file_bytes // 1024) * 1024
-
-
-def _set_file_limit(limit: int) -> None:
-    """``ulimit -S -H -f``: RLIMIT_FSIZE, soft and hard, before any call runs (a failure is ignored, as
+def _set_file_limit(kib: int) -> None:
+    """``ulimit -S -H -f KIB``: RLIMIT_FSIZE, soft and hard, before any call runs (a failure is ignored, as
     ``ulimit`` there ignores it: the limit can only have been lowered already)."""
     import resource
 
     try:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (kib * 1024, kib * 1024))
     except (OSError, ValueError):
         pass
 

@@ -75,6 +75,11 @@ class Limits:
     max_disk_bytes: int = 2 << 30  # root + home + tmp together
     max_output_bytes: int = 64 << 20  # stdout + stderr of one process, read by the harness
 
+    @property
+    def file_kib(self) -> int:
+        """RLIMIT_FSIZE in whole KiB, at least one: ``ulimit -f``'s unit, for the launcher and the executor alike."""
+        return max(1, self.max_file_bytes // 1024)
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -120,7 +125,7 @@ def launcher(argv: Sequence[str], plan: Plan, *, bash: str, socat: str | None,
     ``started_fd``: written once (the sandbox is up) and closed, so ``argv`` never holds it.
     """
     lines = [f"printf 1 >&{started_fd}; exec {started_fd}>&-"] if started_fd is not None else []
-    lines.append(f"ulimit -S -H -f {max(1, plan.limits.max_file_bytes // 1024)} 2>/dev/null")
+    lines.append(f"ulimit -S -H -f {plan.limits.file_kib} 2>/dev/null")
     if plan.endpoints:
         if socat is None:
             raise BadInput(SOCAT_MISSING)

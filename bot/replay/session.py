@@ -78,7 +78,7 @@ class Session:
         self._drain = threading.Thread(target=_drain, args=(err_r, self._stderr), daemon=True)
         try:
             argv = [python, "-I", "-S", "-B", "-c", executor_program(python), str(theirs.fileno()),
-                    str(executor_mod.file_limit(plan.limits.max_file_bytes)),
+                    str(plan.limits.file_kib),
                     *(exec_notify.executor_args(self.notify) if self.notify else ()), executor_mod.MARKER]
             # direct: the executor sets its own file-size limit, so with no bridge to start bwrap runs it with no
             # bash between (one interpreter less per trial)
@@ -97,7 +97,7 @@ class Session:
         with LIVE_LOCK:
             LIVE.add(self.proc.pid)
         self.sock = ours
-        started = _started(status_r)
+        started = _started(status_r, _START_TIMEOUT_S)
         ready, fds = self._answer_with_fds(_START_TIMEOUT_S) if started else (None, [])
         if not ready or "ready" not in ready:
             for fd in fds:
@@ -290,16 +290,17 @@ def _wait(proc: subprocess.Popen, timeout: float) -> bool:
     return proc.poll() is not None
 
 
-def _started(fd: int) -> bool:
+def _started(fd: int, timeout: float) -> bool:
     """Whether the sandbox says it started: the launcher's byte, or bwrap's whole ``--info-fd`` JSON.
 
     Read to the message's end, not to EOF: strace and its ``unshare``, between us and bwrap, hold the
     pipe's write end for the session's life. Not less either: bwrap writes its JSON in pieces, and a piece
-    written after our end closed would kill it with SIGPIPE. Closes ``fd``.
+    written after our end closed would kill it with SIGPIPE. Nothing within ``timeout`` seconds: not
+    started (unscored, never a hang). Closes ``fd``.
     """
-    got = b""
+    got, deadline = b"", time.monotonic() + timeout
     try:
-        while chunk := os.read(fd, 4096):
+        while select.select([fd], [], [], max(0.0, deadline - time.monotonic()))[0] and (chunk := os.read(fd, 4096)):
             got += chunk
             if got == b"1" or got.rstrip().endswith(b"}") or len(got) > 1 << 16:
                 break

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 
@@ -102,3 +103,27 @@ def test_replay_without_a_sandbox_says_so_loudly(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     done = CliRunner().invoke(cli, ["replay", "run", "lint-disable", "--sandbox", "none"])
     assert "WARNING: --sandbox none" in done.output
+
+
+def test_the_start_message_is_read_to_its_end_while_others_hold_the_pipe_open():
+    """strace and its unshare hold the status pipe's write end for the session's life: the harness reads the
+    launcher's byte or bwrap's whole --info-fd JSON and stops there, and a silent pipe is "not started", not a hang."""
+    import time
+
+    from bot.replay import session
+
+    def started(*pieces: bytes, timeout: float = 5.0) -> tuple[bool, float]:
+        r, w = os.pipe()
+        for piece in pieces:
+            os.write(w, piece)
+        t = time.monotonic()
+        try:
+            return session._started(r, timeout), time.monotonic() - t
+        finally:
+            os.close(w)  # held open throughout, as strace does
+
+    assert started(b"1")[0]
+    ok, took = started(b'{\n    "child-pid": 4', b'2\n}\n')
+    assert ok and took < 4
+    ok, took = started(timeout=0.3)
+    assert not ok and 0.2 < took < 4
