@@ -33,13 +33,12 @@ reply, keeping no copy.
 
 Only builtin modules: it runs under ``-I -S`` with no ``bot`` on the path, and it starts once per
 trial, so what it imports is paid on every trial (``json``, ``subprocess``, ``selectors``, ``socket``
-and ``signal`` cost 25 ms of start here; ``marshal``, ``_socket``, ``_signal`` and ``select`` cost
+and ``signal`` cost 25 ms of start here, ``ctypes`` 1.5 ms where ``_ctypes`` does (``_Libc``), even
+``from __future__`` 0.1 ms; ``marshal``, ``_socket``, ``_signal`` and ``select`` cost next to
 nothing). So a request is ``marshal`` (the harness wrote it: the executor trusts its harness), and a
 reply is JSON written by hand (``_dumps``: flat objects of strings and integers), which the harness
 parses with ``json``, a format safe against any bytes.
 """
-
-from __future__ import annotations
 
 import _signal
 import _socket
@@ -401,55 +400,75 @@ def run(sock, req: dict, fds: list[int], keep: set[int]) -> bool:
     return alive
 
 
-def _no_dump() -> None:
+class _Libc:
+    """``ctypes.CDLL(None, use_errno=True)`` for the few calls made here, on the builtin ``_ctypes`` alone: the
+    ``ctypes`` package (with ``struct`` and ``types``) was 1.5 ms of every trial's start. ``libc.name(…)``
+    calls ``name`` with C ints (a ``bytes`` goes as a pointer to its bytes) and returns its C int."""
+
+    def __init__(self) -> None:
+        import _ctypes
+
+        class Int(_ctypes._SimpleCData):  # ctypes.c_int: what CDLL's functions return
+            _type_ = "i"
+
+        class Function(_ctypes.CFuncPtr):  # what CDLL(None, use_errno=True) makes of a name
+            _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
+            _restype_ = Int
+
+        self.c, self._function, self.errno = _ctypes, Function, _ctypes.get_errno
+        self._handle = _ctypes.dlopen(None, _ctypes.RTLD_LOCAL)  # this program and the libc it links
+
+    def __getattr__(self, name: str):
+        return self._function((name, self))  # looked up in ``self._handle``
+
+
+def _no_dump(libc: _Libc) -> None:
     """Non-dumpable: no process of the sandbox may open our fds under /proc, read our memory or ptrace us."""
-    import ctypes
-
-    if ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
+    if libc.prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE
+        raise OSError(libc.errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
 
 
-def _notify_filter(nr: int, code: bytes) -> int:
+def _notify_filter(libc: _Libc, nr: int, code: bytes) -> int:
     """Install ``code`` (a BPF program) for this process and all it starts; the listener's fd."""
-    import ctypes
+    class UShort(libc.c._SimpleCData):
+        _type_ = "H"
 
-    libc = ctypes.CDLL(None, use_errno=True)
+    class CharP(libc.c._SimpleCData):  # a pointer to a bytes' own buffer, which it keeps alive
+        _type_ = "z"
 
-    class Prog(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+    class Prog(libc.c.Structure):  # struct sock_fprog
+        _fields_ = [("len", UShort), ("filter", CharP)]
 
-    buf = ctypes.create_string_buffer(code, len(code))
     if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS: what an unprivileged filter needs
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+        raise OSError(libc.errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
     # seccomp(SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog)
-    fd = libc.syscall(nr, 1, 8, ctypes.byref(Prog(len(code) // 8, ctypes.addressof(buf))))
+    fd = libc.syscall(nr, 1, 8, libc.c.byref(Prog(len(code) // 8, code)))
     if fd < 0:
-        raise OSError(ctypes.get_errno(), "seccomp(SECCOMP_SET_MODE_FILTER, NEW_LISTENER) failed")
+        raise OSError(libc.errno(), "seccomp(SECCOMP_SET_MODE_FILTER, NEW_LISTENER) failed")
     return fd
 
 
-def _set_file_limit(kib: int) -> None:
+def _set_file_limit(libc: _Libc, kib: int) -> None:
     """``ulimit -S -H -f KIB``: RLIMIT_FSIZE, soft and hard, before any call runs (a failure is ignored, as
-    ``ulimit`` there ignores it: the limit can only have been lowered already)."""
-    import resource
-
-    try:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (kib * 1024, kib * 1024))
-    except (OSError, ValueError):
-        pass
+    ``ulimit`` there ignores it: the limit can only have been lowered already). No ``resource`` (0.1 ms of
+    the start): a ``struct rlimit`` is two C longs (Linux's ``rlim_t``), passed as bytes, below RLIM_INFINITY."""
+    width = (sys.maxsize.bit_length() + 1) // 8
+    limit = min(kib * 1024, (1 << 8 * width) - 2).to_bytes(width, sys.byteorder)
+    libc.setrlimit(1, limit + limit)  # RLIMIT_FSIZE
 
 
 def main() -> int:
     fd = int(sys.argv[1])
     os.set_inheritable(fd, False)
     sock = _socket.socket(fileno=fd)
-    _set_file_limit(int(sys.argv[2]))
-    _no_dump()
+    libc = _Libc()
+    _set_file_limit(libc, int(sys.argv[2]))
+    _no_dump(libc)
     _signal.signal(_signal.SIGPIPE, _signal.SIG_DFL)
     keep = _pids() | {os.getpid(), 1}  # bwrap's init, this process, the endpoint bridges started before us
     if sys.argv[3:4] == ["--notify"]:
         try:
-            listener = _notify_filter(int(sys.argv[4]), bytes.fromhex(sys.argv[5]))
+            listener = _notify_filter(libc, int(sys.argv[4]), bytes.fromhex(sys.argv[5]))
         except (OSError, ValueError) as err:
             _send_reply(sock, {"error": f"the exec notification filter: {err}"})
             return 1

@@ -518,6 +518,58 @@ def test_the_executor_imports_only_builtin_modules():
     assert not loaded & {"json", "re", "subprocess", "selectors", "socket", "signal", "enum", "ctypes", "struct"}
 
 
+def _executor_alone(*args: str, python_flags: tuple[str, ...] = ()) -> tuple[dict | None, int, str]:
+    """The executor started by bwrap as a session starts it, with no session: its first reply, how many fds
+    came with it, and its stderr once the socket is closed (the executor's signal to end)."""
+    import socket
+
+    from bot.replay import executor, isolation
+    from bot.replay.session import executor_program
+
+    ours, theirs = socket.socketpair()
+    argv = [sys.executable, "-I", "-S", "-B", *python_flags, "-c", executor_program(sys.executable),
+            str(theirs.fileno()), "1024", *args, executor.MARKER]
+    # the interpreter where the sandbox masks it (a pyenv under /root), as a sandbox binds it
+    python = (*isolation.tool_exposures("", (sys.executable,)), os.path.realpath(sys.base_prefix))
+    host_argv, host_env = isolation.backend("bwrap").command(argv, cwd="/", env={"PATH": "/usr/bin:/bin"},
+                                                             plan=isolation.Plan(ro=python), direct=True)
+    with ours:
+        proc = subprocess.Popen(host_argv, env=host_env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, pass_fds=(theirs.fileno(),))
+        theirs.close()
+        ours.settimeout(30)
+        first, fds = executor.read_reply(ours)
+        for fd in fds:
+            os.close(fd)
+    return first, len(fds), proc.communicate(timeout=30)[1].decode()
+
+
+def test_the_executor_started_as_the_sandbox_starts_it_imports_no_ctypes_package():
+    """What it imports while it starts (the file-size limit, non-dumpable, the exec notification filter) is
+    paid on every trial too: the ``ctypes`` package was 1.5 ms of it and ``resource`` 0.1 ms, where the builtin
+    ``_ctypes`` does. Started as a session starts it, up to its ``ready``, with ``-X importtime``."""
+    from bot.replay import exec_notify
+
+    notify = exec_notify.executor_args(exec_notify.machine()) if exec_notify.available() else []
+    ready, fds, timings = _executor_alone(*notify, python_flags=("-X", "importtime"))
+    assert ready is not None and "ready" in ready, (ready, timings[-2000:])
+    assert fds == (1 if notify else 0)
+    imported = {line.rsplit("|", 1)[1].strip() for line in timings.splitlines() if line.startswith("import time:")}
+    assert "_ctypes" in imported  # what it does use: the report is read right
+    assert not imported & {"ctypes", "resource", "struct", "_struct", "__future__"}, timings
+
+
+def test_a_filter_the_kernel_refuses_is_the_executors_error_with_the_errno():
+    from bot.replay import exec_notify
+
+    if not exec_notify.available():
+        pytest.skip("this kernel has no seccomp user notification")
+    empty = ""  # a BPF program of no instruction: EINVAL
+    reply, fds, _ = _executor_alone("--notify", str(exec_notify.machine().seccomp), empty)
+    assert reply == {"error": "the exec notification filter: [Errno 22] "
+                              "seccomp(SECCOMP_SET_MODE_FILTER, NEW_LISTENER) failed"} and fds == 0
+
+
 def test_a_program_that_cannot_start_is_exit_127_with_the_reason(fixture_repo):
     with Sandbox(fixture_repo) as sb:
         missing = sb.run(["no-such-program-here", "x"], timeout_s=10)
