@@ -11,7 +11,7 @@ through this process.
 
 Requests, one at a time:
 
-- ``{"op": "run", "argv", "cwd", "env"}`` + 3 fds: fork, ``setsid``, exec.
+- ``{"op": "run", "argv", "cwd", "env"}`` + 3 fds: ``posix_spawn`` in a new session.
   Replies ``{"pid": N}`` (its pid inside), then ``{"rc": N}`` once it has
   exited **and every other process of the sandbox is gone** (killed: a
   background writer, a ``setsid`` daemon, a double fork); nothing a call
@@ -113,7 +113,8 @@ def _read(sock) -> tuple[bytes | None, list[int]]:
     fds: list[int] = []
     head = b""
     while len(head) < 4:
-        chunk, anc, _, _ = sock.recvmsg(4 - len(head), _socket.CMSG_SPACE(16 * 4))
+        # close-on-exec as they arrive: a call inherits nothing but the three fds it is given (``_spawn``)
+        chunk, anc, _, _ = sock.recvmsg(4 - len(head), _socket.CMSG_SPACE(16 * 4), _socket.MSG_CMSG_CLOEXEC)
         for level, kind, raw in anc:
             if level == _SOL_SOCKET and kind == _SCM_RIGHTS:
                 fds += [int.from_bytes(raw[i:i + 4], sys.byteorder, signed=True)
@@ -300,59 +301,45 @@ def _kill(pid: int, sig: int) -> None:
 
 
 def _spawn(argv: list[str], cwd: str, env: dict[str, str], fds: list[int]) -> int:
-    """Fork and exec ``argv`` in a new session, ``fds`` as its stdin, stdout and stderr; its pid.
+    """Start ``argv`` in ``cwd`` in a new session, ``fds`` as its stdin, stdout and stderr; its pid.
 
-    What ``subprocess.Popen(start_new_session=True, close_fds=True)`` does, without importing it: the
-    program is searched on ``env``'s PATH (``_execvpe``), and an exec that fails is reported over a
-    close-on-exec pipe, so the caller gets the ``OSError`` the child met."""
-    report_r, report_w = os.pipe()  # both close-on-exec
-    pid = os.fork()
-    if pid == 0:  # the child: this process has one thread, so Python may run here until the exec
-        try:
-            os.setsid()
-            for target, fd in enumerate(fds):
-                os.dup2(fd, target)
-            os.closerange(3, report_w)
-            os.closerange(report_w + 1, 1 << 20)
-            _signal.signal(_signal.SIGXFSZ, _signal.SIG_DFL)  # Python ignores it; a program must not inherit that
-            os.chdir(cwd)
-            _execvpe(argv, env)
-        except BaseException as err:  # noqa: BLE001 - the child must never return into the executor
-            code = err.errno if isinstance(err, OSError) and err.errno else 0
-            try:
-                os.write(report_w, code.to_bytes(4, "big") + str(err)[:500].encode("utf-8", "replace"))
-            finally:
-                os._exit(127)
-    os.close(report_w)
+    By ``posix_spawn``, a vfork: a fork copied this interpreter's page tables, then each page either side
+    wrote before the exec (about 1.5 ms a call, child and parent). What the forked child did in Python is done
+    here or asked of the spawn: ``cwd`` is entered here and left after (nothing else runs meanwhile), the
+    PATH searched here (``_spawnp``), SIGXFSZ (Python ignores it) made default again, and no fd but the three
+    is inherited: every other fd of this process is close-on-exec (``main``, ``MSG_CMSG_CLOEXEC``). A failure
+    is the ``OSError`` the forked child reported: the errno and its text, else the error's own text."""
+    how = {"file_actions": [(os.POSIX_SPAWN_DUP2, fd, target) for target, fd in enumerate(fds)],
+           "setsid": True, "setsigdef": (_signal.SIGXFSZ,)}
+    here = os.open(".", os.O_PATH | os.O_DIRECTORY)  # this process's own folder, never changed for long
     try:
-        failure = b""
-        while chunk := os.read(report_r, 1024):
-            failure += chunk
+        os.chdir(cwd)
+        return _spawnp(argv, env, how)
+    except Exception as err:  # noqa: BLE001 - any reason a program cannot start is the caller's 127
+        code = err.errno if isinstance(err, OSError) and err.errno else 0
+        why = os.strerror(code) if code else str(err)[:500].encode("utf-8", "replace").decode("utf-8", "replace")
+        raise OSError(code, why) from None
     finally:
-        os.close(report_r)
-    if failure:
-        os.waitpid(pid, 0)
-        code = int.from_bytes(failure[:4], "big")
-        raise OSError(code, failure[4:].decode("utf-8", "replace") if not code else os.strerror(code))
-    return pid
+        os.fchdir(here)
+        os.close(here)
 
 
-def _execvpe(argv: list[str], env: dict[str, str]) -> None:
-    """``os.execvpe`` without an ``execve`` for a PATH entry that holds no such file.
+def _spawnp(argv: list[str], env: dict[str, str], how: dict) -> int:
+    """``os.execvpe``'s search of ``env``'s PATH, but no ``execve`` for a folder that holds no such file.
 
-    The same search and the same errors as ``os.execvpe``, but a name no folder has is ruled out by
-    ``stat``, which the kernel trace does not see, instead of by a failed ``execve``, which it must
-    be asked about (``bot.replay.exec_notify``): a check's ``grep`` on a nine-folder PATH was eight
-    notifications before its one exec."""
-    if os.path.dirname(argv[0]):
-        os.execve(argv[0], argv, env)
+    A name no folder has is ruled out by ``stat``, which the kernel trace does not see, instead of by a
+    failed ``execve``, which it must be asked about (``bot.replay.exec_notify``): a check's ``grep`` on a
+    nine-folder PATH was eight notifications before its one exec. (``os.get_exec_path`` imported
+    ``warnings`` in every call's child.)"""
+    if "/" in argv[0]:
+        return os.posix_spawn(argv[0], argv, env, **how)
     last: OSError | None = None
     saved: OSError | None = None
-    for folder in os.get_exec_path(env):
-        path = os.path.join(folder, argv[0])
+    for folder in env.get("PATH", os.defpath).split(":"):
+        path = folder + argv[0] if not folder or folder.endswith("/") else f"{folder}/{argv[0]}"  # os.path.join
         try:
             os.stat(path)
-            os.execve(path, argv, env)
+            return os.posix_spawn(path, argv, env, **how)
         except (FileNotFoundError, NotADirectoryError) as err:
             last = err
         except OSError as err:
@@ -457,10 +444,20 @@ def _set_file_limit(libc: _Libc, kib: int) -> None:
     libc.setrlimit(1, limit + limit)  # RLIMIT_FSIZE
 
 
+def _inherit_nothing() -> None:
+    """Every fd this process started with but 0-2 (the socket's among them) is made close-on-exec: ``_spawn``
+    closes none, so a call inherits its three fds and nothing else. Python opens every other one so."""
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            if int(name) > 2:
+                os.set_inheritable(int(name), False)
+        except OSError:  # the listing's own fd, closed by now
+            pass
+
+
 def main() -> int:
-    fd = int(sys.argv[1])
-    os.set_inheritable(fd, False)
-    sock = _socket.socket(fileno=fd)
+    _inherit_nothing()
+    sock = _socket.socket(fileno=int(sys.argv[1]))
     libc = _Libc()
     _set_file_limit(libc, int(sys.argv[2]))
     _no_dump(libc)

@@ -573,14 +573,51 @@ def test_a_filter_the_kernel_refuses_is_the_executors_error_with_the_errno():
 def test_a_program_that_cannot_start_is_exit_127_with_the_reason(fixture_repo):
     with Sandbox(fixture_repo) as sb:
         missing = sb.run(["no-such-program-here", "x"], timeout_s=10)
-        assert missing.rc == 127
-        assert "cannot start ['no-such-program-here']" in missing.stderr
-        assert "No such file or directory" in missing.stderr
+        assert (missing.rc, missing.stderr) == (127, "replaybook: cannot start ['no-such-program-here']: "
+                                                     "[Errno 2] No such file or directory\n")
         not_exec = sb.run(["./a.txt"], timeout_s=10)
-        assert not_exec.rc == 127 and "Permission denied" in not_exec.stderr
+        assert (not_exec.rc, not_exec.stderr) == (127, "replaybook: cannot start ['./a.txt']: "
+                                                       "[Errno 13] Permission denied\n")
+        folder = sb.run(["/usr"], timeout_s=10)
+        assert (folder.rc, folder.stderr) == (127, "replaybook: cannot start ['/usr']: [Errno 13] Permission denied\n")
+        nul = sb.run(["bash", "-c", "echo a\0b"], timeout_s=10)
+        assert (nul.rc, nul.stderr) == (127, "replaybook: cannot start ['bash']: [Errno 0] embedded null byte\n")
         # the executor is intact for the next call, and a signal's death is a negative code
         assert sh(sb, "echo next").stdout == "next\n"
         assert sh(sb, "kill -9 $$").rc == -9
+
+
+def test_the_path_is_searched_past_a_folder_whose_file_is_not_a_program(fixture_repo):
+    """``execvp``'s search: a folder whose file cannot be run is passed over for a later one; with no later
+    one, the error is the refusal (Permission denied), not "no such file"."""
+    with Sandbox(fixture_repo) as sb:
+        (sb.root / "bin").mkdir()
+        (sb.root / "bin" / "true").write_text("not a program\n")
+        env = sb.env()
+        later = sb.run(["true"], timeout_s=10, env={**env, "PATH": f"{sb.root}/nowhere:{sb.root}/bin:/usr/bin:/bin"})
+        assert (later.rc, later.stderr) == (0, "")
+        only = sb.run(["true"], timeout_s=10, env={**env, "PATH": f"{sb.root}/nowhere:{sb.root}/bin"})
+        assert (only.rc, only.stderr) == (127, "replaybook: cannot start ['true']: [Errno 13] Permission denied\n")
+        # a relative folder is the call's own folder's: sub/../tools
+        (sb.root / "tools").mkdir()
+        (sb.root / "tools" / "hello").write_text("#!/bin/sh\necho hello from tools\n")
+        (sb.root / "tools" / "hello").chmod(0o755)
+        relative = sb.run(["hello"], timeout_s=10, cwd="sub", env={**env, "PATH": "../bin:../tools"})
+        assert (relative.rc, relative.stdout) == (0, "hello from tools\n"), relative.stderr
+
+
+_FDS_CWD_SESSION = "import os; print(os.getcwd(), os.getsid(0) == os.getpid(), *sorted(os.listdir('/proc/self/fd')))"
+
+
+@pytest.mark.parametrize("ports", [(), (47391,)], ids=["no bridge: bwrap starts the executor", "a bridge: the launcher"])
+def test_a_call_starts_in_its_folder_in_a_session_of_its_own_with_only_its_three_fds(fixture_repo, ports):
+    """Nothing of the executor's reaches a call but its stdin, stdout and stderr: not the socket, not the fds
+    the request brought, not one bwrap or the launcher left open (``ls`` of its fds: 0, 1, 2 and the listing's
+    own). It runs in the folder asked, the next call in its own, each a session leader."""
+    with Sandbox(fixture_repo, service_ports=ports) as sb:
+        for cwd, where in (("sub", sb.root / "sub"), (None, sb.root), ("sub", sb.root / "sub")):
+            done = sb.run(["python3", "-c", _FDS_CWD_SESSION], timeout_s=20, cwd=cwd)
+            assert (done.rc, done.stdout) == (0, f"{where} True 0 1 2 3\n"), done.stderr
 
 
 def test_strace_lines_printed_by_a_call_are_output_not_trace(fixture_repo):
