@@ -1,13 +1,11 @@
 """The executor: one small server inside a trial's one long-lived sandbox (issue 27 item 4).
 
-Started by ``bot.replay.session`` as the sandbox's program (``python -I -S
-executor.py FD FILE_KIB [--notify …]``, straight from bwrap when no bridge
-needs a launcher, so it sets the file-size limit itself), it serves the harness over ``FD``, one end of a Unix
-socket pair whose other end only the harness holds; there is no path to
-connect to. A frame is a 4-byte big-endian length and a JSON object; a
-``run`` request carries its stdin, stdout and stderr as file descriptors
-(``SCM_RIGHTS``), so the output goes to the harness's pipes and never
-through this process.
+Started by ``bot.replay.session`` as the sandbox's program (``python -I -S executor.py FD FILE_KIB
+[--notify …]``, straight from bwrap when no bridge needs a launcher, so it sets the file-size limit
+itself), it serves the harness over ``FD``, one end of a Unix socket pair whose other end only the
+harness holds; there is no path to connect to. A frame is a 4-byte big-endian length and a JSON
+object; a ``run`` request carries its stdin, stdout and stderr as file descriptors (``SCM_RIGHTS``),
+so the output goes to the harness's pipes and never through this process.
 
 Requests, one at a time:
 
@@ -32,23 +30,27 @@ exit of every process it starts, and hands the listener over with its ``ready``
 reply, keeping no copy.
 
 Only builtin modules: it runs under ``-I -S`` with no ``bot`` on the path, and it starts once per
-trial, so what it imports is paid on every trial (``json``, ``subprocess``, ``selectors``, ``socket``
-and ``signal`` cost 25 ms of start here, ``ctypes`` 1.5 ms where ``_ctypes`` does (``_Libc``), even
-``from __future__`` 0.1 ms; ``marshal``, ``_socket``, ``_signal`` and ``select`` cost next to
-nothing). So a request is ``marshal`` (the harness wrote it: the executor trusts its harness), and a
-reply is JSON written by hand (``_dumps``: flat objects of strings and integers), which the harness
-parses with ``json``, a format safe against any bytes.
+trial, so what it imports is paid on every trial: ``json``, ``subprocess``, ``selectors``, ``socket``
+and ``signal`` cost 25 ms of start here, ``ctypes`` 1.5 ms (``_Libc`` is on ``_ctypes``), ``os`` 0.9 ms
+(``posix`` is what it wraps), even ``from __future__`` 0.1 ms. So a request is ``marshal`` (the harness
+wrote it: the executor trusts its harness), and a reply is JSON written by hand (``_dumps``: flat
+objects of strings and integers), which the harness parses with ``json``, safe against any bytes.
 """
 
 import _signal
 import _socket
+import _stat
 import errno
 import marshal
-import os
+import posix
 import select
-import stat
 import sys
 import time
+
+try:
+    from posix import _path_normpath  # posixpath.normpath's own C code (3.11+), without importing os
+except ImportError:  # not every interpreter has it
+    from posixpath import normpath as _path_normpath
 
 MARKER = "replaybook-executor"  # argv[-1]: how the trace reader finds this process
 MAX_FRAME = 64 << 20
@@ -121,7 +123,7 @@ def _read(sock) -> tuple[bytes | None, list[int]]:
                         for i in range(0, len(raw) - len(raw) % 4, 4)]
         if not chunk:
             for fd in fds:
-                os.close(fd)
+                posix.close(fd)
             return None, []
         head += chunk
     size = int.from_bytes(head, "big")
@@ -132,7 +134,7 @@ def _read(sock) -> tuple[bytes | None, list[int]]:
         chunk = sock.recv(min(1 << 20, size - len(body)))
         if not chunk:
             for fd in fds:
-                os.close(fd)
+                posix.close(fd)
             return None, []
         body += chunk
     return bytes(body), fds
@@ -148,11 +150,11 @@ def open_beneath(root: str, rel: str, flags: int, *, make_dirs: bool = False, mo
     """
     if "\0" in rel:
         raise FileToolError("`path` holds a NUL byte; no file can be named so")
-    root = os.path.normpath(root)
+    root = _path_normpath(root) or "."  # posixpath.normpath
     todo = [p for p in rel.split("/") if p not in ("", ".")]
     if not todo:
         raise FileToolError(f"{rel}: is the repository root, not a file")
-    stack = [os.open(root, os.O_RDONLY | os.O_DIRECTORY)]
+    stack = [posix.open(root, posix.O_RDONLY | posix.O_DIRECTORY)]
     hops = 0
     try:
         while todo:
@@ -160,58 +162,58 @@ def open_beneath(root: str, rel: str, flags: int, *, make_dirs: bool = False, mo
             if name == "..":
                 if len(stack) == 1:
                     raise FileToolError(f"{rel} is outside the repository")
-                os.close(stack.pop())
+                posix.close(stack.pop())
                 continue
             try:
-                st = os.stat(name, dir_fd=stack[-1], follow_symlinks=False)
+                st = posix.stat(name, dir_fd=stack[-1], follow_symlinks=False)
             except FileNotFoundError:
                 if not todo:
                     break
                 if not make_dirs:
                     raise FileToolError(f"{rel}: no such file") from None
-                os.mkdir(name, 0o755, dir_fd=stack[-1])
-                st = os.stat(name, dir_fd=stack[-1], follow_symlinks=False)
-            if stat.S_ISLNK(st.st_mode):
+                posix.mkdir(name, 0o755, dir_fd=stack[-1])
+                st = posix.stat(name, dir_fd=stack[-1], follow_symlinks=False)
+            if _stat.S_ISLNK(st.st_mode):
                 hops += 1
                 if hops > _HOPS:
                     raise FileToolError(f"{rel}: too many levels of links")
-                target = os.readlink(name, dir_fd=stack[-1])
+                target = posix.readlink(name, dir_fd=stack[-1])
                 if target.startswith("/"):
-                    norm = os.path.normpath(target)
+                    norm = _path_normpath(target)
                     if norm != root and not norm.startswith(root + "/"):
                         raise FileToolError(f"{rel} is outside the repository")
                     for fd in stack[1:]:
-                        os.close(fd)
+                        posix.close(fd)
                     del stack[1:]
                     target = norm[len(root):]
                 todo[:0] = [p for p in target.split("/") if p not in ("", ".")]
                 continue
             if todo:
-                stack.append(os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=stack[-1]))
+                stack.append(posix.open(name, posix.O_RDONLY | posix.O_DIRECTORY | posix.O_NOFOLLOW, dir_fd=stack[-1]))
         if name == "..":
             raise FileToolError(f"{rel}: is a folder, not a file")
-        return os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=stack[-1])
+        return posix.open(name, flags | posix.O_NOFOLLOW | posix.O_CLOEXEC, mode, dir_fd=stack[-1])
     except OSError as err:
         if err.errno == 40:  # ELOOP: a link appeared where a file or folder was a moment ago
             raise FileToolError(f"{rel}: changed into a link while it was opened") from None
         raise
     finally:
         for fd in stack:
-            os.close(fd)
+            posix.close(fd)
 
 
 def read_file(root: str, path: str) -> str:
-    fd = open_beneath(root, path, os.O_RDONLY | os.O_NONBLOCK)
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+    fd = open_beneath(root, path, posix.O_RDONLY | posix.O_NONBLOCK)
+    with open(fd, "rb") as f:
+        if not _stat.S_ISREG(posix.fstat(f.fileno()).st_mode):
             raise FileToolError(f"{path}: no such file")
         return f.read(READ_CAP).decode("utf-8", errors="replace")
 
 
 def write_file(root: str, path: str, content: str) -> None:
-    fd = open_beneath(root, path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NONBLOCK, make_dirs=True)
-    with os.fdopen(fd, "wb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+    fd = open_beneath(root, path, posix.O_WRONLY | posix.O_CREAT | posix.O_TRUNC | posix.O_NONBLOCK, make_dirs=True)
+    with open(fd, "wb") as f:
+        if not _stat.S_ISREG(posix.fstat(f.fileno()).st_mode):
             raise FileToolError(f"{path}: is not a regular file")
         f.write(content.encode("utf-8"))
 
@@ -240,7 +242,7 @@ def file_tool(req: dict) -> dict:
 # -- processes -------------------------------------------------------------------------------
 def _pids() -> set[int]:
     out = set()
-    for name in os.listdir("/proc"):
+    for name in posix.listdir("/proc"):
         if name.isdigit():
             try:
                 with open(f"/proc/{name}/stat", "rb") as f:
@@ -258,7 +260,7 @@ _REAPED: dict[int, int] = {}  # pid -> wait status, of the call's own child when
 def _reap() -> None:
     while True:
         try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
+            pid, status = posix.waitpid(-1, posix.WNOHANG)
         except ChildProcessError:
             return
         if pid == 0:
@@ -269,7 +271,7 @@ def _reap() -> None:
 def _wait(pid: int) -> int:
     """``pid``'s wait status, whether it is reaped now or was by ``_reap`` while it was being killed."""
     try:
-        return os.waitpid(pid, 0)[1]
+        return posix.waitpid(pid, 0)[1]
     except ChildProcessError:
         return _REAPED.pop(pid, 9)  # not ours to reap and not seen: as if killed
 
@@ -295,7 +297,7 @@ def kill_all(keep: set[int], grace: float = 0.0) -> None:
 
 def _kill(pid: int, sig: int) -> None:
     try:
-        os.kill(pid, sig)
+        posix.kill(pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
 
@@ -309,19 +311,19 @@ def _spawn(argv: list[str], cwd: str, env: dict[str, str], fds: list[int]) -> in
     PATH searched here (``_spawnp``), SIGXFSZ (Python ignores it) made default again, and no fd but the three
     is inherited: every other fd of this process is close-on-exec (``main``, ``MSG_CMSG_CLOEXEC``). A failure
     is the ``OSError`` the forked child reported: the errno and its text, else the error's own text."""
-    how = {"file_actions": [(os.POSIX_SPAWN_DUP2, fd, target) for target, fd in enumerate(fds)],
+    how = {"file_actions": [(posix.POSIX_SPAWN_DUP2, fd, target) for target, fd in enumerate(fds)],
            "setsid": True, "setsigdef": (_signal.SIGXFSZ,)}
-    here = os.open(".", os.O_PATH | os.O_DIRECTORY)  # this process's own folder, never changed for long
+    here = posix.open(".", posix.O_PATH | posix.O_DIRECTORY)  # this process's own folder, never changed for long
     try:
-        os.chdir(cwd)
+        posix.chdir(cwd)
         return _spawnp(argv, env, how)
     except Exception as err:  # noqa: BLE001 - any reason a program cannot start is the caller's 127
         code = err.errno if isinstance(err, OSError) and err.errno else 0
-        why = os.strerror(code) if code else str(err)[:500].encode("utf-8", "replace").decode("utf-8", "replace")
+        why = posix.strerror(code) if code else str(err)[:500].encode("utf-8", "replace").decode("utf-8", "replace")
         raise OSError(code, why) from None
     finally:
-        os.fchdir(here)
-        os.close(here)
+        posix.fchdir(here)
+        posix.close(here)
 
 
 def _spawnp(argv: list[str], env: dict[str, str], how: dict) -> int:
@@ -332,20 +334,19 @@ def _spawnp(argv: list[str], env: dict[str, str], how: dict) -> int:
     nine-folder PATH was eight notifications before its one exec. (``os.get_exec_path`` imported
     ``warnings`` in every call's child.)"""
     if "/" in argv[0]:
-        return os.posix_spawn(argv[0], argv, env, **how)
-    last: OSError | None = None
-    saved: OSError | None = None
-    for folder in env.get("PATH", os.defpath).split(":"):
-        path = folder + argv[0] if not folder or folder.endswith("/") else f"{folder}/{argv[0]}"  # os.path.join
+        return posix.posix_spawn(argv[0], argv, env, **how)
+    last = saved = None  # the last error; the first one other than "no such file"
+    for folder in env.get("PATH", "/bin:/usr/bin").split(":"):  # os.get_exec_path (os.defpath)
+        path = folder + argv[0] if not folder or folder.endswith("/") else f"{folder}/{argv[0]}"  # posix.path.join
         try:
-            os.stat(path)
-            return os.posix_spawn(path, argv, env, **how)
+            posix.stat(path)
+            return posix.posix_spawn(path, argv, env, **how)
         except (FileNotFoundError, NotADirectoryError) as err:
             last = err
         except OSError as err:
             last = err
             saved = saved or err
-    raise saved or last or FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), argv[0])
+    raise saved or last or FileNotFoundError(errno.ENOENT, posix.strerror(errno.ENOENT), argv[0])
 
 
 def run(sock, req: dict, fds: list[int], keep: set[int]) -> bool:
@@ -353,17 +354,17 @@ def run(sock, req: dict, fds: list[int], keep: set[int]) -> bool:
     try:
         child = _spawn(list(req["argv"]), req["cwd"], dict(req["env"]), fds)
     except (OSError, ValueError, TypeError, IndexError) as err:
-        os.write(fds[2], f"replaybook: cannot start {list(req['argv'])[:1]!r}: {err}\n".encode())
+        posix.write(fds[2], f"replaybook: cannot start {list(req['argv'])[:1]!r}: {err}\n".encode())
         _send_reply(sock, {"rc": 127})
         return True
     finally:
         for fd in fds:
-            os.close(fd)
+            posix.close(fd)
     _REAPED.clear()
     _send_reply(sock, {"pid": child})
     poll = select.poll()
     poll.register(sock.fileno(), select.POLLIN)
-    pidfd = os.pidfd_open(child)
+    pidfd = posix.pidfd_open(child)
     poll.register(pidfd, select.POLLIN)
     alive, status = True, None
     while status is None:
@@ -373,17 +374,17 @@ def run(sock, req: dict, fds: list[int], keep: set[int]) -> bool:
                 break
             msg, extra = _read_request(sock)
             for other in extra:
-                os.close(other)
+                posix.close(other)
             if msg is None:
                 alive = False
                 kill_all(keep)
                 poll.unregister(sock.fileno())
             elif msg.get("op") == "kill":
                 kill_all(keep, grace=_GRACE_S)
-    os.close(pidfd)
+    posix.close(pidfd)
     kill_all(keep)
     if alive:
-        _send_reply(sock, {"rc": os.waitstatus_to_exitcode(status)})
+        _send_reply(sock, {"rc": posix.waitstatus_to_exitcode(status)})
     return alive
 
 
@@ -447,10 +448,10 @@ def _set_file_limit(libc: _Libc, kib: int) -> None:
 def _inherit_nothing() -> None:
     """Every fd this process started with but 0-2 (the socket's among them) is made close-on-exec: ``_spawn``
     closes none, so a call inherits its three fds and nothing else. Python opens every other one so."""
-    for name in os.listdir("/proc/self/fd"):
+    for name in posix.listdir("/proc/self/fd"):
         try:
             if int(name) > 2:
-                os.set_inheritable(int(name), False)
+                posix.set_inheritable(int(name), False)
         except OSError:  # the listing's own fd, closed by now
             pass
 
@@ -462,17 +463,17 @@ def main() -> int:
     _set_file_limit(libc, int(sys.argv[2]))
     _no_dump(libc)
     _signal.signal(_signal.SIGPIPE, _signal.SIG_DFL)
-    keep = _pids() | {os.getpid(), 1}  # bwrap's init, this process, the endpoint bridges started before us
+    keep = _pids() | {posix.getpid(), 1}  # bwrap's init, this process, the endpoint bridges started before us
     if sys.argv[3:4] == ["--notify"]:
         try:
             listener = _notify_filter(libc, int(sys.argv[4]), bytes.fromhex(sys.argv[5]))
         except (OSError, ValueError) as err:
             _send_reply(sock, {"error": f"the exec notification filter: {err}"})
             return 1
-        _send_reply(sock, {"ready": os.getpid()}, [listener])
-        os.close(listener)  # the harness's copy is the only one: when it closes, every exec fails, none goes unseen
+        _send_reply(sock, {"ready": posix.getpid()}, [listener])
+        posix.close(listener)  # the harness's copy is the only one: when it closes, every exec fails, none goes unseen
     else:
-        _send_reply(sock, {"ready": os.getpid()})
+        _send_reply(sock, {"ready": posix.getpid()})
     while True:
         req, fds = _read_request(sock)
         if req is None:
@@ -483,13 +484,13 @@ def main() -> int:
                 return 0
         elif req.get("op") in ("read", "write", "edit"):
             for extra in fds:
-                os.close(extra)
+                posix.close(extra)
             _send_reply(sock, file_tool(req))
         else:
             for extra in fds:
-                os.close(extra)
+                posix.close(extra)
             _send_reply(sock, {"error": f"unknown request {req.get('op')!r}"})
 
 
 if __name__ == "__main__":
-    os._exit(main())  # nothing to flush: no interpreter teardown at the end of every trial
+    posix._exit(main())  # nothing to flush: no interpreter teardown at the end of every trial

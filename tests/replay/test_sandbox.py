@@ -412,6 +412,29 @@ def test_a_link_swapped_in_between_calls_cannot_lead_a_file_tool_out_of_the_root
         assert secret.read_text() == "host secret\n"
 
 
+def test_the_file_tools_follow_links_only_inside_the_root_however_the_root_is_spelled(fixture_repo, tmp_path):
+    """The executor's own file tools (here on the host, as for ``--sandbox none``): the root and an absolute
+    link's target are normalized before they are compared, so a root given as ``…/repo/./`` and a link
+    spelled ``…/sub/../a.txt`` are inside; a link to the host or up past the root is not."""
+    from bot.replay import executor
+
+    (tmp_path / "secret.txt").write_text("host\n")
+    (fixture_repo / "abs-inside").symlink_to(f"{fixture_repo}//sub/../a.txt")
+    (fixture_repo / "abs-outside").symlink_to(tmp_path / "secret.txt")
+    (fixture_repo / "sub" / "up").symlink_to("../../secret.txt")
+    for root in (str(fixture_repo), f"{fixture_repo}/./", f"{fixture_repo}//sub/.."):
+        assert executor.read_file(root, "abs-inside") == "alpha\n"
+        assert executor.read_file(root, "sub/../link") == "alpha\n"
+        for escape in ("abs-outside", "sub/up", "../secret.txt"):
+            with pytest.raises(executor.FileToolError, match="outside the repository"):
+                executor.read_file(root, escape)
+    executor.write_file(f"{fixture_repo}/./", "new/deeper/c.txt", "gamma\n")
+    executor.edit_file(str(fixture_repo), "new/deeper/c.txt", "gamma", "delta")
+    assert (fixture_repo / "new" / "deeper" / "c.txt").read_text() == "delta\n"
+    assert executor.file_tool({"op": "read", "root": str(fixture_repo), "path": "missing.txt"}) == \
+        {"error": "missing.txt: No such file or directory"}
+
+
 # -- the executor's protocol cannot be forged from inside (issue 27 item 4) ----------------------------
 
 _PROBE = r'''
@@ -515,7 +538,8 @@ def test_the_executor_imports_only_builtin_modules():
     loaded = set(subprocess.run([sys.executable, "-I", "-S", "-B", "-c", probe], capture_output=True, text=True,
                                 check=True).stdout.split())
     assert "marshal" in loaded or "marshal" in sys.builtin_module_names
-    assert not loaded & {"json", "re", "subprocess", "selectors", "socket", "signal", "enum", "ctypes", "struct"}
+    assert not loaded & {"json", "re", "subprocess", "selectors", "socket", "signal", "enum", "ctypes", "struct",
+                         "os", "stat", "posixpath"}
 
 
 def _executor_alone(*args: str, python_flags: tuple[str, ...] = ()) -> tuple[dict | None, int, str]:
@@ -556,7 +580,8 @@ def test_the_executor_started_as_the_sandbox_starts_it_imports_no_ctypes_package
     assert fds == (1 if notify else 0)
     imported = {line.rsplit("|", 1)[1].strip() for line in timings.splitlines() if line.startswith("import time:")}
     assert "_ctypes" in imported  # what it does use: the report is read right
-    assert not imported & {"ctypes", "resource", "struct", "_struct", "__future__"}, timings
+    assert not imported & {"ctypes", "resource", "struct", "_struct", "__future__", "os", "_collections_abc"}, \
+        timings
 
 
 def test_a_filter_the_kernel_refuses_is_the_executors_error_with_the_errno():
