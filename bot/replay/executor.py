@@ -240,10 +240,11 @@ def file_tool(req: dict) -> dict:
 
 
 # -- processes -------------------------------------------------------------------------------
-def _pids() -> set[int]:
+def _pids(keep: set[int] = frozenset()) -> set[int]:
+    """The live processes of the sandbox but ``keep``, whose state is not read (6 µs each, after every call)."""
     out = set()
     for name in posix.listdir("/proc"):
-        if name.isdigit():
+        if name.isdigit() and int(name) not in keep:
             try:
                 with open(f"/proc/{name}/stat", "rb") as f:
                     state = f.read().rsplit(b")", 1)[1].split()[0]
@@ -279,14 +280,14 @@ def _wait(pid: int) -> int:
 def kill_all(keep: set[int], grace: float = 0.0) -> None:
     """Every process of the sandbox but ``keep`` (PID 1, this one, the bridges) is killed and gone."""
     if grace:
-        for pid in _pids() - keep:
+        for pid in _pids(keep):
             _kill(pid, _signal.SIGTERM)
         end = time.monotonic() + grace
-        while time.monotonic() < end and _pids() - keep:
+        while time.monotonic() < end and _pids(keep):
             _reap()
             time.sleep(0.01)
     for _ in range(2000):  # a fork bomb is bounded by the harness's process limit; each pass kills what it sees
-        left = _pids() - keep
+        left = _pids(keep)
         if not left:
             return
         for pid in left:

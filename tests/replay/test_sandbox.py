@@ -634,7 +634,8 @@ def test_the_path_is_searched_past_a_folder_whose_file_is_not_a_program(fixture_
 _FDS_CWD_SESSION = "import os; print(os.getcwd(), os.getsid(0) == os.getpid(), *sorted(os.listdir('/proc/self/fd')))"
 
 
-@pytest.mark.parametrize("ports", [(), (47391,)], ids=["no bridge: bwrap starts the executor", "a bridge: the launcher"])
+@pytest.mark.parametrize("ports", [(), (47391,)],
+                         ids=["no bridge: bwrap starts the executor", "a bridge: the launcher"])
 def test_a_call_starts_in_its_folder_in_a_session_of_its_own_with_only_its_three_fds(fixture_repo, ports):
     """Nothing of the executor's reaches a call but its stdin, stdout and stderr: not the socket, not the fds
     the request brought, not one bwrap or the launcher left open (``ls`` of its fds: 0, 1, 2 and the listing's
