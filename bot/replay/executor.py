@@ -307,11 +307,12 @@ def _spawn(argv: list[str], cwd: str, env: dict[str, str], fds: list[int]) -> in
     """Start ``argv`` in ``cwd`` in a new session, ``fds`` as its stdin, stdout and stderr; its pid.
 
     By ``posix_spawn``, a vfork: a fork copied this interpreter's page tables, then each page either side
-    wrote before the exec (about 1.5 ms a call, child and parent). What the forked child did in Python is done
-    here or asked of the spawn: ``cwd`` is entered here and left after (nothing else runs meanwhile), the
-    PATH searched here (``_spawnp``), SIGXFSZ (Python ignores it) made default again, and no fd but the three
-    is inherited: every other fd of this process is close-on-exec (``main``, ``MSG_CMSG_CLOEXEC``). A failure
-    is the ``OSError`` the forked child reported: the errno and its text, else the error's own text."""
+    wrote before the exec (about 1.5 ms a call, child and parent). What the forked child did in Python is
+    done here or asked of the spawn: ``cwd`` is entered here and left after (nothing else runs meanwhile),
+    the PATH searched here (``_spawnp``), SIGXFSZ (Python ignores it) made default again, and no fd but the
+    three is inherited: every other fd of this process is close-on-exec (``_inherit_nothing``,
+    ``MSG_CMSG_CLOEXEC``). A failure is the ``OSError`` the forked child reported: the errno and its text,
+    else the error's own text."""
     how = {"file_actions": [(posix.POSIX_SPAWN_DUP2, fd, target) for target, fd in enumerate(fds)],
            "setsid": True, "setsigdef": (_signal.SIGXFSZ,)}
     here = posix.open(".", posix.O_PATH | posix.O_DIRECTORY)  # this process's own folder, never changed for long
@@ -338,7 +339,7 @@ def _spawnp(argv: list[str], env: dict[str, str], how: dict) -> int:
         return posix.posix_spawn(argv[0], argv, env, **how)
     last = saved = None  # the last error; the first one other than "no such file"
     for folder in env.get("PATH", "/bin:/usr/bin").split(":"):  # os.get_exec_path (os.defpath)
-        path = folder + argv[0] if not folder or folder.endswith("/") else f"{folder}/{argv[0]}"  # posix.path.join
+        path = folder + argv[0] if not folder or folder.endswith("/") else f"{folder}/{argv[0]}"  # os.path.join
         try:
             posix.stat(path)
             return posix.posix_spawn(path, argv, env, **how)
