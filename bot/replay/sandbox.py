@@ -84,7 +84,7 @@ class Sandbox(HarnessGit):
         self.scrub = tuple(scrub)
         self.shim_cache = shim_cache
         # Where the sandbox's temp dir goes; a tmpfs here makes setup and cleanup far cheaper.
-        self.tmp_root = tmp_root or settings.get(TMP_ENV) or _tmpfs()
+        self.tmp_root = tmp_root or temp_root()
         self.backend = backend if backend is not None and not isinstance(backend, str) else isolation.backend(backend)
         self.toolchain = toolchain
         self.setup_commands = tuple(setup)
@@ -115,8 +115,7 @@ class Sandbox(HarnessGit):
         if self.traced:
             kernel_trace.strace()  # no tracer, no record: the harness's failure, before anything runs
         stale.remove_stale_once(self.tmp_root or tempfile.gettempdir())
-        self.base = Path(tempfile.mkdtemp(prefix="replaybook-", dir=self.tmp_root))
-        (self.base / stale.OWNER).write_text(f"{os.getpid()} {stale.start_time(os.getpid())}\n")
+        self.base = temp_dir("replaybook-", self.tmp_root)
         try:
             self._setup()
         except BaseException:
@@ -439,6 +438,20 @@ class Sandbox(HarnessGit):
         from bot.replay.checks import unchanged
 
         return unchanged(self.pristine, self.root, _relative(path))
+
+def temp_dir(prefix: str, root: str | None) -> Path:
+    """A new folder under ``root`` (None: the system's temp folder) with this process as its owner, so a
+    later harness removes it (``bot.replay.stale``) only once this one is gone."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix, dir=root))
+    (folder / stale.OWNER).write_text(f"{os.getpid()} {stale.start_time(os.getpid())}\n")
+    return folder
+
+
+def temp_root() -> str | None:
+    """Where throwaway folders go: ``$REPLAYBOOK_TMPDIR``, else a roomy tmpfs, else None (the system's temp
+    folder). On a disk each file made and removed costs inode bookkeeping (ext4: 1-2 ms a trial)."""
+    return settings.get(TMP_ENV) or _tmpfs()
+
 
 @functools.lru_cache(maxsize=1)
 def _tmpfs() -> str | None:
