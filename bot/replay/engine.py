@@ -208,7 +208,8 @@ def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
                 loaded.fixture, env_allow=(*scenario.env_allow, *opts.env_allow),
                 extra_env={**scenario.env, **service_env(services)}, backend=backend, toolchain=tools,
                 setup=scenario.setup, limits=limits_of(scenario.budget),
-                service_ports=[svc.port for svc in services.values()], reads=getattr(agent, "reads", lambda: ())()))
+                service_ports=[svc.port for svc in services.values()], reads=getattr(agent, "reads", lambda: ())(),
+                pristine=any(isinstance(check, sc.Unchanged) for check in scenario.pass_if)))
         except InfrastructureError as exc:
             return infrastructure(exc)
         phase("sandbox setup")

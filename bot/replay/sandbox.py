@@ -77,6 +77,7 @@ class Sandbox(HarnessGit):
         limits: isolation.Limits | None = None,
         service_ports: Sequence[int] = (),
         reads: Sequence[str] = (),
+        pristine: bool = True,
     ):
         self.fixture = Path(fixture)
         self.env_allow = tuple(env_allow)
@@ -91,6 +92,7 @@ class Sandbox(HarnessGit):
         self.limits = limits or isolation.Limits()
         self.service_ports = tuple(service_ports)
         self.reads = tuple(reads)  # host folders the agent program needs (e.g. the Claude Code CLI)
+        self.keeps_pristine = pristine  # a copy of the tree as the agent got it, which only `unchanged` reads
         self.limit_hit: str | None = None  # the first bound a process broke: the trial is unscored
         self.base: Path | None = None
         self._bridges: dict[int, UnixBridge] = {}
@@ -152,7 +154,8 @@ class Sandbox(HarnessGit):
             self._log = CommandLog(self._base / "commands.fifo", self.shim_log,
                                    cap=min(COMMAND_LOG_CAP, self.limits.max_disk_bytes), on_full=self._log_full)
         self._run_setup()
-        fixture_mod.copy(self.root, self.pristine)  # after setup: `unchanged` compares with what the agent got
+        if self.keeps_pristine:  # after setup: `unchanged` compares with what the agent got
+            fixture_mod.copy(self.root, self.pristine)
         self.baseline = self._commit_baseline()
         self._ro = (*self._ro, str(self._base / "baseline.git" / "objects"), *self._borrowed)  # the agent's .git borrows them
 
@@ -171,6 +174,8 @@ class Sandbox(HarnessGit):
 
     @property
     def pristine(self) -> Path:
+        if not self.keeps_pristine:  # never an empty stand-in: `unchanged` would compare with nothing
+            raise RuntimeError("this sandbox keeps no pristine copy; make it with pristine=True")
         return self._base / "fixture"
 
     @property

@@ -209,6 +209,14 @@ def test_output_is_capped_and_stdin_is_passed(fixture_repo):
     assert missing.rc == 127
 
 
+def test_a_sandbox_made_without_a_pristine_copy_refuses_unchanged(fixture_repo):
+    """Never an empty stand-in: an ``unchanged`` against nothing would say every file changed (or was never there)."""
+    with Sandbox(fixture_repo, pristine=False) as sb:
+        assert not (sb.base / "fixture").exists()
+        with pytest.raises(RuntimeError, match="pristine"):
+            sb.unchanged("a.txt")
+
+
 def test_cleanup_happens_on_exceptions_and_read_only_trees(fixture_repo):
     with pytest.raises(RuntimeError, match="boom"):
         with Sandbox(fixture_repo) as sb:
