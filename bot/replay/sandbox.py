@@ -104,6 +104,7 @@ class Sandbox(HarnessGit):
         self._runs = itertools.count()
         self._trace_bytes = 0
         self._session: Session | None = None  # bwrap: the trial's one sandbox, started at the first call
+        self._which: dict[str, str | None] = {}
 
     # -- lifecycle ---------------------------------------------------------
     def __enter__(self) -> "Sandbox":
@@ -243,8 +244,9 @@ class Sandbox(HarnessGit):
             env[shims.LOG_ENV] = str(self._log.fifo) if self._log else str(self.shim_log)
         if self.toolchain.bin_dir:
             env["VIRTUAL_ENV"] = os.path.dirname(self.toolchain.bin_dir)
-        host = settings.environ()
-        env.update({k: host[k] for k in self.env_allow if k in host})
+        if self.env_allow:  # a copy of the whole environment, made only when a name is to be taken from it
+            host = settings.environ()
+            env.update({k: host[k] for k in self.env_allow if k in host})
         env.update(self.extra_env)
         return env
 
@@ -393,8 +395,10 @@ class Sandbox(HarnessGit):
         return self._bridges[port]
 
     def which(self, name: str) -> str | None:
-        """The real program ``name`` on the original PATH, never a shim."""
-        return shutil.which(name, path=self.shims.base_path)
+        """The real program ``name`` on the original PATH, never a shim; looked up once a trial (that PATH is fixed)."""
+        if name not in self._which:
+            self._which[name] = shutil.which(name, path=self.shims.base_path)
+        return self._which[name]
 
     def commands(self) -> list[CommandEvent]:
         return [e for e in self.trace_events() if isinstance(e, CommandEvent)]

@@ -94,6 +94,20 @@ def test_gateway_variables_survive_shims_and_shebang_chains(fixture_repo, tmp_pa
     assert "ls" in names
 
 
+def test_which_is_looked_up_once_a_trial_and_afresh_for_the_next(fixture_repo, tmp_path, monkeypatch):
+    """The builtin agent asks for bash at every call: one lookup a sandbox, none shared between trials."""
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    monkeypatch.setenv("PATH", f"{tools}:{os.environ['PATH']}")
+    with Sandbox(fixture_repo) as first:
+        assert first.which("rb-late-tool") is None
+        (tools / "rb-late-tool").write_text("#!/bin/sh\n")
+        (tools / "rb-late-tool").chmod(0o755)
+        assert first.which("rb-late-tool") is None
+    with Sandbox(fixture_repo) as second:
+        assert second.which("rb-late-tool") == str(tools / "rb-late-tool")
+
+
 def test_checks_stay_out_of_the_command_log(fixture_repo):
     # The program the harness starts is the run itself (a tool call's shell): what it runs is recorded.
     with Sandbox(fixture_repo) as sb:
