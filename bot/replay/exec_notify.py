@@ -356,11 +356,15 @@ class Watch:
         except OSError:
             return None
         try:
-            with open(f"/proc/{tid}/mem", "rb", buffering=0) as mem:
+            mem_fd = os.open(f"/proc/{tid}/mem", os.O_RDONLY | os.O_CLOEXEC)
+            try:
                 dirfd, name_at, argv_at, flags = (_signed(args[0]), args[1], args[2], args[4]) if at \
                     else (_AT_FDCWD, args[0], args[1], 0)
-                name = procfs.string(mem, name_at)
-                argv = procfs.argv(mem, argv_at, abi.pointer)
+                mem = procfs.Memory(mem_fd)
+                name = mem.string(name_at)
+                argv = mem.argv(argv_at, abi.pointer)
+            finally:
+                os.close(mem_fd)
             cwd = os.readlink(f"/proc/{tid}/cwd")
             program = name
             if at and dirfd != _AT_FDCWD and (not name.startswith("/") or (not name and flags & _AT_EMPTY_PATH)):
