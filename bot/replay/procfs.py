@@ -19,11 +19,16 @@ STATUS_KEYS = tuple((key, f"\n{key}:".encode()) for key in ("Tgid", "PPid", "NSp
 
 def status(pid: int) -> dict[str, str] | None:
     """The fields of ``/proc/PID/status`` the record needs (found, not every line split: it runs per notification)."""
-    try:
-        with open(f"/proc/{pid}/status", "rb") as f:
-            raw = f.read()
+    try:  # os.open, not open(): a Python file object costs more than the kernel's whole answer here
+        fd = os.open(f"/proc/{pid}/status", os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return None
+    try:
+        raw = _read_all(fd)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
     out = {}
     for key, tag in STATUS_KEYS:
         at = raw.find(tag)
@@ -41,14 +46,18 @@ def filters(status: dict[str, str]) -> int | None:
 
 
 def read_at(dirfd: int, name: str) -> bytes:
-    fd = os.open(name, os.O_RDONLY, dir_fd=dirfd)
+    fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC, dir_fd=dirfd)
     try:
-        chunks = []
-        while chunk := os.read(fd, 1 << 16):
-            chunks.append(chunk)
-        return b"".join(chunks)
+        return _read_all(fd)
     finally:
         os.close(fd)
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 1 << 16):
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 class Memory:
