@@ -526,6 +526,36 @@ def test_a_reply_that_is_not_a_json_object_is_refused(frame):
             executor.read_reply(ours)
 
 
+def test_replies_are_taken_as_they_come_whole_or_in_pieces():
+    """The harness reads what has arrived, which may be a ``pid`` and its ``rc`` at once, or half a frame."""
+    import socket
+
+    from bot.replay import executor
+    from bot.replay.session import _Replies
+
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        replies = _Replies(ours)
+        executor._send_reply(theirs, {"pid": 7})
+        executor._send_reply(theirs, {"rc": 3})
+        replies.fill()
+        assert (replies.pop(), replies.pop(), replies.pop()) == ({"pid": 7}, {"rc": 3}, None)
+        frame = b'{"ok":"two halves"}'
+        theirs.sendall(len(frame).to_bytes(4, "big") + frame[:5])
+        assert replies.next(0.05) is None and not replies.ended  # half a frame is not a reply (yet)
+        theirs.sendall(frame[5:])
+        assert replies.next(1) == {"ok": "two halves"}
+        theirs.sendall(b"\x00\x00\x00\x03[1]")
+        assert replies.next(1) is None and replies.ended  # not an object: the stream is not trusted further
+    ours, theirs = socket.socketpair()
+    with ours:
+        replies = _Replies(ours)
+        executor._send_reply(theirs, {"rc": 0})
+        theirs.close()
+        assert replies.next(1) == {"rc": 0}  # what came before the end is still read
+        assert replies.next(1) is None and replies.ended
+
+
 def test_the_executor_imports_only_builtin_modules():
     """Its start is paid once per trial: ``json`` (and so ``re``), ``subprocess``, ``selectors``, ``socket`` and
     ``signal`` cost 25 ms of it. Imported as the sandbox imports it (``-I -S``), none of them is loaded."""
