@@ -114,7 +114,7 @@ class Sandbox(HarnessGit):
         path = launchers.resolve_path(settings.get("PATH") or "", self.fixture)  # python, not pyenv's launcher
         if self.toolchain.bin_dir:
             path = self.toolchain.bin_dir + os.pathsep + path
-        self.shims = shims.build_shims(path, self.scrub, cache_dir=self.shim_cache)
+        self.shims = shims.build_shims(path, self.scrub, cache_dir=self.shim_cache, build=not self.traced)
         if self.traced:
             kernel_trace.strace()  # no tracer, no record: the harness's failure, before anything runs
         stale.remove_stale_once(self.tmp_root or tempfile.gettempdir())

@@ -157,6 +157,33 @@ def test_nested_shells_and_odd_argv_survive(fixture_repo):
     assert [e.cwd for e in events if e.argv == ["ls"] and e.depth == 0] == ["/"]  # outside: absolute
 
 
+def test_under_the_kernel_trace_no_shim_is_built_nor_on_path(fixture_repo, tmp_path):
+    """Nothing runs through a shim there: the cache gets no shim folder, PATH is the real one, SHELL real bash."""
+    with Sandbox(fixture_repo, backend="bwrap", shim_cache=tmp_path / "cache") as sb:
+        assert sb.traced and sb.shims.bin_dir is None and sb.shims.path_value == sb.shims.base_path
+        env = sb.env()
+        assert env["PATH"] == sb.shims.base_path and env["SHELL"] == sb.shims.bash
+        assert sh(sb, "echo $0").rc == 0
+    assert not (tmp_path / "cache" / "shims").exists()
+
+
+def test_a_cache_entry_is_touched_only_once_its_mark_has_aged(tmp_path):
+    """The least-recently-used mark (the entry's mtime) is refreshed when older than TOUCH_EVERY_S, not at every
+    trial: an entry in use stays far younger than the hour the pruners spare."""
+    from bot.replay.shims import TOUCH_EVERY_S, touch
+
+    entry = tmp_path / "entry"
+    entry.mkdir()
+    recent, old = time.time() - TOUCH_EVERY_S / 2, time.time() - TOUCH_EVERY_S * 2
+    os.utime(entry, (recent, recent))
+    touch(entry)
+    assert entry.stat().st_mtime == pytest.approx(recent)
+    os.utime(entry, (old, old))
+    touch(entry)
+    assert time.time() - entry.stat().st_mtime < 60
+    touch(tmp_path / "missing")  # gone meanwhile: nothing to mark
+
+
 def test_shim_log_resynchronises_after_damage(tmp_path):
     good = b"RB1\x001.5\x002.0\x000\x000\x00/r/sub\x002\x00ls\x00-l\x00"
     data = b"junk\x00RB1\x00oops\x00" + good
