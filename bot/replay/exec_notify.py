@@ -181,7 +181,7 @@ class Watch:
         self.procs: dict[int, kernel_trace._Proc] = {}
         self._ns: dict[int, int] = {}  # host pid -> its pid inside the sandbox
         self._outside: set[int] = set()  # the executor and its ancestors (``_known_ancestor``)
-        self._base = procfs.filters(procfs.status(os.getpid()) or {})  # the harness's own seccomp filters
+        self._base = _own_filters(os.getpid())  # the harness's own seccomp filters
         self._pending: dict[int, _Attempt] = {}
         self._lock = threading.Lock()
         self._bytes = 0
@@ -430,6 +430,13 @@ class Watch:
         for proc in self.procs.values():
             if proc.execs and proc.exit_code is None:
                 proc.exit_code = -9  # ended by a signal the notification does not name
+
+
+@functools.lru_cache(maxsize=4)
+def _own_filters(pid: int) -> int | None:
+    """The seccomp filters this process runs under: only the process itself can add one, and the harness never
+    does, so it is read once (by pid: a forked child is read anew), not at every sandbox's start."""
+    return procfs.filters(procfs.status(pid) or {})
 
 
 def _valid(listener: int, nid: int) -> bool:
