@@ -168,8 +168,8 @@ class Sandbox(HarnessGit):
                 raise BadInput(f"{self.fixture}: setup command `{line}` failed ({why}): "
                                f"{(done.stderr or done.stdout).strip()[-300:]}; fix the scenario's `setup`")
 
-    # -- paths -------------------------------------------------------------
-    @property
+    # -- paths (fixed once the folder is made: each is built once, not at every call) ---------------
+    @functools.cached_property
     def root(self) -> Path:
         return self._base / "root"
 
@@ -179,13 +179,17 @@ class Sandbox(HarnessGit):
             raise RuntimeError("this sandbox keeps no pristine copy; make it with pristine=True")
         return self._base / "fixture"
 
-    @property
+    @functools.cached_property
     def home(self) -> Path:
         return self._base / "home"
 
-    @property
+    @functools.cached_property
     def tmpdir(self) -> Path:
         return self._base / "tmp"
+
+    @functools.cached_property
+    def _writable(self) -> tuple[str, str, str]:
+        return str(self.root), str(self.home), str(self.tmpdir)
 
     @property
     def shim_log(self) -> Path:
@@ -274,23 +278,23 @@ class Sandbox(HarnessGit):
         """
         workdir = self.root / _relative(cwd) if cwd else self.root
         env = dict(env) if env is not None else self.env(record=record, path_shims=path_shims)
-        plan = isolation.Plan(
-            rw=(str(self.root), str(self.home), str(self.tmpdir)), ro=self._ro,
-            command_log=str(self._log.fifo) if record and self._log else None,  # docker only
-            endpoints=tuple((port, str(self._bridge(port).path)) for port in (*self.service_ports, *endpoints)),
-            limits=self.limits,
-        )
         if not workdir.is_dir():  # the agent removed it: as a missing program would, without a traceback
             return Completed(127, "", f"replaybook: {workdir} no longer exists\n", False, 0.0)
         lim = self.limits
         watch = Watch(max_procs=lim.max_procs, max_output_bytes=lim.max_output_bytes,
                       max_disk_bytes=lim.max_disk_bytes, disk=self.disk_bytes)
         if self._in_session(endpoints):
-            done = self._session_run(argv, workdir=workdir, env=env, plan=plan, stdin=stdin, timeout_s=timeout_s,
+            done = self._session_run(argv, workdir=workdir, env=env, stdin=stdin, timeout_s=timeout_s,
                                      output_cap=output_cap, watch=watch, record=record, tool_call=tool_call)
             if done.limit and self.limit_hit is None:
                 self.limit_hit = done.limit
             return done
+        plan = isolation.Plan(
+            rw=self._writable, ro=self._ro,
+            command_log=str(self._log.fifo) if record and self._log else None,  # docker only
+            endpoints=tuple((port, str(self._bridge(port).path)) for port in (*self.service_ports, *endpoints)),
+            limits=self.limits,
+        )
         trace_dir = None
         if record and self.traced:  # on the host, beside root: no bind reaches it
             trace_dir = self._base / "kernel" / str(next(self._runs))
@@ -336,7 +340,7 @@ class Sandbox(HarnessGit):
 
     def _session_plan(self) -> isolation.Plan:
         return isolation.Plan(
-            rw=(str(self.root), str(self.home), str(self.tmpdir)), ro=self._ro,
+            rw=self._writable, ro=self._ro,
             endpoints=tuple((port, str(self._bridge(port).path)) for port in self.service_ports), limits=self.limits)
 
     def _end_session(self) -> None:
@@ -349,7 +353,7 @@ class Sandbox(HarnessGit):
             elif isinstance(session.reader, exec_notify.Watch):
                 self._trace_bytes += session.reader.size()
 
-    def _session_run(self, argv, *, workdir: Path, env, plan, stdin, timeout_s, output_cap, watch, record,
+    def _session_run(self, argv, *, workdir: Path, env, stdin, timeout_s, output_cap, watch, record,
                      tool_call) -> Completed:
         session = self._session_for(self._session_plan())
         done, pid = session.run(argv, cwd=str(workdir), env=env, stdin=stdin, timeout_s=timeout_s,
@@ -387,7 +391,7 @@ class Sandbox(HarnessGit):
     def disk_bytes(self, stop_at: int) -> int:
         """What the agent's writable folders hold, counted up to ``stop_at``."""
         # The kernel trace of the run in progress counts too: a flood of execs must not fill the host's memory.
-        return tree_bytes([str(self.root), str(self.home), str(self.tmpdir), str(self._base / "kernel")], stop_at)
+        return tree_bytes([*self._writable, str(self._base / "kernel")], stop_at)
 
     def _bridge(self, port: int) -> UnixBridge:
         if port not in self._bridges:
