@@ -105,6 +105,7 @@ def _insn(code: int, jt: int, jf: int, k: int) -> bytes:
 _LD_W_ABS, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
 
 
+@functools.cache  # a function of the machine's numbers alone: built once, not at every sandbox's start
 def filter_program(m: Machine) -> bytes:
     """The BPF program: notify on exec and exit in every ABI the kernel runs; any other ABI gets ``ENOSYS``.
 
