@@ -9,6 +9,7 @@ import logging
 import os
 import select
 import socket
+import socketserver
 import threading
 import time
 from collections.abc import Iterator
@@ -128,6 +129,12 @@ class Server(HTTPServer):
         self._idle = threading.Condition(self._lock)
         super().__init__(*args)
         self.socket.setblocking(False)  # workers race for a connection: the loser's accept must not block
+
+    def server_bind(self) -> None:
+        """As HTTPServer's, less its reverse lookup of the address (``socket.getfqdn``): no handler here reads
+        ``server_name``, and the lookup reads /etc/hosts, or asks a DNS server, at every gateway's start."""
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = self.server_address[:2]
 
     def serve_forever(self, poll_interval: float = 0.5) -> None:
         """Be the first worker (``poll_interval`` is unused: ``shutdown`` wakes every worker at once)."""

@@ -225,6 +225,20 @@ def test_connections_held_open_are_each_served_at_once() -> None:
         conn.close()
 
 
+def test_a_gateway_starts_without_looking_its_address_up(monkeypatch) -> None:
+    """http.server names itself by a reverse lookup (/etc/hosts, or a DNS server) that nothing here reads."""
+    import socket
+
+    def no_lookup(name: str = "") -> str:
+        raise AssertionError(f"looked up {name!r}")
+
+    monkeypatch.setattr(socket, "getfqdn", no_lookup)
+    with Gateway(POLICY) as gw:
+        status, _ = raw_post(gw, "/v1/messages", {"model": MODEL, "max_tokens": 16, "messages": [
+            {"role": "user", "content": "go"}]}, {"x-api-key": gw.token})
+    assert status == 200
+
+
 def test_callback_errors_are_kept_and_do_not_break_the_agent() -> None:
     def boom(call: ModelCall) -> None:
         raise RuntimeError("trace is full")
