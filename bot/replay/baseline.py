@@ -27,6 +27,7 @@ from typing import Callable, Mapping
 
 from bot.errors import InfrastructureError
 from bot.replay.host_tools import GIT_HARDENED
+from bot.replay.shims import touch
 
 _VERSION = "rb-baseline-1"  # bump when the layout changes: part of the key
 _KEEP = 32
@@ -81,14 +82,14 @@ def template(fixture: Path, cache_dir: Path, *, git: str, env: Mapping[str, str]
     """The baseline of ``fixture`` from the cache, built now if missing (``env``: git's identity and config)."""
     root = cache_dir / "baselines"
     final = root / f"{fixture_key(fixture)}.git"
-    if not (final / _SHA).exists():
+    try:
+        sha = _read(final / _SHA)
+    except FileNotFoundError:
         _build(final, fixture, git=git, env=env, copy=copy)
         _prune(root, keep=final)
-    try:
-        os.utime(final)
-    except OSError:
-        pass
-    return Template(final, (final / _SHA).read_text().strip())
+        sha = _read(final / _SHA)
+    touch(final)
+    return Template(final, sha.decode().strip())
 
 
 def _build(final: Path, fixture: Path, *, git: str, env: Mapping[str, str], copy) -> None:
@@ -124,16 +125,38 @@ def _git(git: str, args: list[str], env: Mapping[str, str], cwd: Path) -> None:
 
 
 def borrow(tpl: Template, gitdir: Path, index: Path) -> None:
-    """Make ``gitdir`` a bare repository at the baseline commit whose objects are the template's."""
-    (gitdir / "objects" / "info").mkdir(parents=True)
-    (gitdir / "objects" / "pack").mkdir()
-    (gitdir / "refs" / "heads").mkdir(parents=True)
-    (gitdir / "refs" / "tags").mkdir()
-    (gitdir / "objects" / "info" / "alternates").write_text(f"{tpl.objects}\n")
+    """Make ``gitdir`` a bare repository at the baseline commit whose objects are the template's.
+
+    Made with bare system calls (a handful of small files a trial: pathlib's and shutil's layers cost more
+    than the files)."""
+    for folder in ("", "objects", "objects/info", "objects/pack", "refs", "refs/heads", "refs/tags"):
+        os.mkdir(os.path.join(gitdir, folder), 0o777)
+    _write(gitdir / "objects" / "info" / "alternates", f"{tpl.objects}\n".encode())
     for name in ("HEAD", "config"):
-        shutil.copyfile(tpl.gitdir / name, gitdir / name)
-    (gitdir / "refs" / "heads" / "main").write_text(tpl.sha + "\n")
-    shutil.copyfile(tpl.index, index)
+        _write(gitdir / name, _read(tpl.gitdir / name))
+    _write(gitdir / "refs" / "heads" / "main", f"{tpl.sha}\n".encode())
+    _write(index, _read(tpl.index))
+
+
+def _read(path: Path) -> bytes:
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _write(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
 
 
 def _prune(root: Path, *, keep: Path) -> None:

@@ -34,7 +34,7 @@ from bot.replay import checks as checks_mod
 from bot.replay import isolation, toolchain
 from bot.replay.gateway import Gateway, ModelCall, Upstream
 from bot.replay.policy import SIMULATED_MODEL, load_policy
-from bot.replay.sandbox import Sandbox
+from bot.replay.sandbox import Sandbox, temp_dir, temp_root
 from bot.replay.services import service_env, start_services
 from bot.replay.shims import default_cache_dir
 from bot.replay.trace import (
@@ -208,7 +208,8 @@ def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
                 loaded.fixture, env_allow=(*scenario.env_allow, *opts.env_allow),
                 extra_env={**scenario.env, **service_env(services)}, backend=backend, toolchain=tools,
                 setup=scenario.setup, limits=limits_of(scenario.budget),
-                service_ports=[svc.port for svc in services.values()], reads=getattr(agent, "reads", lambda: ())()))
+                service_ports=[svc.port for svc in services.values()], reads=getattr(agent, "reads", lambda: ())(),
+                pristine=any(isinstance(check, sc.Unchanged) for check in scenario.pass_if)))
         except InfrastructureError as exc:
             return infrastructure(exc)
         phase("sandbox setup")
@@ -345,11 +346,10 @@ def _run_agent(agent, job: agents_mod.AgentRun) -> agents_mod.AgentResult:
 
 
 def _run_dir(stack: ExitStack, opts: ReplayOptions, scenario_id: str, trial: int, redact: Redactor) -> RunDir:
-    if opts.runs_dir is None:
-        import tempfile
-
-        tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="replaybook-run-"))
-        return RunDir(Path(tmp), redact=redact.data).create()
+    if opts.runs_dir is None:  # kept nowhere: beside the sandboxes (in memory where it can), not on a disk
+        tmp = temp_dir("replaybook-run-", temp_root())
+        stack.callback(shutil.rmtree, tmp, ignore_errors=True)
+        return RunDir(tmp, redact=redact.data).create()
     name = f"{time.strftime('%Y%m%dT%H%M%S')}-{scenario_id}-t{trial}-{uuid.uuid4().hex[:6]}"
     run_dir = RunDir(Path(opts.runs_dir) / name, redact=redact.data).create()
 

@@ -105,6 +105,7 @@ def _insn(code: int, jt: int, jf: int, k: int) -> bytes:
 _LD_W_ABS, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
 
 
+@functools.cache  # a function of the machine's numbers alone: built once, not at every sandbox's start
 def filter_program(m: Machine) -> bytes:
     """The BPF program: notify on exec and exit in every ABI the kernel runs; any other ABI gets ``ENOSYS``.
 
@@ -181,7 +182,7 @@ class Watch:
         self.procs: dict[int, kernel_trace._Proc] = {}
         self._ns: dict[int, int] = {}  # host pid -> its pid inside the sandbox
         self._outside: set[int] = set()  # the executor and its ancestors (``_known_ancestor``)
-        self._base = procfs.filters(procfs.status(os.getpid()) or {})  # the harness's own seccomp filters
+        self._base = _own_filters(os.getpid())  # the harness's own seccomp filters
         self._pending: dict[int, _Attempt] = {}
         self._lock = threading.Lock()
         self._bytes = 0
@@ -356,11 +357,15 @@ class Watch:
         except OSError:
             return None
         try:
-            with open(f"/proc/{tid}/mem", "rb", buffering=0) as mem:
+            mem_fd = os.open(f"/proc/{tid}/mem", os.O_RDONLY | os.O_CLOEXEC)
+            try:
                 dirfd, name_at, argv_at, flags = (_signed(args[0]), args[1], args[2], args[4]) if at \
                     else (_AT_FDCWD, args[0], args[1], 0)
-                name = procfs.string(mem, name_at)
-                argv = procfs.argv(mem, argv_at, abi.pointer)
+                mem = procfs.Memory(mem_fd)
+                name = mem.string(name_at)
+                argv = mem.argv(argv_at, abi.pointer)
+            finally:
+                os.close(mem_fd)
             cwd = os.readlink(f"/proc/{tid}/cwd")
             program = name
             if at and dirfd != _AT_FDCWD and (not name.startswith("/") or (not name and flags & _AT_EMPTY_PATH)):
@@ -426,6 +431,13 @@ class Watch:
         for proc in self.procs.values():
             if proc.execs and proc.exit_code is None:
                 proc.exit_code = -9  # ended by a signal the notification does not name
+
+
+@functools.lru_cache(maxsize=4)
+def _own_filters(pid: int) -> int | None:
+    """The seccomp filters this process runs under: only the process itself can add one, and the harness never
+    does, so it is read once (by pid: a forked child is read anew), not at every sandbox's start."""
+    return procfs.filters(procfs.status(pid) or {})
 
 
 def _valid(listener: int, nid: int) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import stat
@@ -49,8 +50,85 @@ def check_link(fixture: Path, top: str, link: str) -> None:
 
 
 def copy(src: Path, dst: Path) -> None:
-    # The fixture's own .git (if any) is not part of the scenario; the sandbox makes its own.
-    shutil.copytree(src, dst, symlinks=True, ignore=lambda d, names: [".git"] if Path(d) == src else [])
+    """``shutil.copytree(src, dst, symlinks=True)`` less the top-level ``.git``, at a fraction of its cost.
+
+    The same copy: links copied as links (never followed), each file's bytes, mode, times and extended
+    attributes, each folder's mode and times (set after its contents, so a read-only folder can be
+    filled), and a file that is neither regular, folder nor link refused. But one ``open`` of each
+    file, its ``fstat`` reused for all of that, and no Python layers between: ``copy2`` stats each file
+    five times over, and the copy is made two or three times a trial.
+    """
+    os.makedirs(os.path.dirname(os.path.abspath(dst)), exist_ok=True)
+    _copy_dir(os.fspath(src), os.fspath(dst), top=True)
+
+
+def _copy_dir(src: str, dst: str, *, top: bool = False) -> None:
+    os.mkdir(dst, 0o700)
+    with os.scandir(src) as it:
+        entries = list(it)
+    for entry in entries:
+        if top and entry.name == ".git":  # the fixture's own repository is not part of it; the sandbox makes its own
+            continue
+        target = os.path.join(dst, entry.name)
+        if entry.is_symlink():
+            os.symlink(os.readlink(entry.path), target)
+            st = entry.stat(follow_symlinks=False)
+            os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns), follow_symlinks=False)
+        elif entry.is_dir(follow_symlinks=False):
+            _copy_dir(entry.path, target)
+        else:
+            _copy_file(entry.path, target)
+    st = os.stat(src)  # a folder (links below are copied as links): only the top one may be reached by a link
+    os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
+    os.chmod(dst, stat.S_IMODE(st.st_mode))
+
+
+def _copy_file(src: str, dst: str) -> None:
+    # O_NONBLOCK: a FIFO opens at once (and is refused below) instead of waiting for a writer.
+    fd_in = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd_in)
+        if not stat.S_ISREG(st.st_mode):
+            raise shutil.SpecialFileError(f"`{src}` is not a regular file, folder or link; it cannot be copied")
+        fd_out = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        try:
+            _copy_bytes(fd_in, fd_out, st.st_size)
+            _copy_xattrs(fd_in, fd_out)
+            os.fchmod(fd_out, stat.S_IMODE(st.st_mode))
+            os.utime(fd_out, ns=(st.st_atime_ns, st.st_mtime_ns))
+        finally:
+            os.close(fd_out)
+    finally:
+        os.close(fd_in)
+
+
+def _copy_bytes(fd_in: int, fd_out: int, size: int) -> None:
+    """The file's first ``size`` bytes (its size when opened), in the kernel where it can."""
+    done = 0
+    try:
+        while done < size and (sent := os.sendfile(fd_out, fd_in, done, size - done)):
+            done += sent
+    except OSError as exc:
+        if done or exc.errno not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+            raise
+        while done < size and (chunk := os.pread(fd_in, min(1 << 20, size - done), done)):
+            done += os.write(fd_out, chunk)
+
+
+def _copy_xattrs(fd_in: int, fd_out: int) -> None:
+    """As ``shutil.copystat``: what cannot be copied (another file system, a system name) is left out."""
+    try:
+        names = os.listxattr(fd_in)
+    except OSError as exc:
+        if exc.errno in (errno.ENOTSUP, errno.ENODATA, errno.EINVAL):
+            return
+        raise
+    for name in names:
+        try:
+            os.setxattr(fd_out, name, os.getxattr(fd_in, name))
+        except OSError as exc:
+            if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.ENODATA, errno.EINVAL, errno.EACCES):
+                raise
 
 
 

@@ -137,10 +137,7 @@ class Gateway:
         self.close()
 
     def close(self) -> None:
-        """Stop serving, drop open connections and wait for handler threads."""
-        if self._thread.is_alive():
-            self._server.shutdown()
-            self._thread.join()
+        """Stop serving, drop open connections and wait for the server's threads."""
         self._server.close_all(timeout_s=5.0 + self.latency_s)
 
     @property

@@ -158,9 +158,9 @@ class Bubblewrap:
     def command(self, argv, *, cwd, env, plan, status_fd=None, direct=False):
         args = [self.bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
                 "--hostname", "replaybook", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
-        for masked in _MASKED:
-            if os.path.isdir(masked) and not os.path.islink(masked):
-                args += ["--perms", "0755", "--tmpfs", masked]
+        masks = [m for m in _MASKED if os.path.isdir(m) and not os.path.islink(m)]  # looked at once a command
+        for masked in masks:
+            args += ["--perms", "0755", "--tmpfs", masked]
         args += _secret_masks()
         for path in plan.ro:
             args += ["--ro-bind", path, path]
@@ -176,9 +176,8 @@ class Bubblewrap:
             args += ["--ro-bind", plan.command_log, COMMAND_LOG]
         for port, sock in plan.endpoints:
             args += ["--ro-bind", sock, socket_path(port)]
-        for masked in _MASKED:  # the masks stay empty: nothing but the sandbox's own folders is writable
-            if os.path.isdir(masked) and not os.path.islink(masked):
-                args += ["--remount-ro", masked]
+        for masked in masks:  # the masks stay empty: nothing but the sandbox's own folders is writable
+            args += ["--remount-ro", masked]
         for key, value in env.items():
             args += ["--setenv", key, value]
         if direct and not plan.endpoints:  # no bash between: bwrap says it started (its --info-fd JSON, then closed)

@@ -156,8 +156,9 @@ class Policy:
         index = count_tool_results(request)
         step = self.step_at(branch, index) or Step("say", text="done")
         content, stop_reason = _render(step, index, request)
+        said = _canonical(request.get("messages"))  # the largest part of both the id and the estimate: encoded once
         message = {
-            "id": _message_id(request, branch, index),
+            "id": _message_id(request, branch, index, said),
             "type": "message",
             "role": "assistant",
             "model": SIMULATED_MODEL,
@@ -165,7 +166,7 @@ class Policy:
             "stop_reason": stop_reason,
             "stop_sequence": None,
             "usage": {
-                "input_tokens": estimate_input_tokens(request),
+                "input_tokens": estimate_input_tokens(request, said),
                 "output_tokens": estimate_tokens(content),
                 "cache_creation_input_tokens": 0,
                 "cache_read_input_tokens": 0,
@@ -221,8 +222,13 @@ def estimate_tokens(obj: Any) -> int:
     return max(1, len(_canonical(obj)) // 4)
 
 
-def estimate_input_tokens(request: dict[str, Any]) -> int:
-    return estimate_tokens([request.get("system"), request.get("messages"), request.get("tools")])
+def estimate_input_tokens(request: dict[str, Any], said: str | None = None) -> int:
+    """``estimate_tokens`` of [system, messages, tools]; ``said``: the messages' ``_canonical`` text, if known."""
+    if said is None:
+        said = _canonical(request.get("messages"))
+    # The canonical text of a list is its items' joined by "," in brackets: the same length, one encoding less.
+    size = len(_canonical(request.get("system"))) + len(said) + len(_canonical(request.get("tools"))) + 4
+    return max(1, size // 4)
 
 
 # --- building the answer -------------------------------------------------
@@ -318,9 +324,12 @@ def _heredoc(path: str, content: str) -> str:
     return f"mkdir -p -- \"$(dirname -- {quoted})\" && printf '%s' {shlex.quote(content)} > {quoted}"
 
 
-def _message_id(request: dict[str, Any], branch: str, index: int) -> str:
-    digest = hashlib.sha256(_canonical([branch, index, request.get("messages")]).encode()).hexdigest()
-    return f"msg_sim_{digest[:20]}"
+def _message_id(request: dict[str, Any], branch: str, index: int, said: str | None = None) -> str:
+    """A hash of ``_canonical([branch, index, messages])``, built from ``said`` (the messages' text) when given."""
+    if said is None:
+        said = _canonical(request.get("messages"))
+    text = f"[{_canonical(branch)},{_canonical(index)},{said}]"
+    return f"msg_sim_{hashlib.sha256(text.encode()).hexdigest()[:20]}"
 
 
 def _draw_flip(noise: float, seed: int) -> bool:

@@ -150,7 +150,10 @@ class Bounds:
 
     def __init__(self, watch: Watch, pid: int, captures):
         self.watch, self.pid, self.captures = watch, pid, captures
-        self.next_procs = self.next_disk = time.monotonic()
+        # The first looks come one period in, not at the start, when nothing has run yet: most calls end
+        # sooner, and their one look at the disk is the one after the end (both pumps make it).
+        start = time.monotonic()
+        self.next_procs, self.next_disk = start + _PROC_EVERY_S, start + _DISK_EVERY_S
 
     def broken(self, now: float) -> str | None:
         w = self.watch

@@ -19,11 +19,16 @@ STATUS_KEYS = tuple((key, f"\n{key}:".encode()) for key in ("Tgid", "PPid", "NSp
 
 def status(pid: int) -> dict[str, str] | None:
     """The fields of ``/proc/PID/status`` the record needs (found, not every line split: it runs per notification)."""
-    try:
-        with open(f"/proc/{pid}/status", "rb") as f:
-            raw = f.read()
+    try:  # os.open, not open(): a Python file object costs more than the kernel's whole answer here
+        fd = os.open(f"/proc/{pid}/status", os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return None
+    try:
+        raw = _read_all(fd)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
     out = {}
     for key, tag in STATUS_KEYS:
         at = raw.find(tag)
@@ -41,45 +46,78 @@ def filters(status: dict[str, str]) -> int | None:
 
 
 def read_at(dirfd: int, name: str) -> bytes:
-    fd = os.open(name, os.O_RDONLY, dir_fd=dirfd)
+    fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC, dir_fd=dirfd)
     try:
-        chunks = []
-        while chunk := os.read(fd, 1 << 16):
-            chunks.append(chunk)
-        return b"".join(chunks)
+        return _read_all(fd)
     finally:
         os.close(fd)
 
 
-def string(mem, at: int) -> str:
-    out = bytearray()
-    while len(out) < ARG_CAP:
-        mem.seek(at + len(out))
-        chunk = mem.read(min(4096 - (at + len(out)) % 4096, ARG_CAP - len(out)))  # never across a page at once
-        if not chunk:
-            raise ValueError("unreadable string")
-        end = chunk.find(b"\0")
-        if end >= 0:
-            out += chunk[:end]
-            break
-        out += chunk
-    return out.decode("utf-8", "backslashreplace")
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 1 << 16):
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
-def argv(mem, at: int, width: int) -> list[str]:
-    if at == 0:
-        return []
-    out: list[str] = []
-    fmt = "=Q" if width == 8 else "=I"
-    total = 0
-    while len(out) < ARGV_CAP and total < EXEC_CAP:
-        mem.seek(at + len(out) * width)
-        raw = mem.read(width)
-        if len(raw) != width:
-            raise ValueError("unreadable argv")
-        (ptr,) = struct.unpack(fmt, raw)
-        if ptr == 0:
-            break
-        out.append(string(mem, ptr))
-        total += len(out[-1]) + 1
-    return out
+class Memory:
+    """Another process's memory, read through ``/proc/PID/mem`` (an fd) a 4 KiB chunk at a time, each chunk once.
+
+    An exec's argv pointers and strings lie together on a page or two of the caller's memory: read so,
+    one ``pread`` brings them all, where a read per pointer and per string (each a seek and a read)
+    was two system calls apiece. A chunk never crosses a page, so an unmapped page fails alone, as
+    before. At most what the caps below allow is ever held.
+    """
+
+    CHUNK = 4096
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        self._chunks: dict[int, bytes] = {}
+
+    def _chunk(self, start: int) -> bytes:
+        data = self._chunks.get(start)
+        if data is None:
+            data = self._chunks[start] = os.pread(self.fd, self.CHUNK, start)
+            if not data:
+                raise ValueError("unreadable memory")
+        return data
+
+    def read(self, at: int, size: int) -> bytes:
+        out = b""
+        while len(out) < size:
+            start = (at + len(out)) // self.CHUNK * self.CHUNK
+            offset = at + len(out) - start
+            piece = self._chunk(start)[offset:offset + size - len(out)]
+            if not piece:
+                raise ValueError("unreadable memory")
+            out += piece
+        return out
+
+    def string(self, at: int) -> str:
+        out = b""
+        while len(out) < ARG_CAP:
+            start = (at + len(out)) // self.CHUNK * self.CHUNK
+            piece = self._chunk(start)[at + len(out) - start:][:ARG_CAP - len(out)]
+            if not piece:
+                raise ValueError("unreadable string")
+            end = piece.find(b"\0")
+            if end >= 0:
+                out += piece[:end]
+                break
+            out += piece
+        return out.decode("utf-8", "backslashreplace")
+
+    def argv(self, at: int, width: int) -> list[str]:
+        if at == 0:
+            return []
+        out: list[str] = []
+        fmt = "=Q" if width == 8 else "=I"
+        total = 0
+        while len(out) < ARGV_CAP and total < EXEC_CAP:
+            (ptr,) = struct.unpack(fmt, self.read(at + len(out) * width, width))
+            if ptr == 0:
+                break
+            out.append(self.string(ptr))
+            total += len(out[-1]) + 1
+        return out

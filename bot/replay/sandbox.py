@@ -77,6 +77,7 @@ class Sandbox(HarnessGit):
         limits: isolation.Limits | None = None,
         service_ports: Sequence[int] = (),
         reads: Sequence[str] = (),
+        pristine: bool = True,
     ):
         self.fixture = Path(fixture)
         self.env_allow = tuple(env_allow)
@@ -84,13 +85,14 @@ class Sandbox(HarnessGit):
         self.scrub = tuple(scrub)
         self.shim_cache = shim_cache
         # Where the sandbox's temp dir goes; a tmpfs here makes setup and cleanup far cheaper.
-        self.tmp_root = tmp_root or settings.get(TMP_ENV) or _tmpfs()
+        self.tmp_root = tmp_root or temp_root()
         self.backend = backend if backend is not None and not isinstance(backend, str) else isolation.backend(backend)
         self.toolchain = toolchain
         self.setup_commands = tuple(setup)
         self.limits = limits or isolation.Limits()
         self.service_ports = tuple(service_ports)
         self.reads = tuple(reads)  # host folders the agent program needs (e.g. the Claude Code CLI)
+        self.keeps_pristine = pristine  # a copy of the tree as the agent got it, which only `unchanged` reads
         self.limit_hit: str | None = None  # the first bound a process broke: the trial is unscored
         self.base: Path | None = None
         self._bridges: dict[int, UnixBridge] = {}
@@ -102,6 +104,7 @@ class Sandbox(HarnessGit):
         self._runs = itertools.count()
         self._trace_bytes = 0
         self._session: Session | None = None  # bwrap: the trial's one sandbox, started at the first call
+        self._which: dict[str, str | None] = {}
 
     # -- lifecycle ---------------------------------------------------------
     def __enter__(self) -> "Sandbox":
@@ -111,12 +114,11 @@ class Sandbox(HarnessGit):
         path = launchers.resolve_path(settings.get("PATH") or "", self.fixture)  # python, not pyenv's launcher
         if self.toolchain.bin_dir:
             path = self.toolchain.bin_dir + os.pathsep + path
-        self.shims = shims.build_shims(path, self.scrub, cache_dir=self.shim_cache)
+        self.shims = shims.build_shims(path, self.scrub, cache_dir=self.shim_cache, build=not self.traced)
         if self.traced:
             kernel_trace.strace()  # no tracer, no record: the harness's failure, before anything runs
         stale.remove_stale_once(self.tmp_root or tempfile.gettempdir())
-        self.base = Path(tempfile.mkdtemp(prefix="replaybook-", dir=self.tmp_root))
-        (self.base / stale.OWNER).write_text(f"{os.getpid()} {stale.start_time(os.getpid())}\n")
+        self.base = temp_dir("replaybook-", self.tmp_root)
         try:
             self._setup()
         except BaseException:
@@ -153,7 +155,8 @@ class Sandbox(HarnessGit):
             self._log = CommandLog(self._base / "commands.fifo", self.shim_log,
                                    cap=min(COMMAND_LOG_CAP, self.limits.max_disk_bytes), on_full=self._log_full)
         self._run_setup()
-        fixture_mod.copy(self.root, self.pristine)  # after setup: `unchanged` compares with what the agent got
+        if self.keeps_pristine:  # after setup: `unchanged` compares with what the agent got
+            fixture_mod.copy(self.root, self.pristine)
         self.baseline = self._commit_baseline()
         self._ro = (*self._ro, str(self._base / "baseline.git" / "objects"), *self._borrowed)  # the agent's .git borrows them
 
@@ -165,22 +168,28 @@ class Sandbox(HarnessGit):
                 raise BadInput(f"{self.fixture}: setup command `{line}` failed ({why}): "
                                f"{(done.stderr or done.stdout).strip()[-300:]}; fix the scenario's `setup`")
 
-    # -- paths -------------------------------------------------------------
-    @property
+    # -- paths (fixed once the folder is made: each is built once, not at every call) ---------------
+    @functools.cached_property
     def root(self) -> Path:
         return self._base / "root"
 
     @property
     def pristine(self) -> Path:
+        if not self.keeps_pristine:  # never an empty stand-in: `unchanged` would compare with nothing
+            raise RuntimeError("this sandbox keeps no pristine copy; make it with pristine=True")
         return self._base / "fixture"
 
-    @property
+    @functools.cached_property
     def home(self) -> Path:
         return self._base / "home"
 
-    @property
+    @functools.cached_property
     def tmpdir(self) -> Path:
         return self._base / "tmp"
+
+    @functools.cached_property
+    def _writable(self) -> tuple[str, str, str]:
+        return str(self.root), str(self.home), str(self.tmpdir)
 
     @property
     def shim_log(self) -> Path:
@@ -239,8 +248,9 @@ class Sandbox(HarnessGit):
             env[shims.LOG_ENV] = str(self._log.fifo) if self._log else str(self.shim_log)
         if self.toolchain.bin_dir:
             env["VIRTUAL_ENV"] = os.path.dirname(self.toolchain.bin_dir)
-        host = settings.environ()
-        env.update({k: host[k] for k in self.env_allow if k in host})
+        if self.env_allow:  # a copy of the whole environment, made only when a name is to be taken from it
+            host = settings.environ()
+            env.update({k: host[k] for k in self.env_allow if k in host})
         env.update(self.extra_env)
         return env
 
@@ -268,23 +278,23 @@ class Sandbox(HarnessGit):
         """
         workdir = self.root / _relative(cwd) if cwd else self.root
         env = dict(env) if env is not None else self.env(record=record, path_shims=path_shims)
-        plan = isolation.Plan(
-            rw=(str(self.root), str(self.home), str(self.tmpdir)), ro=self._ro,
-            command_log=str(self._log.fifo) if record and self._log else None,  # docker only
-            endpoints=tuple((port, str(self._bridge(port).path)) for port in (*self.service_ports, *endpoints)),
-            limits=self.limits,
-        )
         if not workdir.is_dir():  # the agent removed it: as a missing program would, without a traceback
             return Completed(127, "", f"replaybook: {workdir} no longer exists\n", False, 0.0)
         lim = self.limits
         watch = Watch(max_procs=lim.max_procs, max_output_bytes=lim.max_output_bytes,
                       max_disk_bytes=lim.max_disk_bytes, disk=self.disk_bytes)
         if self._in_session(endpoints):
-            done = self._session_run(argv, workdir=workdir, env=env, plan=plan, stdin=stdin, timeout_s=timeout_s,
+            done = self._session_run(argv, workdir=workdir, env=env, stdin=stdin, timeout_s=timeout_s,
                                      output_cap=output_cap, watch=watch, record=record, tool_call=tool_call)
             if done.limit and self.limit_hit is None:
                 self.limit_hit = done.limit
             return done
+        plan = isolation.Plan(
+            rw=self._writable, ro=self._ro,
+            command_log=str(self._log.fifo) if record and self._log else None,  # docker only
+            endpoints=tuple((port, str(self._bridge(port).path)) for port in (*self.service_ports, *endpoints)),
+            limits=self.limits,
+        )
         trace_dir = None
         if record and self.traced:  # on the host, beside root: no bind reaches it
             trace_dir = self._base / "kernel" / str(next(self._runs))
@@ -330,7 +340,7 @@ class Sandbox(HarnessGit):
 
     def _session_plan(self) -> isolation.Plan:
         return isolation.Plan(
-            rw=(str(self.root), str(self.home), str(self.tmpdir)), ro=self._ro,
+            rw=self._writable, ro=self._ro,
             endpoints=tuple((port, str(self._bridge(port).path)) for port in self.service_ports), limits=self.limits)
 
     def _end_session(self) -> None:
@@ -343,7 +353,7 @@ class Sandbox(HarnessGit):
             elif isinstance(session.reader, exec_notify.Watch):
                 self._trace_bytes += session.reader.size()
 
-    def _session_run(self, argv, *, workdir: Path, env, plan, stdin, timeout_s, output_cap, watch, record,
+    def _session_run(self, argv, *, workdir: Path, env, stdin, timeout_s, output_cap, watch, record,
                      tool_call) -> Completed:
         session = self._session_for(self._session_plan())
         done, pid = session.run(argv, cwd=str(workdir), env=env, stdin=stdin, timeout_s=timeout_s,
@@ -381,7 +391,7 @@ class Sandbox(HarnessGit):
     def disk_bytes(self, stop_at: int) -> int:
         """What the agent's writable folders hold, counted up to ``stop_at``."""
         # The kernel trace of the run in progress counts too: a flood of execs must not fill the host's memory.
-        return tree_bytes([str(self.root), str(self.home), str(self.tmpdir), str(self._base / "kernel")], stop_at)
+        return tree_bytes([*self._writable, str(self._base / "kernel")], stop_at)
 
     def _bridge(self, port: int) -> UnixBridge:
         if port not in self._bridges:
@@ -389,8 +399,10 @@ class Sandbox(HarnessGit):
         return self._bridges[port]
 
     def which(self, name: str) -> str | None:
-        """The real program ``name`` on the original PATH, never a shim."""
-        return shutil.which(name, path=self.shims.base_path)
+        """The real program ``name`` on the original PATH, never a shim; looked up once a trial (that PATH is fixed)."""
+        if name not in self._which:
+            self._which[name] = shutil.which(name, path=self.shims.base_path)
+        return self._which[name]
 
     def commands(self) -> list[CommandEvent]:
         return [e for e in self.trace_events() if isinstance(e, CommandEvent)]
@@ -439,6 +451,20 @@ class Sandbox(HarnessGit):
         from bot.replay.checks import unchanged
 
         return unchanged(self.pristine, self.root, _relative(path))
+
+def temp_dir(prefix: str, root: str | None) -> Path:
+    """A new folder under ``root`` (None: the system's temp folder) with this process as its owner, so a
+    later harness removes it (``bot.replay.stale``) only once this one is gone."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix, dir=root))
+    (folder / stale.OWNER).write_text(f"{os.getpid()} {stale.start_time(os.getpid())}\n")
+    return folder
+
+
+def temp_root() -> str | None:
+    """Where throwaway folders go: ``$REPLAYBOOK_TMPDIR``, else a roomy tmpfs, else None (the system's temp
+    folder). On a disk each file made and removed costs inode bookkeeping (ext4: 1-2 ms a trial)."""
+    return settings.get(TMP_ENV) or _tmpfs()
+
 
 @functools.lru_cache(maxsize=1)
 def _tmpfs() -> str | None:

@@ -19,10 +19,10 @@ whole sandbox: the next call gets a fresh one.
 
 from __future__ import annotations
 
+import json
 import marshal
 import os
 import select
-import selectors
 import socket
 import subprocess
 import sys
@@ -118,14 +118,9 @@ class Session:
             self._fail("strace could not trace the sandbox (exit {rc}): {err}")
         # What runs in the sandbox before any call: bwrap, its init, the executor and the bridges.
         self.baseline_procs = _count(self.proc.pid)
+        self._replies = _Replies(self.sock)  # from here no reply carries a descriptor
 
     # -- the wire --------------------------------------------------------------------------
-    def _answer(self, timeout: float) -> dict | None:
-        msg, fds = self._answer_with_fds(timeout)
-        for fd in fds:
-            os.close(fd)
-        return msg
-
     def _answer_with_fds(self, timeout: float) -> tuple[dict | None, list[int]]:
         self.sock.settimeout(timeout)
         try:
@@ -181,11 +176,11 @@ class Session:
         return done, pid
 
     def _pump(self, out_r: int, err_r: int, out: Capture, err: Capture, deadline: float, watch: Watch):
-        sel = selectors.DefaultSelector()
+        # poll, not a selector: epoll's set-up and tear-down were six system calls of every call
+        poll, sock = select.poll(), self.sock.fileno()
         caps = {out_r: out, err_r: err}
-        for fd in caps:
-            sel.register(fd, selectors.EVENT_READ)
-        sel.register(self.sock, selectors.EVENT_READ)
+        for fd in (*caps, sock):
+            poll.register(fd, select.POLLIN)
         shifted = Watch(max_procs=None if watch.max_procs is None else watch.max_procs + self.baseline_procs,
                         max_output_bytes=watch.max_output_bytes, max_disk_bytes=watch.max_disk_bytes, disk=watch.disk)
         bounds = Bounds(shifted, self.proc.pid, [out, err])
@@ -205,27 +200,23 @@ class Session:
                 ended_at = now
             if ended_at is not None and (now - ended_at > _DRAIN_S or not caps):
                 break
-            for key, _ in sel.select(timeout=0.02):
-                if key.fileobj is self.sock:
-                    msg = self._answer(_KILL_ANSWER_S)
-                    if msg is None:
-                        self._kill()
-                        sel.unregister(self.sock)
+            for fd, _ in poll.poll(20):
+                if fd == sock:
+                    self._replies.fill()
+                    while rc is None and (msg := self._replies.pop()) is not None:  # a pid and its rc may come as one
+                        pid, rc = msg.get("pid", pid), msg.get("rc")
+                    if rc is not None or self._replies.ended:
+                        if rc is None:  # the stream ended, or broke, with no answer
+                            self._kill()
+                        poll.unregister(sock)
                         ended_at = ended_at or time.monotonic()
-                    elif "pid" in msg:
-                        pid = msg["pid"]
-                    elif "rc" in msg:
-                        rc = msg["rc"]
-                        sel.unregister(self.sock)
-                        ended_at = time.monotonic()
                     continue
-                data = os.read(key.fd, 65536)
+                data = os.read(fd, 65536)
                 if data:
-                    caps[key.fd].add(data)
+                    caps[fd].add(data)
                 else:
-                    sel.unregister(key.fd)
-                    del caps[key.fd]
-        sel.close()
+                    poll.unregister(fd)
+                    del caps[fd]
         os.close(out_r)
         os.close(err_r)
         if limit is None and watch.disk is not None and watch.max_disk_bytes is not None:
@@ -247,7 +238,7 @@ class Session:
         except OSError:
             self._kill()
             return {"error": "the sandbox is gone"}
-        answer = self._answer(60)
+        answer = self._replies.next(60)
         if answer is None:
             self._kill()
             return {"error": "the sandbox stopped answering"}
@@ -274,6 +265,66 @@ class Session:
         if isinstance(self.reader, exec_notify.Watch):
             self.reader.close()
         self.dead = True
+
+
+class _Replies:
+    """The executor's replies as they arrive, read without waiting: one ``recvmsg`` takes what is there, which
+    may be more than one frame (a ``pid`` and its ``rc``), and what is left is kept for the next ask.
+
+    The framing is ``executor``'s (a 4-byte length, then a JSON object). Its ``read_reply`` reads a frame in
+    four system calls, the socket's timeout set and unset around them: per call, more of the harness's
+    CPU than the rest of the wire together. ``ended``: the stream ended or broke (a frame not an object,
+    or over ``MAX_FRAME``); nothing more is read from it.
+    """
+
+    def __init__(self, sock: socket.socket):
+        self.sock, self.buf, self.ended = sock, bytearray(), False
+        self._poll = select.poll()
+        self._poll.register(sock.fileno(), select.POLLIN)
+
+    def pop(self) -> dict | None:
+        """The next whole reply already read, else None."""
+        if len(self.buf) < 4:
+            return None
+        size = int.from_bytes(self.buf[:4], "big")
+        if size > executor_mod.MAX_FRAME or len(self.buf) < 4 + size:
+            self.ended = self.ended or size > executor_mod.MAX_FRAME
+            return None
+        body = bytes(self.buf[4:4 + size])
+        del self.buf[:4 + size]
+        try:
+            msg = json.loads(body)
+        except ValueError:
+            msg = None
+        if not isinstance(msg, dict):
+            self.ended = True
+            return None
+        return msg
+
+    def fill(self) -> None:
+        """Take what has arrived; never waits."""
+        try:
+            data, anc, _, _ = self.sock.recvmsg(1 << 16, socket.CMSG_SPACE(16 * 4), socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return
+        except OSError:
+            data, anc = b"", []
+        for level, kind, raw in anc:  # none is sent after ``ready``: whatever comes is closed
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                for i in range(0, len(raw) - len(raw) % 4, 4):
+                    os.close(int.from_bytes(raw[i:i + 4], sys.byteorder, signed=True))
+        self.ended = self.ended or not data
+        self.buf += data
+
+    def next(self, timeout: float) -> dict | None:
+        """The next reply within ``timeout`` seconds; None when none came whole (the caller ends the sandbox)."""
+        deadline = time.monotonic() + timeout
+        while (msg := self.pop()) is None and not self.ended:
+            left = deadline - time.monotonic()
+            if left <= 0 or not self._poll.poll(left * 1000):
+                return None
+            self.fill()
+        return msg
 
 
 def _wait(proc: subprocess.Popen, timeout: float) -> bool:

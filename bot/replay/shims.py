@@ -102,16 +102,18 @@ exec {bash} "$@"
 
 @dataclass(frozen=True)
 class ShimSet:
-    """A built shim directory. ``path_value`` is what PATH should be for the agent."""
+    """A built shim directory (``bin_dir`` None: none built). ``path_value`` is what PATH should be for the agent."""
 
-    bin_dir: Path
-    shell: Path  # the `$SHELL` wrapper
+    bin_dir: Path | None
+    shell: Path | None  # the `$SHELL` wrapper
     bash: str  # the real bash
     base_path: str  # the original PATH, without any shim directory
     scrub: tuple[str, ...]
 
     @property
     def path_value(self) -> str:
+        if self.bin_dir is None:
+            return self.base_path
         return f"{self.bin_dir}{os.pathsep}{self.base_path}" if self.base_path else str(self.bin_dir)
 
 
@@ -127,8 +129,14 @@ def build_shims(
     scrub: Sequence[str] = DEFAULT_SCRUB,
     *,
     cache_dir: Path | None = None,
+    build: bool = True,
 ) -> ShimSet:
-    """Return the shim set for ``path`` (default: $PATH), building it once."""
+    """Return the shim set for ``path`` (default: $PATH), building it once.
+
+    ``build=False``: PATH's folders and the harness's bash only, no shim (``bin_dir`` and ``shell`` None): under
+    the kernel trace no command runs through a shim, and keying the cache (a stat of every PATH folder, a
+    hash) and touching it were paid at every trial for a folder nothing read.
+    """
     scrub = tuple(sorted(set(scrub)))
     bad = [n for n in scrub if not _NAME_RE.match(n)]
     if bad:
@@ -140,11 +148,13 @@ def build_shims(
     bash = host_tools.find("bash")  # the harness's own, never one a toolchain put first on ``path``
     if not bash:
         raise BadInput(f"PATH has no bash; command capture needs bash 5 or newer on PATH ({host_tools.trusted_path()})")
+    if not build:
+        return ShimSet(None, None, bash, base_path, scrub)
     root = (cache_dir or default_cache_dir()) / "shims"
     final = root / _cache_key(dirs, scrub, bash)
     if not (final / "bin" / _MARKER).exists():
         _build(final, dirs, scrub, bash)
-    _touch(final)
+    touch(final)
     return ShimSet(final / "bin", final / "shell" / "bash", bash, base_path, scrub)
 
 
@@ -237,9 +247,16 @@ def _check_bash(bash: str) -> None:
         )
 
 
-def _touch(path: Path) -> None:
+TOUCH_EVERY_S = 600  # well inside the hour the pruners leave alone: a set in use is never pruned
+
+
+def touch(path: Path) -> None:
+    """Mark a cache entry as used, for least-recently-used pruning (``_prune`` here, ``baseline._prune``), when
+    its mark is older than ``TOUCH_EVERY_S``: done at every trial, it was a metadata write to the cache's
+    file system (a disk) for a mark that had not aged."""
     try:
-        os.utime(path)
+        if time.time() - os.stat(path).st_mtime > TOUCH_EVERY_S:
+            os.utime(path)
     except OSError:
         pass
 

@@ -7,12 +7,13 @@ import http.client
 import json
 import logging
 import os
-import selectors
+import select
 import socket
+import socketserver
 import threading
 import time
 from collections.abc import Iterator
-from http.server import ThreadingHTTPServer
+from http.server import HTTPServer
 from typing import Any
 
 from bot.replay import responses_api
@@ -104,40 +105,109 @@ def sse(event: dict[str, Any]) -> bytes:
     return f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()
 
 
-class Server(ThreadingHTTPServer):
-    """Tracks its connections so close() can end keep-alive handlers at once."""
+class Server(HTTPServer):
+    """Serves each connection in the thread that accepted it, and can close every connection it holds.
 
-    daemon_threads = True
-    block_on_close = False  # we join ourselves, with a timeout
+    ``socketserver``'s threading server accepts in one thread and starts a thread per connection: two
+    thread hand-offs and a thread's start for every model call (the builtin agent opens a connection
+    per call). Here every thread of the server is a worker: it waits for a connection, and once it has
+    one, makes sure another worker is waiting (starting one only when none is) before serving it. A
+    sequential agent is served by one thread for the whole trial; parallel or keep-alive connections
+    get a worker each, as before; idle workers beyond ``_SPARE`` leave.
+    """
+
     request_queue_size = 128  # socketserver's 5 resets connections when an agent opens many at once
     gateway: Any  # the Gateway it serves
 
     def __init__(self, *args: Any) -> None:
         self._open: dict[socket.socket, threading.Thread] = {}
-        self._open_lock = threading.Lock()
+        self._lock = threading.Lock()
         self._wake_r, self._wake_w = os.pipe()
-        self._stopped = threading.Event()
+        self._stopping = False
+        self._waiting = 0  # workers waiting for a connection (or about to)
+        self._workers: set[threading.Thread] = set()
+        self._idle = threading.Condition(self._lock)
         super().__init__(*args)
+        self.socket.setblocking(False)  # workers race for a connection: the loser's accept must not block
+
+    def server_bind(self) -> None:
+        """As HTTPServer's, less its reverse lookup of the address (``socket.getfqdn``): no handler here reads
+        ``server_name``, and the lookup reads /etc/hosts, or asks a DNS server, at every gateway's start."""
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = self.server_address[:2]
 
     def serve_forever(self, poll_interval: float = 0.5) -> None:
-        """socketserver's loop, but ``shutdown`` wakes it at once: its own loop wakes only at the next
-        ``poll_interval``, on average half of it added to the end of every replay."""
+        """Be the first worker (``poll_interval`` is unused: ``shutdown`` wakes every worker at once)."""
+        with self._lock:
+            self._workers.add(threading.current_thread())
+            self._waiting += 1
+        self._work()
+
+    def _work(self) -> None:
+        # Exclusive: a connection wakes one waiting worker, not all of them (the wake pipe, all of them).
+        poll = select.epoll()
+        poll.register(self.socket, select.EPOLLIN | getattr(select, "EPOLLEXCLUSIVE", 0))
+        poll.register(self._wake_r, select.EPOLLIN)
         try:
-            with selectors.PollSelector() as sel:
-                sel.register(self, selectors.EVENT_READ)
-                sel.register(self._wake_r, selectors.EVENT_READ)
-                while True:
-                    ready = {key.fd for key, _ in sel.select()}
-                    if self._wake_r in ready:
+            while (got := self._next(poll)) is not None:
+                self._serve(*got)
+                with self._lock:
+                    if self._waiting >= _SPARE:
                         return
-                    self._handle_request_noblock()
+                    self._waiting += 1
         finally:
-            self._stopped.set()
+            poll.close()
+            with self._lock:
+                self._workers.discard(threading.current_thread())
+                self._idle.notify_all()
+
+    def _next(self, poll: select.epoll) -> tuple[socket.socket, Any] | None:
+        """The next connection for this worker, or None when the server stops (it then no longer waits)."""
+        while True:
+            with self._lock:
+                if self._stopping:
+                    self._waiting -= 1
+                    return None
+            if any(fd == self._wake_r for fd, _ in poll.poll()):
+                continue  # the stop is seen above
+            try:
+                request, address = self.socket.accept()
+            except (BlockingIOError, InterruptedError):
+                continue  # another worker took it
+            except OSError:
+                continue  # e.g. a connection reset before it was accepted; a closed socket means a stop
+            with self._lock:
+                if self._stopping:  # close_all has taken its list: no connection may begin after it
+                    request.close()
+                    continue
+                self._open[request] = threading.current_thread()
+                self._waiting -= 1
+                spare = self._waiting == 0
+            if spare:
+                self._hire()
+            return request, address
+
+    def _hire(self) -> None:
+        thread = threading.Thread(target=self._work, name="replay-gateway", daemon=True)
+        with self._lock:
+            self._workers.add(thread)
+            self._waiting += 1
+        thread.start()
+
+    def _serve(self, request: socket.socket, address: Any) -> None:
+        try:
+            self.finish_request(request, address)
+        except Exception:  # noqa: BLE001 - one connection's failure is not the server's
+            self.handle_error(request, address)
+        finally:
+            self.shutdown_request(request)
 
     def shutdown(self) -> None:
-        """Stop ``serve_forever`` (running in another thread) and wait until it has returned."""
-        os.write(self._wake_w, b"x")
-        self._stopped.wait()
+        """Stop accepting, and wait until no worker waits for a connection (those serving one go on)."""
+        with self._lock:
+            self._stopping = True
+            os.write(self._wake_w, b"x")
+            self._idle.wait_for(lambda: self._waiting <= 0, timeout=5.0)
 
     def server_close(self) -> None:
         super().server_close()
@@ -148,14 +218,8 @@ class Server(ThreadingHTTPServer):
                 pass
         self._wake_r = self._wake_w = -1
 
-    def process_request(self, request: Any, client_address: Any) -> None:
-        thread = threading.Thread(target=self.process_request_thread, args=(request, client_address), daemon=True)
-        with self._open_lock:
-            self._open[request] = thread
-        thread.start()
-
     def shutdown_request(self, request: Any) -> None:
-        with self._open_lock:
+        with self._lock:
             self._open.pop(request, None)
         super().shutdown_request(request)
 
@@ -163,17 +227,25 @@ class Server(ThreadingHTTPServer):
         log.debug("gateway connection from %s ended with an error", client_address, exc_info=True)
 
     def close_all(self, timeout_s: float) -> None:
-        with self._open_lock:
-            open_now = dict(self._open)
+        """Stop, end every open connection and wait (at most ``timeout_s``) for every worker to leave."""
+        with self._lock:
+            if not self._stopping:
+                self._stopping = True
+                os.write(self._wake_w, b"x")
+            open_now, workers = list(self._open), list(self._workers)
         for sock in open_now:
             try:
                 sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
         deadline = time.monotonic() + timeout_s
-        for thread in open_now.values():
-            thread.join(max(0.0, deadline - time.monotonic()))
+        for thread in workers:
+            if thread is not threading.current_thread():
+                thread.join(max(0.0, deadline - time.monotonic()))
         self.server_close()
+
+
+_SPARE = 2  # a worker whose connection ended waits for the next unless this many do (one more is a start saved)
 
 
 def read_events(resp: http.client.HTTPResponse) -> Iterator[bytes]:

@@ -456,6 +456,37 @@ def test_no_runs_dir_keeps_nothing(two_way, opts):
     assert result.verdict == "passed" and result.run_dir is None
 
 
+def test_with_no_runs_dir_the_run_folder_lives_beside_the_sandboxes_owned_and_goes(two_way, opts, sandbox_tmp):
+    """In memory where the sandboxes are (not on a disk: file churn there is the file system's CPU), with an
+    owner, so a harness killed mid-trial leaves nothing a later one keeps."""
+    seen = []
+
+    def look(phase: str) -> None:
+        if phase == "agent":
+            seen.extend(p for p in sandbox_tmp.iterdir() if p.name.startswith("replaybook-run-"))
+            assert all((p / "trace.jsonl").is_file() and (p / ".owner").is_file() for p in seen)
+
+    result = run_trial(two_way, RULE_TEXT, opts(runs_dir=None), 0, on_phase=look)
+    assert result.verdict == "passed" and len(seen) == 1
+    assert not seen[0].exists() and list(sandbox_tmp.iterdir()) == []
+
+
+@pytest.mark.parametrize("kept", [True, False])
+def test_the_pristine_copy_is_made_only_for_an_unchanged_check(make_scenario, opts, sandbox_tmp, kept):
+    """``unchanged`` alone reads it: without one no copy is made, and with one the check still sees the change."""
+    checks = [PROOF, *([{"unchanged": ["README.md"]}] if kept else [])]
+    loaded = make_scenario(pass_if=checks, with_rule=[{"bash": "echo changed >> README.md"}, {"say": "done"}])
+    copies = []
+
+    def look(phase: str) -> None:
+        if phase == "sandbox setup":
+            copies.extend(p / "fixture" for p in sandbox_tmp.glob("replaybook-*") if (p / "fixture").is_dir())
+
+    result = run_trial(loaded, RULE_TEXT, opts(), 0, on_phase=look)
+    assert len(copies) == (1 if kept else 0)
+    assert failed_checks(result) == (["unchanged README.md"] if kept else [])
+
+
 def test_bad_input_mid_trial_leaves_no_run_folder(make_scenario, opts, tmp_path):
     loaded = make_scenario(pass_if=[PROOF])
     (loaded.folder / "policy.yaml").unlink()  # the simulated model has nothing to play: bad input, found mid-trial

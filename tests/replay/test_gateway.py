@@ -190,6 +190,55 @@ def test_close_leaves_no_threads_even_with_keep_alive_connections() -> None:
     c.close()
 
 
+def test_sequential_calls_reuse_the_servers_threads() -> None:
+    """The builtin agent opens a connection per call: they are served by the threads already there, not a
+    thread started for each (at most one waits while another serves)."""
+    served: set[threading.Thread] = set()  # the objects, not their idents: a new thread may reuse an ident
+    with Gateway(POLICY, on_call=lambda call: served.add(threading.current_thread())) as gw:
+        for _ in range(6):
+            status, _ = raw_post(gw, "/v1/messages", {"model": MODEL, "max_tokens": 16, "messages": [
+                {"role": "user", "content": "go"}]}, {"x-api-key": gw.token})
+            assert status == 200
+            deadline = time.monotonic() + 5  # as between an agent's calls: the server has seen the close
+            while gw._server._open and time.monotonic() < deadline:
+                time.sleep(0.001)
+    assert len(gw.calls) == 6 and len(served) <= 2
+
+
+def test_connections_held_open_are_each_served_at_once() -> None:
+    """A connection an agent keeps open (keep-alive) holds its thread; the next one is served by another, even
+    with three held, and closing the gateway ends them all."""
+    before = set(threading.enumerate())
+    gw = Gateway(POLICY)
+    held = []
+    for _ in range(3):
+        conn = http.client.HTTPConnection(urlsplit(gw.url).netloc, timeout=5)
+        body = json.dumps({"model": MODEL, "max_tokens": 16, "messages": [{"role": "user", "content": "go"}]})
+        conn.request("POST", "/v1/messages", body=body, headers={"content-type": "application/json",
+                                                                  "x-api-key": gw.token})
+        assert conn.getresponse().read() and conn.sock is not None  # answered, and still open
+        held.append(conn)
+    assert len(gw.calls) == 3
+    gw.close()
+    assert set(threading.enumerate()) - before == set()
+    for conn in held:
+        conn.close()
+
+
+def test_a_gateway_starts_without_looking_its_address_up(monkeypatch) -> None:
+    """http.server names itself by a reverse lookup (/etc/hosts, or a DNS server) that nothing here reads."""
+    import socket
+
+    def no_lookup(name: str = "") -> str:
+        raise AssertionError(f"looked up {name!r}")
+
+    monkeypatch.setattr(socket, "getfqdn", no_lookup)
+    with Gateway(POLICY) as gw:
+        status, _ = raw_post(gw, "/v1/messages", {"model": MODEL, "max_tokens": 16, "messages": [
+            {"role": "user", "content": "go"}]}, {"x-api-key": gw.token})
+    assert status == 200
+
+
 def test_callback_errors_are_kept_and_do_not_break_the_agent() -> None:
     def boom(call: ModelCall) -> None:
         raise RuntimeError("trace is full")

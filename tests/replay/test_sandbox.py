@@ -94,6 +94,20 @@ def test_gateway_variables_survive_shims_and_shebang_chains(fixture_repo, tmp_pa
     assert "ls" in names
 
 
+def test_which_is_looked_up_once_a_trial_and_afresh_for_the_next(fixture_repo, tmp_path, monkeypatch):
+    """The builtin agent asks for bash at every call: one lookup a sandbox, none shared between trials."""
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    monkeypatch.setenv("PATH", f"{tools}:{os.environ['PATH']}")
+    with Sandbox(fixture_repo) as first:
+        assert first.which("rb-late-tool") is None
+        (tools / "rb-late-tool").write_text("#!/bin/sh\n")
+        (tools / "rb-late-tool").chmod(0o755)
+        assert first.which("rb-late-tool") is None
+    with Sandbox(fixture_repo) as second:
+        assert second.which("rb-late-tool") == str(tools / "rb-late-tool")
+
+
 def test_checks_stay_out_of_the_command_log(fixture_repo):
     # The program the harness starts is the run itself (a tool call's shell): what it runs is recorded.
     with Sandbox(fixture_repo) as sb:
@@ -141,6 +155,33 @@ def test_nested_shells_and_odd_argv_survive(fixture_repo):
     assert ["ls", "-d", "--", *odd] in argvs
     assert ["ls", "\\xff\\xfe"] in argvs  # undecodable bytes stay visible
     assert [e.cwd for e in events if e.argv == ["ls"] and e.depth == 0] == ["/"]  # outside: absolute
+
+
+def test_under_the_kernel_trace_no_shim_is_built_nor_on_path(fixture_repo, tmp_path):
+    """Nothing runs through a shim there: the cache gets no shim folder, PATH is the real one, SHELL real bash."""
+    with Sandbox(fixture_repo, backend="bwrap", shim_cache=tmp_path / "cache") as sb:
+        assert sb.traced and sb.shims.bin_dir is None and sb.shims.path_value == sb.shims.base_path
+        env = sb.env()
+        assert env["PATH"] == sb.shims.base_path and env["SHELL"] == sb.shims.bash
+        assert sh(sb, "echo $0").rc == 0
+    assert not (tmp_path / "cache" / "shims").exists()
+
+
+def test_a_cache_entry_is_touched_only_once_its_mark_has_aged(tmp_path):
+    """The least-recently-used mark (the entry's mtime) is refreshed when older than TOUCH_EVERY_S, not at every
+    trial: an entry in use stays far younger than the hour the pruners spare."""
+    from bot.replay.shims import TOUCH_EVERY_S, touch
+
+    entry = tmp_path / "entry"
+    entry.mkdir()
+    recent, old = time.time() - TOUCH_EVERY_S / 2, time.time() - TOUCH_EVERY_S * 2
+    os.utime(entry, (recent, recent))
+    touch(entry)
+    assert entry.stat().st_mtime == pytest.approx(recent)
+    os.utime(entry, (old, old))
+    touch(entry)
+    assert time.time() - entry.stat().st_mtime < 60
+    touch(tmp_path / "missing")  # gone meanwhile: nothing to mark
 
 
 def test_shim_log_resynchronises_after_damage(tmp_path):
@@ -207,6 +248,14 @@ def test_output_is_capped_and_stdin_is_passed(fixture_repo):
     assert big.stdout_truncated and big.stdout.startswith("x" * 1000) and "truncated" in big.stdout
     assert fed.stdout == "hello\n"
     assert missing.rc == 127
+
+
+def test_a_sandbox_made_without_a_pristine_copy_refuses_unchanged(fixture_repo):
+    """Never an empty stand-in: an ``unchanged`` against nothing would say every file changed (or was never there)."""
+    with Sandbox(fixture_repo, pristine=False) as sb:
+        assert not (sb.base / "fixture").exists()
+        with pytest.raises(RuntimeError, match="pristine"):
+            sb.unchanged("a.txt")
 
 
 def test_cleanup_happens_on_exceptions_and_read_only_trees(fixture_repo):
@@ -525,6 +574,36 @@ def test_a_reply_that_is_not_a_json_object_is_refused(frame):
         theirs.sendall(len(frame).to_bytes(4, "big") + frame)
         with pytest.raises(ValueError):
             executor.read_reply(ours)
+
+
+def test_replies_are_taken_as_they_come_whole_or_in_pieces():
+    """The harness reads what has arrived, which may be a ``pid`` and its ``rc`` at once, or half a frame."""
+    import socket
+
+    from bot.replay import executor
+    from bot.replay.session import _Replies
+
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        replies = _Replies(ours)
+        executor._send_reply(theirs, {"pid": 7})
+        executor._send_reply(theirs, {"rc": 3})
+        replies.fill()
+        assert (replies.pop(), replies.pop(), replies.pop()) == ({"pid": 7}, {"rc": 3}, None)
+        frame = b'{"ok":"two halves"}'
+        theirs.sendall(len(frame).to_bytes(4, "big") + frame[:5])
+        assert replies.next(0.05) is None and not replies.ended  # half a frame is not a reply (yet)
+        theirs.sendall(frame[5:])
+        assert replies.next(1) == {"ok": "two halves"}
+        theirs.sendall(b"\x00\x00\x00\x03[1]")
+        assert replies.next(1) is None and replies.ended  # not an object: the stream is not trusted further
+    ours, theirs = socket.socketpair()
+    with ours:
+        replies = _Replies(ours)
+        executor._send_reply(theirs, {"rc": 0})
+        theirs.close()
+        assert replies.next(1) == {"rc": 0}  # what came before the end is still read
+        assert replies.next(1) is None and replies.ended
 
 
 def test_the_executor_imports_only_builtin_modules():
