@@ -41,17 +41,38 @@ from bot.replay.process import LIVE, LIVE_LOCK, STOP, Bounds, Capture, Completed
 _START_TIMEOUT_S = 30
 _KILL_ANSWER_S = 3.0  # after a kill request, how long the executor may take to answer
 _DRAIN_S = 0.5
-# Its source, given with -c: the executor runs wherever the package is installed, even in a folder the
-# sandbox masks (a checkout or venv under /tmp, a home), and no file of the host is followed to start it.
+# Its source: the executor runs wherever the package is installed, even in a folder the sandbox masks (a
+# checkout or venv under /tmp, a home), and no file of the host is followed to start it.
 EXECUTOR_SOURCE = Path(executor_mod.__file__).read_text(encoding="utf-8")
 # ... compiled once here, for this interpreter: compiling it is 3 ms of every trial's start.
-_EXECUTOR_CODE = ("import marshal; exec(marshal.loads(bytes.fromhex('"
-                  + marshal.dumps(compile(EXECUTOR_SOURCE, "replaybook-executor", "exec")).hex() + "')))")
+_EXECUTOR_CODE = marshal.dumps(compile(EXECUTOR_SOURCE, "replaybook-executor", "exec"))
+# What ``python -c`` runs: it reads the program from the harness's socket (argv[1]; one frame, a 4-byte length
+# first, that only the harness can write) and runs it. The program went in the ``-c`` argument itself before:
+# 76 KB of hex that the kernel copies and the interpreter decodes at every start (about 1.5 ms a trial), and
+# 128 KiB away from E2BIG.
+_BOOT = ("import _socket,sys\n"
+         "s=_socket.socket(fileno=int(sys.argv[1]))\n"
+         "b=s.recv(int.from_bytes(s.recv(4,_socket.MSG_WAITALL),'big'),_socket.MSG_WAITALL)\n"
+         "s.detach()\n")  # the fd stays open: the executor makes its own socket of it
+_BOOT_CODE = _BOOT + "import marshal\nc=marshal.loads(b)\ndel s,b\nexec(c)\n"
+_BOOT_SOURCE = _BOOT + "c=compile(b,'replaybook-executor','exec')\ndel s,b\nexec(c)\n"
 
 
-def executor_program(python: str) -> str:
-    """What ``python -c`` runs as the executor: the compiled code for this interpreter, else the source."""
-    return _EXECUTOR_CODE if python == sys.executable else EXECUTOR_SOURCE
+def executor_program(python: str) -> tuple[str, bytes]:
+    """What ``python -c`` runs, and the frame to send it on the socket: the executor compiled for this
+    interpreter, else its source (another interpreter's bytecode may differ)."""
+    boot, body = (_BOOT_CODE, _EXECUTOR_CODE) if python == sys.executable else \
+        (_BOOT_SOURCE, EXECUTOR_SOURCE.encode("utf-8"))
+    return boot, len(body).to_bytes(4, "big") + body
+
+
+def send_program(sock: socket.socket, frame: bytes) -> None:
+    """The executor's program to its bootstrap. Before anything else is read, so it fits the socket's buffer
+    and never waits; a sandbox that is already gone is found out by the start's own checks."""
+    try:
+        sock.sendall(frame)
+    except OSError:
+        pass
 
 
 class Session:
@@ -77,7 +98,8 @@ class Session:
         self._stderr: deque[bytes] = deque(maxlen=8)
         self._drain = threading.Thread(target=_drain, args=(err_r, self._stderr), daemon=True)
         try:
-            argv = [python, "-I", "-S", "-B", "-c", executor_program(python), str(theirs.fileno()),
+            boot, program = executor_program(python)
+            argv = [python, "-I", "-S", "-B", "-c", boot, str(theirs.fileno()),
                     str(plan.limits.file_kib),
                     *(exec_notify.executor_args(self.notify) if self.notify else ()), executor_mod.MARKER]
             # direct: the executor sets its own file-size limit, so with no bridge to start bwrap runs it with no
@@ -97,6 +119,7 @@ class Session:
         with LIVE_LOCK:
             LIVE.add(self.proc.pid)
         self.sock = ours
+        send_program(ours, program)
         started = _started(status_r, _START_TIMEOUT_S)
         ready, fds = self._answer_with_fds(_START_TIMEOUT_S) if started else (None, [])
         if not ready or "ready" not in ready:

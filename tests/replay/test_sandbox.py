@@ -621,16 +621,18 @@ def test_the_executor_imports_only_builtin_modules():
                          "os", "stat", "posixpath"}
 
 
-def _executor_alone(*args: str, python_flags: tuple[str, ...] = ()) -> tuple[dict | None, int, str]:
+def _executor_alone(*args: str, python_flags: tuple[str, ...] = (),
+                    program_for: str = sys.executable) -> tuple[dict | None, int, str]:
     """The executor started by bwrap as a session starts it, with no session: its first reply, how many fds
     came with it, and its stderr once the socket is closed (the executor's signal to end)."""
     import socket
 
     from bot.replay import executor, isolation
-    from bot.replay.session import executor_program
+    from bot.replay.session import executor_program, send_program
 
     ours, theirs = socket.socketpair()
-    argv = [sys.executable, "-I", "-S", "-B", *python_flags, "-c", executor_program(sys.executable),
+    boot, program = executor_program(program_for)
+    argv = [sys.executable, "-I", "-S", "-B", *python_flags, "-c", boot,
             str(theirs.fileno()), "1024", *args, executor.MARKER]
     # the interpreter where the sandbox masks it (a pyenv under /root), as a sandbox binds it
     python = (*isolation.tool_exposures("", (sys.executable,)), os.path.realpath(sys.base_prefix))
@@ -640,6 +642,7 @@ def _executor_alone(*args: str, python_flags: tuple[str, ...] = ()) -> tuple[dic
         proc = subprocess.Popen(host_argv, env=host_env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, pass_fds=(theirs.fileno(),))
         theirs.close()
+        send_program(ours, program)
         ours.settimeout(30)
         first, fds = executor.read_reply(ours)
         for fd in fds:
@@ -661,6 +664,22 @@ def test_the_executor_started_as_the_sandbox_starts_it_imports_no_ctypes_package
     assert "_ctypes" in imported  # what it does use: the report is read right
     assert not imported & {"ctypes", "resource", "struct", "_struct", "__future__", "os", "_collections_abc"}, \
         timings
+
+
+def test_the_executors_program_comes_over_its_socket_not_in_its_argv():
+    """The program was 76 KB of hex in ``-c``: the kernel copied it and the interpreter decoded it at every
+    start, 128 KiB from E2BIG. Now ``-c`` is a bootstrap that reads it from the harness's socket, compiled for
+    this interpreter or, for another, as source; both start."""
+    from bot.replay.session import EXECUTOR_SOURCE, executor_program
+
+    for python, body in ((sys.executable, None), ("/another/python3", EXECUTOR_SOURCE.encode())):
+        boot, frame = executor_program(python)
+        assert len(boot) < 400 and "exec(" in boot
+        assert int.from_bytes(frame[:4], "big") == len(frame) - 4
+        assert body is None or frame[4:] == body
+    for program_for in (sys.executable, "/another/python3"):
+        ready, fds, err = _executor_alone(program_for=program_for)
+        assert ready is not None and "ready" in ready, err
 
 
 def test_a_filter_the_kernel_refuses_is_the_executors_error_with_the_errno():
