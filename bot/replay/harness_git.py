@@ -97,17 +97,23 @@ class HarnessGit:
         env = {**self._git_env, "GIT_INDEX_FILE": str(index), "GIT_WORK_TREE": str(work)}
         if in_session:  # the baseline's own repository is not in the agent's view; its objects are (read-only)
             env["GIT_DIR"] = str(_scratch_repo(work_dir / "git", self._base / "baseline.git" / "objects"))
-        # --ignore-errors: a file the agent made unreadable must not cost us the whole diff. One diff gives both
-        # the list of files (raw, NUL-separated) and the patch, in the same order (_raw_and_patch).
-        script = ('git=$1; base=$2; shift 2\n'
-                  '"$git" "$@" add -A --ignore-errors -- . 2>/dev/null; rc=$?; [ "$rc" -le 1 ] || exit "$rc"\n'
-                  'exec "$git" "$@" -c core.bigFileThreshold=1m diff --cached --no-renames --no-color --no-ext-diff '
-                  '--no-textconv --ignore-submodules=none --patch-with-raw -z --src-prefix=a/ --dst-prefix=b/ '
-                  '"$base"\n')
-        # Streamed and capped: a huge file the agent wrote costs at most PATCH_CAP of memory.
-        done = self._harness_git(script, [self.baseline], env=env, cwd=work,
-                                 rw=(str(self._base / "baseline.git"), str(work_dir)), output_cap=PATCH_CAP,
-                                 in_session=in_session)
+        # --ignore-errors: a file the agent made unreadable must not cost us the whole diff (add's exit 1). One
+        # diff gives both the list of files (raw, NUL-separated) and the patch, in the same order (_raw_and_patch).
+        diff = ["-c", "core.bigFileThreshold=1m", "diff", "--cached", "--no-renames", "--no-color", "--no-ext-diff",
+                "--no-textconv", "--ignore-submodules=none", "--patch-with-raw", "-z", "--src-prefix=a/",
+                "--dst-prefix=b/"]
+        if in_session:  # two calls of the executor, no bash between: a process and its two notifications less
+            added = self._git_in_session(["add", "-A", "--ignore-errors", "--", "."], env=env, cwd=work)
+            if added.rc not in (0, 1) or added.timed_out:  # its stderr names the agent's files: not quoted
+                raise InfrastructureError(f"git could not take the diff (git add exit {added.rc})")
+            done = self._git_in_session([*diff, self.baseline], env=env, cwd=work, output_cap=PATCH_CAP)
+        else:
+            script = ('git=$1; base=$2; shift 2\n'
+                      '"$git" "$@" add -A --ignore-errors -- . 2>/dev/null; rc=$?; [ "$rc" -le 1 ] || exit "$rc"\n'
+                      f'exec "$git" "$@" {" ".join(diff)} "$base"\n')
+            # Streamed and capped: a huge file the agent wrote costs at most PATCH_CAP of memory.
+            done = self._harness_git(script, [self.baseline], env=env, cwd=work,
+                                     rw=(str(self._base / "baseline.git"), str(work_dir)), output_cap=PATCH_CAP)
         if done.rc != 0 or done.timed_out:
             raise InfrastructureError(f"git could not take the diff (exit {done.rc}): {done.stderr.strip()[-200:]}")
         changed, patch = _raw_and_patch(done.stdout)
@@ -125,21 +131,17 @@ class HarnessGit:
             return None
 
     def _harness_git(self, script: str, args: Sequence[str], *, env: Mapping[str, str], cwd: Path,
-                     rw: Sequence[str], output_cap: int = 1 << 20, timeout_s: float = 300,
-                     in_session: bool = False) -> Completed:
-        """``bash -c script <git> args… <hardened flags>`` for the harness's own git, in the sandbox when there is one.
+                     rw: Sequence[str], output_cap: int = 1 << 20, timeout_s: float = 300) -> Completed:
+        """``bash -c script <git> args… <hardened flags>`` for the harness's own git, in a sandbox of its own when
+        there is one (``_git_in_session`` runs it in the trial's).
 
         No agent process is alive by then; nothing but git runs, and git takes no
-        command from the tree: nested ``.git`` entries are hidden (``in_session``:
-        there are none), every config and attribute file is ours or absent, hooks
-        and fsmonitor are off.
+        command from the tree: nested ``.git`` entries are hidden, every config and
+        attribute file is ours or absent, hooks and fsmonitor are off.
         """
         argv = [host_tools.require("bash", "the harness runs git through bash"), "-c", script, "replaybook-git",
                 self._git_bin, *args, *GIT_HARDENED]
         watch = Watch(max_procs=self.limits.max_procs, max_output_bytes=self.limits.max_output_bytes)
-        if in_session:  # not the agent's command: never traced, and its objects are not the agent's disk use
-            return self._session_for(self._session_plan()).run(
-                argv, cwd=str(cwd), env=env, stdin=None, timeout_s=timeout_s, output_cap=output_cap, watch=watch)[0]
         if not self.isolated:  # --sandbox none: no stand-ins possible; the hardened flags still hold
             return run_process(argv, cwd=cwd, env=dict(env), timeout_s=timeout_s, output_cap=output_cap)
         hide = _nested_git(cwd)
@@ -149,6 +151,16 @@ class HarnessGit:
         borrowed = tuple(p for p in self._ro if not p.startswith(str(self._base) + os.sep))
         plan = isolation.Plan(rw=tuple(rw), ro=(*borrowed, *self._borrowed, str(cwd)), hide=hide, limits=self.limits)
         return self._start(argv, cwd=cwd, env=env, plan=plan, timeout_s=timeout_s, output_cap=output_cap, watch=watch)
+
+    def _git_in_session(self, args: Sequence[str], *, env: Mapping[str, str], cwd: Path,
+                        output_cap: int = 1 << 20, timeout_s: float = 300) -> Completed:
+        """The harness's own git in the trial's sandbox, once no agent process is left and no nested ``.git``
+        is in the tree (``_scratch_in_session``): not the agent's command, never traced, and its objects are
+        not the agent's disk use. Hardened as every harness git is."""
+        watch = Watch(max_procs=self.limits.max_procs, max_output_bytes=self.limits.max_output_bytes)
+        return self._session_for(self._session_plan()).run(
+            [self._git_bin, *GIT_HARDENED, *args], cwd=str(cwd), env=env, stdin=None, timeout_s=timeout_s,
+            output_cap=output_cap, watch=watch)[0]
 
     # -- git plumbing ------------------------------------------------------
     def _make_git_env(self) -> dict[str, str]:

@@ -333,3 +333,17 @@ def test_a_later_calls_commands_have_the_first_calls_depths(tmp_path, engine):
     assert shape["t1"] == shape["t2"] == shape["t3"]
     assert [(argv[0], depth) for argv, depth, _ in shape["t1"]] == [("sh", 0), ("ls", 1), ("env", 1), ("ls", 2),
                                                                    ("ls", 0)]
+
+
+def test_the_diff_in_the_trials_sandbox_is_two_gits_and_no_shell(tmp_path, engine):
+    """The harness's diff runs ``git add`` and ``git diff`` as two calls of the executor: a ``bash -c`` between
+    them was a process and two notifications of every trial."""
+    with _notify_sandbox(tmp_path, engine) as sb:
+        done = sb.run(["bash", "-c", "echo new > new.txt"],
+                      timeout_s=20, tool_call="t1")
+        assert done.rc == 0, done.stderr
+        watch = sb._session.reader
+        asked = watch.asked["exec"]
+        diff = sb.diff()
+        assert watch.asked["exec"] - asked == 2
+        assert "new.txt" in [f.path for f in diff.files]
