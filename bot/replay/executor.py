@@ -1,11 +1,12 @@
 """The executor: one small server inside a trial's one long-lived sandbox (issue 27 item 4).
 
-Started by ``bot.replay.session`` as the sandbox's program (``python -I -S executor.py FD FILE_KIB
+Started by ``bot.replay.session`` as the sandbox's program (``python -I -S -c BOOT FD FILE_KIB
 [--notify …]``, straight from bwrap when no bridge needs a launcher, so it sets the file-size limit
-itself), it serves the harness over ``FD``, one end of a Unix socket pair whose other end only the
-harness holds; there is no path to connect to. A frame is a 4-byte big-endian length and a JSON
-object; a ``run`` request carries its stdin, stdout and stderr as file descriptors (``SCM_RIGHTS``),
-so the output goes to the harness's pipes and never through this process.
+itself; ``BOOT`` reads this program, compiled, as the first frame on ``FD``), it serves the harness over
+``FD``, one end of a Unix socket pair whose other end only the harness holds; there is no path to
+connect to. A frame is a 4-byte big-endian length and a JSON object; a ``run`` request carries its
+stdin, stdout and stderr as file descriptors (``SCM_RIGHTS``), so the output goes to the harness's
+pipes and never through this process.
 
 Requests, one at a time:
 
