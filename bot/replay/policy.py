@@ -156,9 +156,8 @@ class Policy:
         index = count_tool_results(request)
         step = self.step_at(branch, index) or Step("say", text="done")
         content, stop_reason = _render(step, index, request)
-        said = _canonical(request.get("messages"))  # the largest part of both the id and the estimate: encoded once
         message = {
-            "id": _message_id(request, branch, index, said),
+            "id": _message_id(request, branch, index),
             "type": "message",
             "role": "assistant",
             "model": SIMULATED_MODEL,
@@ -166,7 +165,7 @@ class Policy:
             "stop_reason": stop_reason,
             "stop_sequence": None,
             "usage": {
-                "input_tokens": estimate_input_tokens(request, said),
+                "input_tokens": estimate_input_tokens(request),
                 "output_tokens": estimate_tokens(content),
                 "cache_creation_input_tokens": 0,
                 "cache_read_input_tokens": 0,
@@ -222,13 +221,8 @@ def estimate_tokens(obj: Any) -> int:
     return max(1, len(_canonical(obj)) // 4)
 
 
-def estimate_input_tokens(request: dict[str, Any], said: str | None = None) -> int:
-    """``estimate_tokens`` of [system, messages, tools]; ``said``: the messages' ``_canonical`` text, if known."""
-    if said is None:
-        said = _canonical(request.get("messages"))
-    # The canonical text of a list is its items' joined by "," in brackets: the same length, one encoding less.
-    size = len(_canonical(request.get("system"))) + len(said) + len(_canonical(request.get("tools"))) + 4
-    return max(1, size // 4)
+def estimate_input_tokens(request: dict[str, Any]) -> int:
+    return estimate_tokens([request.get("system"), request.get("messages"), request.get("tools")])
 
 
 # --- building the answer -------------------------------------------------
@@ -324,12 +318,9 @@ def _heredoc(path: str, content: str) -> str:
     return f"mkdir -p -- \"$(dirname -- {quoted})\" && printf '%s' {shlex.quote(content)} > {quoted}"
 
 
-def _message_id(request: dict[str, Any], branch: str, index: int, said: str | None = None) -> str:
-    """A hash of ``_canonical([branch, index, messages])``, built from ``said`` (the messages' text) when given."""
-    if said is None:
-        said = _canonical(request.get("messages"))
-    text = f"[{_canonical(branch)},{_canonical(index)},{said}]"
-    return f"msg_sim_{hashlib.sha256(text.encode()).hexdigest()[:20]}"
+def _message_id(request: dict[str, Any], branch: str, index: int) -> str:
+    digest = hashlib.sha256(_canonical([branch, index, request.get("messages")]).encode()).hexdigest()
+    return f"msg_sim_{digest[:20]}"
 
 
 def _draw_flip(noise: float, seed: int) -> bool:
