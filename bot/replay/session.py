@@ -66,12 +66,14 @@ def executor_program(python: str) -> tuple[str, bytes]:
     return boot, len(body).to_bytes(4, "big") + body
 
 
-def send_program(sock: socket.socket, frame: bytes) -> None:
-    """The executor's program to its bootstrap. Before anything else is read, so it fits the socket's buffer
-    and never waits; a sandbox that is already gone is found out by the start's own checks."""
+def send_program(sock: socket.socket, frame: bytes, timeout: float = _START_TIMEOUT_S) -> None:
+    """The executor's program to its bootstrap. It fits a socket's default buffer, so this rarely waits, and
+    never longer than a start may take; a sandbox that is gone or silent is found out by the start's own
+    checks (unscored, never a hang)."""
+    sock.settimeout(timeout)
     try:
         sock.sendall(frame)
-    except OSError:
+    except OSError:  # socket.timeout among them
         pass
 
 

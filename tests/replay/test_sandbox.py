@@ -764,3 +764,19 @@ def test_the_file_size_limit_holds_for_every_call_however_the_sandbox_starts(tmp
             assert (sb.root / f"big{call}").stat().st_size == 1 << 20
         under = sb.run(["bash", "-c", "head -c 1000 /dev/zero > small && wc -c < small"], timeout_s=20)
         assert under.rc == 0 and under.stdout.strip() == "1000", under.stderr
+
+
+def test_sending_the_program_to_a_bootstrap_that_never_reads_gives_up_in_time():
+    """A sandbox that never reads its program (stuck before its bootstrap) must not hang the harness: the send
+    stops at the start's timeout and the start's own checks call the sandbox not started."""
+    import socket
+    import time
+
+    from bot.replay.session import send_program
+
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        start = time.monotonic()
+        send_program(ours, b"\0" * (4 << 20), timeout=0.3)
+        assert time.monotonic() - start < 5
