@@ -72,8 +72,8 @@ def command(ctx: click.Context, rule_file: Path, playbook_dir: Path | None, suit
     Cheap checks first (form, citations, scenario, no twin), then the rule's
     own scenario must fail without it and pass with it (the test `gate.own_test` picks:
     in pairs for a real model, docs/gate.md),
-    then the whole suite must not regress. Exit 0 on admit, 1 on reject or when
-    no decision could be made, 2 on bad input.
+    then the whole suite must not regress. Exit 0 on admit, 1 on reject, when
+    no decision could be made, or when `gate.budget` ended first (inconclusive), 2 on bad input.
     """
     settings = ctx.obj.settings
     if not rule_file.is_file():
@@ -90,7 +90,7 @@ def command(ctx: click.Context, rule_file: Path, playbook_dir: Path | None, suit
     if (model != SCRIPTED or (screen_model and screen_model != SCRIPTED)) and not key:
         raise BadInput(f"a real --model or --screen-model needs {key_var}; use `scripted` for the simulated model")
     opts = gate_mod.GateOptions(replay=replay, test=stats.own_test(settings.config.gate.own_test), suite_trials=trials,
-                                jobs=jobs or cores(), max_cost_usd=max_cost_usd,
+                                jobs=jobs or cores(), max_cost_usd=max_cost_usd, **settings.config.gate.budget_options(),
                                 screen_model=screen_model, cache_dir=None if no_cache else (cache_dir or settings.path("cache")))
     if only_estimate:
         _estimate(book, rule_file, suite_dir or settings.path("scenarios"), opts, chosen, as_json)
