@@ -16,7 +16,7 @@ from bot.errors import BadInput, CheckFailed
 from bot.gate import decision as gate_mod
 from bot.gate import ledger as gate_log
 from bot.gate import report as gate_report
-from bot.gate import stats
+from bot.gate import reuse, stats
 from bot.gate.pool import cores
 from bot.playbook.store import Playbook
 from bot.replay.agents import AGENTS
@@ -107,6 +107,7 @@ def command(ctx: click.Context, rule_file: Path, playbook_dir: Path | None, suit
         retired = [r.id for r in admission.retired if r.id != admission.rule.id]
         result.admitted = {"retired": retired, "resolved": admission.resolved_incidents,
                            "retired_itself": admission.retired_itself}
+        reuse.carry_over(book, result, suite_dir or settings.path("scenarios"), opts)  # the next baseline, free
     _report(result, gate_report.markdown(result, opts.test), gate_report.as_json, report_file, as_json)
 
 

@@ -352,17 +352,10 @@ def run_gate(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions
 
 
 def _still_to_run(result: GateResult, book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions) -> None:
-    """An inconclusive gate's reason, with the replays still to run to decide: the plan of the same gate from the
-    trials the cache now holds (``estimate``), or from nothing when the gate ran without a cache."""
-    plan = estimate(book, rule_path, suite_dir, opts)
-    if plan is None:
-        return
-    result.more_replays, result.most_replays = round(plan.replays, 1), plan.most
-    kept = ("its trials are cached, so the same gate goes on from here" if opts.cache_dir else
-            "it ran without a cache, so a new gate starts over")
-    result.reason = (f"inconclusive: {result.reason} before the tests decided ({result.fresh_replays} fresh "
-                     f"replays run); about {plan.replays:.0f} more replays would decide (at most {plan.most}); "
-                     f"{kept}. The rule stays proposed")
+    """An inconclusive gate's replays still to run (``bot.gate.estimate.still_to_run``)."""
+    from bot.gate.estimate import still_to_run
+
+    still_to_run(result, estimate(book, rule_path, suite_dir, opts), cached=opts.cache_dir is not None)
 
 
 def _decide(result: GateResult, runner: Runner, opts: GateOptions, loaded: sc.LoadedScenario,
@@ -495,7 +488,7 @@ def _failed_checks(side: Side) -> str:
 def _screen(result, runner, opts, loaded, before_text, after_text, progress) -> bool:
     """A cheaper model's one run each way; only a rule that can matter goes on."""
     progress(f"screen with `{opts.screen_model}`")
-    cheap = _with_model(opts.replay, opts.screen_model)
+    cheap = replace(opts.replay, model=opts.screen_model)
     before = runner.fixed(Side("screen before", loaded.scenario.id), loaded, before_text, 1, cheap)
     after = runner.fixed(Side("screen after", loaded.scenario.id), loaded, after_text, 1, cheap)
     result.screen = [before, after]
@@ -505,7 +498,3 @@ def _screen(result, runner, opts, loaded, before_text, after_text, progress) -> 
     result.reason = (f"screen: with {opts.screen_model} the scenario {'passed' if before.passes else 'failed'} "
                      f"without the rule and {'passed' if after.passes else 'failed'} with it, so the rule cannot matter there")
     return False
-
-
-def _with_model(replay: ReplayOptions, model: str) -> ReplayOptions:
-    return replace(replay, model=model)
