@@ -68,8 +68,9 @@ def _path_dist(decide, p: float) -> tuple[Dist, Dist]:
     return wins, losses
 
 
-def own_dist(test: stats.SequentialTest | stats.PairedTest, p_before: float, p_after: float) -> tuple[Dist, Dist]:
-    """(replays -> P(the own test passes there), replays -> P(it fails there)), exactly."""
+def own_dist(test: stats.SequentialTest | stats.PairedTest | stats.BaselineTest, p_before: float, p_after: float) -> tuple[Dist, Dist]:
+    """(replays -> P(the own test passes there), replays -> P(it fails there)), exactly; for ``BaselineTest``
+    with its baseline cached (binomial at ``p_before``), so its replays are the rule's trials only."""
     if isinstance(test, stats.PairedTest):
         win, loss = p_after * (1 - p_before), p_before * (1 - p_after)
         passed: Dist = {}
@@ -87,6 +88,17 @@ def own_dist(test: stats.SequentialTest | stats.PairedTest, p_before: float, p_a
                     if q > 0:
                         nxt[key] = nxt.get(key, 0.0) + pr * q
             layer = nxt
+        return passed, failed
+    if isinstance(test, stats.BaselineTest):  # the baseline cached: only the rule's trials are replayed
+        n, passed, failed = test.baseline_n, {}, {}
+        for bp in range(n + 1):
+            weight = math.comb(n, bp) * p_before**bp * (1 - p_before) ** (n - bp)
+            if weight < 1e-15:
+                continue
+            ok, bad = _path_dist(lambda p, f, b=bp: test.decide(b, n, p, f), p_after)
+            for into, dist in ((passed, ok), (failed, bad)):
+                for runs, pr in dist.items():
+                    into[runs] = into.get(runs, 0.0) + weight * pr
         return passed, failed
     b_pass, b_fail = _path_dist(test.before, p_before)
     a_pass, a_fail = _path_dist(test.after, p_after)
@@ -162,11 +174,13 @@ class Walked:
     undecided: list[str]
 
 
-def walk(draw: Callable[[str, str, int], bool], own: stats.SequentialTest | stats.PairedTest, own_id: str,
+def walk(draw: Callable[[str, str, int], bool], own: stats.SequentialTest | stats.PairedTest | stats.BaselineTest,
+         own_id: str,
          suite: stats.SuiteTest, baselines: dict[str, list[bool]], budget: int | None = None) -> Walked:
     """The gate on the outcomes ``draw(side, scenario, index)`` gives (side: 'before', 'after', 'with rule'), in
     the gate's order and with its tests (``bot.gate.decision``): the own scenario, then each suite scenario against
-    its cached baseline ``baselines[sid]`` (a list of outcomes; every scenario judged). A draw is refused once
+    its cached baseline ``baselines[sid]`` (a list of outcomes; every scenario judged; ``baselines[own_id]``,
+    when given, is the own scenario's, which ``BaselineTest`` reads and the suite skips). A draw is refused once
     ``budget`` draws were made: the tests it left undecided make the gate inconclusive, unless a regression
     already rejects."""
     spent = 0
@@ -189,6 +203,15 @@ def walk(draw: Callable[[str, str, int], bool], own: stats.SequentialTest | stat
                 wins, losses, pairs = wins + (a and not b), losses + (b and not a), pairs + 1
             if state != "pass":
                 return Walked("reject", spent, [], [])
+        elif isinstance(own, stats.BaselineTest):
+            base = baselines.get(own_id) or []
+            bp, bn = sum(base), len(base)
+            passes = fails = 0
+            while (state := own.decide(bp, bn, passes, fails)) == "continue":
+                ok = one("after", own_id, passes + fails)
+                passes, fails = passes + ok, fails + (not ok)
+            if state != "pass":
+                return Walked("reject", spent, [], [])
         else:
             for side, decide in (("before", own.before), ("after", own.after)):
                 passes = fails = 0
@@ -199,8 +222,9 @@ def walk(draw: Callable[[str, str, int], bool], own: stats.SequentialTest | stat
                     return Walked("reject", spent, [], [])
     except _Spent:
         return Walked("inconclusive", spent, [], [own_id])
-    k, regressed, undecided = len(baselines), [], []
-    for sid, base in baselines.items():
+    others = {sid: base for sid, base in baselines.items() if sid != own_id}
+    k, regressed, undecided = len(others), [], []
+    for sid, base in others.items():
         bp, bn = sum(base), len(base)
         if bp == 0:
             continue  # not judged: it fails with the current playbook too

@@ -23,6 +23,8 @@ def _simulate(own_test, p_before, p_after, rates, budget, seed):
     admitted = spent = 0
     for _ in range(RUNS):
         baselines = {f"s{i}": [rng.random() < b for _ in range(suite.baseline_n)] for i, (b, _) in enumerate(rates)}
+        if isinstance(own_test, stats.BaselineTest):
+            baselines["own"] = [rng.random() < p_before for _ in range(own_test.baseline_n)]
         cand = {f"s{i}": c for i, (_, c) in enumerate(rates)}
 
         def draw(side, sid, index):
@@ -39,6 +41,7 @@ def _simulate(own_test, p_before, p_after, rates, budget, seed):
 @pytest.mark.parametrize("own_test,p_before,p_after,budget", [
     (stats.PairedTest(), 0.2, 0.9, 60),
     (stats.SequentialTest(), 0.0, 0.8, 30),
+    (stats.BaselineTest(), 0.4, 0.85, 40),
 ])
 def test_the_exact_budget_table_matches_a_simulation_through_the_decision_code(own_test, p_before, p_after, budget):
     rates = [(0.9, 0.9), (0.9, 0.7), (0.8, 0.8)]
@@ -55,6 +58,8 @@ def test_the_exact_budget_table_matches_a_simulation_through_the_decision_code(o
 
 def test_the_exact_tables_agree_with_stats():
     """``own_dist`` and ``suite_dist`` sum to the figures ``bot.gate.stats`` computes another way."""
+    ok, bad = price.own_dist(stats.BaselineTest(), 0.4, 0.85)
+    assert sum(ok.values()) + sum(bad.values()) == pytest.approx(1.0, abs=1e-9)
     for test, pb, pa, want in ((stats.PairedTest(), 0.5, 0.5, stats.paired_characteristics),
                                (stats.SequentialTest(), 0.0, 0.9, stats.operating_characteristics)):
         ok, bad = price.own_dist(test, pb, pa)
