@@ -171,7 +171,7 @@ class Gate(_Section):
         "from the base branch's config.",
     )
 
-    def budget_options(self) -> dict:
+    def options(self) -> dict:
         """``bot.gate.result.GateOptions``' budget and reach fields (none at their defaults)."""
         out = {} if self.budget is None else {"budget_replays": self.budget.replays, "budget_usd": self.budget.usd}
         return out | ({"unreached_once": True} if self.unreached == "once" else {})

@@ -57,6 +57,9 @@ class Runner:
     Trials run on one pool shared by every scenario (``bot.gate.pool``) and are
     read in trial order; ``cost``, ``model_calls``, ``replays`` and ``hits``
     count the trials read, ``speculative`` those run ahead and never read.
+    Every fresh trial first claims its place in the budget (``reserve``): a
+    runner whose trials come from elsewhere (a simulation overriding
+    ``_attempt``) calls it too, or ``gate.budget`` does not hold there.
     """
 
     def __init__(self, opts: GateOptions):
