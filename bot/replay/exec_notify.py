@@ -31,7 +31,8 @@ kernel built is kept instead.
 
 Attribution needs no process tree here: the executor runs one call at a time
 and kills everything of a call before it answers, so every exec between a
-request and its answer is that call's (``Watch.request``). The parent links
+request and its answer is that call's (``Watch.request``), an orphan's too
+(its parent gone, it hangs from the executor, the sandbox's pid 1). The parent links
 read from ``/proc`` give ``ppid`` and ``depth``. Agent programs, which need the
 tree to tell their own commands from their tool calls', keep strace.
 """
@@ -223,6 +224,12 @@ class Watch:
             if top is None:
                 return events
             kernel_trace._walk(self.procs, top[1], 0.0, root, tool_call, events, depth=0, skip_first=True)
+            # An orphan (its parent ended before it exec'd: a double fork, ``( cmd & )``) is the executor's
+            # child by then (pid 1 reaps them all), so it hangs from no recorded process; it is this call's all
+            # the same, as is every process between a request and its answer.
+            for pid, proc in self.procs.items():
+                if proc.parent is None and pid != top[1] and proc.forked_at >= self._call_from:
+                    kernel_trace._walk(self.procs, pid, 0.0, root, tool_call, events, depth=0, skip_first=False)
             self.procs.clear()  # a call's record is read once
             self._ns.clear()
         events.sort(key=lambda e: e.started_at if isinstance(e, CommandEvent) else kernel_trace._EPOCH)

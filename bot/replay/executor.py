@@ -23,8 +23,11 @@ Requests, one at a time:
 Why nothing inside can forge a reply or a request: the socket is close-on-exec
 (no child inherits it), and this process is made non-dumpable, so a process of
 the sandbox (same uid, no capabilities) cannot open ``/proc/<pid>/fd/FD`` or
-ptrace it; the harness's end lives on the host. Killing this process ends
-the call with no reply: the harness kills the whole sandbox and starts a new one.
+ptrace it; the harness's end lives on the host. It is the sandbox's pid 1 (bwrap's ``--as-pid-1``), so
+no process inside can kill it either (pid 1 takes no signal it has no handler for from its own namespace),
+every orphan is its child, and its end ends every process of the sandbox. Every process it starts is in a
+Landlock domain (``_confine``): none can attach to, or write the memory of, a process outside it (the
+endpoint bridges). If the harness kills it, the call ends with no reply: the sandbox goes, a new one starts.
 
 With ``--notify NR HEX`` (``bot.replay.exec_notify``) it first installs that seccomp
 program with a listener, so the kernel asks the harness about every ``execve`` and
@@ -314,6 +317,24 @@ def _no_dump(libc: _Libc) -> None:
         raise OSError(libc.errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
 
 
+def _confine(libc: _Libc) -> bool:
+    """A Landlock domain for this process and all it starts, so none of them can ``ptrace`` (or open the
+    ``/proc/PID/mem`` of, or ``process_vm_writev`` into) a process outside it: the endpoint bridges the
+    launcher started before us. Landlock refuses those to a process in a domain whose target is in none or
+    in an outer one, whatever the user; within, calls may trace their own processes (``strace``, ``gdb``),
+    and this process is non-dumpable (``_no_dump``). The domain handles one access only: making block devices
+    (``LANDLOCK_ACCESS_FS_MAKE_BLOCK``), which no process here can do anyway. False where the kernel has no
+    Landlock (ABI 1, Linux 5.13). Needs no-new-privs, set before."""
+    attr = (1 << 11).to_bytes(8, sys.byteorder)  # struct landlock_ruleset_attr as of ABI 1: handled_access_fs
+    fd = libc.syscall(444, attr, 8, 0)  # landlock_create_ruleset (444 in every ABI's table)
+    if fd < 0:
+        return False
+    try:
+        return libc.syscall(446, fd, 0) == 0  # landlock_restrict_self
+    finally:
+        posix.close(fd)
+
+
 def _notify_filter(libc: _Libc, nr: int, code: bytes) -> int:
     """Install ``code`` (a BPF program) for this process and all it starts; the listener's fd."""
     class UShort(libc.c._SimpleCData):
@@ -325,8 +346,6 @@ def _notify_filter(libc: _Libc, nr: int, code: bytes) -> int:
     class Prog(libc.c.Structure):  # struct sock_fprog
         _fields_ = [("len", UShort), ("filter", CharP)]
 
-    if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS: what an unprivileged filter needs
-        raise OSError(libc.errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
     # seccomp(SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog)
     fd = libc.syscall(nr, 1, 8, libc.c.byref(Prog(len(code) // 8, code)))
     if fd < 0:
@@ -361,17 +380,21 @@ def main() -> int:
     _set_file_limit(libc, int(sys.argv[2]))
     _no_dump(libc)
     _signal.signal(_signal.SIGPIPE, _signal.SIG_DFL)
-    keep = _pids() | {posix.getpid(), 1}  # bwrap's init, this process, the endpoint bridges started before us
+    keep = _pids() | {posix.getpid(), 1}  # this process (pid 1), the endpoint bridges started before us
+    if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS: what Landlock and an unprivileged filter need
+        _send_reply(sock, {"error": f"prctl(PR_SET_NO_NEW_PRIVS) failed: errno {libc.errno()}"})
+        return 1
+    confined = int(_confine(libc))
     if sys.argv[3:4] == ["--notify"]:
         try:
             listener = _notify_filter(libc, int(sys.argv[4]), bytes.fromhex(sys.argv[5]))
         except (OSError, ValueError) as err:
             _send_reply(sock, {"error": f"the exec notification filter: {err}"})
             return 1
-        _send_reply(sock, {"ready": posix.getpid()}, [listener])
+        _send_reply(sock, {"ready": posix.getpid(), "confined": confined}, [listener])
         posix.close(listener)  # the harness's copy is the only one: when it closes, every exec fails, none goes unseen
     else:
-        _send_reply(sock, {"ready": posix.getpid()})
+        _send_reply(sock, {"ready": posix.getpid(), "confined": confined})
     while True:
         req, fds = _read_request(sock)
         if req is None:

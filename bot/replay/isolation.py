@@ -105,7 +105,9 @@ class Backend(Protocol):
         (at least one byte once it runs inside, then closed), so a sandbox that
         never started is told apart from a command that failed. ``direct``: ``argv``
         sets its own file-size limit (``plan.limits.max_file_bytes``), so where no
-        endpoint needs a bridge a backend may start it with no launcher between.
+        endpoint needs a bridge a backend may start it with no launcher between; and
+        it reaps, so it is the sandbox's pid 1 (bwrap's ``--as-pid-1``): every orphan
+        is its child, and no init of bwrap's is there for a call to attach.
         """
         ...
 
@@ -180,6 +182,8 @@ class Bubblewrap:
             args += ["--remount-ro", masked]
         for key, value in env.items():
             args += ["--setenv", key, value]
+        if direct:  # the executor is pid 1 itself: no init of bwrap's, unfiltered and dumpable, for a call to attach
+            args.append("--as-pid-1")
         if direct and not plan.endpoints:  # no bash between: bwrap says it started (its --info-fd JSON, then closed)
             args += [*(("--info-fd", str(status_fd)) if status_fd is not None else ()), "--chdir", cwd, "--", *argv]
         else:
