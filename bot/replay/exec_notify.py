@@ -173,6 +173,8 @@ class _Attempt:
     exec: kernel_trace._Exec
     auxv: bytes
     proc_dir: int  # an fd of /proc/<tgid>: bound to that process, never to one that reuses its pid
+    kernel_name: str  # the file name as the kernel keeps it (a script's interpreter gets it as an argument)
+    path: str  # the name made absolute, links not yet resolved
 
 
 class Watch:
@@ -280,35 +282,40 @@ class Watch:
 
     def _answer(self, buf: bytearray) -> None:
         nid, tid, _flags, nr, arch, _ip, *args = _NOTIF.unpack(buf)
+        refuse = False
         try:
-            self._note(nid, tid, nr, arch, args)
+            refuse = self._note(nid, tid, nr, arch, args)
         finally:
+            answer = _RESP.pack(nid, 0, -errno.EACCES, 0) if refuse else _RESP.pack(nid, 0, 0, _FLAG_CONTINUE)
             try:
-                fcntl.ioctl(self.listener, _NOTIF_SEND, bytearray(_RESP.pack(nid, 0, 0, _FLAG_CONTINUE)), True)
+                fcntl.ioctl(self.listener, _NOTIF_SEND, bytearray(answer), True)
             except OSError:
                 pass  # it died meanwhile
 
-    def _note(self, nid: int, tid: int, nr: int, arch: int, args: list[int]) -> None:
+    def _note(self, nid: int, tid: int, nr: int, arch: int, args: list[int]) -> bool:
+        """Record one notification; True: refuse the exec (``EACCES``), since what it names cannot be read
+        (memory the tracer may not read, ``memfd_secret``; or past the record's cap): none runs unseen."""
         m = self.machine
         abi = m.native if arch == m.native.audit_arch else m.compat
         if abi is None:
-            return
+            return False
         now = time.time()
         status = procfs.status(tid)
         if status is None:
-            return
+            return False
         tgid = int(status.get("Tgid", tid))
         if nr in (abi.execve, abi.execveat):
             self.asked["exec"] += 1
             attempt = self._attempt(tid, tgid, nr == abi.execveat, abi, args, now)
             if attempt is None:
-                return
+                return True
             if not _valid(self.listener, nid):  # it died while we read: what we read may be another's
                 os.close(attempt.proc_dir)
-                return
+                return False
             proc = self._proc(tgid, status, now)
             self._resolve(proc, tgid)
             self._pending[tgid] = attempt
+            return False
         elif nr == abi.exit_group or (nr == abi.exit and tid == tgid and status.get("Threads") == "1"):
             self.asked["exit"] += 1
             if not _valid(self.listener, nid):
@@ -316,6 +323,7 @@ class Watch:
             proc = self._proc(tgid, status, now)
             self._resolve(proc, tgid)
             proc.exit_code, proc.ended = args[0] & 0xFF, now
+        return False
 
     def _proc(self, tgid: int, status: dict[str, str], now: float) -> kernel_trace._Proc:
         proc = self.procs.get(tgid)
@@ -374,12 +382,13 @@ class Watch:
             finally:
                 os.close(mem_fd)
             cwd = os.readlink(f"/proc/{tid}/cwd")
-            program = name
+            program = path = kernel_name = name  # the caller's name; the path the kernel walks; the name it keeps
             if at and dirfd != _AT_FDCWD and (not name.startswith("/") or (not name and flags & _AT_EMPTY_PATH)):
                 base = os.readlink(f"/proc/{tid}/fd/{dirfd}")
                 program = os.path.join(base, name).rstrip("/") if name else base
+                path, kernel_name = f"{base}/{name}", f"/dev/fd/{dirfd}/{name}" if name else f"/dev/fd/{dirfd}"
             elif not name.startswith("/"):
-                program = os.path.normpath(os.path.join(cwd, name))
+                program, path = os.path.normpath(os.path.join(cwd, name)), f"{cwd}/{name}"
             auxv = procfs.read_at(proc_dir, "auxv")
         except (OSError, ValueError):
             os.close(proc_dir)
@@ -389,8 +398,7 @@ class Watch:
             self.overflow = True  # the sandbox reads that as the trace's bound broken: memory stays bounded
             os.close(proc_dir)
             return None
-        return _Attempt(kernel_trace._Exec(now, program, argv, cwd),
-                        auxv, proc_dir)
+        return _Attempt(kernel_trace._Exec(now, program, argv, cwd, called=program), auxv, proc_dir, kernel_name, path)
 
     def _resolve(self, proc: kernel_trace._Proc, tgid: int, *, sweeping: bool = False) -> None:
         """The pending exec of ``tgid``: confirmed if its vector changed, dropped if not (unless sweeping)."""
@@ -407,16 +415,13 @@ class Watch:
                 os.close(attempt.proc_dir)
             return
         del self._pending[tgid]
-        try:
-            cmdline = procfs.read_at(attempt.proc_dir, "cmdline").split(b"\0")[:-1]
+        ex = attempt.exec
+        try:  # what the kernel ran, from the new image: the caller's memory may have changed after our read
+            ex.program, ex.argv = procfs.image(attempt.proc_dir, attempt.kernel_name, attempt.path, ex.argv)
         except OSError:
-            cmdline = []
+            pass  # gone meanwhile: what the caller named, as read
         finally:
             os.close(attempt.proc_dir)
-        ex = attempt.exec
-        tail = [a.encode("utf-8", "surrogateescape") for a in ex.argv[1:]]
-        if cmdline and tail and cmdline[-len(tail):] != tail:  # rewritten between our read and the kernel's
-            ex.argv = [a.decode("utf-8", "backslashreplace") for a in cmdline]
         proc.execs.append(ex)
 
     def _sweep(self) -> None:
