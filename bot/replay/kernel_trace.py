@@ -283,6 +283,11 @@ def _parse_line(line: bytes, proc: _Proc, procs: dict[int, _Proc]) -> None:
     if result == b"?" or result.startswith(b"-"):
         return  # exit_group, or a call that failed (e.g. execvp trying each PATH folder)
     if name in (b"execve", b"execveat"):
+        if not _READABLE.match(args if name == b"execve" else args.split(b", ", 1)[-1]):
+            # strace shows an address where it could not read the name or argv (``memfd_secret`` memory): the
+            # exec ran, and what it ran is not known. Never a record with argv shifted into the program's place.
+            raise InfrastructureError("an exec named its program in memory the tracer could not read (strace); "
+                                      "the trial is unscored")
         # Without -v the environment shows as ``0x… /* N vars */``: every quoted string is the program, then argv.
         strings = _strings(args)
         if not strings:
@@ -308,6 +313,7 @@ def _parse_line(line: bytes, proc: _Proc, procs: dict[int, _Proc]) -> None:
 
 
 _STRING = re.compile(rb'"((?:[^"\\]|\\.)*)"')
+_READABLE = re.compile(rb'"(?:[^"\\]|\\.)*"(?:\.\.\.)?, (?:\[|NULL)')  # a name strace read, then argv it read
 
 
 def _strings(args: bytes) -> list[str]:

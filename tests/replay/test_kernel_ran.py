@@ -158,3 +158,16 @@ def test_a_python_called_through_a_venvs_link_keeps_the_name_it_was_called_by(ma
     result = trial(make_scenario, tmp_path, [{"ran": {"command": "python", "match": "^python -c 0$"}}, PROOF],
                    script)
     assert result.verdict == "passed", result.reason
+
+
+def test_under_strace_a_name_it_cannot_read_leaves_the_trial_unscored(make_scenario, tmp_path, monkeypatch):
+    """strace cannot refuse the exec; it shows an address for the name, and argv used to shift into its place
+    (``push`` vanished). Now the trial is unscored: never passed on a run nobody saw."""
+    monkeypatch.setenv("REPLAYBOOK_KERNEL_TRACE", "strace")
+    helper = _build(tmp_path, "secret", SECRET, ["-static"])
+    if subprocess.run([str(helper), "probe"]).returncode != 0:
+        pytest.skip("this kernel has no memfd_secret (secretmem)")
+    checks = [{"not_ran": {"match": "^git init"}}, {"succeeds": {"run": "test ! -e secret-repo"}}]
+    result = trial(make_scenario, tmp_path, checks, "./secret; true", binary=helper)
+    assert result.verdict == "unscored", (result.verdict, result.reason)
+    assert "could not read" in result.reason
