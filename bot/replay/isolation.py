@@ -91,6 +91,7 @@ class Plan:
     endpoints: tuple[tuple[int, str], ...] = ()  # (127.0.0.1 port inside, host Unix socket)
     limits: Limits = field(default_factory=Limits)
     hide: tuple[str, ...] = ()  # paths inside a bind covered by an empty read-only folder (or file, for a file)
+    confine: str | None = None  # a Python inside: the program runs in a Landlock domain (``confined``; bwrap only)
 
 
 class Backend(Protocol):
@@ -145,6 +146,25 @@ def launcher(argv: Sequence[str], plan: Plan, *, bash: str, socat: str | None,
     return [bash, "-c", "\n".join(lines), "replaybook-sandbox", *argv]
 
 
+CONFINE_NAME = "replaybook-confine"  # its $0: how the trace reader knows this step of the harness's
+# No-new-privs, then a Landlock domain handling one access no process here has (making block devices): what
+# it gives is Landlock's rule that no process in a domain may ptrace, open /proc/PID/mem of, or
+# process_vm_writev into a process outside it (bwrap's init, pid 1, and the endpoint bridges, started
+# before). Then it becomes the program. On a kernel without Landlock it becomes the program all the same.
+_CONFINE = ("import ctypes,os,sys\n"
+            "c=ctypes.CDLL(None,use_errno=True)\n"
+            "c.prctl(38,1,0,0,0)\n"
+            "f=c.syscall(444,ctypes.c_char_p((2048).to_bytes(8,sys.byteorder)),8,0)\n"
+            "f>=0 and c.syscall(446,f,0)\n"
+            "os.execvp(sys.argv[2],sys.argv[2:])\n")  # sys.argv: -c, CONFINE_NAME, then the program's argv
+
+
+def confined(python: str, argv: Sequence[str]) -> list[str]:
+    """``argv`` run in a Landlock domain of its own (see ``_CONFINE``), by ``python`` inside the sandbox: for a
+    run whose program is not the executor (which confines its calls itself), e.g. an agent program."""
+    return [python, "-I", "-S", "-c", _CONFINE, CONFINE_NAME, *argv]
+
+
 class Bubblewrap:
     """bubblewrap: see the module docstring."""
 
@@ -187,8 +207,9 @@ class Bubblewrap:
         if direct and not plan.endpoints:  # no bash between: bwrap says it started (its --info-fd JSON, then closed)
             args += [*(("--info-fd", str(status_fd)) if status_fd is not None else ()), "--chdir", cwd, "--", *argv]
         else:
+            inner = confined(plan.confine, argv) if plan.confine and not direct else argv
             args += ["--chdir", cwd, "--",
-                     *launcher(argv, plan, bash=self.bash, socat=self.socat, started_fd=status_fd)]
+                     *launcher(inner, plan, bash=self.bash, socat=self.socat, started_fd=status_fd)]
         return args, {}  # an empty environment: PID 1 inside is bwrap, and its environ is readable
 
 

@@ -45,6 +45,7 @@ SYSCALLS = "execve,execveat,chdir,fchdir,clone,clone3,fork,vfork,exit_group"
 STRACE_FLAGS = ("--seccomp-bpf", "-f", "-ff", "-q", "-ttt", "-y", "-s", "65536", "--pidns-translation",
                 "-e", "signal=none", "-e", f"trace={SYSCALLS}")
 LAUNCHER_NAME = "replaybook-sandbox"  # bot.replay.isolation.launcher's $0
+CONFINE_NAME = "replaybook-confine"  # bot.replay.isolation.CONFINE_NAME, the $0 of the step after it
 EXECUTOR = "replaybook-executor"  # bot.replay.executor.MARKER, its last argument
 SHELLS = frozenset({"bash", "sh", "dash", "zsh", "ksh", "fish"})
 FILE_CAP = 64 << 20  # of one process's trace file; past it the rest is not read
@@ -147,7 +148,10 @@ def _run_root(procs: dict[int, _Proc], top: int) -> tuple[int | None, float]:
     for proc in procs.values():
         for i, ex in enumerate(proc.execs):
             if len(ex.argv) > 3 and ex.argv[1] == "-c" and ex.argv[3] == LAUNCHER_NAME:
-                nxt = proc.execs[i + 1] if i + 1 < len(proc.execs) else None
+                i += 1
+                if i + 1 < len(proc.execs) and CONFINE_NAME in proc.execs[i].argv[4:6]:
+                    i += 1  # the launcher's Landlock step (``isolation.confined``): the harness's too
+                nxt = proc.execs[i] if i < len(proc.execs) else None
                 return (proc.pid, nxt.t) if nxt else (None, 0.0)
     proc = procs.get(top)
     if proc is None or not proc.execs:

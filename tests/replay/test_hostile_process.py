@@ -107,3 +107,16 @@ def test_pid_1_is_the_executor_and_is_not_dumpable(tmp_path, engine):
     first, *rest = done.stdout.splitlines()
     assert first.rstrip().endswith("replaybook-executor"), done.stdout
     assert all("Permission denied" in line for line in rest), done.stdout
+
+
+def test_an_agent_programs_processes_cannot_attach_to_pid_1_or_the_bridges(make_scenario, tmp_path):
+    """An agent program runs in a sandbox of its own (strace, bwrap's init as pid 1, the gateway's bridge):
+    its processes are in a Landlock domain too, so none of them can take over a process it did not start."""
+    probe = tmp_path / "probe.py"
+    probe.write_text(PROBE.replace('print(" ".join(out) or "none")',
+                                   'open("probe.txt", "w").write(" ".join(out) or "none")'))
+    loaded = make_scenario(pass_if=[{"succeeds": {"run": "grep -qx none probe.txt"}}])
+    result = run_trial(loaded, "", ReplayOptions(runs_dir=tmp_path / "runs", agent="command",
+                                                 command=f"python3 {probe} {{task}}"), 0)
+    assert result.verdict == "passed", result.reason
+    assert not [c for c in commands(result) if "replaybook-confine" in c.argv]  # the harness's step is no command
