@@ -322,14 +322,27 @@ def _confine(libc: _Libc) -> bool:
     ``/proc/PID/mem`` of, or ``process_vm_writev`` into) a process outside it: the endpoint bridges the
     launcher started before us. Landlock refuses those to a process in a domain whose target is in none or
     in an outer one, whatever the user; within, calls may trace their own processes (``strace``, ``gdb``),
-    and this process is non-dumpable (``_no_dump``). The domain handles one access only: making block devices
-    (``LANDLOCK_ACCESS_FS_MAKE_BLOCK``), which no process here can do anyway. False where the kernel has no
-    Landlock (ABI 1, Linux 5.13). Needs no-new-privs, set before."""
-    attr = (1 << 11).to_bytes(8, sys.byteorder)  # struct landlock_ruleset_attr as of ABI 1: handled_access_fs
-    fd = libc.syscall(444, attr, 8, 0)  # landlock_create_ruleset (444 in every ABI's table)
+    and this process is non-dumpable (``_no_dump``). The domain restricts nothing else a call may do: from
+    ABI 6 it only scopes signals (none reaches a process outside); before, it handles making block devices
+    (which no process here can) and cross-folder renames and links, allowed everywhere by a rule on ``/``
+    (a domain that handles files refuses those otherwise). False where the kernel has no Landlock, or only
+    ABI 1 (Linux 5.13–5.18), whose domains refuse every cross-folder rename. Needs no-new-privs, set before."""
+    abi = libc.syscall(444, 0, 0, 1)  # landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)
+    if abi < 2:
+        return False
+    refer, word = 1 << 13, lambda n, size=8: n.to_bytes(size, sys.byteorder)
+    attr = word(0) + word(0) + word(2) if abi >= 6 else word(refer | 1 << 11)  # SCOPE_SIGNAL; REFER|MAKE_BLOCK
+    fd = libc.syscall(444, attr, len(attr), 0)  # (444-446 in every ABI's table)
     if fd < 0:
         return False
     try:
+        if abi < 6:
+            root = posix.open("/", 0o10000000 | posix.O_CLOEXEC)  # O_PATH
+            try:  # struct landlock_path_beneath_attr (packed): allowed_access, parent_fd
+                if libc.syscall(445, fd, 1, word(refer) + word(root, 4), 0) != 0:
+                    return False
+            finally:
+                posix.close(root)
         return libc.syscall(446, fd, 0) == 0  # landlock_restrict_self
     finally:
         posix.close(fd)

@@ -147,15 +147,18 @@ def launcher(argv: Sequence[str], plan: Plan, *, bash: str, socat: str | None,
 
 
 CONFINE_NAME = "replaybook-confine"  # its $0: how the trace reader knows this step of the harness's
-# No-new-privs, then a Landlock domain handling one access no process here has (making block devices): what
-# it gives is Landlock's rule that no process in a domain may ptrace, open /proc/PID/mem of, or
-# process_vm_writev into a process outside it (bwrap's init, pid 1, and the endpoint bridges, started
-# before). Then it becomes the program. On a kernel without Landlock it becomes the program all the same.
+# No-new-privs, then a Landlock domain as ``bot.replay.executor._confine`` makes (read why there): no process
+# in it may ptrace, open /proc/PID/mem of, or process_vm_writev into a process outside it (bwrap's init, pid 1,
+# and the endpoint bridges, started before). Then it becomes the program; without Landlock (or with ABI 1
+# only) it becomes the program all the same.
 _CONFINE = ("import ctypes,os,sys\n"
-            "c=ctypes.CDLL(None,use_errno=True)\n"
-            "c.prctl(38,1,0,0,0)\n"
-            "f=c.syscall(444,ctypes.c_char_p((2048).to_bytes(8,sys.byteorder)),8,0)\n"
-            "f>=0 and c.syscall(446,f,0)\n"
+            "c=ctypes.CDLL(None,use_errno=True);c.prctl(38,1,0,0,0);a=c.syscall(444,None,0,1)\n"
+            "w=lambda n,s=8:n.to_bytes(s,sys.byteorder);b=ctypes.c_char_p\n"
+            "if a>=2:\n"
+            " f=c.syscall(444,b(w(0)+w(0)+w(2) if a>=6 else w(10240)),24 if a>=6 else 8,0)\n"
+            " if f>=0 and a<6:\n"
+            "  r=os.open('/',os.O_PATH);c.syscall(445,f,1,b(w(8192)+w(r,4)),0);os.close(r)\n"
+            " f>=0 and c.syscall(446,f,0)\n"
             "os.execvp(sys.argv[2],sys.argv[2:])\n")  # sys.argv: -c, CONFINE_NAME, then the program's argv
 
 

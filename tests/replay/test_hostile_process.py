@@ -120,3 +120,17 @@ def test_an_agent_programs_processes_cannot_attach_to_pid_1_or_the_bridges(make_
                                                  command=f"python3 {probe} {{task}}"), 0)
     assert result.verdict == "passed", result.reason
     assert not [c for c in commands(result) if "replaybook-confine" in c.argv]  # the harness's step is no command
+
+
+def test_the_domain_takes_nothing_a_call_may_do(tmp_path, engine):
+    """A Landlock domain that handles files refuses every rename or link across folders unless a rule allows
+    it (EXDEV): the confinement scopes what it must and nothing else. A call still traces its own children."""
+    (tmp_path / "repo").mkdir()
+    script = ("mkdir -p a b && touch a/x && python3 -c 'import os; os.rename(\"a/x\", \"b/x\"); os.link(\"b/x\", \"a/y\")'"
+              " && ls a b | tr '\\n' ' ' && python3 -c 'import ctypes, subprocess; l = ctypes.CDLL(None, use_errno=True)\n"
+              "s = subprocess.Popen([\"sleep\", \"5\"]); print(l.ptrace(16, s.pid, 0, 0)); s.kill()'")
+    with Sandbox(tmp_path / "repo", backend="bwrap") as sb:
+        done = sb.run(["bash", "-c", script], timeout_s=30)
+    assert done.rc == 0, done.stderr
+    traced = "0" if engine == "notify" else "-1"  # under strace every process has its one tracer already
+    assert done.stdout.split() == ["a:", "y", "b:", "x", traced]
