@@ -24,10 +24,13 @@ new vector (its next exec or exit, or a sweep while it runs); an attempt whose
 process is next seen with the old vector failed (``execvp`` trying each PATH
 folder) and is dropped. One never seen again (killed at once) is kept
 *unconfirmed*: it counts for ``not_ran`` and ``max_runs``, never for ``ran``,
-so a failing exec cannot forge a run and a killed one cannot hide one. argv is
-read before the exec; at confirmation the new image's ``/proc/PID/cmdline``
-must end with it, else (another thread rewrote it in between) the cmdline the
-kernel built is kept instead.
+so a failing exec cannot forge a run and a killed one cannot hide one. What
+the caller's memory said is only a claim (another thread may rewrite it after
+our read, ``memfd_secret`` memory cannot be read at all): at confirmation the
+program and argv are read from the new image (``procfs.image``: its ``exe``,
+links resolved, and its ``cmdline``; a script's own file), the caller's name
+kept as ``called``; an exec whose name or argv cannot be read is refused
+(``EACCES``), so none runs unseen.
 
 Attribution needs no process tree here: the executor runs one call at a time
 and kills everything of a call before it answers, so every exec between a
