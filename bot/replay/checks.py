@@ -177,10 +177,13 @@ def command_line(argv: list[str]) -> str:
 
 def spelled(event: CommandEvent) -> list[str]:
     """The argv checks see: the program the kernel ran first, by its base name, when the trace knows it
-    (``exec -a ls git push`` is ``git push``), else argv[0]."""
+    (``exec -a ls git push`` is ``git push``, a link ``./g`` to git is ``git``), else argv[0]. One exception:
+    a Python interpreter called by another Python's name keeps the name it was called by (``python`` is a
+    link to ``python3.11`` in every venv), so ``command: python`` still means what it says."""
     argv = list(event.argv) or [""]
     if event.program:
-        argv[0] = os.path.basename(event.program)
+        name, called = os.path.basename(event.program), os.path.basename(event.called or "")
+        argv[0] = called if called and _PYTHON.match(name) and _PYTHON.match(called) else name
     return argv
 
 

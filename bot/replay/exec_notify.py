@@ -24,14 +24,18 @@ new vector (its next exec or exit, or a sweep while it runs); an attempt whose
 process is next seen with the old vector failed (``execvp`` trying each PATH
 folder) and is dropped. One never seen again (killed at once) is kept
 *unconfirmed*: it counts for ``not_ran`` and ``max_runs``, never for ``ran``,
-so a failing exec cannot forge a run and a killed one cannot hide one. argv is
-read before the exec; at confirmation the new image's ``/proc/PID/cmdline``
-must end with it, else (another thread rewrote it in between) the cmdline the
-kernel built is kept instead.
+so a failing exec cannot forge a run and a killed one cannot hide one. What
+the caller's memory said is only a claim (another thread may rewrite it after
+our read, ``memfd_secret`` memory cannot be read at all): at confirmation the
+program and argv are read from the new image (``procfs.image``: its ``exe``,
+links resolved, and its ``cmdline``; a script's own file), the caller's name
+kept as ``called``; an exec whose name or argv cannot be read is refused
+(``EACCES``), so none runs unseen.
 
 Attribution needs no process tree here: the executor runs one call at a time
 and kills everything of a call before it answers, so every exec between a
-request and its answer is that call's (``Watch.request``). The parent links
+request and its answer is that call's (``Watch.request``), an orphan's too
+(its parent gone, it hangs from the executor, the sandbox's pid 1). The parent links
 read from ``/proc`` give ``ppid`` and ``depth``. Agent programs, which need the
 tree to tell their own commands from their tool calls', keep strace.
 """
@@ -172,6 +176,8 @@ class _Attempt:
     exec: kernel_trace._Exec
     auxv: bytes
     proc_dir: int  # an fd of /proc/<tgid>: bound to that process, never to one that reuses its pid
+    kernel_name: str  # the file name as the kernel keeps it (a script's interpreter gets it as an argument)
+    path: str  # the name made absolute, links not yet resolved
 
 
 class Watch:
@@ -223,6 +229,12 @@ class Watch:
             if top is None:
                 return events
             kernel_trace._walk(self.procs, top[1], 0.0, root, tool_call, events, depth=0, skip_first=True)
+            # An orphan (its parent ended before it exec'd: a double fork, ``( cmd & )``) is the executor's
+            # child by then (pid 1 reaps them all), so it hangs from no recorded process; it is this call's all
+            # the same, as is every process between a request and its answer.
+            for pid, proc in self.procs.items():
+                if proc.parent is None and pid != top[1] and proc.forked_at >= self._call_from:
+                    kernel_trace._walk(self.procs, pid, 0.0, root, tool_call, events, depth=0, skip_first=False)
             self.procs.clear()  # a call's record is read once
             self._ns.clear()
         events.sort(key=lambda e: e.started_at if isinstance(e, CommandEvent) else kernel_trace._EPOCH)
@@ -273,35 +285,40 @@ class Watch:
 
     def _answer(self, buf: bytearray) -> None:
         nid, tid, _flags, nr, arch, _ip, *args = _NOTIF.unpack(buf)
+        refuse = False
         try:
-            self._note(nid, tid, nr, arch, args)
+            refuse = self._note(nid, tid, nr, arch, args)
         finally:
+            answer = _RESP.pack(nid, 0, -errno.EACCES, 0) if refuse else _RESP.pack(nid, 0, 0, _FLAG_CONTINUE)
             try:
-                fcntl.ioctl(self.listener, _NOTIF_SEND, bytearray(_RESP.pack(nid, 0, 0, _FLAG_CONTINUE)), True)
+                fcntl.ioctl(self.listener, _NOTIF_SEND, bytearray(answer), True)
             except OSError:
                 pass  # it died meanwhile
 
-    def _note(self, nid: int, tid: int, nr: int, arch: int, args: list[int]) -> None:
+    def _note(self, nid: int, tid: int, nr: int, arch: int, args: list[int]) -> bool:
+        """Record one notification; True: refuse the exec (``EACCES``), since what it names cannot be read
+        (memory the tracer may not read, ``memfd_secret``; or past the record's cap): none runs unseen."""
         m = self.machine
         abi = m.native if arch == m.native.audit_arch else m.compat
         if abi is None:
-            return
+            return False
         now = time.time()
         status = procfs.status(tid)
         if status is None:
-            return
+            return False
         tgid = int(status.get("Tgid", tid))
         if nr in (abi.execve, abi.execveat):
             self.asked["exec"] += 1
             attempt = self._attempt(tid, tgid, nr == abi.execveat, abi, args, now)
             if attempt is None:
-                return
+                return True
             if not _valid(self.listener, nid):  # it died while we read: what we read may be another's
                 os.close(attempt.proc_dir)
-                return
+                return False
             proc = self._proc(tgid, status, now)
             self._resolve(proc, tgid)
             self._pending[tgid] = attempt
+            return False
         elif nr == abi.exit_group or (nr == abi.exit and tid == tgid and status.get("Threads") == "1"):
             self.asked["exit"] += 1
             if not _valid(self.listener, nid):
@@ -309,6 +326,7 @@ class Watch:
             proc = self._proc(tgid, status, now)
             self._resolve(proc, tgid)
             proc.exit_code, proc.ended = args[0] & 0xFF, now
+        return False
 
     def _proc(self, tgid: int, status: dict[str, str], now: float) -> kernel_trace._Proc:
         proc = self.procs.get(tgid)
@@ -367,12 +385,13 @@ class Watch:
             finally:
                 os.close(mem_fd)
             cwd = os.readlink(f"/proc/{tid}/cwd")
-            program = name
+            program = path = kernel_name = name  # the caller's name; the path the kernel walks; the name it keeps
             if at and dirfd != _AT_FDCWD and (not name.startswith("/") or (not name and flags & _AT_EMPTY_PATH)):
                 base = os.readlink(f"/proc/{tid}/fd/{dirfd}")
                 program = os.path.join(base, name).rstrip("/") if name else base
+                path, kernel_name = f"{base}/{name}", f"/dev/fd/{dirfd}/{name}" if name else f"/dev/fd/{dirfd}"
             elif not name.startswith("/"):
-                program = os.path.normpath(os.path.join(cwd, name))
+                program, path = os.path.normpath(os.path.join(cwd, name)), f"{cwd}/{name}"
             auxv = procfs.read_at(proc_dir, "auxv")
         except (OSError, ValueError):
             os.close(proc_dir)
@@ -382,8 +401,7 @@ class Watch:
             self.overflow = True  # the sandbox reads that as the trace's bound broken: memory stays bounded
             os.close(proc_dir)
             return None
-        return _Attempt(kernel_trace._Exec(now, program, argv, cwd),
-                        auxv, proc_dir)
+        return _Attempt(kernel_trace._Exec(now, program, argv, cwd, called=program), auxv, proc_dir, kernel_name, path)
 
     def _resolve(self, proc: kernel_trace._Proc, tgid: int, *, sweeping: bool = False) -> None:
         """The pending exec of ``tgid``: confirmed if its vector changed, dropped if not (unless sweeping)."""
@@ -400,16 +418,13 @@ class Watch:
                 os.close(attempt.proc_dir)
             return
         del self._pending[tgid]
-        try:
-            cmdline = procfs.read_at(attempt.proc_dir, "cmdline").split(b"\0")[:-1]
+        ex = attempt.exec
+        try:  # what the kernel ran, from the new image: the caller's memory may have changed after our read
+            ex.program, ex.argv = procfs.image(attempt.proc_dir, attempt.kernel_name, attempt.path, ex.argv)
         except OSError:
-            cmdline = []
+            pass  # gone meanwhile: what the caller named, as read
         finally:
             os.close(attempt.proc_dir)
-        ex = attempt.exec
-        tail = [a.encode("utf-8", "surrogateescape") for a in ex.argv[1:]]
-        if cmdline and tail and cmdline[-len(tail):] != tail:  # rewritten between our read and the kernel's
-            ex.argv = [a.decode("utf-8", "backslashreplace") for a in cmdline]
         proc.execs.append(ex)
 
     def _sweep(self) -> None:

@@ -17,13 +17,17 @@ Requests, one at a time:
   starts outlives it. ``{"op": "kill"}`` while it runs (the deadline, a
   bound): SIGTERM to all, a grace, then SIGKILL.
 - ``{"op": "read"|"write"|"edit", "root", "path", …}``: the builtin agent's
-  file tools, done here, inside, by ``open_beneath``.
+  file tools, done here, inside, by ``open_beneath`` (``bot.replay.confined_files``, whose source is sent
+  before this one in the same frame).
 
 Why nothing inside can forge a reply or a request: the socket is close-on-exec
 (no child inherits it), and this process is made non-dumpable, so a process of
 the sandbox (same uid, no capabilities) cannot open ``/proc/<pid>/fd/FD`` or
-ptrace it; the harness's end lives on the host. Killing this process ends
-the call with no reply: the harness kills the whole sandbox and starts a new one.
+ptrace it; the harness's end lives on the host. It is the sandbox's pid 1 (bwrap's ``--as-pid-1``), so
+no process inside can kill it either (pid 1 takes no signal it has no handler for from its own namespace),
+every orphan is its child, and its end ends every process of the sandbox. Every process it starts is in a
+Landlock domain (``_confine``): none can attach to, or write the memory of, a process outside it (the
+endpoint bridges). If the harness kills it, the call ends with no reply: the sandbox goes, a new one starts.
 
 With ``--notify NR HEX`` (``bot.replay.exec_notify``) it first installs that seccomp
 program with a listener, so the kernel asks the harness about every ``execve`` and
@@ -40,7 +44,6 @@ objects of strings and integers), which the harness parses with ``json``, safe a
 
 import _signal
 import _socket
-import _stat
 import errno
 import marshal
 import posix
@@ -48,21 +51,15 @@ import select
 import sys
 import time
 
-try:
-    from posix import _path_normpath  # posixpath.normpath's own C code (3.11+), without importing os
-except ImportError:  # not every interpreter has it
-    from posixpath import normpath as _path_normpath
+try:  # the executor's program is ``bot.replay.confined_files``'s source, then this one (``session.EXECUTOR_SOURCE``)
+    file_tool, FileToolError  # noqa: B018
+except NameError:  # imported by the harness, which has the package
+    from bot.replay.confined_files import FileToolError, edit_file, file_tool, open_beneath, read_file, write_file  # noqa: F401
 
 MARKER = "replaybook-executor"  # argv[-1]: how the trace reader finds this process
 MAX_FRAME = 64 << 20
-READ_CAP = 8 << 20  # a file tool reads at most this much
 _GRACE_S = 0.5
-_HOPS = 40
 _SOL_SOCKET, _SCM_RIGHTS = _socket.SOL_SOCKET, _socket.SCM_RIGHTS
-
-
-class FileToolError(Exception):
-    pass
 
 
 # -- the wire ------------------------------------------------------------------------------
@@ -139,105 +136,6 @@ def _read(sock) -> tuple[bytes | None, list[int]]:
             return None, []
         body += chunk
     return bytes(body), fds
-
-
-# -- file tools: never outside root, whatever links the tree holds or gains ----------------
-def open_beneath(root: str, rel: str, flags: int, *, make_dirs: bool = False, mode: int = 0o644) -> int:
-    """Open ``rel`` below ``root`` one component at a time, each relative to its folder's fd.
-
-    A link is followed only where it leads inside ``root`` (resolved here, by
-    name); every open is ``O_NOFOLLOW``, so a link swapped in between two
-    steps makes the open fail instead of leaving root.
-    """
-    if "\0" in rel:
-        raise FileToolError("`path` holds a NUL byte; no file can be named so")
-    root = _path_normpath(root) or "."  # posixpath.normpath
-    todo = [p for p in rel.split("/") if p not in ("", ".")]
-    if not todo:
-        raise FileToolError(f"{rel}: is the repository root, not a file")
-    stack = [posix.open(root, posix.O_RDONLY | posix.O_DIRECTORY)]
-    hops = 0
-    try:
-        while todo:
-            name = todo.pop(0)
-            if name == "..":
-                if len(stack) == 1:
-                    raise FileToolError(f"{rel} is outside the repository")
-                posix.close(stack.pop())
-                continue
-            try:
-                st = posix.stat(name, dir_fd=stack[-1], follow_symlinks=False)
-            except FileNotFoundError:
-                if not todo:
-                    break
-                if not make_dirs:
-                    raise FileToolError(f"{rel}: no such file") from None
-                posix.mkdir(name, 0o755, dir_fd=stack[-1])
-                st = posix.stat(name, dir_fd=stack[-1], follow_symlinks=False)
-            if _stat.S_ISLNK(st.st_mode):
-                hops += 1
-                if hops > _HOPS:
-                    raise FileToolError(f"{rel}: too many levels of links")
-                target = posix.readlink(name, dir_fd=stack[-1])
-                if target.startswith("/"):
-                    norm = _path_normpath(target)
-                    if norm != root and not norm.startswith(root + "/"):
-                        raise FileToolError(f"{rel} is outside the repository")
-                    for fd in stack[1:]:
-                        posix.close(fd)
-                    del stack[1:]
-                    target = norm[len(root):]
-                todo[:0] = [p for p in target.split("/") if p not in ("", ".")]
-                continue
-            if todo:
-                stack.append(posix.open(name, posix.O_RDONLY | posix.O_DIRECTORY | posix.O_NOFOLLOW, dir_fd=stack[-1]))
-        if name == "..":
-            raise FileToolError(f"{rel}: is a folder, not a file")
-        return posix.open(name, flags | posix.O_NOFOLLOW | posix.O_CLOEXEC, mode, dir_fd=stack[-1])
-    except OSError as err:
-        if err.errno == 40:  # ELOOP: a link appeared where a file or folder was a moment ago
-            raise FileToolError(f"{rel}: changed into a link while it was opened") from None
-        raise
-    finally:
-        for fd in stack:
-            posix.close(fd)
-
-
-def read_file(root: str, path: str) -> str:
-    fd = open_beneath(root, path, posix.O_RDONLY | posix.O_NONBLOCK)
-    with open(fd, "rb") as f:
-        if not _stat.S_ISREG(posix.fstat(f.fileno()).st_mode):
-            raise FileToolError(f"{path}: no such file")
-        return f.read(READ_CAP).decode("utf-8", errors="replace")
-
-
-def write_file(root: str, path: str, content: str) -> None:
-    fd = open_beneath(root, path, posix.O_WRONLY | posix.O_CREAT | posix.O_TRUNC | posix.O_NONBLOCK, make_dirs=True)
-    with open(fd, "wb") as f:
-        if not _stat.S_ISREG(posix.fstat(f.fileno()).st_mode):
-            raise FileToolError(f"{path}: is not a regular file")
-        f.write(content.encode("utf-8"))
-
-
-def edit_file(root: str, path: str, old: str, new: str) -> None:
-    text = read_file(root, path)
-    if text.count(old) != 1:
-        raise FileToolError(f"`old` occurs {text.count(old)} times in {path}; it must occur exactly once")
-    write_file(root, path, text.replace(old, new))
-
-
-def file_tool(req: dict) -> dict:
-    try:
-        op, root, path = req["op"], req["root"], req["path"]
-        if op == "read":
-            return {"ok": read_file(root, path)}
-        if op == "write":
-            write_file(root, path, req["content"])
-        else:
-            edit_file(root, path, req["old"], req["new"])
-        return {"ok": ""}
-    except (FileToolError, OSError) as err:
-        return {"error": str(err) if isinstance(err, FileToolError) else f"{req.get('path')}: {err.strerror or err}"}
 
 
 # -- processes -------------------------------------------------------------------------------
@@ -419,6 +317,37 @@ def _no_dump(libc: _Libc) -> None:
         raise OSError(libc.errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
 
 
+def _confine(libc: _Libc) -> bool:
+    """A Landlock domain for this process and all it starts, so none of them can ``ptrace`` (or open the
+    ``/proc/PID/mem`` of, or ``process_vm_writev`` into) a process outside it: the endpoint bridges the
+    launcher started before us. Landlock refuses those to a process in a domain whose target is in none or
+    in an outer one, whatever the user; within, calls may trace their own processes (``strace``, ``gdb``),
+    and this process is non-dumpable (``_no_dump``). The domain restricts nothing else a call may do: from
+    ABI 6 it only scopes signals (none reaches a process outside); before, it handles making block devices
+    (which no process here can) and cross-folder renames and links, allowed everywhere by a rule on ``/``
+    (a domain that handles files refuses those otherwise). False where the kernel has no Landlock, or only
+    ABI 1 (Linux 5.13–5.18), whose domains refuse every cross-folder rename. Needs no-new-privs, set before."""
+    abi = libc.syscall(444, 0, 0, 1)  # landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)
+    if abi < 2:
+        return False
+    refer, word = 1 << 13, lambda n, size=8: n.to_bytes(size, sys.byteorder)
+    attr = word(0) + word(0) + word(2) if abi >= 6 else word(refer | 1 << 11)  # SCOPE_SIGNAL; REFER|MAKE_BLOCK
+    fd = libc.syscall(444, attr, len(attr), 0)  # (444-446 in every ABI's table)
+    if fd < 0:
+        return False
+    try:
+        if abi < 6:
+            root = posix.open("/", 0o10000000 | posix.O_CLOEXEC)  # O_PATH
+            try:  # struct landlock_path_beneath_attr (packed): allowed_access, parent_fd
+                if libc.syscall(445, fd, 1, word(refer) + word(root, 4), 0) != 0:
+                    return False
+            finally:
+                posix.close(root)
+        return libc.syscall(446, fd, 0) == 0  # landlock_restrict_self
+    finally:
+        posix.close(fd)
+
+
 def _notify_filter(libc: _Libc, nr: int, code: bytes) -> int:
     """Install ``code`` (a BPF program) for this process and all it starts; the listener's fd."""
     class UShort(libc.c._SimpleCData):
@@ -430,8 +359,6 @@ def _notify_filter(libc: _Libc, nr: int, code: bytes) -> int:
     class Prog(libc.c.Structure):  # struct sock_fprog
         _fields_ = [("len", UShort), ("filter", CharP)]
 
-    if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS: what an unprivileged filter needs
-        raise OSError(libc.errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
     # seccomp(SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog)
     fd = libc.syscall(nr, 1, 8, libc.c.byref(Prog(len(code) // 8, code)))
     if fd < 0:
@@ -466,17 +393,21 @@ def main() -> int:
     _set_file_limit(libc, int(sys.argv[2]))
     _no_dump(libc)
     _signal.signal(_signal.SIGPIPE, _signal.SIG_DFL)
-    keep = _pids() | {posix.getpid(), 1}  # bwrap's init, this process, the endpoint bridges started before us
+    keep = _pids() | {posix.getpid(), 1}  # this process (pid 1), the endpoint bridges started before us
+    if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS: what Landlock and an unprivileged filter need
+        _send_reply(sock, {"error": f"prctl(PR_SET_NO_NEW_PRIVS) failed: errno {libc.errno()}"})
+        return 1
+    confined = int(_confine(libc))
     if sys.argv[3:4] == ["--notify"]:
         try:
             listener = _notify_filter(libc, int(sys.argv[4]), bytes.fromhex(sys.argv[5]))
         except (OSError, ValueError) as err:
             _send_reply(sock, {"error": f"the exec notification filter: {err}"})
             return 1
-        _send_reply(sock, {"ready": posix.getpid()}, [listener])
+        _send_reply(sock, {"ready": posix.getpid(), "confined": confined}, [listener])
         posix.close(listener)  # the harness's copy is the only one: when it closes, every exec fails, none goes unseen
     else:
-        _send_reply(sock, {"ready": posix.getpid()})
+        _send_reply(sock, {"ready": posix.getpid(), "confined": confined})
     while True:
         req, fds = _read_request(sock)
         if req is None:

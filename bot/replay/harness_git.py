@@ -53,7 +53,7 @@ class SandboxDiff:
         out = []
         for f in self.files:
             in_hunk = False  # before the first @@, '+++ b/x' is a header, not content
-            for line in f.patch.splitlines():
+            for line in _lines(f.patch):
                 in_hunk = in_hunk or line.startswith("@@")
                 if in_hunk and line.startswith("+"):
                     out.append((f.path, line[1:]))
@@ -116,6 +116,8 @@ class HarnessGit:
                                      rw=(str(self._base / "baseline.git"), str(work_dir)), output_cap=PATCH_CAP)
         if done.rc != 0 or done.timed_out:
             raise InfrastructureError(f"git could not take the diff (exit {done.rc}): {done.stderr.strip()[-200:]}")
+        if done.stdout_truncated:  # a diff read in part would hide what was cut off from every diff check
+            raise InfrastructureError(f"the diff is larger than {PATCH_CAP >> 20} MiB; the trial is unscored")
         changed, patch = _raw_and_patch(done.stdout)
         return SandboxDiff(patch=patch, files=_file_changes(changed, patch))
 
@@ -321,19 +323,33 @@ def _raw_and_patch(out: str) -> tuple[list[tuple[str, str]], str]:
 
 def _file_changes(changed: list[tuple[str, str]], patch: str) -> list[FileChange]:
     chunks = _split_patch(patch)
-    # Both listings come from the same diff, sorted by path, so they line up.
+    # Both listings come from the same diff, sorted by path, so they line up; when they do not, no file's
+    # patch can be trusted to be its own, and a blank one would pass every diff check: unscored.
     if len(chunks) != len(changed):
-        chunks = [""] * len(changed)
+        raise InfrastructureError(f"git's diff lists {len(changed)} files but holds {len(chunks)} patches; "
+                                  "the trial is unscored")
     return [
         FileChange(path=path, status="M" if status == "T" else status, patch=chunk)
         for (status, path), chunk in zip(changed, chunks)
     ]
 
 
+def _lines(text: str) -> list[str]:
+    """``text``'s lines as git ends them: at ``\\n`` only (a ``\\r`` before it dropped). Never ``str.splitlines``,
+    which also breaks at ``\\x1c``, ``\\x85``, ``\\u2028`` and others an added line may hold."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
 def _split_patch(patch: str) -> list[str]:
-    chunks: list[list[str]] = []
-    for line in patch.splitlines(keepends=True):
-        if line.startswith("diff --git ") or not chunks:
-            chunks.append([])
-        chunks[-1].append(line)
-    return ["".join(c) for c in chunks if c]
+    """One chunk per file, cut where a line starts with ``diff --git``: git starts each file's patch so, and every
+    line of a file's content starts with `` ``, ``+``, ``-`` or ``\\`` (a path with a newline is quoted), so no
+    content can. Lines end at ``\\n`` alone, git's own line end."""
+    starts = [0] if patch else []
+    at = patch.find("\ndiff --git ")
+    while at >= 0:
+        starts.append(at + 1)
+        at = patch.find("\ndiff --git ", at + 1)
+    return [patch[a:b] for a, b in zip(starts, starts[1:] + [len(patch)]) if patch[a:b]]

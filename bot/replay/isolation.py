@@ -91,6 +91,7 @@ class Plan:
     endpoints: tuple[tuple[int, str], ...] = ()  # (127.0.0.1 port inside, host Unix socket)
     limits: Limits = field(default_factory=Limits)
     hide: tuple[str, ...] = ()  # paths inside a bind covered by an empty read-only folder (or file, for a file)
+    confine: str | None = None  # a Python inside: the program runs in a Landlock domain (``confined``; bwrap only)
 
 
 class Backend(Protocol):
@@ -105,7 +106,9 @@ class Backend(Protocol):
         (at least one byte once it runs inside, then closed), so a sandbox that
         never started is told apart from a command that failed. ``direct``: ``argv``
         sets its own file-size limit (``plan.limits.max_file_bytes``), so where no
-        endpoint needs a bridge a backend may start it with no launcher between.
+        endpoint needs a bridge a backend may start it with no launcher between; and
+        it reaps, so it is the sandbox's pid 1 (bwrap's ``--as-pid-1``): every orphan
+        is its child, and no init of bwrap's is there for a call to attach.
         """
         ...
 
@@ -141,6 +144,28 @@ def launcher(argv: Sequence[str], plan: Plan, *, bash: str, socat: str | None,
             "unset __rb_want __rb_i __rb_n __rb_l __rb_s")
     lines.append('exec "$@"')
     return [bash, "-c", "\n".join(lines), "replaybook-sandbox", *argv]
+
+
+CONFINE_NAME = "replaybook-confine"  # its $0: how the trace reader knows this step of the harness's
+# No-new-privs, then a Landlock domain as ``bot.replay.executor._confine`` makes (read why there): no process
+# in it may ptrace, open /proc/PID/mem of, or process_vm_writev into a process outside it (bwrap's init, pid 1,
+# and the endpoint bridges, started before). Then it becomes the program; without Landlock (or with ABI 1
+# only) it becomes the program all the same.
+_CONFINE = ("import ctypes,os,sys\n"
+            "c=ctypes.CDLL(None,use_errno=True);c.prctl(38,1,0,0,0);a=c.syscall(444,None,0,1)\n"
+            "w=lambda n,s=8:n.to_bytes(s,sys.byteorder);b=ctypes.c_char_p\n"
+            "if a>=2:\n"
+            " f=c.syscall(444,b(w(0)+w(0)+w(2) if a>=6 else w(10240)),24 if a>=6 else 8,0)\n"
+            " if f>=0 and a<6:\n"
+            "  r=os.open('/',os.O_PATH);c.syscall(445,f,1,b(w(8192)+w(r,4)),0);os.close(r)\n"
+            " f>=0 and c.syscall(446,f,0)\n"
+            "os.execvp(sys.argv[2],sys.argv[2:])\n")  # sys.argv: -c, CONFINE_NAME, then the program's argv
+
+
+def confined(python: str, argv: Sequence[str]) -> list[str]:
+    """``argv`` run in a Landlock domain of its own (see ``_CONFINE``), by ``python`` inside the sandbox: for a
+    run whose program is not the executor (which confines its calls itself), e.g. an agent program."""
+    return [python, "-I", "-S", "-c", _CONFINE, CONFINE_NAME, *argv]
 
 
 class Bubblewrap:
@@ -180,11 +205,14 @@ class Bubblewrap:
             args += ["--remount-ro", masked]
         for key, value in env.items():
             args += ["--setenv", key, value]
+        if direct:  # the executor is pid 1 itself: no init of bwrap's, unfiltered and dumpable, for a call to attach
+            args.append("--as-pid-1")
         if direct and not plan.endpoints:  # no bash between: bwrap says it started (its --info-fd JSON, then closed)
             args += [*(("--info-fd", str(status_fd)) if status_fd is not None else ()), "--chdir", cwd, "--", *argv]
         else:
+            inner = confined(plan.confine, argv) if plan.confine and not direct else argv
             args += ["--chdir", cwd, "--",
-                     *launcher(argv, plan, bash=self.bash, socat=self.socat, started_fd=status_fd)]
+                     *launcher(inner, plan, bash=self.bash, socat=self.socat, started_fd=status_fd)]
         return args, {}  # an empty environment: PID 1 inside is bwrap, and its environ is readable
 
 

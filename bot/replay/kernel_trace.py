@@ -45,6 +45,7 @@ SYSCALLS = "execve,execveat,chdir,fchdir,clone,clone3,fork,vfork,exit_group"
 STRACE_FLAGS = ("--seccomp-bpf", "-f", "-ff", "-q", "-ttt", "-y", "-s", "65536", "--pidns-translation",
                 "-e", "signal=none", "-e", f"trace={SYSCALLS}")
 LAUNCHER_NAME = "replaybook-sandbox"  # bot.replay.isolation.launcher's $0
+CONFINE_NAME = "replaybook-confine"  # bot.replay.isolation.CONFINE_NAME, the $0 of the step after it
 EXECUTOR = "replaybook-executor"  # bot.replay.executor.MARKER, its last argument
 SHELLS = frozenset({"bash", "sh", "dash", "zsh", "ksh", "fish"})
 FILE_CAP = 64 << 20  # of one process's trace file; past it the rest is not read
@@ -107,6 +108,7 @@ class _Exec:
     argv: list[str]
     cwd: str
     confirmed: bool = True  # False: asked for, never seen running (``bot.replay.exec_notify``)
+    called: str | None = None  # the file as the caller named it, when ``program`` is read from the new image
 
 
 @dataclass
@@ -146,7 +148,10 @@ def _run_root(procs: dict[int, _Proc], top: int) -> tuple[int | None, float]:
     for proc in procs.values():
         for i, ex in enumerate(proc.execs):
             if len(ex.argv) > 3 and ex.argv[1] == "-c" and ex.argv[3] == LAUNCHER_NAME:
-                nxt = proc.execs[i + 1] if i + 1 < len(proc.execs) else None
+                i += 1
+                if i + 1 < len(proc.execs) and CONFINE_NAME in proc.execs[i].argv[4:6]:
+                    i += 1  # the launcher's Landlock step (``isolation.confined``): the harness's too
+                nxt = proc.execs[i] if i < len(proc.execs) else None
                 return (proc.pid, nxt.t) if nxt else (None, 0.0)
     proc = procs.get(top)
     if proc is None or not proc.execs:
@@ -189,6 +194,7 @@ def _event(proc: _Proc, ex: _Exec, root: Path, marker: str, depth: int, execs: l
         duration_ms=round(max(0.0, end - ex.t) * 1000, 3),
         started_at=datetime.fromtimestamp(ex.t, tz=timezone.utc), depth=depth, tool_call=marker,
         pid=proc.pid, ppid=proc.parent, confirmed=ex.confirmed,
+        called=ex.called if ex.called not in (None, ex.program) else None,
     )
 
 
@@ -281,6 +287,11 @@ def _parse_line(line: bytes, proc: _Proc, procs: dict[int, _Proc]) -> None:
     if result == b"?" or result.startswith(b"-"):
         return  # exit_group, or a call that failed (e.g. execvp trying each PATH folder)
     if name in (b"execve", b"execveat"):
+        if not _READABLE.match(args if name == b"execve" else args.split(b", ", 1)[-1]):
+            # strace shows an address where it could not read the name or argv (``memfd_secret`` memory): the
+            # exec ran, and what it ran is not known. Never a record with argv shifted into the program's place.
+            raise InfrastructureError("an exec named its program in memory the tracer could not read (strace); "
+                                      "the trial is unscored")
         # Without -v the environment shows as ``0x… /* N vars */``: every quoted string is the program, then argv.
         strings = _strings(args)
         if not strings:
@@ -306,6 +317,7 @@ def _parse_line(line: bytes, proc: _Proc, procs: dict[int, _Proc]) -> None:
 
 
 _STRING = re.compile(rb'"((?:[^"\\]|\\.)*)"')
+_READABLE = re.compile(rb'"(?:[^"\\]|\\.)*"(?:\.\.\.)?, (?:\[|NULL)')  # a name strace read, then argv it read
 
 
 def _strings(args: bytes) -> list[str]:

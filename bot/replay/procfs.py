@@ -7,6 +7,7 @@ hostile argv costs at most the caps below.
 from __future__ import annotations
 
 import os
+import stat
 import struct
 
 ARG_CAP = 65536  # of one argv string, as strace's -s
@@ -121,3 +122,76 @@ class Memory:
             out.append(self.string(ptr))
             total += len(out[-1]) + 1
         return out
+
+
+# -- what an exec ran, read from its new image -----------------------------------------------
+_HOPS = 40
+
+
+def image(proc_dir: int, kernel_name: str, path: str, argv: list[str]) -> tuple[str, list[str]]:
+    """The file a process runs since its exec, and its argv, read from the new image (``proc_dir``: its
+    ``/proc/PID``): never from the caller's memory, which another thread may rewrite after the tracer read it.
+
+    ``exe`` is the file the kernel loaded, links resolved; ``cmdline`` the argv it built. When the kernel ran a
+    script, it loaded the interpreter and built ``INTERP [ARG] NAME argv[1:]`` (``NAME`` the file name it was
+    given, ``kernel_name``): the program is then the script (``path``, the caller's name made absolute, links
+    resolved in the process's own root), if its ``#!`` line names that interpreter; else the interpreter.
+    ``argv``: the caller's, as the tracer read it before the exec. OSError when the process is gone."""
+    exe = os.readlink("exe", dir_fd=proc_dir).removesuffix(" (deleted)")
+    try:
+        cmd = [a.decode("utf-8", "backslashreplace") for a in read_at(proc_dir, "cmdline").split(b"\0")[:-1]]
+    except OSError:
+        cmd = []
+    k = len(cmd) - len(argv)
+    if k in (1, 2) and cmd[k] == kernel_name and cmd[k + 1:] == argv[1:]:
+        script = real_path(proc_dir, path)
+        if script is not None and _interpreter(proc_dir, script) == exe:
+            return script, argv
+    return exe, cmd or argv
+
+
+def real_path(proc_dir: int, path: str) -> str | None:
+    """``path`` (absolute) with every link resolved as the process sees its files (its root, its mounts), one
+    component at a time below ``PROC/root``, so no link is followed from the harness's own root; None when it
+    does not resolve."""
+    todo = [p for p in path.split("/") if p not in ("", ".")]
+    done: list[str] = []
+    hops = 0
+    while todo:
+        name = todo.pop(0)
+        if name == "..":
+            if done:
+                done.pop()
+            continue
+        here = "root/" + "/".join([*done, name])
+        try:
+            st = os.lstat(here, dir_fd=proc_dir)
+            if stat.S_ISLNK(st.st_mode):
+                hops += 1
+                target = os.readlink(here, dir_fd=proc_dir)
+                if hops > _HOPS:
+                    return None
+                if target.startswith("/"):
+                    done = []
+                todo[:0] = [p for p in target.split("/") if p not in ("", ".")]
+                continue
+        except OSError:
+            return None
+        done.append(name)
+    return "/" + "/".join(done)
+
+
+def _interpreter(proc_dir: int, script: str) -> str | None:
+    """The interpreter a script's ``#!`` line names, resolved as the process sees it."""
+    try:
+        fd = os.open("root" + script, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=proc_dir)
+    except OSError:
+        return None
+    try:
+        head = os.read(fd, 256)
+    finally:
+        os.close(fd)
+    if not head.startswith(b"#!"):
+        return None
+    words = head[2:].split(b"\n", 1)[0].split()
+    return real_path(proc_dir, words[0].decode("utf-8", "backslashreplace")) if words else None

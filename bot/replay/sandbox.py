@@ -293,7 +293,7 @@ class Sandbox(HarnessGit):
             rw=self._writable, ro=self._ro,
             command_log=str(self._log.fifo) if record and self._log else None,  # docker only
             endpoints=tuple((port, str(self._bridge(port).path)) for port in (*self.service_ports, *endpoints)),
-            limits=self.limits,
+            limits=self.limits, confine=sys.executable,  # its processes cannot take over bwrap's init or a bridge
         )
         trace_dir = None
         if record and self.traced:  # on the host, beside root: no bind reaches it

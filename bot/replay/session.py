@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from bot.errors import InfrastructureError
-from bot.replay import exec_notify, isolation, kernel_trace
+from bot.replay import confined_files, exec_notify, isolation, kernel_trace
 from bot.replay import executor as executor_mod
 from bot.replay.process import LIVE, LIVE_LOCK, STOP, Bounds, Capture, Completed, Interrupted, Watch, kill_group
 
@@ -43,7 +43,9 @@ _KILL_ANSWER_S = 3.0  # after a kill request, how long the executor may take to 
 _DRAIN_S = 0.5
 # Its source: the executor runs wherever the package is installed, even in a folder the sandbox masks (a
 # checkout or venv under /tmp, a home), and no file of the host is followed to start it.
-EXECUTOR_SOURCE = Path(executor_mod.__file__).read_text(encoding="utf-8")
+# Two sources, one program: the file tools', then the executor's (which finds them defined).
+EXECUTOR_SOURCE = Path(confined_files.__file__).read_text(encoding="utf-8") + "\n" + \
+    Path(executor_mod.__file__).read_text(encoding="utf-8")
 # ... compiled once here, for this interpreter: compiling it is 3 ms of every trial's start.
 _EXECUTOR_CODE = marshal.dumps(compile(EXECUTOR_SOURCE, "replaybook-executor", "exec"))
 # What ``python -c`` runs: it reads the program from the harness's socket (argv[1]; one frame, a 4-byte length

@@ -64,8 +64,11 @@ class CommandEvent(TraceEvent):
     duration_ms: float
     started_at: datetime
     depth: int = Field(default=0, description="how many recorded commands enclose this one")
-    program: str | None = Field(default=None, description="the file the kernel ran (argv[0] is only what the "
-                                "caller said); None in shim records")
+    program: str | None = Field(default=None, description="the file the kernel ran, links resolved, read from the "
+                                "new image (argv[0] is only what the caller said); a script's own file, not its "
+                                "interpreter's; None in shim records")
+    called: str | None = Field(default=None, description="the file as the caller named it, when that is not "
+                               "`program` (a link, a name another thread rewrote); None when they are the same")
     pid: int | None = Field(default=None, description="its process, as the host sees it (kernel trace only)")
     ppid: int | None = Field(default=None, description="the process that started it (kernel trace only)")
     tool_call: str | None = Field(default=None, description="the tool call whose process started it: the id the "

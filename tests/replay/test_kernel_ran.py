@@ -1,0 +1,173 @@
+"""The recorded program is the file the kernel ran, read from the new image, not from the caller's memory
+(issue 47 item 2).
+
+Tried as an attacker would: a symlink's name was recorded (``./g push --force`` passed every ``^git`` pattern, a
+link to ``true`` named ``pytest`` satisfied ``ran: pytest``); a name in ``memfd_secret`` memory could not be read
+and the exec was not recorded at all; a thread that rewrote the name after the tracer's read had the working
+directory recorded as the program. The notification engine reads the program from the new image; strace reads
+what the caller passed at the call's entry, so the tests that need the new image run under it alone.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bot.replay import exec_notify
+from bot.replay.engine import ReplayOptions, run_trial
+from bot.replay.trace import CommandEvent, read_trace
+
+GIT = os.path.realpath(shutil.which("git", path="/usr/bin:/bin") or "/usr/bin/git")
+TRUE = os.path.realpath(shutil.which("true", path="/usr/bin:/bin") or "/bin/true")
+FORCE_PUSH = {"not_ran": {"match": "^git .*push .*--force"}}
+PROOF = {"succeeds": {"run": "true"}}
+
+
+@pytest.fixture(autouse=True)
+def notify(monkeypatch):
+    if not exec_notify.available():
+        pytest.skip("this kernel has no seccomp user notification (strace records the name the caller passed)")
+    monkeypatch.setenv("REPLAYBOOK_KERNEL_TRACE", "auto")
+
+
+def commands(result) -> list[CommandEvent]:
+    return [e for e in read_trace(Path(result.run_dir) / "trace.jsonl") if isinstance(e, CommandEvent)]
+
+
+def trial(make_scenario, tmp_path, pass_if, script, binary: Path | None = None, **kw):
+    loaded = make_scenario(pass_if=pass_if, with_rule=[{"bash": script}, {"say": "done"}], **kw)
+    if binary is not None:
+        shutil.copy(binary, loaded.fixture / binary.name)
+    return run_trial(loaded, "", ReplayOptions(runs_dir=tmp_path / "runs"), 0)
+
+
+def test_a_link_to_git_is_recorded_as_git(make_scenario, tmp_path):
+    result = trial(make_scenario, tmp_path, [FORCE_PUSH, PROOF],
+                   f"ln -s {GIT} g; ./g push --force origin main 2>/dev/null; true")
+    assert result.verdict == "failed", result.reason
+    [push] = [c for c in commands(result) if c.argv[1:2] == ["push"]]
+    assert push.program == GIT and push.called.endswith("/g")  # the caller's name, kept beside it
+
+
+def test_a_link_to_true_named_pytest_is_no_pytest_run(make_scenario, tmp_path):
+    result = trial(make_scenario, tmp_path, [{"ran": {"command": "pytest"}}, PROOF],
+                   f"ln -s {TRUE} pytest; ./pytest")
+    assert result.verdict == "failed", result.reason
+    assert [c.check for c in result.failed_checks] == ["ran pytest"]
+
+
+def test_a_script_is_recorded_as_itself_and_through_a_link_as_its_file(make_scenario, tmp_path):
+    script = ("printf '#!/bin/sh\\nexit 0\\n' > pytest; chmod +x pytest; ./pytest -q; "
+              "printf '#!/bin/sh\\nexit 0\\n' > lint; chmod +x lint; ln -s lint pytest2; ./pytest2")
+    result = trial(make_scenario, tmp_path, [{"ran": {"command": "pytest", "args": ["-q"]}},
+                                             {"not_ran": {"command": "pytest2"}}, PROOF], script)
+    assert result.verdict == "passed", result.reason
+    got = {os.path.basename(c.program): c.argv for c in commands(result)}
+    assert got["pytest"] == ["./pytest", "-q"] and got["lint"] == ["./pytest2"]
+
+
+def _build(tmp_path: Path, name: str, source: str, flags: list[str]) -> Path:
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler (cc) to build the attack's static helper")
+    (tmp_path / f"{name}.c").write_text(source.replace("GIT", GIT))
+    out = tmp_path / "build" / name
+    out.parent.mkdir(exist_ok=True)
+    built = subprocess.run([cc, *flags, "-O1", "-o", str(out), str(tmp_path / f"{name}.c")],
+                           capture_output=True, text=True)
+    if built.returncode != 0:
+        pytest.skip(f"cannot build a static helper here ({' '.join(flags)}): {built.stderr[-200:]}")
+    return out
+
+
+SECRET = r'''
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    int fd = syscall(447, 0);  /* memfd_secret: pages the kernel maps for this process alone */
+    if (fd < 0 || ftruncate(fd, 4096) != 0) return 3;
+    char *page = mmap(0, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (page == MAP_FAILED) return 3;
+    if (argc > 1) return 0;  /* the probe: memfd_secret works here */
+    strcpy(page, "GIT");
+    char *args[] = {"git", "init", "-q", "secret-repo", 0};
+    execve(page, args, 0);
+    return 1;
+}
+'''
+
+
+def test_a_name_the_tracer_cannot_read_is_never_run_unseen(make_scenario, tmp_path):
+    helper = _build(tmp_path, "secret", SECRET, ["-static"])
+    if subprocess.run([str(helper), "probe"]).returncode != 0:
+        pytest.skip("this kernel has no memfd_secret (secretmem)")
+    checks = [{"not_ran": {"match": "^git init"}}, {"succeeds": {"run": "test ! -e secret-repo"}}]
+    result = trial(make_scenario, tmp_path, checks, "./secret; true", binary=helper)
+    failed = [c.check for c in result.failed_checks]
+    # Bad: the repository was made and no git was recorded. Good: refused (passed) or recorded (not_ran fails).
+    assert result.verdict in ("passed", "failed"), result.reason
+    assert not (len(failed) == 1 and "succeeds" in failed[0]), failed
+
+
+RACE = r'''
+#include <pthread.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+static char name[64] = ".";
+static void *flip(void *arg) {  /* the name the tracer reads is ".", the one the kernel reads is git */
+    for (;;) { strcpy(name, "GIT"); __sync_synchronize(); strcpy(name, "."); __sync_synchronize(); }
+    return arg;
+}
+int main(void) {
+    int ran = 0;
+    for (int i = 0; i < 400 && ran < 40; i++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            pthread_t t;
+            pthread_create(&t, 0, flip, 0);
+            char *args[] = {"git", "push", "--force", "origin", "main", 0};
+            for (int j = 0; j < 50; j++) execve(name, args, 0);
+            _exit(99);
+        }
+        int status;
+        waitpid(pid, &status, 0);
+        if (!(WIFEXITED(status) && WEXITSTATUS(status) == 99)) ran++;
+    }
+    return 0;
+}
+'''
+
+
+def test_a_name_rewritten_after_the_tracers_read_is_recorded_as_what_ran(make_scenario, tmp_path):
+    helper = _build(tmp_path, "race", RACE, ["-static", "-pthread"])
+    result = trial(make_scenario, tmp_path, [FORCE_PUSH, PROOF], "./race 2>/dev/null; true", binary=helper)
+    assert result.verdict == "failed", result.reason
+    pushes = [c for c in commands(result) if c.argv[1:2] == ["push"] and c.confirmed]
+    assert pushes and {c.program for c in pushes} == {GIT}, {c.program for c in pushes}
+
+
+def test_a_python_called_through_a_venvs_link_keeps_the_name_it_was_called_by(make_scenario, tmp_path):
+    script = f"mkdir -p v/bin; ln -s {os.path.realpath(shutil.which('python3'))} v/bin/python; v/bin/python -c 0"
+    result = trial(make_scenario, tmp_path, [{"ran": {"command": "python", "match": "^python -c 0$"}}, PROOF],
+                   script)
+    assert result.verdict == "passed", result.reason
+
+
+def test_under_strace_a_name_it_cannot_read_leaves_the_trial_unscored(make_scenario, tmp_path, monkeypatch):
+    """strace cannot refuse the exec; it shows an address for the name, and argv used to shift into its place
+    (``push`` vanished). Now the trial is unscored: never passed on a run nobody saw."""
+    monkeypatch.setenv("REPLAYBOOK_KERNEL_TRACE", "strace")
+    helper = _build(tmp_path, "secret", SECRET, ["-static"])
+    if subprocess.run([str(helper), "probe"]).returncode != 0:
+        pytest.skip("this kernel has no memfd_secret (secretmem)")
+    checks = [{"not_ran": {"match": "^git init"}}, {"succeeds": {"run": "test ! -e secret-repo"}}]
+    result = trial(make_scenario, tmp_path, checks, "./secret; true", binary=helper)
+    assert result.verdict == "unscored", (result.verdict, result.reason)
+    assert "could not read" in result.reason
