@@ -21,6 +21,13 @@ def open_playbook(ctx: click.Context) -> Playbook:
     return config_mod.playbook(settings, incidents=IncidentStore(settings.path("incidents")))
 
 
+def warn_skipped(book: Playbook) -> None:
+    """Each broken candidate a read left out, as a warning: it is not served, and the rest is."""
+    for line in book.skipped:
+        click.echo(f"warning: skipped a candidate that does not load: {line}; fix it or delete it "
+                   "(`replaybook rule validate FILE` checks it)", err=True)
+
+
 def _today(value: str | None) -> date:
     if value is None:
         return datetime.now(timezone.utc).date()
@@ -56,7 +63,8 @@ def list_(ctx: click.Context, all_states: bool, as_json: bool) -> None:
     from bot.playbook import worth as health
 
     book = open_playbook(ctx)
-    entries = book.entries(STATES if all_states else ("rules",))
+    entries = book.entries(STATES if all_states else ("rules",), skip_bad_candidates=True)
+    warn_skipped(book)
     known = {i.id: i for i in book.incidents.read().incidents}
     today = datetime.now(timezone.utc).date()
     scores = {e.rule.id: health.worth(e.rule, known, today, book.half_life_days).score for e in entries}
@@ -120,6 +128,8 @@ def render(ctx: click.Context, sections: tuple[Path, ...], targets: tuple[str, .
     from bot.playbook import render as render_mod
 
     book = open_playbook(ctx)
+    book.entries(skip_bad_candidates=True)  # a broken candidate is named, and never stops the rendering
+    warn_skipped(book)
     settings = ctx.obj.settings
     for change in render_mod.render(book, settings.root, list(targets) + settings.config.render):
         verb = "removed" if change.new is None else "created" if change.old is None else "updated"
@@ -201,8 +211,14 @@ def retire(ctx: click.Context, rule_id: str | None, reason: str | None, on: str 
 @click.option("--json", "as_json", is_flag=True, help="Print the chosen rules as JSON.")
 @click.pass_context
 def inject(ctx: click.Context, task_type: str, max_rules: int | None, as_json: bool) -> None:
-    """Print the rules for one task as text for a system prompt."""
+    """Print the rules for one task as text for a system prompt.
+
+    A candidate in playbook/proposed/ that does not load is named on stderr and skipped: the admitted
+    rules are served whatever a proposal holds.
+    """
     book = open_playbook(ctx)
+    book.entries(skip_bad_candidates=True)
+    warn_skipped(book)
     if as_json:
         emit_json([r.to_yaml_data() for r in book.select(task_type, max_rules)])
         return

@@ -122,7 +122,7 @@ def build(book: Playbook, today: date, *, incidents: list[Incident] | None = Non
         reading = book.incidents.read() if book.incidents else None
         incidents = reading.incidents if reading else []
         problems = reading.problems if reading else []
-    entries = book.entries()
+    entries = book.entries(skip_bad_candidates=True)  # a broken candidate is left out (``book.skipped``)
     every = [e.rule for e in entries]
     admitted = [e for e in entries if e.state == "rules"]
     rows = health.rule_health([e.rule for e in admitted], incidents, today, ignored_after=ignored_after,

@@ -17,7 +17,12 @@ def problems(book: Playbook, root: Path, specs: list[str], sections: list[Path],
              control: bool = True) -> list[str]:
     """Every problem, one line each; the scenarios are validated once the rest holds (a broken playbook
     would report each scenario's rule again)."""
-    found = book.check(sections) + render.check(book, root, specs, sections)
+    found = book.check(sections)
+    try:
+        book.admitted()
+    except BadInput:
+        return found  # `book.check` listed why the rules do not load; rendering cannot be checked without them
+    found += render.check(book, root, specs, sections)
     return found or admitted_scenario_problems(book, cache_dir, control=control)
 
 

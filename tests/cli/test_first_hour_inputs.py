@@ -1,0 +1,42 @@
+"""The first hour, again (issue 48): one bad file never stops the rules agents read, and every input
+gets its exit code."""
+
+from __future__ import annotations
+
+from helpers import incident_yaml, rule_yaml, snapshot, write
+
+THREE_SENTENCES = "Before running tests, read the config. Then run them. Then report."
+
+
+def test_a_broken_candidate_is_named_and_skipped_and_the_admitted_rules_are_served(cli, seeded):
+    write(seeded / "playbook" / "proposed" / "rule-0002.yaml", rule_yaml("rule-0002", text=THREE_SENTENCES))
+    before = snapshot(seeded)
+    for args in (["playbook", "inject", "--task-type", "api"], ["playbook", "list", "--all"],
+                 ["playbook", "render"], ["report"]):
+        result = cli(*args)
+        assert result.code == 0, (args, result)
+        assert "warning: skipped a candidate" in result.err, args
+        assert "proposed/rule-0002.yaml:2: field `rule`: has 3 sentences" in result.err, args
+        assert "fix it or delete it" in result.err, args
+    assert "[rule-0001]" in cli("playbook", "inject", "--task-type", "api").out
+    listed = cli("playbook", "list", "--all").out
+    assert "rule-0001" in listed and "rule-0002" not in listed
+    assert snapshot(seeded) == before
+
+
+def test_playbook_check_lists_a_broken_candidate_once_and_claims_no_change(cli, seeded):
+    write(seeded / "playbook" / "proposed" / "rule-0002.yaml", rule_yaml("rule-0002", text=THREE_SENTENCES))
+    result = cli("playbook", "check")
+    assert result.code == 1
+    assert result.err.count("has 3 sentences") == 1, result.err
+    assert "nothing was changed" not in result.err
+    assert "invalid rule (1 problem(s))" not in result.err  # the header of a nested error is not a problem
+
+
+def test_report_with_a_broken_incident_shows_the_rest_and_exits_2_like_incident_list(cli, seeded):
+    write(seeded / "incidents" / "2026-08-01-0000.yaml", incident_yaml("2026-08-01-0000", failure_class="bogus"))
+    for args in (["report"], ["incident", "list"]):
+        result = cli(*args)
+        assert result.code == 2, (args, result)
+        assert "2026-08-01-0000.yaml" in result.err and "failure_class" in result.err, args
+    assert "Playbook health" in cli("report").out
