@@ -40,3 +40,16 @@ def test_report_with_a_broken_incident_shows_the_rest_and_exits_2_like_incident_
         assert result.code == 2, (args, result)
         assert "2026-08-01-0000.yaml" in result.err and "failure_class" in result.err, args
     assert "Playbook health" in cli("report").out
+
+
+def test_a_rule_with_an_unknown_field_is_refused_with_the_nearest_name(cli, seeded):
+    path = write(seeded / "incoming" / "rule-0002.yaml",
+                 rule_yaml("rule-0002", task_types="[]").replace("task_types: []\n", "task_type: api\n"))
+    before = snapshot(seeded)
+    result = cli("rule", "validate", str(path))
+    assert result.code == 2, result
+    assert f"{path}:4: field `task_type`: is not a known field" in result.err
+    assert "did you mean `task_types`?" in result.err
+    assert snapshot(seeded) == before
+    write(seeded / "playbook" / "proposed" / "rule-0002.yaml", path.read_text())
+    assert "did you mean `task_types`?" in cli("playbook", "list", "--all").err  # a candidate: named and skipped
