@@ -41,6 +41,13 @@ from bot.replay import host_tools  # noqa: F401  (first: the harness's own tools
 from bot.settings import Environment
 
 
+def _print_version(ctx: click.Context) -> None:
+    from bot._util.build_info import describe
+
+    click.echo(f"replaybook {describe()}")
+    ctx.exit()
+
+
 class Context:
     """Per-invocation state: the root folder, its lazily loaded settings, and the environment read once."""
 
@@ -65,7 +72,9 @@ class Context:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.version_option(__version__, prog_name="replaybook")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True,
+              callback=lambda ctx, _, value: _print_version(ctx) if value else None,
+              help="Show the version and the commit it was built from (`0.1.0 (fd0a01d, untagged)`), and exit.")
 @click.option(
     "--root",
     type=click.Path(file_okay=False, path_type=Path),

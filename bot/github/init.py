@@ -213,6 +213,20 @@ def _built_from() -> str | None:
     return built.commit
 
 
+def pin_comment(sha: str) -> str:
+    """What the comment after a pinned ``uses:`` says: the tag at ``sha`` when this build knows it (its
+    release's commit, or the tag recorded with the commit it was built from), else ``untagged``.
+
+    Renovate and Dependabot read the comment as the pinned version, so it never names a tag the commit
+    is not known to carry."""
+    from bot._util.build_info import build_commit
+
+    if RELEASE_COMMITS.get(version()) == sha:
+        return f"v{version()}"
+    built = build_commit()
+    return built.tag if built is not None and built.commit == sha and built.tag else "untagged"
+
+
 def uses(local_actions: bool, sha: str | None = None) -> dict[str, str]:
     if local_actions:  # this repository's own workflows: the actions of the same commit
         return {name: f"./actions/{name}" for name in (*ACTIONS, "org")}
@@ -229,12 +243,13 @@ def render(root: Path, *, local_actions: bool = False, watched: list[str] | None
     if not watched:
         watched, found = watched_workflows(root)
     at = version()
-    # Remote: the release's commit, named by its tag in a comment. Local: `./` rather than `$/`, which
+    pinned_uses = uses(local_actions, actions_sha)
+    # Remote: the commit, named by its tag in a comment (or `untagged`). Local: `./` rather than `$/`, which
     # runners do not all support yet.
     pin_note = ("  # zizmor: ignore[self-repository] the actions of this same commit" if local_actions
-                else f" # v{at}")
+                else f" # {pin_comment(pinned_uses['capture'].rsplit('@', 1)[1])}")
     context = {"version": at, "pin_note": pin_note, "actions_repo": ACTIONS_REPO,
-               "uses": uses(local_actions, actions_sha), "watched": watched,
+               "uses": pinned_uses, "watched": watched,
                "watched_found": found, "incident_label": cfg.labels.incident, "scenarios_dir": cfg.paths.scenarios,
                "agent_model": cfg.models.agent, "playbook_dir": cfg.paths.playbook.strip("/"),
                "defaults": config_mod.Config(),

@@ -18,6 +18,8 @@ CAPTURE = ".github/workflows/replaybook-capture.yml"
 ADMIT = ".github/workflows/replaybook-admit.yml"
 MANAGED = [*init_mod.WORKFLOWS.values(), init_mod.ISSUE_FORM]
 RELEASE_SHA = "0123456789abcdef0123456789abcdef01234567"  # stands in for the commit of tag v<version>
+# A commit given by hand (--actions-sha, $REPLAYBOOK_ACTIONS_SHA) is not known to carry a tag.
+PIN = f"{RELEASE_SHA} # untagged"
 
 
 @pytest.fixture(autouse=True)
@@ -29,7 +31,7 @@ def _release_commit(monkeypatch):
 def test_init_pins_the_actions_to_a_commit_never_a_tag(cli, root, monkeypatch):
     assert cli("init").code == 0
     text = (root / CAPTURE).read_text()
-    assert f"uses: replaybook/replaybook/actions/capture@{RELEASE_SHA} # v{init_mod.version()}" in text
+    assert f"uses: replaybook/replaybook/actions/capture@{PIN}" in text
     assert "@v" not in text and "unpinned-uses" not in text
 
 
@@ -70,7 +72,23 @@ def test_init_pins_to_the_recorded_build_commit_and_refuses_a_dirty_build(root, 
     (root / CAPTURE).unlink()
     clean = _init(_bare_install(tmp_path / "c", {"commit": sha, "dirty": False, "tag": "v0.1.0"}), root)
     assert clean.returncode == 0, clean.stderr
-    assert f"capture@{sha}" in (root / CAPTURE).read_text()
+    assert f"capture@{sha} # v0.1.0\n" in (root / CAPTURE).read_text()  # the tag the build recorded
+
+
+def test_a_build_without_a_tag_pins_its_commit_as_untagged_and_says_so_in_version(root, tmp_path):
+    sha = "fedcba9876543210fedcba9876543210fedcba98"
+    env = _bare_install(tmp_path, {"commit": sha, "dirty": False, "tag": None})
+    done = _init(env, root)
+    assert done.returncode == 0, done.stderr
+    text = (root / CAPTURE).read_text()
+    assert f"capture@{sha} # untagged\n" in text and "# v0" not in text  # Renovate reads the comment as the version
+    shown = subprocess.run([sys.executable, "-m", "bot", "--version"], env=env, capture_output=True, text=True, cwd=root,
+                           timeout=120)
+    assert shown.stdout.strip() == f"replaybook {init_mod.version()} (fedcba9, untagged)"
+    tagged = _bare_install(tmp_path / "t", {"commit": sha, "dirty": False, "tag": "v0.1.0"})
+    shown = subprocess.run([sys.executable, "-m", "bot", "--version"], env=tagged, capture_output=True, text=True, cwd=root,
+                           timeout=120)
+    assert shown.stdout.strip() == f"replaybook {init_mod.version()} (fedcba9, v0.1.0)"
 
 
 def _older(root, path: str, old_version: str = "0.0.9") -> str:
@@ -103,7 +121,7 @@ def test_the_workflows_pin_the_actions_to_this_version(cli, root):
     version = init_mod.version()
     for name, path in init_mod.WORKFLOWS.items():
         text = (root / path).read_text()
-        assert f"uses: {init_mod.ACTIONS_REPO}/actions/{name}@{RELEASE_SHA} # v{version}" in text
+        assert f"uses: {init_mod.ACTIONS_REPO}/actions/{name}@{PIN}" in text
         assert text.startswith(f"# Written by `replaybook init` {version} (sha256:")
         assert yaml.safe_load(text)["name"] == f"replaybook-{name}"
 
