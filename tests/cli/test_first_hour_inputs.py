@@ -53,3 +53,17 @@ def test_a_rule_with_an_unknown_field_is_refused_with_the_nearest_name(cli, seed
     assert snapshot(seeded) == before
     write(seeded / "playbook" / "proposed" / "rule-0002.yaml", path.read_text())
     assert "did you mean `task_types`?" in cli("playbook", "list", "--all").err  # a candidate: named and skipped
+
+
+def test_a_new_incident_names_the_schema_of_the_installed_version_not_main(cli, root):
+    from bot._util.build_info import build_commit
+
+    result = cli("incident", "new", "--task", "t", "--trigger", "ci", "--failure-class", "env",
+                 "--believed", "b", "--actual", "a")
+    assert result.code == 0, result.err
+    [path] = (root / "incidents").glob("*.yaml")
+    first = path.read_text().splitlines()[0]
+    built = build_commit()  # this checkout's commit (an editable install reads it live)
+    ref = (built.tag or built.commit) if built else "v"
+    assert first.startswith("# yaml-language-server: $schema=https://raw.githubusercontent.com/replaybook/replaybook/")
+    assert f"/{ref}" in first and "/main/" not in first, first
