@@ -67,3 +67,30 @@ def test_a_new_incident_names_the_schema_of_the_installed_version_not_main(cli, 
     ref = (built.tag or built.commit) if built else "v"
     assert first.startswith("# yaml-language-server: $schema=https://raw.githubusercontent.com/replaybook/replaybook/")
     assert f"/{ref}" in first and "/main/" not in first, first
+
+
+def test_a_binary_file_is_refused_as_a_ci_log_and_as_an_incident(cli, root):
+    binary = bytes(range(256)) * 12  # NUL bytes and every byte that is not UTF-8 text
+    log = root / "ci.log"
+    log.write_bytes(binary)
+    for args, stdin in ((["capture", "log", str(log)], None), (["capture", "log", "-"], binary)):
+        result = cli(*args, stdin=stdin)
+        assert result.code == 2, (args, result)
+        assert "not text" in result.err and "a binary file" in result.err, result.err
+    assert not (root / "incidents").exists()
+    no_nul = bytes(b for b in binary if b) * 2
+    log.write_bytes(no_nul)
+    result = cli("capture", "log", str(log))
+    assert result.code == 2 and "not text" in result.err and "U+FFFD" in result.err, result
+    garbage = "CI failed: " + "ve\ufffd\ufffd\ufffdH6\ufffd}\ufffd\ufffd" * 10  # as captured from random bytes before
+    path = write(root / "incoming" / "2026-07-14-0932.yaml", incident_yaml("2026-07-14-0932", trigger=f'"{garbage}"'))
+    result = cli("incident", "validate", str(path))
+    assert result.code == 2, result
+    assert "field `trigger`" in result.err and "U+FFFD" in result.err and "binary" in result.err
+
+
+def test_a_log_with_a_few_bytes_that_are_not_utf8_is_still_a_log(cli, root):
+    log = root / "ci.log"
+    log.write_bytes(b"Run pytest\nE   AssertionError: caf\xe9 != caf\xc3\xa9\nError: Process completed with exit code 1.\n")
+    result = cli("capture", "log", str(log))
+    assert result.code == 0, result
