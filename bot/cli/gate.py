@@ -89,6 +89,7 @@ def command(ctx: click.Context, rule_file: Path, playbook_dir: Path | None, suit
                             agent=agent, command=command_template, noise=noise, seed=seed)
     if (model != SCRIPTED or (screen_model and screen_model != SCRIPTED)) and not key:
         raise BadInput(f"a real --model or --screen-model needs {key_var}; use `scripted` for the simulated model")
+    _gateable(book, rule_file, policy=replay.simulated)
     opts = gate_mod.GateOptions(replay=replay, test=stats.own_test(settings.config.gate.own_test), suite_trials=trials,
                                 jobs=jobs or cores(), max_cost_usd=max_cost_usd,
                                 screen_model=screen_model, cache_dir=None if no_cache else (cache_dir or settings.path("cache")))
@@ -108,6 +109,35 @@ def command(ctx: click.Context, rule_file: Path, playbook_dir: Path | None, suit
         result.admitted = {"retired": retired, "resolved": admission.resolved_incidents,
                            "retired_itself": admission.retired_itself}
     _report(result, gate_report.markdown(result, opts.test), gate_report.as_json, report_file, as_json)
+
+
+def _gateable(book: Playbook, rule_file: Path, *, policy: bool) -> None:
+    """Bad input before any replay, as `rule validate` and `scenario validate` say it (exit 2, nothing replayed,
+    nothing in the ledger): a rule that does not load, an id in use, a scenario with a problem (a misspelt key;
+    ``policy``: the simulated agent's policy too), or a rule already admitted. The ledger counts decisions only."""
+    from bot.playbook import rule as rules_mod
+    from bot.replay import validate as sv
+
+    try:
+        rule_id = rules_mod.load(rule_file, named_by_id=False).id
+    except BadInput:
+        rule_id = None
+    admitted = {e.rule.id: e.path for e in book.entries(("rules",))}
+    in_rules = rule_file.resolve().parent == book.dir("rules").resolve()
+    if in_rules or (rule_id in admitted and admitted[rule_id].resolve() == rule_file.resolve()):
+        raise BadInput(f"{rule_file}: {rule_id or 'this rule'} is already admitted (it is in {book.dir('rules')}/); "
+                       "the gate decides candidates. To replay an admitted rule again, run `replaybook playbook "
+                       f"retest {rule_id or 'RULE_ID'}`; to change it, propose the new text under a new id")
+    try:
+        rule = book.vet(rule_file)
+        problems = sv.validate(book.root / rule.replay, empty_playbook=book.render_text([]), control=False,
+                               policy=policy).problems if rule.replay else []
+    except BadInput as exc:
+        problems = exc.problems or [exc.message]
+    if problems:
+        raise BadInput(f"{rule_file}: not a candidate the gate can replay; nothing was replayed or recorded in "
+                       "the gate ledger (`replaybook rule validate` and `replaybook scenario validate` check it)",
+                       problems=problems)
 
 
 def _estimate(book: Playbook, rule_file: Path, suite_dir: Path, opts: gate_mod.GateOptions, agents: list[str],

@@ -373,7 +373,9 @@ def _decide(result: GateResult, runner: Runner, opts: GateOptions, loaded: sc.Lo
     else:
         result.decision = "admit"
         result.reason = (f"replay is discriminative ({result.before.passes}/{result.before.n} passed without the rule, "
-                         f"{result.after.passes}/{result.after.n} with it) and the suite does not regress"
+                         f"{result.after.passes}/{result.after.n} with it) and "
+                         + ("the suite does not regress" if result.suite else
+                            "no other scenario was checked (the suite holds none besides its own)")
                          + (f" ({incomplete})" if incomplete else ""))
 
 

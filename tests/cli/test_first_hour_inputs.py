@@ -94,3 +94,57 @@ def test_a_log_with_a_few_bytes_that_are_not_utf8_is_still_a_log(cli, root):
     log.write_bytes(b"Run pytest\nE   AssertionError: caf\xe9 != caf\xc3\xa9\nError: Process completed with exit code 1.\n")
     result = cli("capture", "log", str(log))
     assert result.code == 0, result
+
+
+def _gate_ledger(root):
+    from bot.gate import ledger
+
+    return ledger.read(root)[0]
+
+
+def test_the_gate_refuses_bad_input_before_the_ledger_and_counts_one_admission_per_rule(cli, root):
+    import json
+
+    from support.gate import candidate, mini_scenario, setup
+
+    path = setup(root)
+    cli("playbook", "render")
+    broken = write(root / "playbook" / "proposed" / "rule-0002.yaml",
+                   "id: rule-0002\nrule: When a task says so, do it. Then more. And more.\nreplay: scenarios/own\n"
+                   "cites: [inc-a, inc-b]\ncreated: 2026-11-01\n")
+    mini_scenario(root, "misspelt")
+    scenario = root / "scenarios" / "misspelt" / "scenario.yaml"
+    scenario.write_text(scenario.read_text().replace("budget:", "budgett:"))
+    misspelt = candidate(root, "rule-0003", text="When a task says make it so, write right.txt.", sid="misspelt")
+    for bad, expected in ((broken, "has 3 sentences"), (misspelt, "did you mean `budget`?")):
+        result = cli("gate", str(bad))
+        assert result.code == 2, result
+        assert "not a candidate the gate can replay" in result.err and expected in result.err, result.err
+        assert "\n>\n" not in result.out and not result.out
+    assert _gate_ledger(root) == []  # bad input is no decision
+    import shutil
+
+    shutil.rmtree(root / "scenarios" / "misspelt")
+    for done in (broken, misspelt):
+        done.unlink()
+    plain = cli("gate", str(path), "--json")
+    assert plain.code == 0, plain.err
+    assert "no other scenario was checked" in json.loads(plain.out)["reason"]
+    assert "suite does not regress" not in plain.out
+    assert cli("gate", str(path), "--admit").code == 0
+    admitted = root / "playbook" / "rules" / "rule-0001.yaml"
+    again = cli("gate", str(admitted))
+    assert again.code == 2 and "already admitted" in again.err and "playbook retest rule-0001" in again.err
+    assert [r.decision for r in _gate_ledger(root)] == ["admit", "admit"]
+    report = json.loads(cli("report", "--json").out)
+    assert report["gates"]["admitted"] == 1 and report["gates"]["gates"] == 2
+
+
+def test_a_reject_report_never_quotes_an_empty_rule():
+    from bot.gate import report, stats
+    from bot.gate.decision import GateResult
+
+    text = report.markdown(GateResult(rule_id="rule-0002", rule_text="", decision="reject",
+                                      reason="cheap checks failed: the rule does not load"), stats.SequentialTest())
+    assert "reject `rule-0002`" in text
+    assert not [line for line in text.splitlines() if line.strip() == ">"], text
