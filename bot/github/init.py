@@ -186,6 +186,31 @@ def watched_workflows(root: Path) -> tuple[list[str], bool]:
     return (sorted(names), True) if names else (["CI"], False)
 
 
+def check_watched(root: Path, watched: list[str]) -> None:
+    """``BadInput`` naming the workflows present when a ``--watch`` name is none of them (GitHub matches
+    ``workflow_run`` by the workflow's ``name:``, or its file name when it has none). With no workflow yet,
+    any name is taken: the workflow may come later."""
+    present, found = watched_workflows(root)
+    if not found:
+        return
+    known = {name.lower() for name in present}
+    unknown = [name for name in watched if name.lower() not in known]
+    if unknown:
+        raise BadInput(f"--watch {', '.join(repr(n) for n in unknown)}: no workflow in {root / '.github' / 'workflows'} "
+                       f"has that name; the workflows there are: {', '.join(present)} (a workflow's `name:`, else its "
+                       "file name). Nothing was written")
+
+
+def repository_root(start: Path) -> Path | None:
+    """The nearest folder at or above ``start`` holding ``.git`` (a folder, or a file for a worktree or a
+    submodule): where GitHub reads ``.github/workflows``. Found by walking up; git is never run."""
+    here = Path(start).resolve()
+    for folder in (here, *here.parents):
+        if (folder / ".git").exists():
+            return folder
+    return None
+
+
 def actions_commit(explicit: str | None = None) -> str:
     """The commit to pin the actions to: ``explicit``, else $REPLAYBOOK_ACTIONS_SHA, else the release's,
     else the commit this build was made from (bot/_util/build_info.py)."""
@@ -325,6 +350,8 @@ def plan(root: Path, *, local_actions: bool = False, watched: list[str] | None =
     if not root.is_dir():
         raise BadInput(f"{root}: not a folder; pass the root of the repository to set up")
     root = root.resolve()
+    if watched:
+        check_watched(root, watched)
     files = []
     for path, text, managed in render(root, local_actions=local_actions, watched=watched, actions_sha=actions_sha):
         state, found = _state(root, path, text, managed)

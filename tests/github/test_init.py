@@ -211,8 +211,32 @@ def test_capture_watches_the_repositorys_own_workflows(cli, root):
     cli("init")
     doc = yaml.safe_load((root / CAPTURE).read_text())
     assert doc[True]["workflow_run"]["workflows"] == ["Build", "lint.yaml"]  # PyYAML reads `on` as True
-    cli("init", "--force", "--watch", "Tests")
-    assert yaml.safe_load((root / CAPTURE).read_text())[True]["workflow_run"]["workflows"] == ["Tests"]
+    cli("init", "--force", "--watch", "Build")
+    assert yaml.safe_load((root / CAPTURE).read_text())[True]["workflow_run"]["workflows"] == ["Build"]
+
+
+def test_a_watched_name_that_is_no_workflow_is_refused_naming_those_present(cli, root):
+    write(root / ".github" / "workflows" / "ci.yml", "name: CI\non: push\njobs: {}\n")
+    write(root / ".github" / "workflows" / "lint.yaml", "on: push\njobs: {}\n")
+    result = cli("init", "--watch", "NoSuch")
+    assert result.code == 2, result
+    assert "--watch 'NoSuch'" in result.err and "CI, lint.yaml" in result.err
+    assert not (root / CAPTURE).exists()
+
+
+def test_init_in_a_subfolder_sets_up_the_repository_root(tmp_path):
+    repo = tmp_path / "their-repo"
+    (repo / ".git").mkdir(parents=True)  # found by walking up; init never runs git on the user's tree
+    write(repo / ".github" / "workflows" / "ci.yml", "name: CI\non: push\njobs: {}\n")
+    sub = repo / "packages" / "api"
+    sub.mkdir(parents=True)
+    env = {**os.environ, init_mod.ACTIONS_SHA_ENV: RELEASE_SHA}
+    done = subprocess.run([sys.executable, "-m", "bot", "init"], cwd=sub, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert f"inside the git repository at {repo}" in done.stderr
+    assert (repo / CAPTURE).is_file() and not (sub / ".github").exists()
+    assert yaml.safe_load((repo / CAPTURE).read_text())[True]["workflow_run"]["workflows"] == ["CI"]
 
 
 def test_path_argument_json_and_a_missing_folder(cli, root, tmp_path):
