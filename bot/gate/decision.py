@@ -312,7 +312,9 @@ def run_gate(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions
         raise errors_mod.Interrupted(
             f"interrupted: the gate of {candidate.id} stopped after {runner.replays} replay(s) read "
             f"({runner.hits} from the cache, ${runner.cost:.2f} spent); nothing was decided or changed. "
-            "Every finished trial is in the cache: run the same gate again to go on from there") from None
+            + ("Every finished trial is in the cache: run the same gate again to go on from there"
+               if opts.cache_dir is not None else
+               "With --no-cache no trial was kept: the same gate replays every trial again")) from None
     finally:
         runner.close()
         process_mod.STOP.clear()  # only once every trial thread has ended
