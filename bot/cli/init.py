@@ -56,6 +56,10 @@ def command(ctx: click.Context, path: Path | None, check: bool, force: bool, wat
         return
     init_mod.apply(plan, force=force)
     _show(plan, as_json, done=True)
+    kept = init_mod.agent_files(plan.root)
+    if kept and not as_json and any(f.path == ".replaybook.yml" and f.state == "missing" for f in plan.files):
+        click.echo(f"\n.replaybook.yml lists `render: {kept}`: `replaybook playbook render` keeps the playbook section "
+                   "in those agents' files and `replaybook playbook check` fails when one is stale.")
     if not as_json:
         click.echo(f"\nReplaybook {init_mod.version()}: {len(plan.needs_work)} file(s) written. "
                    f"`.replaybook/` (local caches and traces) is in .gitignore. Next: {init_mod.docs_url()} "

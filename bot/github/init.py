@@ -186,6 +186,14 @@ def watched_workflows(root: Path) -> tuple[list[str], bool]:
     return (sorted(names), True) if names else (["CI"], False)
 
 
+def agent_files(root: Path) -> list[str]:
+    """The render targets (hosts) whose main instruction file exists in ``root`` (CLAUDE.md: claude, AGENTS.md:
+    agents, …): init records them in ``render:`` so `playbook render` keeps them and `playbook check` checks them."""
+    from bot.playbook.render.hosts import HOSTS
+
+    return [host.name for host in HOSTS.values() if (Path(root) / host.main).is_file()]
+
+
 def check_watched(root: Path, watched: list[str]) -> None:
     """``BadInput`` naming the workflows present when a ``--watch`` name is none of them (GitHub matches
     ``workflow_run`` by the workflow's ``name:``, or its file name when it has none). With no workflow yet,
@@ -278,6 +286,7 @@ def render(root: Path, *, local_actions: bool = False, watched: list[str] | None
                "watched_found": found, "incident_label": cfg.labels.incident, "scenarios_dir": cfg.paths.scenarios,
                "agent_model": cfg.models.agent, "playbook_dir": cfg.paths.playbook.strip("/"),
                "defaults": config_mod.Config(),
+               "render_targets": agent_files(root),  # seeded once, with .replaybook.yml
                "trials_budget": SequentialTest().after_n,  # `/replaybook replay --trials N`: 1..this
                # a member pinned to an org repository: its admit and distill jobs check the tier out (docs/org.md)
                "org_repo": bool(cfg.org is not None and cfg.org.repo)}

@@ -148,3 +148,33 @@ def test_a_reject_report_never_quotes_an_empty_rule():
                                       reason="cheap checks failed: the rule does not load"), stats.SequentialTest())
     assert "reject `rule-0002`" in text
     assert not [line for line in text.splitlines() if line.strip() == ">"], text
+
+
+def test_check_finds_a_stale_section_in_any_agent_file_that_carries_the_markers(cli, seeded):
+    assert cli("playbook", "render", "--section", "CLAUDE.md").code == 0
+    assert cli("playbook", "render", "--target", "agents").code == 0
+    assert cli("playbook", "check").code == 0  # one-off renderings, in sync
+    assert cli("playbook", "retire", "rule-0001").code == 0
+    assert cli("playbook", "render").code == 0
+    assert "[rule-0001]" in (seeded / "CLAUDE.md").read_text() and "[rule-0001]" in (seeded / "AGENTS.md").read_text()
+    result = cli("playbook", "check")
+    assert result.code == 1, result
+    assert "CLAUDE.md: holds a playbook section that is out of sync" in result.err
+    assert "AGENTS.md: holds a playbook section that is out of sync" in result.err
+    assert "render --target agents" in result.err and "render:" in result.err
+
+
+def test_init_records_the_agent_files_it_finds_to_keep_them_rendered(cli, root, monkeypatch):
+    import yaml
+
+    monkeypatch.setenv("REPLAYBOOK_ACTIONS_SHA", "0123456789abcdef0123456789abcdef01234567")
+    write(root / "CLAUDE.md", "# Notes for Claude\n")
+    write(root / "AGENTS.md", "# Notes for agents\n")
+    result = cli("init")
+    assert result.code == 0, result.err
+    assert yaml.safe_load((root / ".replaybook.yml").read_text())["render"] == ["claude", "agents"]
+    assert "render: ['claude', 'agents']" in result.out
+    assert cli("playbook", "render").code == 0
+    assert "Replaybook playbook" in (root / "CLAUDE.md").read_text()
+    assert (root / "CLAUDE.md").read_text().startswith("# Notes for Claude\n")
+    assert cli("playbook", "check").code == 0
