@@ -1,5 +1,5 @@
-"""Ctrl-C stops a single `replaybook replay`: a real subprocess, a real SIGINT, at once (the trial is killed), a partial report,
-exit 130, no sandbox process left behind."""
+"""Ctrl-C stops a single `replaybook replay`: a real subprocess, a real SIGINT, at once (the trial is killed),
+a partial report, exit 130, no sandbox process left behind."""
 
 from __future__ import annotations
 
