@@ -19,6 +19,7 @@ from bot.errors import BadInput
 if TYPE_CHECKING:
     from bot.change import Tree
     from bot.model.llm import LLM
+    from bot.model.served import Endpoint
     from bot.playbook.org import OrgTier as Tier
     from bot.playbook.store import Playbook
     from bot.replay.engine import ReplayOptions
@@ -315,12 +316,20 @@ def llm(env: "Environment", model: str, **options: Any) -> "LLM":
     from bot.model.llm import LLM
 
     if served.is_local(model):
-        local = served.local()
+        local = local_model()
         return LLM.connect(served.LOCAL, api_key=local.api_key, base_url=local.base_url, label=local.label, **options)
     if not env.api_key:
         raise BadInput(f"model {model!r} is a hosted model: set ANTHROPIC_API_KEY, or choose `local` for the model "
                        f"`{served.INSTALL_HINT}` installs")
     return LLM.connect(model, api_key=env.api_key, base_url=env.base_url, **options)
+
+
+def local_model() -> "Endpoint":
+    """The local model server of this process (``bot.model.served.local``), its engine in the replay's jail."""
+    from bot.model import served
+    from bot.replay.isolation import engine_jail
+
+    return served.local(engine_jail)
 
 
 def has_model(env: "Environment", model: str) -> bool:
@@ -365,7 +374,7 @@ def replay_options(settings: Settings, env: "Environment", *, model: str, runs_d
     cfg = settings.config.replay
     _, key, upstream = for_agent(env, given.get("agent") or "builtin")
     if served.is_local(model):
-        local = served.local()
+        local = local_model()
         given["api_key"], upstream = local.api_key, local.base_url
         given.setdefault("model_label", local.label)
     given.setdefault("api_key", key if served.needs_key(model) else None)

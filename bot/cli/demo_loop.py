@@ -109,7 +109,7 @@ def describe(models: Models) -> str:
     if models.simulated:
         return SIMULATED
     if models.replay.model_label:
-        return f"a {models.replay.model_label}, offline (cost: tokens and CPU time, $0)"
+        return f"{models.replay.model_label}, offline (cost: tokens and CPU time, $0)"
     return "Claude (ANTHROPIC_API_KEY is set)"
 
 

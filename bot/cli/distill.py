@@ -85,7 +85,7 @@ def render(report: distill_mod.DistillReport) -> str:
     if report.simulated:
         lines.append("\n> Answers came from the SIMULATED model (offline, scripted), not a real model.")
     elif report.model_label:
-        lines.append(f"\n> Answers came from a {report.model_label} (offline; cost: tokens and CPU time, $0).")
+        lines.append(f"\n> Answers came from {report.model_label}, offline: its cost is tokens and CPU time, $0.")
     if report.proposals:
         lines += ["", "### Proposed rules", "", table(
             ["id", "rule", "cites", "scenario", "provisional"],

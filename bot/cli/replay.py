@@ -144,7 +144,8 @@ def run(ctx: click.Context, scenario: str, agent: str, command_template: str | N
         process_mod.STOP.clear()  # run_trials returns only once every trial thread has ended
     if as_json:
         emit_json({"scenario": loaded.scenario.id, "agent": agent, "model": model,
-                   "simulated": opts.simulated, **({"model_label": opts.model_label} if opts.model_label else {}), "summary": engine.summary(results),
+                   "simulated": opts.simulated, **({"model_label": opts.model_label} if opts.model_label else {}),
+                   "summary": engine.summary(results),
                    "trials": [r.to_dict() for r in results]})
     else:
         _report(results)

@@ -324,7 +324,7 @@ def markdown(doc: dict) -> str:
         lines += ["_Replays ran against the SIMULATED model (scripted, offline): they prove the harness, not a real "
                   "model's behaviour._", ""]
     elif doc.get("model_label"):
-        lines += [f"_Replays ran against a {_cell(neutralise(str(doc['model_label'])))}, offline: its cost is tokens "
+        lines += [f"_Replays ran against {_cell(neutralise(str(doc['model_label'])))}, offline: its cost is tokens "
                   "and CPU time, $0._", ""]
     rows = {
         "own scenario": [f"`{cells[x]['before']['scenario']}`" if cells[x]["before"] else "–" for x in cols],

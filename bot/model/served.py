@@ -14,6 +14,7 @@ so no command resolves ``local`` on its own.
 from __future__ import annotations
 
 import atexit
+import secrets
 import threading
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from bot.errors import BadInput
 SCRIPTED = "scripted"
 LOCAL = "local"
 INSTALL_HINT = "replaybook model install local"
-# The local server asks for no key; the gateway's upstream holds this placeholder so no real key is ever sent.
+# What a fake local server in the tests accepts; the real one gets a fresh token per process (``local``).
 LOCAL_KEY = "replaybook-local"
 
 
@@ -34,7 +35,7 @@ class Endpoint:
 
     base_url: str
     model_id: str
-    label: str  # "real local model <name>, <quant>": what every report says instead of "simulated"
+    label: str  # "<name> <quant> (real local model)": what every report says instead of "simulated"
     api_key: str = field(default=LOCAL_KEY, repr=False)
     stats: Callable[[], Any] | None = field(default=None, repr=False, compare=False)
 
@@ -57,7 +58,7 @@ def label_of(local_model: Any) -> str:
     label = str(getattr(local_model, "label", "") or "").strip()
     if not label:
         label = " ".join(str(getattr(local_model, k, "") or "") for k in ("name", "quant")).strip() or "local model"
-    return label if label.lower().startswith("real local model") else f"real local model {label}"
+    return label if "real local model" in label.lower() else f"{label} (real local model)"
 
 
 _lock = threading.Lock()
@@ -65,29 +66,28 @@ _stack = ExitStack()
 _running: Endpoint | None = None
 
 
-def local() -> Endpoint:
-    """The local model server of this process, started on first use; BadInput (exit 2) when it is not installed."""
+def local(jail: Callable[..., Any]) -> Endpoint:
+    """The local model server of this process, started on first use with its engine confined by ``jail``
+    (``bot.replay.isolation.engine_jail``); BadInput (exit 2, naming the install command) when it is not installed."""
     global _running
     with _lock:
         if _running is None:
-            _running = _start()
+            _running = _start(jail)
         return _running
 
 
-def _start() -> Endpoint:
+def _start(jail: Callable[..., Any]) -> Endpoint:
     from bot.model.local import install, server
 
     try:
-        found = install.locate()
-    except (OSError, LookupError) as exc:
-        raise BadInput(f"--model local: the local model is not installed or not usable ({exc}); "
-                       f"run `{INSTALL_HINT}` first") from None
-    if found is None:
-        raise BadInput(f"--model local: the local model is not installed; run `{INSTALL_HINT}` first")
-    ctx = _stack.enter_context(server.serve(found))
+        found = install.locate()  # ModelNotInstalled (BadInput) names the install command
+    except OSError as exc:
+        raise BadInput(f"--model local: the local model cannot be read ({exc}); run `{INSTALL_HINT}`") from None
+    token = "rb-local-" + secrets.token_urlsafe(24)  # only the gateway and the adapter hold it
+    running = _stack.enter_context(server.serve(found, jail=jail, api_key=token))
     atexit.register(stop)
-    return Endpoint(base_url=str(ctx.base_url), model_id=str(ctx.model_id), label=label_of(found),
-                    stats=getattr(ctx, "stats", None))
+    return Endpoint(base_url=str(running.base_url), model_id=str(running.model_id), label=label_of(found),
+                    api_key=token, stats=getattr(running, "stats", None))
 
 
 def stop() -> None:

@@ -1,0 +1,64 @@
+"""One real replay on the real local model: its tool call runs in the sandbox, lands in the trace, and the
+report says a real local model answered. Not skipped: `.ci/run` installs the model (idempotent, offline after
+the first time) and this test installs it too when it is missing.
+
+It asserts the pipeline, never that a 1.5B model passes: the model is real and is not scripted. Its
+behaviour varies, so the test gives it up to three short replays (two turns each) to make one tool call.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import _ORIGINAL_ENV, write_scenario
+
+from bot.replay.trace import CommandEvent, ModelCallEvent, RunStartEvent, ToolCallEvent, read_trace
+
+TASK = ("Use the bash tool to run the command `cat NOTE.txt` in the repository, "
+        "then answer with the one word it prints.")
+
+
+@pytest.fixture
+def installed(monkeypatch):
+    """The user's real cache (every test has its own HOME), with the local model installed in it."""
+    cache = _ORIGINAL_ENV.get("XDG_CACHE_HOME") or str(Path(_ORIGINAL_ENV.get("HOME", "~")).expanduser() / ".cache")
+    monkeypatch.setenv("XDG_CACHE_HOME", cache)
+    from bot.model.local import install
+
+    try:
+        return install.locate()
+    except install.ModelNotInstalled:
+        return install.install()
+
+
+def test_a_real_replay_turn_on_the_local_model_runs_its_tool_call_in_the_sandbox(installed, cli, root, tmp_path):
+    write_scenario(root, scenario_id="note", files={"NOTE.txt": "pelican\n"}, task=TASK,
+                   pass_if=[{"ran": {"command": "cat"}}, {"succeeds": {"run": "test -f NOTE.txt"}}],
+                   budget={"max_turns": 2, "timeout_s": 900})
+    runs = tmp_path / "runs"
+    for attempt in range(3):
+        result = cli("replay", "run", str(root / "scenarios" / "note"), "--model", "local", "--json",
+                     "--runs-dir", str(runs), "--seed", str(attempt))
+        assert result.code in (0, 1), result.err
+        data = json.loads(result.out)
+        [trial] = data["trials"]
+        assert trial["verdict"] != "unscored", trial["reason"]
+        events = read_trace(Path(trial["run_dir"]) / "trace.jsonl")
+        bash = [e for e in events if isinstance(e, ToolCallEvent) and e.name == "bash" and not e.is_error]
+        if bash:
+            break
+    else:
+        pytest.fail("in three replays the local model made no bash call the agent ran")
+    # the report: a real local model, by name and quantisation; no money, tokens counted
+    assert data["simulated"] is False and "real local model" in data["model_label"]
+    assert installed.name in data["model_label"] and installed.quant in data["model_label"]
+    assert trial["cost_usd"] == 0 and trial["input_tokens"] > 0 and trial["output_tokens"] > 0
+    start = next(e for e in events if isinstance(e, RunStartEvent))
+    assert start.meta["model"] == "local" and start.meta["model_label"] == data["model_label"]
+    assert all(not e.simulated for e in events if isinstance(e, ModelCallEvent))
+    # the call ran in the sandbox: the kernel trace saw its processes, each under the tool call that started it
+    ran = [e for e in events if isinstance(e, CommandEvent) and e.tool_call == bash[0].id]
+    assert ran, "the model's bash call left no command in the trace"
+    assert bash[0].output_excerpt and bash[0].output_excerpt.startswith("exit code")
