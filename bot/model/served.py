@@ -14,6 +14,7 @@ so no command resolves ``local`` on its own.
 from __future__ import annotations
 
 import atexit
+import os
 import secrets
 import threading
 from contextlib import ExitStack
@@ -84,10 +85,20 @@ def _start(jail: Callable[..., Any]) -> Endpoint:
     except OSError as exc:
         raise BadInput(f"--model local: the local model cannot be read ({exc}); run `{INSTALL_HINT}`") from None
     token = "rb-local-" + secrets.token_urlsafe(24)  # only the gateway and the adapter hold it
-    running = _stack.enter_context(server.serve(found, jail=jail, api_key=token))
+    running = _stack.enter_context(server.serve(found, jail=jail, api_key=token, threads=threads()))
     atexit.register(stop)
     return Endpoint(base_url=str(running.base_url), model_id=str(running.model_id), label=label_of(found),
                     api_key=token, stats=getattr(running, "stats", None))
+
+
+def threads() -> int:
+    """Engine threads: two on a quiet machine; one when the cores are already busy.
+
+    llama.cpp's threads wait on each other at every step, so on an oversubscribed machine a second
+    thread costs more than it brings: at load 7.9 on 2 cores one answer took 4.9 s with one thread and
+    18.5 s with two (bench/README.md, "A real model")."""
+    cores = os.cpu_count() or 1
+    return max(1, min(2, cores - round(os.getloadavg()[0])))
 
 
 def stop() -> None:
