@@ -6,7 +6,9 @@ results as ``<tool_response>`` in a user turn). The prompt is a list of segments
 special tokens, every text that came in a request is tokenized as plain text, so a request cannot forge a turn.
 
 :func:`parse` turns the model's answer back into blocks: text, and each well-formed tool call to a tool the
-request offered. A malformed call (not JSON, no name, an unknown tool) stays text: the agent decides what it means.
+request offered; an answer that is nothing but one such call's JSON (bare or in a ```json fence, as a 1.5B model
+often writes it) is that call too. A malformed call (not JSON, no name, an unknown tool, arguments that are not an
+object) stays text: the agent decides what it means.
 """
 
 from __future__ import annotations
@@ -127,9 +129,19 @@ def parse(raw: str, tools: list[Tool]) -> Answer:
         pending = ""
         blocks.append(("tool_use", call))
     pending += raw[at:]
+    if not blocks and names and (bare := _call(_unfenced(pending), names)) is not None:
+        return Answer((("tool_use", bare),))  # the whole answer is one call, without its tags (a small model's habit)
     if pending.strip():
         blocks.append(("text", pending.strip() if blocks else pending.rstrip()))
     return Answer(tuple(blocks))
+
+
+_FENCE = re.compile(r"\A```(?:json)?\s*\n(.*?)\n?```\Z", re.S)
+
+
+def _unfenced(text: str) -> str:
+    match = _FENCE.match(text.strip())
+    return match.group(1) if match else text
 
 
 def _call(body: str, names: set[str]) -> ToolCall | None:
@@ -150,9 +162,12 @@ def _call(body: str, names: set[str]) -> ToolCall | None:
     return ToolCall(name=data["name"], arguments=arguments)
 
 
-def streamable(raw: str) -> str:
+def streamable(raw: str, tools: bool = True) -> str:
     """How much of a partial answer can be streamed as text already: up to the first tool call (or what may
-    be the start of one), less trailing blanks, which the final answer strips."""
+    be the start of one), less trailing blanks, which the final answer strips. With ``tools``, an answer that
+    opens like JSON or a fence may turn out to be a bare call: none of it is text yet."""
+    if tools and raw.lstrip().startswith(("{", "`")):
+        return ""
     cut = raw.find(OPEN_CALL)
     if cut < 0:
         cut = len(raw)

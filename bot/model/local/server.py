@@ -135,7 +135,7 @@ class _Front:
                     for stop in request.stop:
                         if stop in raw:
                             hit, raw = stop, raw[:raw.index(stop)]
-                    on_text(chatml.streamable(raw))
+                    on_text(chatml.streamable(raw, bool(request.tools)))
                 elif event["type"] == "done":
                     done = event
             answer = chatml.parse(raw, request.tools)
