@@ -9,6 +9,7 @@ behaviour varies, so the test gives it up to three short replays (two turns each
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -62,3 +63,29 @@ def test_a_real_replay_turn_on_the_local_model_runs_its_tool_call_in_the_sandbox
     ran = [e for e in events if isinstance(e, CommandEvent) and e.tool_call == bash[0].id]
     assert ran, "the model's bash call left no command in the trace"
     assert bash[0].output_excerpt and bash[0].output_excerpt.startswith("exit code")
+
+
+def test_mini_swe_agent_reaches_the_local_model_only_through_the_gateway(installed, make_scenario, opts, monkeypatch):
+    """An agent CLI on the local model: litellm speaks the Messages API to the gateway, which forwards to the
+    local server with the server's token; the agent's process sees the per-run token only."""
+    from bot import config
+    from bot.replay.agents import install as agents_install
+    from bot.replay.engine import run_trial
+
+    pin = agents_install.pin("mini-swe-agent")  # installed into the user's cache as test_more_agents.py does
+    cache = Path(os.environ["XDG_CACHE_HOME"]) / "replaybook" / f"{pin.agent}-{pin.version}"
+    monkeypatch.setenv(pin.env, agents_install.install("mini-swe-agent", cache))
+    local = config.local_model()
+    loaded = make_scenario(files={"NOTE.txt": "pelican\n"}, task=TASK + " When done, run "
+                           "`echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT`.",
+                           pass_if=[{"succeeds": {"run": "test -f NOTE.txt"}}], budget={"max_turns": 2, "timeout_s": 900},
+                           with_rule=[{"bash": "env > env.txt"}])
+    result = run_trial(loaded, "", opts(agent="mini-swe-agent", model="local", api_key=local.api_key,
+                                        upstream_url=local.base_url, model_label=local.label), 0)
+    assert result.agent_status not in ("crashed", "api_error"), result.reason
+    events = read_trace(Path(result.run_dir) / "trace.jsonl")
+    calls = [e for e in events if isinstance(e, ModelCallEvent)]
+    assert calls and all(not e.simulated and e.cost_usd == 0 and e.input_tokens > 0 for e in calls)
+    assert result.cost_usd == 0 and result.model_calls == len(calls)
+    for path in Path(result.run_dir).iterdir():  # the server's token stays in the gateway
+        assert local.api_key not in path.read_text(errors="replace"), path.name
