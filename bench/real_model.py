@@ -125,7 +125,8 @@ def _workspace() -> Path:
     (root / "incidents").mkdir()
     for incident in sorted((root / "scenarios").glob("*/incidents/*.yaml")):
         shutil.copy2(incident, root / "incidents" / incident.name)
-    (root / ".replaybook.yml").write_text("# bench/real_model.py: the product's defaults\npaths: {incidents: incidents}\n", encoding="utf-8")
+    (root / ".replaybook.yml").write_text("# bench/real_model.py: the product's defaults\npaths: {incidents: incidents}\n",
+                                          encoding="utf-8")
     return root
 
 

@@ -23,8 +23,9 @@ def _common(command: Callable[..., Any]) -> Callable[..., Any]:
                                           "A key already stored is not captured again."),
         click.option("--task", help="What the agent was asked to do (default: the model's reading, or the PR title)."),
         click.option("--task-type", help="Slug that scopes which rules a run gets, e.g. api."),
-        click.option("--model", help="The model that states the belief delta: `local` (after `replaybook model install "
-                                     "local`) or a hosted id (needs ANTHROPIC_API_KEY). Default: config models.capture."),
+        click.option("--model", help="The model that states the belief delta: `local` (after `replaybook model "
+                                     "install local`) or a hosted id (needs ANTHROPIC_API_KEY). "
+                                     "Default: config models.capture."),
         click.option("--json", "as_json", is_flag=True, help="Print the result as JSON."),
         click.option("--dry-run", is_flag=True, help="Print the incident that would be stored; store nothing."),
     ]

@@ -19,8 +19,9 @@ from bot.errors import BadInput, CheckFailed
               help="Show the organisation's tier instead: three member repositories, one org rule admitted, one "
                    "refused because it regresses one member (SIMULATED model).")
 @click.option("--model", type=click.Choice(["scripted", "local"]), default=None,
-              help="`local`: the real model `replaybook model install local` installs answers capture, distill and the "
-                   "replays, offline. `scripted`: the SIMULATED model. Default: Claude with ANTHROPIC_API_KEY, else scripted.")
+              help="`local`: the real model `replaybook model install local` installs answers capture, distill and "
+                   "the replays, offline. `scripted`: the SIMULATED model. "
+                   "Default: Claude with ANTHROPIC_API_KEY, else scripted.")
 @click.pass_context
 def command(ctx: click.Context, workspace: Path | None, org: bool, model: str | None) -> None:
     """Run the whole loop on bundled material: capture, distill, admit.

@@ -38,7 +38,8 @@ def command(ctx: click.Context, min_incidents: int, since: str | None, dry_run: 
     to playbook/spec-changes/; run `replaybook gate` on a proposal to admit it.
 
     Needs a model: `--model local` (offline, after `replaybook model install local`), or
-    ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL for a proxy) for a hosted one. Exit 1 when the model failed for every group it was asked about.
+    ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL for a proxy) for a hosted one.
+    Exit 1 when the model failed for every group it was asked about.
     """
     settings = ctx.obj.settings
     llm = _connect(ctx.obj.env, model or settings.config.models.distill)

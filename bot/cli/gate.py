@@ -38,7 +38,8 @@ from bot.replay.isolation import BACKENDS
                    "the GitHub gate refuses it). Default: config replay.sandbox.")
 @click.option("--command", "command_template", help="For --agent command: its command line.")
 @click.option("--model", default=SCRIPTED, show_default=True,
-              help="`scripted` (the offline simulated model), `local` (the real model `replaybook model install local` installs, offline), or a hosted model id (needs ANTHROPIC_API_KEY).")
+              help="`scripted` (the offline simulated model), `local` (the real model `replaybook model install "
+                   "local` installs, offline), or a hosted model id (needs ANTHROPIC_API_KEY).")
 @click.option("--screen-model", help="Screen with this cheaper model first; run the full gate only if the rule can matter.")
 @click.option("--trials", type=click.IntRange(1, 500), default=None,
               help="Baseline trials per suite scenario, shared and cached (default 40; see docs/gate.md).")

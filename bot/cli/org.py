@@ -50,7 +50,8 @@ def _org_book(settings: config_mod.Settings) -> Playbook:
 @click.option("--agent", "agents", type=click.Choice(AGENTS), multiple=True,
               help="Prove it on this agent (repeatable; each must admit). Default: config org_tier.agents, else builtin.")
 @click.option("--model", default=SCRIPTED, show_default=True,
-              help="`scripted` (the offline simulated model), `local` (the real model `replaybook model install local` installs, offline), or a hosted model id (needs the agent's API key).")
+              help="`scripted` (the offline simulated model), `local` (the real model `replaybook model install "
+                   "local` installs, offline), or a hosted model id (needs the agent's API key).")
 @click.option("--min-members", type=click.IntRange(org_gate.MIN_MEMBERS_FLOOR, 100), default=None,
               help="Members the rule's scenarios must come from (never fewer than 2). Default: config "
                    "org_tier.min_members, else 3.")

@@ -240,7 +240,8 @@ def escalate(ctx: click.Context, rule_id: str, write: bool) -> None:
 @click.argument("rule_ids", nargs=-1)
 @click.option("--agent", default="builtin", show_default=True, help="The agent to replay (as for `gate`).")
 @click.option("--model", default="scripted", show_default=True,
-              help="`scripted` (the offline simulated model), `local` (the real model `replaybook model install local` installs, offline), or a hosted model id (needs ANTHROPIC_API_KEY).")
+              help="`scripted` (the offline simulated model), `local` (the real model `replaybook model install "
+                   "local` installs, offline), or a hosted model id (needs ANTHROPIC_API_KEY).")
 @click.option("--max-cost-usd", type=click.FloatRange(min=0), help="Stop once the replays have spent this much.")
 @click.option("--jobs", type=click.IntRange(1, 64), default=1, show_default=True, help="Trials run at once.")
 @click.option("--no-cache", is_flag=True, help="Replay everything; read and write no cache.")

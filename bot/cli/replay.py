@@ -89,14 +89,16 @@ def command() -> None:
                    "the GitHub gate refuses it). Default: config replay.sandbox.")
 @click.option("--command", "command_template", help="For --agent command: its command line, with {task} and {playbook_file}.")
 @click.option("--model", default="scripted", show_default=True,
-              help="`scripted` (the offline simulated model), `local` (the real model `replaybook model install local` installs, offline), or a hosted model id (needs ANTHROPIC_API_KEY).")
+              help="`scripted` (the offline simulated model), `local` (the real model `replaybook model install "
+                   "local` installs, offline), or a hosted model id (needs ANTHROPIC_API_KEY).")
 @click.option("--playbook", type=click.Path(dir_okay=False, path_type=Path),
               help="A playbook file whose text is the system prompt (default: the admitted rules, as the gate renders them).")
 @click.option("--rule", "rule_file", type=click.Path(dir_okay=False, path_type=Path),
               help="A candidate rule file whose rule is added to the playbook, or bundled:ID for a bundled scenario's rule.")
 @click.option("--trials", type=click.IntRange(1, 1000), default=1, show_default=True, help="Independent trials.")
 @click.option("--max-turns", type=click.IntRange(1, 500),
-              help="At most this many model turns, below the scenario's budget.max_turns (e.g. for a small local model).")
+              help="At most this many model turns, below the scenario's budget.max_turns "
+                   "(e.g. for a small local model).")
 @click.option("--jobs", type=click.IntRange(1, 64), default=1, show_default=True, help="Trials run at once.")
 @click.option("--noise", type=click.FloatRange(0, 1), default=0.0, help="Simulated model: chance a trial takes the other branch.")
 @click.option("--seed", type=int, default=0, help="Simulated model: seed for the noise.")
@@ -121,7 +123,8 @@ def run(ctx: click.Context, scenario: str, agent: str, command_template: str | N
     if not as_json:
         click.echo(f"# Replay `{loaded.scenario.id}`: {agent} agent, model `{model}`"
                    + (f"\n\n> {SIMULATED_NOTE}." if opts.simulated else "")
-                   + (f"\n\n> {opts.model_label}, offline: cost is tokens and CPU time, $0." if opts.model_label else "")
+                   + (f"\n\n> {opts.model_label}, offline: cost is tokens and CPU time, $0."
+                      if opts.model_label else "")
                    + "\n")
 
     def progress(result: engine.TrialResult) -> None:

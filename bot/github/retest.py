@@ -87,7 +87,8 @@ def run(action: Retest, ctx: RunContext, *, replay=None, allow_simulated: bool =
         results, cost = redundancy.retest(book, opts)
     except BadInput as exc:
         return [Outcome(action.kind, "failed", "re-test not run: " + code(exc.render(), 400))]
-    model = replay.model + (" (simulated)" if replay.simulated else f" ({replay.model_label})" if replay.model_label else "")
+    model = replay.model + (" (simulated)" if replay.simulated
+                            else f" ({replay.model_label})" if replay.model_label else "")
     counts = {v: sum(r.verdict == v for r in results) for v in ("redundant", "needed", "unknown")}
     tally = ", ".join(f"{n} {v}" for v, n in counts.items())  # the body holds no cost: a cached run spends $0
     redundant = [r for r in results if r.verdict == "redundant"]

@@ -134,7 +134,8 @@ def _gateway(loaded: sc.LoadedScenario, opts: ReplayOptions, trial: int, on_call
         policy = load_policy(policy_file, noise=opts.noise, seed=seed, follow=opts.follow)
         return Gateway(policy, latency_s=opts.latency_s, on_call=on_call, max_cost_usd=budget)
     if not opts.api_key:
-        raise BadInput(f"--model {opts.model} is a hosted model: set ANTHROPIC_API_KEY (OPENAI_API_KEY for --agent codex), "
+        raise BadInput(f"--model {opts.model} is a hosted model: set ANTHROPIC_API_KEY "
+                       "(OPENAI_API_KEY for --agent codex), "
                        "or use --model local for the local model, or --model scripted for the simulated one")
     return Gateway(upstream=Upstream(api_key=opts.api_key, base_url=opts.upstream_url),
                    on_call=on_call, max_cost_usd=budget)
@@ -283,8 +284,8 @@ def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
             agent_status=result.status, input_tokens=sum(c.input_tokens for c in gateway.calls),
             output_tokens=sum(c.output_tokens for c in gateway.calls), cost_usd=gateway.total_cost_usd,
             model_calls=len(gateway.calls), duration_s=round(time.monotonic() - started, 3),
-            model_s=round(sum(c.duration_ms for c in gateway.calls) / 1000, 3), simulated=opts.simulated, run_dir=str(run_dir.path) if opts.runs_dir else None,
-            sandbox=backend.name, warnings=warnings,
+            model_s=round(sum(c.duration_ms for c in gateway.calls) / 1000, 3), simulated=opts.simulated,
+            run_dir=str(run_dir.path) if opts.runs_dir else None, sandbox=backend.name, warnings=warnings,
         )
 
 
