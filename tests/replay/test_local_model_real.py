@@ -3,7 +3,8 @@ report says a real local model answered. Not skipped: `.ci/run` installs the mod
 the first time) and this test installs it too when it is missing.
 
 It asserts the pipeline, never that a 1.5B model passes: the model is real and is not scripted. Its
-behaviour varies, so the test gives it up to three short replays (two turns each) to make one tool call.
+behaviour varies (it may just say "Hello"), so the test gives it up to five short replays (two turns each) to
+make one bash call.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from conftest import _ORIGINAL_ENV, write_scenario
 
 from bot.replay.trace import CommandEvent, ModelCallEvent, RunStartEvent, ToolCallEvent, read_trace
 
-TASK = ("Use the bash tool to run the command `cat NOTE.txt` in the repository, "
-        "then answer with the one word it prints.")
+# Sized for a 1.5B model: the call to make, spelled out.
+TASK = ('Call the tool `bash` with the arguments {"command": "cat NOTE.txt"}. '
+        "Then answer with the one word it printed.")
 
 
 @pytest.fixture
@@ -39,9 +41,9 @@ def test_a_real_replay_turn_on_the_local_model_runs_its_tool_call_in_the_sandbox
                    pass_if=[{"ran": {"command": "cat"}}, {"succeeds": {"run": "test -f NOTE.txt"}}],
                    budget={"max_turns": 2, "timeout_s": 900})
     runs = tmp_path / "runs"
-    for attempt in range(3):
+    for _ in range(5):
         result = cli("replay", "run", str(root / "scenarios" / "note"), "--model", "local", "--json",
-                     "--runs-dir", str(runs), "--seed", str(attempt))
+                     "--runs-dir", str(runs))
         assert result.code in (0, 1), result.err
         data = json.loads(result.out)
         [trial] = data["trials"]
@@ -51,7 +53,7 @@ def test_a_real_replay_turn_on_the_local_model_runs_its_tool_call_in_the_sandbox
         if bash:
             break
     else:
-        pytest.fail("in three replays the local model made no bash call the agent ran")
+        pytest.fail("in five replays the local model made no bash call the agent ran")
     # the report: a real local model, by name and quantisation; no money, tokens counted
     assert data["simulated"] is False and "real local model" in data["model_label"]
     assert installed.name in data["model_label"] and installed.quant in data["model_label"]
