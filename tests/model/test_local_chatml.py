@@ -84,3 +84,14 @@ def test_a_bare_call_to_a_tool_not_offered_is_text():
 ])
 def test_only_text_that_cannot_become_a_call_is_streamed_early(raw, tools, shown):
     assert chatml.streamable(raw, tools) == shown
+
+
+def test_an_answer_sent_back_is_rendered_as_the_model_wrote_it():
+    raw = 'Sure:\n<tool_call>\n{"name": "bash",   "arguments": {"command": "ls -la"}}\n</tool_call>'  # oddly spaced
+    answer = chatml.parse(raw, [BASH])
+    verbatim = {chatml.key(answer.text, answer.tool_calls): raw}
+    sent_back = Turn("assistant", "Sure:\n", (ToolCall("bash", {"command": "ls -la"}, id="toolu_1"),))
+    text = _text(chatml.render(None, [Turn("user", "go"), sent_back, Turn("tool", "x")], [BASH], verbatim))
+    assert "<|im_start|>assistant\n" + raw + "<|im_end|>" in text
+    other = Turn("assistant", "Sure:", (ToolCall("bash", {"command": "ls"}),))
+    assert raw not in _text(chatml.render(None, [Turn("user", "go"), other, Turn("tool", "x")], [BASH], verbatim))

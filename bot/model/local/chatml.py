@@ -58,8 +58,15 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def render(system: str | None, turns: list[Turn], tools: list[Tool]) -> list[Segment]:
-    """The prompt for ``turns`` after ``system`` with ``tools``, ending where the assistant's answer begins."""
+def key(content: str, calls: "list[ToolCall] | tuple[ToolCall, ...]") -> str:
+    """What identifies an assistant turn however a client sends it back (blanks and call ids aside)."""
+    return json.dumps([re.sub(r"\s+", "", content), [[c.name, c.arguments] for c in calls]], sort_keys=True)
+
+
+def render(system: str | None, turns: list[Turn], tools: list[Tool],
+           verbatim: dict[str, str] | None = None) -> list[Segment]:
+    """The prompt for ``turns`` after ``system`` with ``tools``, ending where the assistant's answer begins.
+    ``verbatim``: for an assistant turn whose :func:`key` it holds, the text the model wrote, used as it was."""
     out: list[Segment] = [("<|im_start|>", True), ("system\n", False), (system or DEFAULT_SYSTEM, False)]
     if tools:
         out.append((_TOOLS_INTRO + "".join("\n" + _dumps(t.schema()) for t in tools) + _TOOLS_OUTRO, False))
@@ -71,6 +78,8 @@ def render(system: str | None, turns: list[Turn], tools: list[Tool]) -> list[Seg
             out.append((f"\n<tool_response>\n{turn.content}\n</tool_response>", False))
             if i == len(turns) - 1 or turns[i + 1].role != "tool":
                 out += [("<|im_end|>", True), ("\n", False)]
+        elif turn.role == "assistant" and verbatim and (raw := verbatim.get(key(turn.content, turn.tool_calls))):
+            out += [("<|im_start|>", True), ("assistant\n" + raw, False), ("<|im_end|>", True), ("\n", False)]
         elif turn.role == "assistant" and turn.tool_calls:
             text = "assistant" + (f"\n{turn.content}" if turn.content else "")
             for call in turn.tool_calls:

@@ -7,6 +7,7 @@
 //   in:  {"op":"complete","id":..,"prompt":[[text, special]..],"max_tokens":n,"temperature":t,"top_p":p,"top_k":k,"seed":s}
 //   out: {"type":"prompt","id":..,"prompt_tokens":..,"reused_tokens":..}, {"type":"delta","id":..,"text":".."}* then {"type":"done","id":..,"stop_reason":"end"|"max_tokens"|"cancelled",
 //        "prompt_tokens","reused_tokens","evaluated_tokens","output_tokens","prompt_s","gen_s"} or {"type":"error",..}
+//        (benchmarks add "fresh": true to evaluate from an empty context, "only_last": n to keep the last n tokens)
 //   in:  {"op":"cancel"} ends the running completion (it reports "cancelled").
 import {createRequire} from "node:module";
 import readline from "node:readline";
@@ -37,6 +38,8 @@ async function complete(request) {
               `the context holds ${context.contextSize}`});
         return;
     }
+    if (request.fresh) await sequence.clearHistory();  // a benchmark's "without reuse" side
+    if (request.only_last) tokens.splice(0, tokens.length - request.only_last);  // ...and "these tokens alone"
     await sequence.adaptStateToTokens(tokens, false);  // erase what follows the common prefix
     let reused = Math.min(sequence.nextTokenIndex, tokens.length);
     if (reused === tokens.length && reused > 0) {  // all evaluated: evaluate the last token again to sample from it

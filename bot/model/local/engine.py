@@ -76,7 +76,8 @@ class Engine:
         return self._proc is not None and self._proc.poll() is None
 
     def complete(self, prompt: list[tuple[str, bool]], *, max_tokens: int, sampling: dict[str, Any],
-                 deadline: float, should_stop: Callable[[], bool] = lambda: False) -> Iterator[dict[str, Any]]:
+                 deadline: float, should_stop: Callable[[], bool] = lambda: False,
+                 extra: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
         """The events of one completion: a ``prompt`` event, ``delta`` events, then the ``done`` event (its
         ``stop_reason`` "cancelled" once ``should_stop()`` said so after a delta); EngineError otherwise."""
         if not self.running:
@@ -85,7 +86,7 @@ class Engine:
         self._next_id += 1
         rid = self._next_id
         request = {"op": "complete", "id": rid, "prompt": [[t, s] for t, s in prompt], "max_tokens": max_tokens,
-                   **sampling}
+                   **sampling, **(extra or {})}
         self._send(request)
         stopping = False
         while True:

@@ -103,6 +103,7 @@ class _Front:
         self.seed, self.max_tokens_cap, self.timeout_s = seed, max_tokens_cap, timeout_s
         self.lock = threading.Lock()
         self.calls: list[Call] = []
+        self.verbatim: dict[str, str] = {}  # chatml.key of a recent answer -> the text the model wrote
 
     def stats(self) -> Stats:
         return Stats(calls=list(self.calls), load_s=self.engine.load_s, start_s=self.engine.start_s,
@@ -115,7 +116,7 @@ class _Front:
         if not self.lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
             raise EngineError("the model was busy with other requests until this one's deadline", "timeout")
         try:
-            prompt = chatml.render(request.system, request.turns, request.tools)
+            prompt = chatml.render(request.system, request.turns, request.tools, self.verbatim)
             sampling = {**DEFAULT_SAMPLING, **request.sampling}
             if "seed" not in sampling:
                 sampling["seed"] = (self.seed + len(self.calls)) if self.seed is not None else random.randrange(2**31)
@@ -139,6 +140,7 @@ class _Front:
                 elif event["type"] == "done":
                     done = event
             answer = chatml.parse(raw, request.tools)
+            self._remember(answer, raw)
             reason = ("stop_sequence" if hit else "tool_use" if answer.tool_calls
                       else "max_tokens" if done.get("stop_reason") == "max_tokens" else "end_turn")
             call = Call(prompt_tokens=int(done.get("prompt_tokens", 0)), evaluated_tokens=int(done.get("evaluated_tokens", 0)),
@@ -149,6 +151,14 @@ class _Front:
             return _Generated(answer, reason, hit, call.prompt_tokens, call.reused_tokens, call.output_tokens)
         finally:
             self.lock.release()
+
+
+    def _remember(self, answer: chatml.Answer, raw: str) -> None:
+        """Keep what the model wrote, so the answer sent back in the next request is rendered as those very
+        tokens (the evaluated prefix then runs through it) rather than as its parsed, re-serialised form."""
+        self.verbatim[chatml.key(answer.text, answer.tool_calls)] = raw
+        while len(self.verbatim) > 64:
+            self.verbatim.pop(next(iter(self.verbatim)))
 
 
 def _status(error: EngineError) -> int:
@@ -163,9 +173,8 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
-        front = self.server.front
         if self.path.rstrip("/") == "/v1/models":
-            self._json(200, {"object": "list", "data": [{"id": front.model_id, "object": "model", "owned_by": "local"}]})
+            self._json(200, {"object": "list", "data": [{"id": self.server.model_id, "object": "model", "owned_by": "local"}]})
         else:
             self._json(404, messages_api.error_body(404, f"no such path {self.path[:100]}"))
 
@@ -192,11 +201,11 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError as exc:  # RequestError, or JSON that does not parse
             return self._json(400, errors(400, str(exc) if isinstance(exc, RequestError) else "the body is not JSON"))
         front = self.server.front
-        model = request.model or front.model_id
+        model = request.model or self.server.model_id
         if request.stream:
             return self._stream(api, request, body, model)
         try:
-            got = front.front.generate(request, lambda *_: None, lambda _: None)
+            got = front.generate(request, lambda *_: None, lambda _: None)
         except EngineError as exc:
             return self._json(_status(exc), errors(_status(exc), str(exc)))
         if api == "anthropic":
@@ -225,7 +234,7 @@ class _Handler(BaseHTTPRequestHandler):
             write = lambda events: self._send(b"".join(f"data: {json.dumps(e)}\n\n".encode() for e in events))  # noqa: E731
             on_prompt = lambda n, reused: write(stream.start())  # noqa: E731
         try:
-            got = self.server.front.front.generate(request, on_prompt, lambda text: write(stream.text(text)))
+            got = self.server.front.generate(request, on_prompt, lambda text: write(stream.text(text)))
         except EngineError as exc:
             error = (messages_api.error_body if api == "anthropic" else openai_api.error_body)(_status(exc), str(exc))
             self._send(messages_api.sse(error) if api == "anthropic" else f"data: {json.dumps(error)}\n\n".encode())
@@ -241,7 +250,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(b"data: [DONE]\n\n")
 
     def _authorised(self) -> bool:
-        key = self.server.front.front.api_key
+        key = self.server.front.api_key
         if key is None:
             return True
         bearer = self.headers.get("Authorization", "")
@@ -264,15 +273,10 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(data)
 
 
-@dataclass
-class _Holder:
-    front: _Front
-    model_id: str
-
-
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
-    front: _Holder
+    front: _Front
+    model_id: str
 
 
 @contextlib.contextmanager
@@ -285,7 +289,7 @@ def serve(model: LocalModel, *, jail: Jail, port: int = 0, api_key: str | None =
     front = _Front(model, engine, api_key=api_key, seed=seed, max_tokens_cap=max_tokens_cap, timeout_s=timeout_s)
     model_id = f"{model.name.lower()}-{model.quant.lower()}"
     httpd = _HTTPServer(("127.0.0.1", port), _Handler)
-    httpd.front = _Holder(front, model_id)
+    httpd.front, httpd.model_id = front, model_id
     thread = threading.Thread(target=httpd.serve_forever, name="local-model", daemon=True)
     thread.start()
     try:
