@@ -1,6 +1,6 @@
 """One real replay on the real local model: its tool call runs in the sandbox, lands in the trace, and the
-report says a real local model answered. Not skipped: `.ci/run` installs the model (idempotent, offline after
-the first time) and this test installs it too when it is missing.
+report says a real local model answered. Not skipped in CI: `.ci/run` installs the model and sets
+REPLAYBOOK_REQUIRE_LOCAL_MODEL=1, which fails these tests instead of skipping them when it is missing.
 
 It asserts the pipeline, never that a 1.5B model passes: the model is real and is not scripted. Its
 behaviour varies (it may just say "Hello"), so the test gives it up to five short replays (two turns each) to
@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import _ORIGINAL_ENV, write_scenario
+from conftest import write_scenario
 
 from bot.replay.trace import CommandEvent, ModelCallEvent, RunStartEvent, ToolCallEvent, read_trace
 
@@ -24,16 +24,11 @@ TASK = ('Call the tool `bash` with the arguments {"command": "cat NOTE.txt"}. '
 
 
 @pytest.fixture
-def installed(monkeypatch):
-    """The user's real cache (every test has its own HOME), with the local model installed in it."""
-    cache = _ORIGINAL_ENV.get("XDG_CACHE_HOME") or str(Path(_ORIGINAL_ENV.get("HOME", "~")).expanduser() / ".cache")
-    monkeypatch.setenv("XDG_CACHE_HOME", cache)
-    from bot.model.local import install
-
-    try:
-        return install.locate()
-    except install.ModelNotInstalled:
-        return install.install()
+def installed(local_model, monkeypatch):
+    """The installed model (skipped when it is not, failed instead in CI: tests/support/local_model.py), found
+    by ``--model local`` in the cache it was found in (every test has a HOME of its own)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(local_model.gguf.parents[3]))  # <cache>/replaybook/models/<m>/model.gguf
+    return local_model
 
 
 def test_a_real_replay_turn_on_the_local_model_runs_its_tool_call_in_the_sandbox(installed, cli, root, tmp_path):
