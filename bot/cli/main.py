@@ -27,6 +27,7 @@ from bot.cli import (
     incident,
     init,
     lessons,
+    model,
     org,
     playbook,
     replay,
@@ -106,6 +107,7 @@ cli.add_command(github.group)
 cli.add_command(init.command)
 cli.add_command(doctor.command)
 cli.add_command(agent.group)
+cli.add_command(model.group)
 cli.add_command(report.command)
 cli.add_command(org.group)
 

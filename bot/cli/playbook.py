@@ -256,7 +256,8 @@ def escalate(ctx: click.Context, rule_id: str, write: bool) -> None:
 @click.argument("rule_ids", nargs=-1)
 @click.option("--agent", default="builtin", show_default=True, help="The agent to replay (as for `gate`).")
 @click.option("--model", default="scripted", show_default=True,
-              help="A model id (needs ANTHROPIC_API_KEY), or `scripted` for the offline simulated model.")
+              help="`scripted` (the offline simulated model), `local` (the real model `replaybook model install "
+                   "local` installs, offline), or a hosted model id (needs ANTHROPIC_API_KEY).")
 @click.option("--max-cost-usd", type=click.FloatRange(min=0), help="Stop once the replays have spent this much.")
 @click.option("--jobs", type=click.IntRange(1, 64), default=1, show_default=True, help="Trials run at once.")
 @click.option("--no-cache", is_flag=True, help="Replay everything; read and write no cache.")
@@ -274,10 +275,9 @@ def retest(ctx: click.Context, rule_ids: tuple[str, ...], agent: str, model: str
     and stop at --max-cost-usd (the rest are `unknown`).
     """
 
-    from bot.config import replay_options
+    from bot.config import replay_options, require_key
     from bot.gate import decision as gate_mod
     from bot.health import redundancy
-    from bot.replay.engine import SCRIPTED
 
     settings = ctx.obj.settings
     book = open_playbook(ctx)
@@ -285,9 +285,7 @@ def retest(ctx: click.Context, rule_ids: tuple[str, ...], agent: str, model: str
     unknown = [r for r in rule_ids if r not in admitted]
     if unknown:
         raise BadInput(f"{', '.join(unknown)}: not admitted rules in {book.dir('rules')}/; see `replaybook playbook list`")
-    key = ctx.obj.env.api_key
-    if model != SCRIPTED and not key:
-        raise BadInput("a real --model needs ANTHROPIC_API_KEY; use `scripted` for the simulated model")
+    require_key(ctx.obj.env, agent, model)
     replay = replay_options(settings, ctx.obj.env, model=model, agent=agent)
     opts = gate_mod.GateOptions(replay=replay, jobs=jobs, max_cost_usd=max_cost_usd,
                                 cache_dir=None if no_cache else settings.path("cache"))
@@ -307,6 +305,7 @@ def retest(ctx: click.Context, rule_ids: tuple[str, ...], agent: str, model: str
         return
     click.echo(table(["rule", "scenario", "verdict", "compliance", "evidence"],
                      [(r.rule_id, r.scenario, r.verdict, r.compliance or "", r.evidence) for r in results]))
-    click.echo(f"cost ${cost:.4f}" + (" (simulated estimate)" if replay.simulated else ""))
+    click.echo(f"cost ${cost:.4f}" + (" (simulated estimate)" if replay.simulated else
+                                      f" ({replay.model_label}: tokens and CPU time)" if replay.model_label else ""))
     for rule_id in retired:
         click.echo(f"retired {rule_id} to {book.dir('archive')}/")

@@ -62,6 +62,7 @@ class Runner:
         self.cache = ReplayCache(opts.cache_dir) if opts.cache_dir else None
         self.cost = 0.0
         self.model_calls = 0
+        self.tokens = 0
         self.replays = 0
         self.hits = 0
         self.spent = 0.0  # every trial run, read or not: what the budget counts
@@ -122,6 +123,7 @@ class Runner:
             else:
                 self.cost += result.cost_usd
                 self.model_calls += result.model_calls
+                self.tokens += result.input_tokens + result.output_tokens
                 self.replays += 1
         return result
 
@@ -297,7 +299,7 @@ def run_gate(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions
     else:
         progress = _with_eta(progress, estimate(book, rule_path, suite_dir, opts), runner)
     result = GateResult(candidate.id, candidate.rule, "error", "", provisional=bool(candidate.provisional),
-                        simulated=opts.replay.simulated,
+                        simulated=opts.replay.simulated, model_label=opts.replay.model_label,
                         traces=str(opts.replay.runs_dir) if opts.replay.runs_dir else None, **_scope(candidate))
     loaded = sc.load(book.root / candidate.replay)
     before_text, after_text = baseline_prompt(book, candidate), system_prompt(book, candidate)
@@ -319,7 +321,7 @@ def run_gate(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions
         runner.close()
         process_mod.STOP.clear()  # only once every trial thread has ended
     result.cost_usd = round(runner.cost, 6)
-    result.model_calls, result.replays = runner.model_calls, runner.replays
+    result.model_calls, result.replays, result.tokens = runner.model_calls, runner.replays, runner.tokens
     result.cache_hits = runner.hits
     result.speculative = runner.speculative
     result.speculative_cost_usd = round(max(0.0, runner.spent - runner.cost), 6)
