@@ -56,3 +56,14 @@ class BuildInfoHook(BuildHookInterface):
         with os.fdopen(fd, "w") as f:
             json.dump(info, f)
         build_data.setdefault("force_include", {})[path] = INFO
+        self._written = path  # removed in finalize, once the archive holds it
+
+    def finalize(self, version: str, build_data: dict, artifact_path: str) -> None:
+        """Leave nothing in the temporary folder: the record is inside the archive now."""
+        path = getattr(self, "_written", None)
+        if path:
+            self._written = None
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass

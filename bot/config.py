@@ -19,6 +19,7 @@ from bot.errors import BadInput
 if TYPE_CHECKING:
     from bot.change import Tree
     from bot.model.llm import LLM
+    from bot.model.served import Endpoint
     from bot.playbook.org import OrgTier as Tier
     from bot.playbook.store import Playbook
     from bot.replay.engine import ReplayOptions
@@ -349,10 +350,33 @@ def load(root: Path | None = None) -> Settings:
 
 
 def llm(env: "Environment", model: str, **options: Any) -> "LLM":
-    """The model adapter for ``model`` with the environment's key and base URL (imports the anthropic SDK)."""
+    """The model adapter for ``model`` (imports the anthropic SDK): ``local`` is the local model server
+    (started on first use, no key), any other id is reached with the environment's key and base URL."""
+    from bot.model import served
     from bot.model.llm import LLM
 
+    if served.is_local(model):
+        local = local_model()
+        return LLM.connect(served.LOCAL, api_key=local.api_key, base_url=local.base_url, label=local.label, **options)
+    if not env.api_key:
+        raise BadInput(f"model {model!r} is a hosted model: set ANTHROPIC_API_KEY, or choose `local` for the model "
+                       f"`{served.INSTALL_HINT}` installs")
     return LLM.connect(model, api_key=env.api_key, base_url=env.base_url, **options)
+
+
+def local_model() -> "Endpoint":
+    """The local model server of this process (``bot.model.served.local``), its engine in the replay's jail."""
+    from bot.model import served
+    from bot.replay.isolation import engine_jail
+
+    return served.local(engine_jail)
+
+
+def has_model(env: "Environment", model: str) -> bool:
+    """True when ``model`` can answer without asking the user for anything: ``local``, or a hosted id with a key."""
+    from bot.model import served
+
+    return served.is_local(model) or bool(env.api_key)
 
 
 def for_agent(env: "Environment", agent: str) -> tuple[str, str | None, str]:
@@ -364,19 +388,36 @@ def for_agent(env: "Environment", agent: str) -> tuple[str, str | None, str]:
     return key_var, key, upstream
 
 
+def require_key(env: "Environment", agent: str, *models: str | None) -> None:
+    """BadInput (exit 2) when one of ``models`` is a hosted model and the key ``agent``'s API needs is not set."""
+    from bot.model import served
+
+    key_var, key, _ = for_agent(env, agent)
+    hosted = [m for m in models if served.needs_key(m)]
+    if hosted and not key:
+        raise BadInput(f"--model {hosted[0]} is a hosted model and needs {key_var}; use `local` for the local model "
+                       f"(`{served.INSTALL_HINT}`) or `scripted` for the simulated one")
+
+
 def replay_options(settings: Settings, env: "Environment", *, model: str, runs_dir: Path | None = None,
                    sandbox: str | None = None, **given: Any) -> "ReplayOptions":
     """How to replay, from the command line (``given``, ``runs_dir``, ``sandbox``), the config and ``env``.
 
-    The key goes to a real model only unless ``api_key`` is given (the gate's screen model may be
+    The key goes to a hosted model only unless ``api_key`` is given (the gate's screen model may be
     real when the agent's is not); runs are kept under ``paths.traces`` and the sandbox is
-    ``replay.sandbox`` unless given.
+    ``replay.sandbox`` unless given. ``local`` starts the local model server and makes it the
+    gateway's upstream (no key leaves the gateway; none is needed).
     """
-    from bot.replay.engine import SCRIPTED, ReplayOptions
+    from bot.model import served
+    from bot.replay.engine import ReplayOptions
 
     cfg = settings.config.replay
     _, key, upstream = for_agent(env, given.get("agent") or "builtin")
-    given.setdefault("api_key", key if model != SCRIPTED else None)
+    if served.is_local(model):
+        local = local_model()
+        given["api_key"], upstream = local.api_key, local.base_url
+        given.setdefault("model_label", local.label)
+    given.setdefault("api_key", key if served.needs_key(model) else None)
     return ReplayOptions(model=model, upstream_url=upstream, runs_dir=runs_dir or settings.path("traces"),
                          sandbox=sandbox or cfg.sandbox, keep_runs=cfg.keep_runs, keep_runs_days=cfg.keep_runs_days,
                          **given)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from helpers import REPO, incident_yaml, make_scenario, rule_yaml, write  # noqa: F401
 from support.fixtures import event, examples, gh, model  # noqa: F401  (shared fixtures, registered once)
+from support.local_model import local_model, local_server  # noqa: F401  (the real local model, session-wide)
 
 from bot.cli.main import run
 

@@ -38,6 +38,17 @@ def build_commit() -> BuildCommit | None:
     return checkout_commit(Path(__file__).resolve().parents[2])
 
 
+def describe(built: BuildCommit | None = None, *, version: str = VERSION) -> str:
+    """``0.1.0 (fd0a01d, untagged)``: the version and the commit the build records, as ``--version`` prints it."""
+    built = built if built is not None else build_commit()
+    if built is None:
+        return f"{version} (commit unknown: not built from a git checkout)"
+    notes = [built.commit[:7], built.tag or "untagged"]
+    if built.dirty:
+        notes.append("with uncommitted changes")
+    return f"{version} ({', '.join(notes)})"
+
+
 def _git(root: Path, *args: str) -> str | None:
     try:
         done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30)

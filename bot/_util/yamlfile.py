@@ -11,6 +11,7 @@ place (create, never clobbers) or renamed over (replace).
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import tempfile
@@ -25,11 +26,22 @@ from bot.errors import BadInput
 MAX_BYTES = 1 << 20  # 1 MiB: our largest real file is a few KB
 
 SCHEMA_URL = "https://raw.githubusercontent.com/replaybook/replaybook/main/schemas/{kind}.schema.json"
+#: The schema of one version: the files this Replaybook writes are validated against its own, not main's.
+SCHEMA_AT = "https://raw.githubusercontent.com/replaybook/replaybook/{ref}/schemas/{kind}.schema.json"
+
+
+@functools.lru_cache(maxsize=1)
+def schema_ref() -> str:
+    """The installed build's tag, else its commit, else ``v<version>`` (bot/_util/build_info.py)."""
+    from bot._util.build_info import VERSION, build_commit
+
+    built = build_commit()
+    return (built.tag or built.commit) if built is not None else f"v{VERSION}"
 
 
 def schema_comment(kind: str) -> str:
-    """The first line of every file the bot writes, so editors validate it."""
-    return f"# yaml-language-server: $schema={SCHEMA_URL.format(kind=kind)}\n"
+    """The first line of every file the bot writes, so editors validate it against this version's schema."""
+    return f"# yaml-language-server: $schema={SCHEMA_AT.format(ref=schema_ref(), kind=kind)}\n"
 
 
 @dataclass

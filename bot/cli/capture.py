@@ -23,6 +23,9 @@ def _common(command: Callable[..., Any]) -> Callable[..., Any]:
                                           "A key already stored is not captured again."),
         click.option("--task", help="What the agent was asked to do (default: the model's reading, or the PR title)."),
         click.option("--task-type", help="Slug that scopes which rules a run gets, e.g. api."),
+        click.option("--model", help="The model that states the belief delta: `local` (after `replaybook model "
+                                     "install local`) or a hosted id (needs ANTHROPIC_API_KEY). "
+                                     "Default: config models.capture."),
         click.option("--json", "as_json", is_flag=True, help="Print the result as JSON."),
         click.option("--dry-run", is_flag=True, help="Print the incident that would be stored; store nothing."),
     ]
@@ -31,12 +34,13 @@ def _common(command: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
-def _analyst(ctx: click.Context):
-    """Claude when ANTHROPIC_API_KEY is set, else None (the incident is then marked for triage)."""
-    env = ctx.obj.env
-    if not env.api_key:
+def _analyst(ctx: click.Context, model: str | None = None):
+    """``model`` (default: config ``models.capture``) when it can answer (``local``, or a hosted id with
+    ANTHROPIC_API_KEY set), else None (the incident is then marked for triage)."""
+    env, model = ctx.obj.env, model or ctx.obj.settings.config.models.capture
+    if not config_mod.has_model(env, model):
         return None
-    return config_mod.llm(env, ctx.obj.settings.config.models.capture)  # imports the adapter only when a model is used
+    return config_mod.llm(env, model)  # imports the adapter only when a model is used
 
 
 def _admitted(ctx: click.Context) -> list:
@@ -52,9 +56,9 @@ def _admitted(ctx: click.Context) -> list:
 
 
 def _run(ctx: click.Context, evidence: capture_mod.Evidence, *, source_url: str | None, source_key: str | None,
-         task: str | None, task_type: str | None, as_json: bool, dry_run: bool) -> None:
+         task: str | None, task_type: str | None, as_json: bool, dry_run: bool, model: str | None = None) -> None:
     store = IncidentStore(ctx.obj.settings.path("incidents"))
-    analyst = _analyst(ctx)
+    analyst = _analyst(ctx, model)
     result = capture_mod.capture(evidence, store, analyst, dry_run=dry_run, task=task, task_type=task_type,
                                  source_url=source_url, key=source_key, rules=_admitted(ctx) if analyst else [])
     incident = result.incident
@@ -78,6 +82,8 @@ def _run(ctx: click.Context, evidence: capture_mod.Evidence, *, source_url: str 
         click.echo(f"recorded {result.path} ({mark}): {incident.trigger}")
     if result.simulated:
         click.echo("note: the belief delta was written by the SIMULATED model", err=True)
+    elif analyst is not None and getattr(analyst, "label", ""):
+        click.echo(f"note: the belief delta was written by a {analyst.label}", err=True)
 
 
 @click.group("capture")

@@ -18,8 +18,12 @@ from bot.errors import BadInput, CheckFailed
 @click.option("--org", "org", is_flag=True,
               help="Show the organisation's tier instead: three member repositories, one org rule admitted, one "
                    "refused because it regresses one member (SIMULATED model).")
+@click.option("--model", type=click.Choice(["scripted", "local"]), default=None,
+              help="`local`: the real model `replaybook model install local` installs answers capture, distill and "
+                   "the replays, offline. `scripted`: the SIMULATED model. "
+                   "Default: Claude with ANTHROPIC_API_KEY, else scripted.")
 @click.pass_context
-def command(ctx: click.Context, workspace: Path | None, org: bool) -> None:
+def command(ctx: click.Context, workspace: Path | None, org: bool, model: str | None) -> None:
     """Run the whole loop on bundled material: capture, distill, admit.
 
     It builds a scratch repository from the four seed failures, captures
@@ -29,7 +33,7 @@ def command(ctx: click.Context, workspace: Path | None, org: bool) -> None:
     refused: one the agent already follows, one that breaks another scenario.
     Exit 1 when no rule was admitted.
     Offline it uses the SIMULATED model throughout; with ANTHROPIC_API_KEY set
-    it uses Claude.
+    it uses Claude; with `--model local` the local model (slow on a CPU: minutes).
     """
     if workspace is None:
         workspace = Path(tempfile.mkdtemp(prefix="replaybook-demo-"))
@@ -37,13 +41,16 @@ def command(ctx: click.Context, workspace: Path | None, org: bool) -> None:
         raise BadInput(f"{workspace}: --workspace must be empty or new; the demo never writes over files")
     workspace.mkdir(parents=True, exist_ok=True)
     if org:
+        if model == "local":
+            raise BadInput("--org shows the org tier on the SIMULATED model only; drop --model local")
         _org(workspace)
         return
     env = ctx.obj.env
-    key = env.api_key
-    click.echo(f"# Replaybook demo ({'Claude' if key else 'offline, SIMULATED model'})\n\nWorkspace: `{workspace}`\n")
+    who = ("offline, local model" if model == "local" else "Claude" if env.api_key and model != "scripted"
+           else "offline, SIMULATED model")
+    click.echo(f"# Replaybook demo ({who})\n\nWorkspace: `{workspace}`\n")
     outcome = demo.run(workspace, click.echo, datetime.now(timezone.utc).date(), env=env,
-                       progress=lambda msg: click.echo(msg, err=True))
+                       progress=lambda msg: click.echo(msg, err=True), model=model)
     click.echo(f"Look around: `cd {workspace}` then `replaybook playbook list --all`, "
                f"or read `{outcome.playbook / 'PLAYBOOK.md'}`.")
     if not outcome.admitted:

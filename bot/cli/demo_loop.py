@@ -37,7 +37,8 @@ from bot.incident.store import Incident, IncidentStore
 from bot.playbook import rule as rules_mod
 from bot.playbook.store import Playbook
 from bot.replay.answers import AnswerBook
-from bot.replay.engine import SCRIPTED, ReplayOptions
+from bot.model.served import LOCAL, SCRIPTED
+from bot.replay.engine import ReplayOptions
 from bot.replay.gateway import Gateway
 from bot.scenario import suite as suite_mod
 from bot.settings import Environment
@@ -79,7 +80,7 @@ def build_workspace(workspace: Path) -> Path:
 
 
 def run(workspace: Path, say: Say, today: date, env: Environment | None = None,
-        progress: Say = lambda _: None) -> Path:
+        progress: Say = lambda _: None, model: str | None = None) -> Path:
     """The loop on ``workspace`` (an empty folder); return the playbook folder."""
     build_workspace(workspace)
     settings = config.load(workspace)
@@ -87,8 +88,8 @@ def run(workspace: Path, say: Say, today: date, env: Environment | None = None,
     book = Playbook(settings.path("playbook"), root=workspace, cap=DEMO_CAP, incidents=store)
     logs = sorted((workspace / "scenarios").glob("*/logs/*.log"))
     with ExitStack() as stack:
-        models = _models(stack, workspace, settings, logs, env or Environment())
-        say(f"Models: {'Claude (ANTHROPIC_API_KEY is set)' if not models.simulated else SIMULATED}.\n")
+        models = _models(stack, workspace, settings, logs, env or Environment(), model)
+        say(f"Models: {describe(models)}.\n")
         captured = capture_logs(logs, store, models, say)
         report = distill_incidents(settings, models, say)
         rows = gate_proposals(book, workspace, report, models, today, say, progress)
@@ -104,13 +105,26 @@ class Outcome:
     refused: dict[str, str]  # rule id -> why the gate did not admit it
 
 
-def _models(stack: ExitStack, workspace: Path, settings, logs: list[Path], env: Environment) -> Models:
+def describe(models: Models) -> str:
+    if models.simulated:
+        return SIMULATED
+    if models.replay.model_label:
+        return f"{models.replay.model_label}, offline (cost: tokens and CPU time, $0)"
+    return "Claude (ANTHROPIC_API_KEY is set)"
+
+
+def _models(stack: ExitStack, workspace: Path, settings, logs: list[Path], env: Environment,
+            model: str | None = None) -> Models:
+    """``model`` ``local``: the local model answers everything; else Claude with a key, else the simulated model."""
     from bot.model.llm import (
         LLM,  # the anthropic SDK takes over a second to import: only when the demo runs
     )
 
     runs = workspace / ".replaybook" / "traces"
-    if env.api_key:
+    if model == LOCAL:
+        return Models(config_mod.llm(env, LOCAL), config_mod.llm(env, LOCAL, max_tokens=8192, timeout_s=600),
+                      replay_options(settings, env, model=LOCAL, runs_dir=runs), simulated=False)
+    if env.api_key and model != SCRIPTED:
         cfg = settings.config.models
         return Models(config_mod.llm(env, cfg.capture), config_mod.llm(env, cfg.distill, max_tokens=8192),
                       replay_options(settings, env, model=cfg.agent, runs_dir=runs), simulated=False)
@@ -225,7 +239,8 @@ def gate_proposals(book: Playbook, workspace: Path, report: distill.DistillRepor
     say("")
     say(table(["rule", "decision", "passed without", "passed with", "regressions", "retired", "replays",
                "from cache", "cost"], [r[:-1] for r in rows]))
-    estimate = " Costs are simulated estimates." if models.simulated else ""
+    estimate = (" Costs are simulated estimates." if models.simulated else
+                " The local model costs $0: its cost is tokens and CPU time." if models.replay.model_label else "")
     say(f"\n{TRIALS_NOTE}{estimate}\n")
     return rows
 

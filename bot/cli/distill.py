@@ -22,9 +22,12 @@ MAX_TOKENS = 8192
 @click.option("--since", metavar="DATE",
               help="Only incidents created on or after DATE (2026-07-14, or a UTC time such as 2026-07-14T09:32:00Z).")
 @click.option("--dry-run", is_flag=True, help="Ask the model and report what would be proposed; write nothing.")
+@click.option("--model", help="The model that writes rules: `local` (the model `replaybook model install local` "
+              "installs) or a hosted id (needs ANTHROPIC_API_KEY). Default: config models.distill.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON instead of tables.")
 @click.pass_context
-def command(ctx: click.Context, min_incidents: int, since: str | None, dry_run: bool, as_json: bool) -> None:
+def command(ctx: click.Context, min_incidents: int, since: str | None, dry_run: bool, model: str | None,
+            as_json: bool) -> None:
     """Distill unresolved incidents into proposed rules, each with a replay scenario.
 
     Incidents are grouped by failure class and by shared words in their belief
@@ -34,11 +37,12 @@ def command(ctx: click.Context, min_incidents: int, since: str | None, dry_run: 
     every refusal is reported. Proposals go to playbook/proposed/, spec changes
     to playbook/spec-changes/; run `replaybook gate` on a proposal to admit it.
 
-    Needs a model: set ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL for a proxy).
+    Needs a model: `--model local` (offline, after `replaybook model install local`), or
+    ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL for a proxy) for a hosted one.
     Exit 1 when the model failed for every group it was asked about.
     """
     settings = ctx.obj.settings
-    llm = _connect(ctx.obj.env, settings.config.models.distill)
+    llm = _connect(ctx.obj.env, model or settings.config.models.distill)
     report = distill_mod.distill(settings, llm, min_incidents=min_incidents, since=_since(since), dry_run=dry_run)
     if as_json:
         emit_json(report.as_json())
@@ -52,9 +56,10 @@ def command(ctx: click.Context, min_incidents: int, since: str | None, dry_run: 
 
 
 def _connect(env: Environment, model: str):
-    if not env.api_key:
-        raise BadInput("distill needs a model: set ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL for a proxy); "
-                       "offline, `replaybook demo` shows distill with the simulated model")
+    if not config_mod.has_model(env, model):
+        raise BadInput("distill needs a model: `--model local` after `replaybook model install local`, or set "
+                       "ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL for a proxy) for a hosted one; "
+                       "`replaybook demo` shows distill with the simulated model")
     llm = config_mod.llm(env, model, timeout_s=300)  # the adapter imports anthropic; only loaded when a model is configured
     llm.max_tokens = MAX_TOKENS
     return llm
@@ -80,6 +85,8 @@ def render(report: distill_mod.DistillReport) -> str:
              f"{len(report.spec_changes)} spec change(s), {len(report.refusals)} refusal(s)."]
     if report.simulated:
         lines.append("\n> Answers came from the SIMULATED model (offline, scripted), not a real model.")
+    elif report.model_label:
+        lines.append(f"\n> Answers came from {report.model_label}, offline: its cost is tokens and CPU time, $0.")
     if report.proposals:
         lines += ["", "### Proposed rules", "", table(
             ["id", "rule", "cites", "scenario", "provisional"],

@@ -49,6 +49,10 @@ def command(ctx: click.Context, path: Path | None, repo: str | None, offline: bo
     if root is None:
         found = config_mod.find(Path.cwd().resolve())
         root = found.parent if found else Path.cwd()
+    if actions_sha is not None:
+        init_mod.actions_commit(actions_sha)  # 40 hex digits, or bad input (exit 2) before any check
+    if repo is not None and (repo.count("/") != 1 or not all(repo.split("/"))):
+        raise BadInput(f"repository {repo!r} is not owner/name; pass --repo OWNER/NAME or set GITHUB_REPOSITORY")
     port = None if offline else _port(repo)
     context = doctor_mod.Context(port, app_token=app_token(), app_id_set=bool(settings_mod.get("REPLAYBOOK_APP_ID")))
     try:
@@ -65,8 +69,6 @@ def _port(repo: str | None):
     token = settings_mod.get("GITHUB_TOKEN")
     if not token or not repo:
         return None  # the GitHub checks say they need a token (and a repository)
-    if repo.count("/") != 1 or not all(repo.split("/")):
-        raise BadInput(f"repository {repo!r} is not owner/name; pass --repo OWNER/NAME or set GITHUB_REPOSITORY")
     from bot.github.adapter import PyGithubAdapter
 
     throttle = _float_env("REPLAYBOOK_GITHUB_THROTTLE", 1.0)

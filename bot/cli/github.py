@@ -153,15 +153,17 @@ def app_token() -> bool:
 
 
 def _analyst(settings, env: Environment):
-    return config_mod.llm(env, settings.config.models.capture) if env.api_key else None
+    model = settings.config.models.capture
+    return config_mod.llm(env, model) if config_mod.has_model(env, model) else None
 
 
 def _distiller(settings, env: Environment):
-    if not env.api_key:
+    model = settings.config.models.distill
+    if not config_mod.has_model(env, model):
         return None  # the distill action says so in its outcome
     from bot.cli.distill import MAX_TOKENS
 
-    llm = config_mod.llm(env, settings.config.models.distill, timeout_s=300)
+    llm = config_mod.llm(env, model, timeout_s=300)
     llm.max_tokens = MAX_TOKENS
     return llm
 

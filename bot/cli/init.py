@@ -27,7 +27,11 @@ from bot.github import init as init_mod
 @click.pass_context
 def command(ctx: click.Context, path: Path | None, check: bool, force: bool, watched: tuple[str, ...],
             local_actions: bool, actions_sha: str | None, as_json: bool) -> None:
-    """Set up PATH (default: the current folder) for Replaybook on GitHub.
+    """Set up the repository at PATH (default: the current folder) for Replaybook on GitHub.
+
+    Run in a subfolder (packages/api), it sets up the repository's root: the nearest folder above holding
+    .git, where GitHub reads workflows. Each --watch name must be a workflow in .github/workflows/ (its
+    `name:`, else its file name), or init exits 2 naming those present.
 
     Writes .replaybook.yml, the playbook folder with an empty PLAYBOOK.md, a
     scenarios/ README, the incident issue form and four workflows
@@ -38,7 +42,11 @@ def command(ctx: click.Context, path: Path | None, check: bool, force: bool, wat
     written only when missing. With --check nothing is written; exit 1 when
     init has something to do.
     """
-    root = path or ctx.find_root().params.get("root") or Path.cwd()
+    start = path or ctx.find_root().params.get("root") or Path.cwd()
+    root = init_mod.repository_root(start) or start
+    if root != Path(start).resolve():
+        click.echo(f"note: {start} is inside the git repository at {root}; setting up the repository's root "
+                   "(GitHub reads workflows only from its .github/workflows/)", err=True)
     plan = init_mod.plan(root, local_actions=local_actions, watched=list(watched) or None, actions_sha=actions_sha)
     if check:
         _show(plan, as_json, done=False)
@@ -48,6 +56,10 @@ def command(ctx: click.Context, path: Path | None, check: bool, force: bool, wat
         return
     init_mod.apply(plan, force=force)
     _show(plan, as_json, done=True)
+    kept = init_mod.agent_files(plan.root)
+    if kept and not as_json and any(f.path == ".replaybook.yml" and f.state == "missing" for f in plan.files):
+        click.echo(f"\n.replaybook.yml lists `render: {kept}`: `replaybook playbook render` keeps the playbook section "
+                   "in those agents' files and `replaybook playbook check` fails when one is stale.")
     if not as_json:
         click.echo(f"\nReplaybook {init_mod.version()}: {len(plan.needs_work)} file(s) written. "
                    f"`.replaybook/` (local caches and traces) is in .gitignore. Next: {init_mod.docs_url()} "

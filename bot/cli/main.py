@@ -27,6 +27,7 @@ from bot.cli import (
     incident,
     init,
     lessons,
+    model,
     org,
     playbook,
     replay,
@@ -39,6 +40,13 @@ from bot.cli import (
 from bot.errors import ReplaybookError
 from bot.replay import host_tools  # noqa: F401  (first: the harness's own tools are found from the PATH at start)
 from bot.settings import Environment
+
+
+def _print_version(ctx: click.Context) -> None:
+    from bot._util.build_info import describe
+
+    click.echo(f"replaybook {describe()}")
+    ctx.exit()
 
 
 class Context:
@@ -65,7 +73,9 @@ class Context:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.version_option(__version__, prog_name="replaybook")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True,
+              callback=lambda ctx, _, value: _print_version(ctx) if value else None,
+              help="Show the version and the commit it was built from (`0.1.0 (fd0a01d, untagged)`), and exit.")
 @click.option(
     "--root",
     type=click.Path(file_okay=False, path_type=Path),
@@ -97,6 +107,7 @@ cli.add_command(github.group)
 cli.add_command(init.command)
 cli.add_command(doctor.command)
 cli.add_command(agent.group)
+cli.add_command(model.group)
 cli.add_command(report.command)
 cli.add_command(org.group)
 

@@ -17,7 +17,7 @@ from bot.gate.decision import GateOptions
 from bot.gate.pool import cores
 from bot.playbook.store import Playbook
 from bot.replay.agents import AGENTS
-from bot.replay.engine import SCRIPTED
+from bot.model.served import SCRIPTED
 
 
 @click.group("org")
@@ -50,7 +50,8 @@ def _org_book(settings: config_mod.Settings) -> Playbook:
 @click.option("--agent", "agents", type=click.Choice(AGENTS), multiple=True,
               help="Prove it on this agent (repeatable; each must admit). Default: config org_tier.agents, else builtin.")
 @click.option("--model", default=SCRIPTED, show_default=True,
-              help="A model id (needs the agent's API key), or `scripted` for the offline simulated model.")
+              help="`scripted` (the offline simulated model), `local` (the real model `replaybook model install "
+                   "local` installs, offline), or a hosted model id (needs the agent's API key).")
 @click.option("--min-members", type=click.IntRange(org_gate.MIN_MEMBERS_FLOOR, 100), default=None,
               help="Members the rule's scenarios must come from (never fewer than 2). Default: config "
                    "org_tier.min_members, else 3.")
@@ -94,9 +95,7 @@ def gate(ctx: click.Context, rule_file: Path, members: tuple[Path, ...], agents:
     roots = _members(settings, members)
     need = min_members or (tier_cfg.min_members if tier_cfg else 3)
     chosen = list(agents) or (tier_cfg.agents if tier_cfg else []) or ["builtin"]
-    key_var, key, _ = config_mod.for_agent(ctx.obj.env, chosen[0])
-    if model != SCRIPTED and not key:
-        raise BadInput(f"a real --model needs {key_var}; use `scripted` for the simulated model")
+    config_mod.require_key(ctx.obj.env, chosen[0], model)
     readers = org_gate.members_of(candidate, roots, _org_book(settings).admitted(), min_members=need,
                                   source=_source(settings))
     replay = replay_options(settings, ctx.obj.env, model=model, agent=chosen[0])

@@ -21,6 +21,13 @@ def open_playbook(ctx: click.Context) -> Playbook:
     return config_mod.playbook(settings, incidents=IncidentStore(settings.path("incidents")))
 
 
+def warn_skipped(book: Playbook) -> None:
+    """Each broken candidate a read left out, as a warning: it is not served, and the rest is."""
+    for line in book.skipped:
+        click.echo(f"warning: skipped a candidate that does not load: {line}; fix it or delete it "
+                   "(`replaybook rule validate FILE` checks it)", err=True)
+
+
 def _today(value: str | None) -> date:
     if value is None:
         return datetime.now(timezone.utc).date()
@@ -56,7 +63,8 @@ def list_(ctx: click.Context, all_states: bool, as_json: bool) -> None:
     from bot.playbook import worth as health
 
     book = open_playbook(ctx)
-    entries = book.entries(STATES if all_states else ("rules",))
+    entries = book.entries(STATES if all_states else ("rules",), skip_bad_candidates=True)
+    warn_skipped(book)
     known = {i.id: i for i in book.incidents.read().incidents}
     today = datetime.now(timezone.utc).date()
     scores = {e.rule.id: health.worth(e.rule, known, today, book.half_life_days).score for e in entries}
@@ -120,6 +128,8 @@ def render(ctx: click.Context, sections: tuple[Path, ...], targets: tuple[str, .
     from bot.playbook import render as render_mod
 
     book = open_playbook(ctx)
+    book.entries(skip_bad_candidates=True)  # a broken candidate is named, and never stops the rendering
+    warn_skipped(book)
     settings = ctx.obj.settings
     for change in render_mod.render(book, settings.root, list(targets) + settings.config.render):
         verb = "removed" if change.new is None else "created" if change.old is None else "updated"
@@ -201,8 +211,14 @@ def retire(ctx: click.Context, rule_id: str | None, reason: str | None, on: str 
 @click.option("--json", "as_json", is_flag=True, help="Print the chosen rules as JSON.")
 @click.pass_context
 def inject(ctx: click.Context, task_type: str, max_rules: int | None, as_json: bool) -> None:
-    """Print the rules for one task as text for a system prompt."""
+    """Print the rules for one task as text for a system prompt.
+
+    A candidate in playbook/proposed/ that does not load is named on stderr and skipped: the admitted
+    rules are served whatever a proposal holds.
+    """
     book = open_playbook(ctx)
+    book.entries(skip_bad_candidates=True)
+    warn_skipped(book)
     if as_json:
         emit_json([r.to_yaml_data() for r in book.select(task_type, max_rules)])
         return
@@ -240,7 +256,8 @@ def escalate(ctx: click.Context, rule_id: str, write: bool) -> None:
 @click.argument("rule_ids", nargs=-1)
 @click.option("--agent", default="builtin", show_default=True, help="The agent to replay (as for `gate`).")
 @click.option("--model", default="scripted", show_default=True,
-              help="A model id (needs ANTHROPIC_API_KEY), or `scripted` for the offline simulated model.")
+              help="`scripted` (the offline simulated model), `local` (the real model `replaybook model install "
+                   "local` installs, offline), or a hosted model id (needs ANTHROPIC_API_KEY).")
 @click.option("--max-cost-usd", type=click.FloatRange(min=0), help="Stop once the replays have spent this much.")
 @click.option("--jobs", type=click.IntRange(1, 64), default=1, show_default=True, help="Trials run at once.")
 @click.option("--no-cache", is_flag=True, help="Replay everything; read and write no cache.")
@@ -258,10 +275,9 @@ def retest(ctx: click.Context, rule_ids: tuple[str, ...], agent: str, model: str
     and stop at --max-cost-usd (the rest are `unknown`).
     """
 
-    from bot.config import replay_options
+    from bot.config import replay_options, require_key
     from bot.gate import decision as gate_mod
     from bot.health import redundancy
-    from bot.replay.engine import SCRIPTED
 
     settings = ctx.obj.settings
     book = open_playbook(ctx)
@@ -269,9 +285,7 @@ def retest(ctx: click.Context, rule_ids: tuple[str, ...], agent: str, model: str
     unknown = [r for r in rule_ids if r not in admitted]
     if unknown:
         raise BadInput(f"{', '.join(unknown)}: not admitted rules in {book.dir('rules')}/; see `replaybook playbook list`")
-    key = ctx.obj.env.api_key
-    if model != SCRIPTED and not key:
-        raise BadInput("a real --model needs ANTHROPIC_API_KEY; use `scripted` for the simulated model")
+    require_key(ctx.obj.env, agent, model)
     replay = replay_options(settings, ctx.obj.env, model=model, agent=agent)
     opts = gate_mod.GateOptions(replay=replay, jobs=jobs, max_cost_usd=max_cost_usd,
                                 cache_dir=None if no_cache else settings.path("cache"))
@@ -291,6 +305,7 @@ def retest(ctx: click.Context, rule_ids: tuple[str, ...], agent: str, model: str
         return
     click.echo(table(["rule", "scenario", "verdict", "compliance", "evidence"],
                      [(r.rule_id, r.scenario, r.verdict, r.compliance or "", r.evidence) for r in results]))
-    click.echo(f"cost ${cost:.4f}" + (" (simulated estimate)" if replay.simulated else ""))
+    click.echo(f"cost ${cost:.4f}" + (" (simulated estimate)" if replay.simulated else
+                                      f" ({replay.model_label}: tokens and CPU time)" if replay.model_label else ""))
     for rule_id in retired:
         click.echo(f"retired {rule_id} to {book.dir('archive')}/")

@@ -89,12 +89,16 @@ def command() -> None:
                    "the GitHub gate refuses it). Default: config replay.sandbox.")
 @click.option("--command", "command_template", help="For --agent command: its command line, with {task} and {playbook_file}.")
 @click.option("--model", default="scripted", show_default=True,
-              help="A model id (needs ANTHROPIC_API_KEY), or `scripted` for the offline simulated model.")
+              help="`scripted` (the offline simulated model), `local` (the real model `replaybook model install "
+                   "local` installs, offline), or a hosted model id (needs ANTHROPIC_API_KEY).")
 @click.option("--playbook", type=click.Path(dir_okay=False, path_type=Path),
               help="A playbook file whose text is the system prompt (default: the admitted rules, as the gate renders them).")
 @click.option("--rule", "rule_file", type=click.Path(dir_okay=False, path_type=Path),
               help="A candidate rule file whose rule is added to the playbook, or bundled:ID for a bundled scenario's rule.")
 @click.option("--trials", type=click.IntRange(1, 1000), default=1, show_default=True, help="Independent trials.")
+@click.option("--max-turns", type=click.IntRange(1, 500),
+              help="At most this many model turns, below the scenario's budget.max_turns "
+                   "(e.g. for a small local model).")
 @click.option("--jobs", type=click.IntRange(1, 64), default=1, show_default=True, help="Trials run at once.")
 @click.option("--noise", type=click.FloatRange(0, 1), default=0.0, help="Simulated model: chance a trial takes the other branch.")
 @click.option("--seed", type=int, default=0, help="Simulated model: seed for the noise.")
@@ -103,8 +107,8 @@ def command() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
 def run(ctx: click.Context, scenario: str, agent: str, command_template: str | None, model: str,
-            playbook: Path | None, rule_file: Path | None, trials: int, jobs: int, noise: float, seed: int,
-            runs_dir: Path | None, as_json: bool, sandbox: str | None) -> None:
+            playbook: Path | None, rule_file: Path | None, trials: int, max_turns: int | None, jobs: int, noise: float,
+            seed: int, runs_dir: Path | None, as_json: bool, sandbox: str | None) -> None:
     """Run an agent on SCENARIO (a path or an id) in a sandbox and judge it from its trace.
 
     Prints each trial's verdict (pass, fail or unscored), the check that failed
@@ -115,10 +119,13 @@ def run(ctx: click.Context, scenario: str, agent: str, command_template: str | N
     loaded = resolve_scenario(settings.root, settings.path("scenarios"), scenario)
     text = playbook_text(open_playbook(ctx), playbook, rule_file)
     opts = replay_options(settings, ctx.obj.env, model=model, runs_dir=runs_dir, sandbox=sandbox,
-                          agent=agent, command=command_template, noise=noise, seed=seed)
+                          agent=agent, command=command_template, noise=noise, seed=seed, max_turns=max_turns)
     if not as_json:
         click.echo(f"# Replay `{loaded.scenario.id}`: {agent} agent, model `{model}`"
-                   + (f"\n\n> {SIMULATED_NOTE}." if opts.simulated else "") + "\n")
+                   + (f"\n\n> {SIMULATED_NOTE}." if opts.simulated else "")
+                   + (f"\n\n> {opts.model_label}, offline: cost is tokens and CPU time, $0."
+                      if opts.model_label else "")
+                   + "\n")
 
     def progress(result: engine.TrialResult) -> None:
         if trials > 1:
@@ -140,7 +147,8 @@ def run(ctx: click.Context, scenario: str, agent: str, command_template: str | N
         process_mod.STOP.clear()  # run_trials returns only once every trial thread has ended
     if as_json:
         emit_json({"scenario": loaded.scenario.id, "agent": agent, "model": model,
-                   "simulated": opts.simulated, "summary": engine.summary(results),
+                   "simulated": opts.simulated, **({"model_label": opts.model_label} if opts.model_label else {}),
+                   "summary": engine.summary(results),
                    "trials": [r.to_dict() for r in results]})
     else:
         _report(results)

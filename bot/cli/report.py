@@ -7,7 +7,8 @@ from pathlib import Path
 import click
 
 from bot.cli.output import emit_json
-from bot.cli.playbook import _today, open_playbook
+from bot.cli.playbook import _today, open_playbook, warn_skipped
+from bot.errors import BadInput
 
 
 @click.command("report")
@@ -33,8 +34,9 @@ def command(ctx: click.Context, as_json: bool, on: str | None, output: Path | No
 
     settings = ctx.obj.settings
     extra = _from_github(settings) if on_github else {}
-    result = report_mod.build(open_playbook(ctx), _today(on), ignored_after=settings.config.health.ignored_after,
-                              **extra)
+    book = open_playbook(ctx)
+    result = report_mod.build(book, _today(on), ignored_after=settings.config.health.ignored_after, **extra)
+    warn_skipped(book)
     text = report_mod.markdown(result)
     if output:
         output.parent.mkdir(parents=True, exist_ok=True)
@@ -43,6 +45,9 @@ def command(ctx: click.Context, as_json: bool, on: str | None, output: Path | No
         emit_json(result.model_dump(mode="json"))
     else:
         click.echo(text)
+    if result.unreadable:  # as `incident list`: what loads is shown, a broken incident is bad input
+        raise BadInput(f"{len(result.unreadable)} incident file(s) could not be read and were left out of the report; "
+                       "fix them (`replaybook incident validate FILE`)", problems=result.unreadable)
 
 
 def _from_github(settings) -> dict:

@@ -106,6 +106,7 @@ class Refusal:
 class DistillReport:
     dry_run: bool = False
     simulated: bool = False
+    model_label: str = ""  # a real local model's name and quantisation ("" for a hosted model)
     groups: list[Group] = field(default_factory=list)
     proposals: list[Proposal] = field(default_factory=list)
     spec_changes: list[SpecChange] = field(default_factory=list)
@@ -128,7 +129,7 @@ class DistillReport:
     def as_json(self) -> dict[str, Any]:
         return {
             "dry_run": self.dry_run,
-            "simulated": self.simulated,
+            "simulated": self.simulated, **({"model_label": self.model_label} if self.model_label else {}),
             "groups": [{"key": g.key, "failure_class": g.failure_class, "incidents": g.ids} for g in self.groups],
             "proposals": [{k: v for k, v in asdict(p).items() if k != "files"} for p in self.proposals],
             "spec_changes": [asdict(s) for s in self.spec_changes],
@@ -186,7 +187,8 @@ def _distill(settings: Settings, llm: AsksJson, *, sink: Callable[[Change, Path]
     store = incidents if incidents is not None else IncidentStore(settings.path("incidents"))
     book = Playbook(settings.path("playbook"), root=settings.root, cap=settings.cap, incidents=store)
     scenarios_dir = settings.path("scenarios")
-    report = DistillReport(simulated=bool(getattr(llm, "simulated", False)))
+    report = DistillReport(simulated=bool(getattr(llm, "simulated", False)),
+                           model_label=str(getattr(llm, "label", "") or ""))
     retry = refusals_mod.local(book, settings.root) if refused is None else refusals_mod.Refusals.of(list(refused))
     reopened = {r.rule_id for r in retry.open}
     covered = {c: by for c, by in _covered(book).items() if by.split(" ", 1)[0] not in reopened}

@@ -127,7 +127,7 @@ def local(book, root: Path) -> Refusals:
     last: dict[str, ledger.GateRecord] = {}
     for record in records:  # oldest first: the last gate of a rule wins
         last[record.rule_id] = record
-    archived = [e.rule for e in book.entries(("archive",)) if (e.rule.model_extra or {}).get("retired_reason") == REFUSED]
+    archived = [e.rule for e in book.entries(("archive",)) if e.rule.retired_reason == REFUSED]
     out = []
     for entry in book.entries(("proposed",)):
         record = last.get(entry.rule.id)

@@ -91,7 +91,9 @@ def markdown_report(result: PerAgent, test: SequentialTest) -> str:
         ["with the rule (passed/scored)", *[side(r[a].after) for a in agents]],
         ["suite regressions", *[", ".join(e.scenario for e in r[a].regressions) or "none" for a in agents]],
         ["replays", *[str(r[a].replays) for a in agents]],
-        ["cost (USD)" + (" — simulated estimate" if any(x.simulated for x in r.values()) else ""),
+        ["cost (USD)" + (" — simulated estimate" if any(x.simulated for x in r.values()) else
+                         f" — {next(x.model_label for x in r.values() if x.model_label)}, $0"
+                         if any(x.model_label for x in r.values()) else ""),
          *[f"{r[a].cost_usd:.4f}" for a in agents]],
         ["reason", *[neutralise(r[a].reason) for a in agents]],
     ]

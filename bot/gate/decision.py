@@ -67,6 +67,7 @@ class Runner:
         self.cache = ReplayCache(opts.cache_dir) if opts.cache_dir else None
         self.cost = 0.0
         self.model_calls = 0
+        self.tokens = 0
         self.replays = 0
         self.hits = 0
         self.spent = 0.0  # every trial run, read or not: what the budget counts
@@ -148,6 +149,7 @@ class Runner:
             else:
                 self.cost += result.cost_usd
                 self.model_calls += result.model_calls
+                self.tokens += result.input_tokens + result.output_tokens
                 self.replays += 1
         return result
 
@@ -329,7 +331,7 @@ def run_gate(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions
     else:
         progress = _with_eta(progress, estimate(book, rule_path, suite_dir, opts), runner)
     result = GateResult(candidate.id, candidate.rule, "error", "", provisional=bool(candidate.provisional),
-                        simulated=opts.replay.simulated,
+                        simulated=opts.replay.simulated, model_label=opts.replay.model_label,
                         traces=str(opts.replay.runs_dir) if opts.replay.runs_dir else None, **_scope(candidate))
     loaded = sc.load(book.root / candidate.replay)
     before_text, after_text = baseline_prompt(book, candidate), system_prompt(book, candidate)
@@ -345,12 +347,14 @@ def run_gate(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions
         raise errors_mod.Interrupted(
             f"interrupted: the gate of {candidate.id} stopped after {runner.replays} replay(s) read "
             f"({runner.hits} from the cache, ${runner.cost:.2f} spent); nothing was decided or changed. "
-            "Every finished trial is in the cache: run the same gate again to go on from there") from None
+            + ("Every finished trial is in the cache: run the same gate again to go on from there"
+               if opts.cache_dir is not None else
+               "With --no-cache no trial was kept: the same gate replays every trial again")) from None
     finally:
         runner.close()
         process_mod.STOP.clear()  # only once every trial thread has ended
     result.cost_usd = round(runner.cost, 6)
-    result.model_calls, result.replays = runner.model_calls, runner.replays
+    result.model_calls, result.replays, result.tokens = runner.model_calls, runner.replays, runner.tokens
     result.cache_hits = runner.hits
     result.speculative = runner.speculative
     result.speculative_cost_usd = round(max(0.0, runner.spent - runner.cost), 6)
@@ -423,7 +427,9 @@ def _decide(result: GateResult, runner: Runner, opts: GateOptions, loaded: sc.Lo
     else:
         result.decision = "admit"
         result.reason = (f"replay is discriminative ({result.before.passes}/{result.before.n} passed without the rule, "
-                         f"{result.after.passes}/{result.after.n} with it) and the suite does not regress"
+                         f"{result.after.passes}/{result.after.n} with it) and "
+                         + ("the suite does not regress" if result.suite else
+                            "no other scenario was checked (the suite holds none besides its own)")
                          + (f" ({incomplete})" if incomplete else ""))
 
 

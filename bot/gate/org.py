@@ -62,6 +62,7 @@ class OrgGateResult:
     cells: dict[tuple[str, str], GateResult] = field(default_factory=dict)  # (agent, member) -> its result
     k: int = 0  # the member scenarios the suite test's correction is over
     simulated: bool = False
+    model_label: str = ""  # a real local model's name and quantisation
 
 
 def load_candidate(path: Path) -> Rule:
@@ -124,7 +125,7 @@ def run(candidate: Rule, members: list[Member], opts: GateOptions, agents: list[
     if unknown:
         raise BadInput(f"--only: {', '.join(unknown)} is not a member given with --member")
     result = OrgGateResult(candidate.id, candidate.rule, [m.name for m in members], agents, k=k,
-                           simulated=opts.replay.simulated)
+                           simulated=opts.replay.simulated, model_label=opts.replay.model_label)
     for agent in agents:
         agent_opts = replace(opts, replay=replace(opts.replay, agent=agent))
         runner = Runner(agent_opts)
@@ -149,7 +150,8 @@ def _member(candidate: Rule, member: Member, runner: Runner, opts: GateOptions, 
     kept, left = with_it.fitted()
     before_text = book.render_text(book.admitted())
     after_text = book.render_text(book.admitted(), org=with_it)
-    cell = GateResult(candidate.id, candidate.rule, "error", "", simulated=opts.replay.simulated)
+    cell = GateResult(candidate.id, candidate.rule, "error", "", simulated=opts.replay.simulated,
+                      model_label=opts.replay.model_label)
     before_cost = (runner.cost, runner.replays, runner.model_calls, runner.hits)
     if any(r.id == candidate.id for r in left):
         cell.decision = "reject"
@@ -186,6 +188,7 @@ def document(result: OrgGateResult, opts: GateOptions) -> dict:
 
     doc = {"rule": result.rule_id, "rule_text": result.rule_text, "members": result.members,
            "agents": result.agents, "k": result.k, "simulated": result.simulated,
+           **({"model_label": result.model_label} if result.model_label else {}),
            "tests": {"own": opts.test.describe(), "suite": suite_test(opts).describe(),
                      "suite_baseline_n": suite_test(opts).baseline_n},
            "cells": [{"agent": a, "member": m, **gate_report.as_json(c)} for (a, m), c in result.cells.items()]}
@@ -243,7 +246,9 @@ def combine(docs: list[dict], opts: GateOptions) -> dict:
     baseline_n = first["tests"].get("suite_baseline_n") if isinstance(first["tests"], dict) else None
     opts = replace(opts, suite_trials=baseline_n if isinstance(baseline_n, int) and baseline_n > 0 else None)
     return conclude({**{key: first[key] for key in same},
-                     "simulated": any(d.get("simulated") for d in docs), "cells": list(cells.values())}, opts)
+                     "simulated": any(d.get("simulated") for d in docs),
+                     **next(({"model_label": str(d["model_label"])} for d in docs if d.get("model_label")), {}),
+                     "cells": list(cells.values())}, opts)
 
 
 class _SideDoc(BaseModel):
@@ -321,6 +326,9 @@ def markdown(doc: dict) -> str:
     if doc["simulated"]:
         lines += ["_Replays ran against the SIMULATED model (scripted, offline): they prove the harness, not a real "
                   "model's behaviour._", ""]
+    elif doc.get("model_label"):
+        lines += [f"_Replays ran against {_cell(neutralise(str(doc['model_label'])))}, offline: its cost is tokens "
+                  "and CPU time, $0._", ""]
     rows = {
         "own scenario": [f"`{cells[x]['before']['scenario']}`" if cells[x]["before"] else "–" for x in cols],
         "without the rule": [_side(cells[x]["before"]) for x in cols],

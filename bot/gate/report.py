@@ -45,7 +45,9 @@ def _side(side: Side | None) -> dict[str, Any] | None:
 def as_json(result: GateResult) -> dict[str, Any]:
     return {
         "rule": result.rule_id, "decision": result.decision, "reason": result.reason,
-        "provisional": result.provisional, "simulated": result.simulated, "own_test": result.own_test,
+        "provisional": result.provisional, "simulated": result.simulated,
+        **({"model_label": result.model_label, "tokens": result.tokens} if result.model_label else {}),
+        "own_test": result.own_test,
         "screen": [_side(s) for s in result.screen],
         "before": _side(result.before), "after": _side(result.after),
         "suite": [{"scenario": e.scenario, "judged": e.judged, "regressed": e.regressed, "broken": e.broken,

@@ -108,10 +108,12 @@ class GateResult:
     suite: list[SuiteEntry] = field(default_factory=list)
     cost_usd: float = 0.0
     model_calls: int = 0
+    tokens: int = 0  # input and output, of the replays run (not those from the cache)
     replays: int = 0
     cache_hits: int = 0
     traces: str | None = None
     simulated: bool = False
+    model_label: str = ""  # a real local model's name and quantisation: the report says so, and $0
     admitted: dict | None = None
     warnings: list[str] = field(default_factory=list)  # e.g. replayed without a sandbox
     own_test: str = ""  # how the own scenario was judged (the test ``gate.own_test`` picked), for the report

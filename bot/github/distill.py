@@ -168,6 +168,8 @@ def _distill_summary(report: Any, held: list[str], unreadable: list[int], ctx: R
              f"{sum(r.what == 'refused' for r in report.refusals)} refused"]
     if report.simulated:
         parts.insert(0, "SIMULATED model")
+    elif getattr(report, "model_label", ""):
+        parts.insert(0, f"{report.model_label} ($0)")
     refused = [r for r in report.refusals if r.what in ("refused", "failed")]
     if refused:
         parts.append("why: " + code(" | ".join(f"{r.group}: {r.reason}" for r in refused), 600))

@@ -89,9 +89,9 @@ def run(root: Path, context: Context = Context(), *, local_actions: bool = False
     if not root.is_dir():
         raise BadInput(f"{root}: not a folder; pass the root of the repository to check")
     root = root.resolve()
-    settings, config_finding = check_config(root)
-    findings = [config_finding, check_sandbox(settings),
-                check_init(root, settings, local_actions=local_actions, actions_sha=actions_sha)]
+    settings, config_findings = check_config(root)
+    findings = [*config_findings, *check_sandbox(settings),
+                *check_init(root, settings, local_actions=local_actions, actions_sha=actions_sha)]
     workflows = Workflows(root)
     variables = _read(context.port.variable_names) if context.port else None
     findings.append(check_app_token(workflows, context, variables))
@@ -113,43 +113,48 @@ def run(root: Path, context: Context = Context(), *, local_actions: bool = False
 # ------------------------------------------------------------------ local checks
 
 
-def check_config(root: Path) -> tuple[config_mod.Settings | None, Finding]:
+def check_config(root: Path) -> tuple[config_mod.Settings | None, list[Finding]]:
+    """One finding per problem of ``.replaybook.yml`` (one row each), or one ``ok``."""
     try:
         settings = config_mod.load(root)
     except BadInput as exc:
-        return None, Finding("`.replaybook.yml`", "fail", exc.render().replace("\n", " "),
-                             "correct the field it names (docs/formats.md, the config); `replaybook schema` gives "
-                             "the JSON Schema for your editor")
+        return None, [Finding("`.replaybook.yml`", "fail", problem,
+                              "correct the field it names (docs/formats.md, the config); `replaybook schema` gives "
+                              "the JSON Schema for your editor") for problem in exc.problems or [exc.message]]
     where = "valid" if settings.source else "absent: every key at its default"
-    return settings, Finding("`.replaybook.yml`", "ok", where)
+    return settings, [Finding("`.replaybook.yml`", "ok", where)]
 
 
-def check_sandbox(settings: config_mod.Settings | None) -> Finding:
+def check_sandbox(settings: config_mod.Settings | None) -> list[Finding]:
+    """One finding per thing the sandbox lacks (one row each), or one ``ok``."""
     name = settings.config.replay.sandbox if settings else config_mod.Replay().sandbox
     if name == "none":
-        return Finding("sandbox", "fail", "`replay.sandbox: none` runs agents unisolated; the GitHub gate refuses it",
-                       "set `replay.sandbox: bwrap` (or `docker`) in .replaybook.yml")
+        return [Finding("sandbox", "fail", "`replay.sandbox: none` runs agents unisolated; the GitHub gate refuses it",
+                        "set `replay.sandbox: bwrap` (or `docker`) in .replaybook.yml")]
     problems = isolation.problems(name)
     if problems:
-        return Finding("sandbox", "fail", f"{name}: " + "; ".join(problems),
-                       f"{INSTALL}, \"Sandbox on the runner\" (on GitHub the admit and replay actions run "
-                       "actions/sandbox.sh first)")
-    return Finding("sandbox", "ok", f"{name} starts, with socat" + (" and strace" if isolation.traced(name) else ""))
+        return [Finding("sandbox", "fail", f"{name}: {problem}",
+                        f"{INSTALL}, \"Sandbox on the runner\" (on GitHub the admit and replay actions run "
+                        "actions/sandbox.sh first)") for problem in problems]
+    return [Finding("sandbox", "ok", f"{name} starts, with socat" + (" and strace" if isolation.traced(name) else ""))]
 
 
 def check_init(root: Path, settings: config_mod.Settings | None, *, local_actions: bool,
-               actions_sha: str | None) -> Finding:
+               actions_sha: str | None) -> list[Finding]:
+    """One finding per file `replaybook init` would write (one row each), or one ``ok``."""
+    check = "workflows (`init --check`)"
     if settings is None:
-        return Finding("workflows (`init --check`)", "skip", "needs a valid .replaybook.yml", "fix .replaybook.yml first")
+        return [Finding(check, "skip", "needs a valid .replaybook.yml", "fix .replaybook.yml first")]
     try:
         plan = init_mod.plan(root, local_actions=local_actions, actions_sha=actions_sha)
     except BadInput as exc:
-        return Finding("workflows (`init --check`)", "unknown", exc.message, "pass --actions-sha")
+        return [Finding(check, "unknown", exc.message, "pass --actions-sha")]
     if not plan.needs_work:
-        return Finding("workflows (`init --check`)", "ok", f"{len(plan.files)} files as `replaybook init` writes them")
-    work = ", ".join(f"`{f.path}` ({f.state})" for f in plan.needs_work)
-    conflict = " (changed by hand: merge by hand, or `--force`)" if plan.conflicts else ""
-    return Finding("workflows (`init --check`)", "fail", work, f"run `replaybook init`{conflict}")
+        return [Finding(check, "ok", f"{len(plan.files)} files as `replaybook init` writes them")]
+    return [Finding(check, "fail", f"`{f.path}` ({f.state})",
+                    "run `replaybook init`" + (" (changed by hand: merge by hand, or `--force`)"
+                                               if f.state == "conflict" else ""))
+            for f in plan.needs_work]
 
 
 class Workflows:

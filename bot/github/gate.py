@@ -284,7 +284,7 @@ class PrGate:
         replay = self.replay
         if replay is None:
             key_var, key, _ = for_agent(self.env, self.agent or DEFAULT_AGENT)
-            if not key:
+            if not key and settings.config.models.agent != "local":  # `local`: the local model, no key
                 raise BadInput(f"{key_var} is not set, so the replay cannot run")
             # The base's settings: a PR cannot lift the sandbox, nor move where runs go.
             replay = replay_options(settings, self.env, model=settings.config.models.agent,

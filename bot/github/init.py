@@ -186,6 +186,39 @@ def watched_workflows(root: Path) -> tuple[list[str], bool]:
     return (sorted(names), True) if names else (["CI"], False)
 
 
+def agent_files(root: Path) -> list[str]:
+    """The render targets (hosts) whose main instruction file exists in ``root`` (CLAUDE.md: claude, AGENTS.md:
+    agents, …): init records them in ``render:`` so `playbook render` keeps them and `playbook check` checks them."""
+    from bot.playbook.render.hosts import HOSTS
+
+    return [host.name for host in HOSTS.values() if (Path(root) / host.main).is_file()]
+
+
+def check_watched(root: Path, watched: list[str]) -> None:
+    """``BadInput`` naming the workflows present when a ``--watch`` name is none of them (GitHub matches
+    ``workflow_run`` by the workflow's ``name:``, or its file name when it has none). With no workflow yet,
+    any name is taken: the workflow may come later."""
+    present, found = watched_workflows(root)
+    if not found:
+        return
+    known = {name.lower() for name in present}
+    unknown = [name for name in watched if name.lower() not in known]
+    if unknown:
+        raise BadInput(f"--watch {', '.join(repr(n) for n in unknown)}: no workflow in {root / '.github' / 'workflows'} "
+                       f"has that name; the workflows there are: {', '.join(present)} (a workflow's `name:`, else its "
+                       "file name). Nothing was written")
+
+
+def repository_root(start: Path) -> Path | None:
+    """The nearest folder at or above ``start`` holding ``.git`` (a folder, or a file for a worktree or a
+    submodule): where GitHub reads ``.github/workflows``. Found by walking up; git is never run."""
+    here = Path(start).resolve()
+    for folder in (here, *here.parents):
+        if (folder / ".git").exists():
+            return folder
+    return None
+
+
 def actions_commit(explicit: str | None = None) -> str:
     """The commit to pin the actions to: ``explicit``, else $REPLAYBOOK_ACTIONS_SHA, else the release's,
     else the commit this build was made from (bot/_util/build_info.py)."""
@@ -213,6 +246,20 @@ def _built_from() -> str | None:
     return built.commit
 
 
+def pin_comment(sha: str) -> str:
+    """What the comment after a pinned ``uses:`` says: the tag at ``sha`` when this build knows it (its
+    release's commit, or the tag recorded with the commit it was built from), else ``untagged``.
+
+    Renovate and Dependabot read the comment as the pinned version, so it never names a tag the commit
+    is not known to carry."""
+    from bot._util.build_info import build_commit
+
+    if RELEASE_COMMITS.get(version()) == sha:
+        return f"v{version()}"
+    built = build_commit()
+    return built.tag if built is not None and built.commit == sha and built.tag else "untagged"
+
+
 def uses(local_actions: bool, sha: str | None = None) -> dict[str, str]:
     if local_actions:  # this repository's own workflows: the actions of the same commit
         return {name: f"./actions/{name}" for name in (*ACTIONS, "org")}
@@ -229,15 +276,17 @@ def render(root: Path, *, local_actions: bool = False, watched: list[str] | None
     if not watched:
         watched, found = watched_workflows(root)
     at = version()
-    # Remote: the release's commit, named by its tag in a comment. Local: `./` rather than `$/`, which
+    pinned_uses = uses(local_actions, actions_sha)
+    # Remote: the commit, named by its tag in a comment (or `untagged`). Local: `./` rather than `$/`, which
     # runners do not all support yet.
     pin_note = ("  # zizmor: ignore[self-repository] the actions of this same commit" if local_actions
-                else f" # v{at}")
+                else f" # {pin_comment(pinned_uses['capture'].rsplit('@', 1)[1])}")
     context = {"version": at, "pin_note": pin_note, "actions_repo": ACTIONS_REPO,
-               "uses": uses(local_actions, actions_sha), "watched": watched,
+               "uses": pinned_uses, "watched": watched,
                "watched_found": found, "incident_label": cfg.labels.incident, "scenarios_dir": cfg.paths.scenarios,
                "agent_model": cfg.models.agent, "playbook_dir": cfg.paths.playbook.strip("/"),
                "defaults": config_mod.Config(),
+               "render_targets": agent_files(root),  # seeded once, with .replaybook.yml
                "trials_budget": SequentialTest().after_n,  # `/replaybook replay --trials N`: 1..this
                # a member pinned to an org repository: its admit and distill jobs check the tier out (docs/org.md)
                "org_repo": bool(cfg.org is not None and cfg.org.repo)}
@@ -310,6 +359,8 @@ def plan(root: Path, *, local_actions: bool = False, watched: list[str] | None =
     if not root.is_dir():
         raise BadInput(f"{root}: not a folder; pass the root of the repository to set up")
     root = root.resolve()
+    if watched:
+        check_watched(root, watched)
     files = []
     for path, text, managed in render(root, local_actions=local_actions, watched=watched, actions_sha=actions_sha):
         state, found = _state(root, path, text, managed)

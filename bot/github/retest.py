@@ -61,7 +61,7 @@ def run(action: Retest, ctx: RunContext, *, replay=None, allow_simulated: bool =
     only: no command and no workflow can set it, so on GitHub a simulated re-test is always refused.
     """
     from bot.config import playbook as open_playbook
-    from bot.config import replay_options
+    from bot.config import has_model, replay_options
     from bot.gate import decision as gate_mod
     from bot.health import redundancy
     from bot.settings import Environment
@@ -72,7 +72,7 @@ def run(action: Retest, ctx: RunContext, *, replay=None, allow_simulated: bool =
         return [Outcome(action.kind, "skipped", f"the agent is unchanged since the last re-test ({code(current)})")]
     if replay is None:
         env = Environment.read()
-        if not env.api_key:
+        if not has_model(env, config.models.agent):
             status = "skipped" if action.reason == "if_changed" else "failed"
             return [Outcome(action.kind, status, "re-test not run: ANTHROPIC_API_KEY is not set; a simulated "
                                                    "re-test never retires a real rule")]
@@ -87,7 +87,8 @@ def run(action: Retest, ctx: RunContext, *, replay=None, allow_simulated: bool =
         results, cost = redundancy.retest(book, opts)
     except BadInput as exc:
         return [Outcome(action.kind, "failed", "re-test not run: " + code(exc.render(), 400))]
-    model = replay.model + (" (simulated)" if replay.simulated else "")
+    model = replay.model + (" (simulated)" if replay.simulated
+                            else f" ({replay.model_label})" if replay.model_label else "")
     counts = {v: sum(r.verdict == v for r in results) for v in ("redundant", "needed", "unknown")}
     tally = ", ".join(f"{n} {v}" for v, n in counts.items())  # the body holds no cost: a cached run spends $0
     redundant = [r for r in results if r.verdict == "redundant"]

@@ -96,15 +96,18 @@ class Report(BaseModel):
 
 
 def gates_summary(records: list[gate_log.GateRecord], unreadable: int = 0) -> Gates:
-    """Every gate's cost, rejected candidates included, over the number of admit decisions."""
+    """Every gate's cost, rejected candidates included, over the number of rules the gate admitted: a rule
+    gated and then gated with ``--admit`` (two admit decisions) is one admission (ids are never reused)."""
     out = Gates(gates=len(records), unreadable=unreadable)
+    admitted: set[str] = set()
     for record in records:
         out.cost_usd += record.cost_usd
         out.simulated |= record.simulated
         if record.decision == "admit":
-            out.admitted += 1
+            admitted.add(record.rule_id)
         else:
             out.rejected[record.reason_kind] = out.rejected.get(record.reason_kind, 0) + 1
+    out.admitted = len(admitted)
     out.cost_usd = round(out.cost_usd, 4)
     out.cost_per_admission_usd = round(out.cost_usd / out.admitted, 4) if out.admitted else None
     return out
@@ -122,7 +125,7 @@ def build(book: Playbook, today: date, *, incidents: list[Incident] | None = Non
         reading = book.incidents.read() if book.incidents else None
         incidents = reading.incidents if reading else []
         problems = reading.problems if reading else []
-    entries = book.entries()
+    entries = book.entries(skip_bad_candidates=True)  # a broken candidate is left out (``book.skipped``)
     every = [e.rule for e in entries]
     admitted = [e for e in entries if e.state == "rules"]
     rows = health.rule_health([e.rule for e in admitted], incidents, today, ignored_after=ignored_after,

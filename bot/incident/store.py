@@ -63,6 +63,21 @@ def one_line(value: str, what: str) -> str:
     return value
 
 
+NOT_TEXT_SHARE = 0.3  # this much of it NUL, control or U+FFFD characters: decoded from a binary file, not text
+_TEXT_CONTROLS = frozenset("\t\n\r\x1b\x08\x0c")  # tabs, line ends, ANSI colours, backspace: logs hold them
+
+
+def not_text(value: str) -> str | None:
+    """Why ``value`` is not text (mostly NUL, control or U+FFFD replacement characters), or None.
+
+    A log may hold a stray NUL or a byte that is not UTF-8; random bytes are about half such characters."""
+    bad = sum(1 for c in value if c == "\ufffd" or (c < " " and c not in _TEXT_CONTROLS))
+    if bad >= 3 and bad > NOT_TEXT_SHARE * len(value):
+        return (f"{bad} of {len(value)} characters are NUL, control or U+FFFD characters (bytes that were not "
+                "UTF-8 text): a binary file")
+    return None
+
+
 #: The belief delta's two lines, checked by :func:`one_line` (incidents and capture's analysis share them).
 Believed = Annotated[str, AfterValidator(lambda value: one_line(value, "believed"))]
 Actual = Annotated[str, AfterValidator(lambda value: one_line(value, "found to be actually true"))]
@@ -97,6 +112,15 @@ class Incident(records.Record):
         default=None, description="The same mistake as before: the admitted rule that covers it (rule-0004) or the "
         "earlier incidents; `[]` when a person says it is no repeat. Unset: not recorded (the bot may fill it).")
 
+
+    @field_validator("task", "trigger", "believed", "actual", "evidence")
+    @classmethod
+    def _text(cls, value: str | None) -> str | None:
+        why = not_text(value) if value else None
+        if why:
+            raise ValueError(f"{why}, not a log or a sentence; capture the failing job's text log, or write the "
+                             "field by hand")
+        return value
 
     @field_validator("repeat_of")
     @classmethod

@@ -59,6 +59,7 @@ class LLM:
     client: anthropic.Anthropic
     model: str
     simulated: bool = False  # answered by the SIMULATED model (offline); say so wherever it is used
+    label: str = ""  # a real local model's name and quantisation (bot.model.served), for reports
     temperature: float = TEMPERATURE
     max_tokens: int = 2048
     usage: Usage = field(default_factory=Usage)
@@ -66,9 +67,9 @@ class LLM:
 
     @classmethod
     def connect(cls, model: str, *, api_key: str, base_url: str | None = None, simulated: bool = False,
-                timeout_s: float = 60.0, max_retries: int = 2, max_tokens: int = 2048) -> "LLM":
+                timeout_s: float = 60.0, max_retries: int = 2, max_tokens: int = 2048, label: str = "") -> "LLM":
         client = anthropic.Anthropic(api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=max_retries)
-        return cls(client=client, model=model, simulated=simulated, max_tokens=max_tokens)
+        return cls(client=client, model=model, simulated=simulated, max_tokens=max_tokens, label=label)
 
     def complete(self, system: str, user: str) -> str:
         """One answer's text; ``LLMError`` when the API fails for good."""

@@ -6,7 +6,9 @@ Cache writes cost 1.25x the input price and cache reads 0.1x (5-minute cache).
 A model id that is not in the table is priced by its family when the id
 names one (``claude-opus-*``, ``claude-sonnet-*``, ``claude-haiku-*``: the
 newest known price of that family), else at ``DEFAULT_PRICE``, a Sonnet-class
-price; ``simulated`` (offline replays) gets ``DEFAULT_PRICE``. That
+price; ``simulated`` (offline replays) gets ``DEFAULT_PRICE``, and ``local`` (the real
+model served on this machine, ``bot.model.served``) costs nothing: its cost is its tokens and CPU
+seconds. That
 keeps budgets biting in simulated runs, but a simulated cost is an *estimate*
 built on estimated token counts: compare it with other simulated costs only.
 """
@@ -54,6 +56,8 @@ PRICES: dict[str, Price] = {
     "gpt-5": Price(1.25, 10.0),
     "gpt-5-codex": Price(1.25, 10.0),
     "gpt-5-mini": Price(0.25, 2.0),
+    # The open-weights model run on this machine (`--model local`): no money, only tokens and CPU seconds.
+    "local": Price(0.0, 0.0),
 }
 
 # Unknown ids of a known family: the newest price of that family.

@@ -17,8 +17,56 @@ def problems(book: Playbook, root: Path, specs: list[str], sections: list[Path],
              control: bool = True) -> list[str]:
     """Every problem, one line each; the scenarios are validated once the rest holds (a broken playbook
     would report each scenario's rule again)."""
-    found = book.check(sections) + render.check(book, root, specs, sections)
+    found = book.check(sections)
+    try:
+        book.admitted()
+    except BadInput:
+        return found  # `book.check` listed why the rules do not load; rendering cannot be checked without them
+    found += render.check(book, root, specs, sections) + stray_sections(book, root, specs, sections)
     return found or admitted_scenario_problems(book, cache_dir, control=control)
+
+
+def stray_sections(book: Playbook, root: Path, specs: list[str], sections: list[Path]) -> list[str]:
+    """Files agents read (each host's, e.g. CLAUDE.md, AGENTS.md, */CLAUDE.md) that carry the playbook's markers
+    but are in neither ``sections`` nor ``render``: one whose section matches neither rendering (``--section`` or
+    ``--target``) is stale, and agents read stale rules from it."""
+    from bot.playbook.render import hosts
+    from bot.playbook.store import SECTION_START
+
+    root = Path(root)
+    known = {Path(f).resolve() for f in sections} | {(root / t.main).resolve() for t in render.targets(specs)}
+    problems: list[str] = []
+    for host in hosts.HOSTS.values():
+        for pattern in host.reads:
+            for path in sorted(root.glob(pattern)):
+                if path.resolve() in known or not path.is_file() or path.is_symlink():
+                    continue
+                known.add(path.resolve())
+                if SECTION_START.encode() not in path.read_bytes():
+                    continue
+                rel = path.relative_to(root).as_posix()
+                if not _stale(book, root, path, f"{host.name}:{rel}"):
+                    continue
+                target = host.name if rel == host.main else f"{host.name}:{rel}"
+                problems.append(f"{rel}: holds a playbook section that is out of sync with playbook/rules/ (agents read "
+                                f"it); run `replaybook playbook render --target {target}` (or `--section "
+                                f"{rel}`), and add `{host.name}` to `render:` in .replaybook.yml so it stays in sync")
+    return problems
+
+
+def _stale(book: Playbook, root: Path, path: Path, spec: str) -> bool:
+    """Neither the ``--section`` rendering nor the host target's matches the file's section."""
+    from bot.playbook.render import sync
+
+    try:
+        if book.section_in_sync(path):
+            return False
+    except BadInput:
+        pass
+    try:
+        return any(c.changed for c in sync.plan(book, root, render.targets([spec])) if c.rel == spec.split(":", 1)[1])
+    except BadInput:
+        return True
 
 
 def warnings(book: Playbook, root: Path, specs: list[str], sections: list[Path]) -> list[str]:

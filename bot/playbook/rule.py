@@ -7,7 +7,7 @@ from datetime import date
 from pathlib import Path
 from typing import ClassVar
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from bot._util import records
 from bot.errors import BadInput
@@ -49,6 +49,9 @@ class Rule(records.Record):
     """One playbook rule (see docs/formats.md). Its folder is its state."""
 
     kind: ClassVar[str] = "rule"
+    # An unknown key is refused, not kept: `task_type:` (the incident's spelling) would silently apply the
+    # rule to every task. The message names the nearest field ("did you mean `task_types`?").
+    model_config = ConfigDict(extra="forbid")
 
     id: str = Field(pattern=RULE_ID, description="rule-NNNN; unique, never reused.")
     rule: str = Field(min_length=1, description="At most two sentences: when it applies, and what to do.")
@@ -75,6 +78,12 @@ class Rule(records.Record):
         "every host. Set, it is rendered only into those agents' files.",
     )
     hits: int | None = Field(default=None, ge=0, description="Days on which a run cited [rule-NNNN] (counted as last_hit moves); unset: 0.")
+    retired: date | None = Field(default=None, description="Archive only: the day it was retired.")
+    retired_reason: str | None = Field(default=None, description="Archive only: why it was retired (cap, manual, "
+                                       "refused, redundant: …).")
+    refused_reason: str | None = Field(default=None, description="Archive only: why the gate refused the proposal "
+                                       "that a re-proposal replaced.")
+    replaced_by: str | None = Field(default=None, description="Archive only: the re-proposal that replaced it.")
 
     @field_validator("rule")
     @classmethod

@@ -90,6 +90,7 @@ class Playbook:
         self.incidents = incidents
         self._holding = False
         self.half_life_days = half_life_days  # config health.half_life_days: how fast a rule's score cools
+        self.skipped: list[str] = []  # the broken candidates the last lenient read left out (``entries``)
 
     # -- reading ---------------------------------------------------------
 
@@ -100,7 +101,11 @@ class Playbook:
         """The change path of file ``name`` in folder ``state``."""
         return f"{self.rel}/{state}/{name}"
 
-    def _scan(self, states=STATES) -> tuple[list[Entry], list[str]]:
+    def _scan(self, states=STATES) -> tuple[list[Entry], list[tuple[Path, str, str]]]:
+        """Every rule file that loads, and every problem as (file, its state, one line naming file, field and fix).
+
+        A duplicate id is the candidate's when one twin is in ``proposed/``, else the admitted rule's (it stops
+        every read of ``rules/``: which twin agents should get is not known)."""
         self._settle()
         entries, problems = [], []
         for state in states:
@@ -111,24 +116,34 @@ class Playbook:
                 try:
                     entries.append(Entry(self.root / rel, state, parse_rule(self.root / rel, self.tree.read(rel) or "")))
                 except BadInput as exc:
-                    problems.append(exc.render())
+                    problems += [(self.root / rel, state, line) for line in exc.problems or [exc.message]]
         seen: dict[str, Entry] = {}
         for entry in entries:
             twin = seen.get(entry.rule.id)
             if twin:
-                problems.append(
+                blamed = twin if twin.state == "proposed" else entry
+                problems.append((blamed.path, "proposed" if blamed.state == "proposed" else "rules",
                     f"duplicate id {entry.rule.id}: {twin.path} and {entry.path}; ids are unique and never reused — "
                     f"give the newer one the next free id ({self.next_id_from(entries)})"
-                )
+                ))
             seen.setdefault(entry.rule.id, entry)
         return entries, problems
 
-    def entries(self, states=STATES) -> list[Entry]:
-        """Rule files in ``states``; any broken file or duplicate id is ``BadInput``."""
+    def entries(self, states=STATES, *, skip_bad_candidates: bool = False) -> list[Entry]:
+        """Rule files in ``states``; a broken file or a duplicate id among them is ``BadInput``.
+
+        A problem in a state not asked for is not this read's: agents get ``rules/`` whatever a candidate in
+        ``proposed/`` holds. With ``skip_bad_candidates`` a broken candidate is left out and its problem kept
+        in :attr:`skipped` (the CLI prints it as a warning), so one bad proposal never stops a listing."""
         entries, problems = self._scan(STATES)  # duplicates count across every state
-        if problems:
-            raise BadInput(f"{self.folder}: the playbook has {len(problems)} problem(s); nothing was changed", problems=problems)
-        return [e for e in entries if e.state in states]
+        self.skipped = [line for _, state, line in problems if skip_bad_candidates and state == "proposed"]
+        bad = {path for path, state, _ in problems if skip_bad_candidates and state == "proposed"}
+        blocking = [line for _, state, line in problems
+                    if state in states and not (skip_bad_candidates and state == "proposed")]
+        if blocking:
+            raise BadInput(f"{self.folder}: the playbook has {len(blocking)} problem(s); fix them first "
+                           "(`replaybook playbook check` lists every one)", problems=blocking)
+        return [e for e in entries if e.state in states and e.path not in bad]
 
     def admitted(self) -> list[Rule]:
         return [e.rule for e in self.entries(("rules",))]
@@ -190,7 +205,8 @@ class Playbook:
 
     def check(self, sections: list[Path] = ()) -> list[str]:
         """Every broken invariant, as one line each; empty when the playbook is sound."""
-        entries, loading_problems = self._scan()
+        entries, loading = self._scan()
+        loading_problems = [line for _, _, line in loading]
         problems = list(loading_problems)
         admitted = [e for e in entries if e.state == "rules"]
         if len(admitted) > self.cap:
@@ -204,7 +220,7 @@ class Playbook:
                 problems += self._check_scenario(entry) + self._missing_citations(entry)
         if self.org is not None:
             problems += self.org.problems()
-        if not loading_problems:  # rendering needs every admitted rule loaded
+        if not any(state == "rules" for _, state, _ in loading):  # rendering needs every admitted rule loaded
             if self.tree.read(self.rendered_rel) != self.render_text([e.rule for e in admitted]):
                 problems.append(f"{self.rendered_path} is out of sync with playbook/rules/; run `replaybook playbook render`")
             for file in sections:

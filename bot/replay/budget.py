@@ -133,7 +133,10 @@ class Budget:
             least = max(least, _MIN_THINKING_TOKENS + 1)
         with self._lock:
             left = self.max_usd - self._settled_usd - self._reserved_usd - input_usd
-            tokens = min(wanted, int(left * 1e6 / price.output_per_mtok) if left > 0 else 0)
+            if price.output_per_mtok <= 0:  # a free model (`local`): the dollar budget never binds its output
+                tokens = wanted
+            else:
+                tokens = min(wanted, int(left * 1e6 / price.output_per_mtok) if left > 0 else 0)
             if tokens < least:
                 self.spent = True
                 return None

@@ -87,6 +87,9 @@ def trial_key(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
         "arm": arm,
         # Only when set, so that every existing entry keeps its key.
         **({"follow": opts.follow} if opts.simulated and opts.follow != 1.0 else {}),
+        # The local model by name and quantisation: another install's verdicts are not this one's.
+        **({"model_label": opts.model_label} if opts.model_label else {}),
+        **({"max_turns": opts.max_turns} if opts.max_turns else {}),
         # A verdict from an unisolated replay never stands in for an isolated one.
         "sandbox": isolation.backend(opts.sandbox).name,
     }

@@ -62,7 +62,8 @@ class ReplayOptions:
 
     agent: str = "builtin"
     command: str | None = None  # the `command` agent's template
-    model: str = SCRIPTED  # "scripted" is the simulated model
+    model: str = SCRIPTED  # "scripted" is the simulated model; "local" the local model server (bot.model.served)
+    model_label: str = ""  # what reports call a real model ("real local model <name>, <quant>"); "" for a hosted id
     noise: float = 0.0  # simulated model only: chance a trial takes the other branch
     follow: float = 1.0  # simulated model only: chance the agent follows a rule that is in its prompt
     seed: int = 0
@@ -74,6 +75,7 @@ class ReplayOptions:
     sandbox: str | None = None  # isolation backend: bwrap, docker or none (default: $REPLAYBOOK_SANDBOX, else bwrap)
     keep_runs: int = 200  # run folders kept in runs_dir
     keep_runs_days: int = 30
+    max_turns: int | None = None  # caps the scenario's budget.max_turns (a small local model; it never raises it)
 
     @property
     def simulated(self) -> bool:
@@ -93,6 +95,7 @@ class TrialResult:
     cost_usd: float = 0.0
     model_calls: int = 0
     duration_s: float = 0.0
+    model_s: float = 0.0  # of duration_s, the time the gateway waited on the model's answers
     simulated: bool = False
     run_dir: str | None = None
     sandbox: str = ""
@@ -131,8 +134,9 @@ def _gateway(loaded: sc.LoadedScenario, opts: ReplayOptions, trial: int, on_call
         policy = load_policy(policy_file, noise=opts.noise, seed=seed, follow=opts.follow)
         return Gateway(policy, latency_s=opts.latency_s, on_call=on_call, max_cost_usd=budget)
     if not opts.api_key:
-        raise BadInput(f"--model {opts.model} is a real model: set ANTHROPIC_API_KEY (OPENAI_API_KEY for --agent codex), "
-                       "or use --model scripted for the simulated model")
+        raise BadInput(f"--model {opts.model} is a hosted model: set ANTHROPIC_API_KEY "
+                       "(OPENAI_API_KEY for --agent codex), "
+                       "or use --model local for the local model, or --model scripted for the simulated one")
     return Gateway(upstream=Upstream(api_key=opts.api_key, base_url=opts.upstream_url),
                    on_call=on_call, max_cost_usd=budget)
 
@@ -176,6 +180,7 @@ def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
 
         append(RunStartEvent(scenario=scenario.id, agent=agent.name, meta={
             "trial": trial, "model": opts.model, "simulated": opts.simulated, "agent_version": agent.version,
+            **({"model_label": opts.model_label} if opts.model_label else {}),
             "playbook_sha256": hashlib.sha256(playbook_text.encode()).hexdigest(), "sandbox": backend.name,
             "toolchain": tools.key, "warnings": warnings}))
         phase("run folder + trace")
@@ -219,7 +224,8 @@ def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
         phase("gateway start")
         job = agents_mod.AgentRun(task=scenario.task, system_prompt=playbook_text, sandbox=sandbox, gateway=gateway,
                                   model=SIMULATED_MODEL if opts.simulated else opts.model,
-                                  max_turns=scenario.budget.max_turns, timeout_s=scenario.budget.timeout_s,
+                                  max_turns=min(scenario.budget.max_turns, opts.max_turns or scenario.budget.max_turns),
+                                  timeout_s=scenario.budget.timeout_s,
                                   on_tool_call=on_tool_call)
         try:
             result = _run_agent(agent, job)
@@ -278,8 +284,8 @@ def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
             agent_status=result.status, input_tokens=sum(c.input_tokens for c in gateway.calls),
             output_tokens=sum(c.output_tokens for c in gateway.calls), cost_usd=gateway.total_cost_usd,
             model_calls=len(gateway.calls), duration_s=round(time.monotonic() - started, 3),
-            simulated=opts.simulated, run_dir=str(run_dir.path) if opts.runs_dir else None,
-            sandbox=backend.name, warnings=warnings,
+            model_s=round(sum(c.duration_ms for c in gateway.calls) / 1000, 3), simulated=opts.simulated,
+            run_dir=str(run_dir.path) if opts.runs_dir else None, sandbox=backend.name, warnings=warnings,
         )
 
 

@@ -393,3 +393,12 @@ def tool_exposures(path_value: str, extra: tuple[str, ...] = ()) -> tuple[str, .
 def needs_bind(path: str) -> bool:
     real = os.path.realpath(path)
     return any(real == m or real.startswith(m + "/") for m in _MASKED)
+
+
+def engine_jail(argv: list[str], read_only: tuple[str, ...]) -> tuple[list[str], dict[str, str]]:
+    """How the local model's engine starts (``bot.model.local.engine.Jail``): bubblewrap with no network, the
+    host read-only with its homes, temp folders and secrets masked, ``read_only`` bound back in, nothing writable,
+    and an empty environment. A GGUF is untrusted input to a C++ parser; this is its sandbox."""
+    chosen = backend("bwrap")
+    plan = Plan(ro=tuple(p for p in read_only if needs_bind(p)))
+    return chosen.command(argv, cwd="/", env={"PATH": "/usr/bin:/bin", "HOME": "/tmp"}, plan=plan, direct=True)

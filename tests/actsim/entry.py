@@ -55,12 +55,20 @@ def _dispatch_inputs(on, event_name, payload, inputs):
     return ctx
 
 
+SAFETY_NET_S = 1800.0  # see run_workflow's docstring
+
+
 def run_workflow(workflow: Path, event_name: str, payload: dict, *, workspace: Path, env: dict[str, str] | None = None,
                  secrets: dict[str, str] | None = None, vars: dict[str, str] | None = None, inputs: dict | None = None,
                  repository: str = "octo/app", api_url: str | None = None, shims: dict[str, str] | None = None,
-                 uses: dict[str, Callable | str | Path] | None = None, timeout: float = 300, run_id: int = 1,
+                 uses: dict[str, Callable | str | Path] | None = None, timeout: float = SAFETY_NET_S, run_id: int = 1,
                  ref: str | None = None, sha: str | None = None) -> WorkflowResult:
     """Run ``workflow`` for one event. See the module docstring.
+
+    ``timeout`` is a safety net against a hung step, never a speed test: a workflow here takes seconds to a
+    minute on an idle machine and several times that at load 10 to 20, so the default (30 minutes, as far
+    from a slow run as from a fast one) is one no loaded machine reaches (a run once failed at 120 s).
+    The workflow's own ``timeout-minutes`` apply too, as on GitHub.
 
     ``api_url`` defaults to a closed port on 127.0.0.1, so a step that calls GitHub without a fake fails fast.
     ``uses`` maps "owner/repo" (or "owner/repo/path") to a callable(with_inputs, ActionContext) -> outputs,

@@ -30,12 +30,16 @@ def built(tmp_path_factory):
     _run("git", "clone", "-q", "--no-hardlinks", REPO, clone)
     head = _run("git", "-C", clone, "rev-parse", "HEAD").stdout.strip()
     dist = tmp / "dist"
-    _run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", dist, clone)
+    temp = tmp / "temp"  # the build's own temporary folder, to see what it leaves there
+    temp.mkdir()
+    _run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", dist, clone,
+         env={**os.environ, "TMPDIR": str(temp)})
     sdist_dir = tmp / "sdist"
     _run(sys.executable, "-c", "import sys; from hatchling.builders.sdist import SdistBuilder as B; "
          "print(next(iter(B(sys.argv[1]).build(directory=sys.argv[2]))))", clone, sdist_dir,
          env={**os.environ, "PYTHONPATH": _hatchling_path(tmp)})
-    return {"head": head, "wheel": next(dist.glob("*.whl")), "sdist": next(sdist_dir.glob("*.tar.gz")), "tmp": tmp}
+    return {"head": head, "wheel": next(dist.glob("*.whl")), "sdist": next(sdist_dir.glob("*.tar.gz")), "tmp": tmp,
+            "temp": temp}
 
 
 def _hatchling_path(tmp: Path) -> str:
@@ -61,6 +65,10 @@ def test_the_wheel_and_the_sdist_record_the_commit_they_were_built_from(built):
         assert info["commit"] == built["head"] and info["dirty"] is False, archive.name
     with zipfile.ZipFile(built["wheel"]) as z:  # and they carry the bundled scenarios
         assert any(n.startswith("bot/_bundled/scenarios/") and n.endswith("scenario.yaml") for n in z.namelist())
+
+
+def test_a_build_leaves_no_build_record_in_the_temporary_folder(built):
+    assert not list(built["temp"].rglob("replaybook-build-info-*")), "hatch_build.py left its record behind"
 
 
 def test_a_wheel_built_from_the_sdist_keeps_the_commit(built):

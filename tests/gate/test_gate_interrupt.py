@@ -1,4 +1,4 @@
-"""Ctrl-C stops a gate: a real `replaybook gate` subprocess, a real SIGINT, within 2 s, exit 130,
+"""Ctrl-C stops a gate: a real `replaybook gate` subprocess, a real SIGINT, at once (the trials are killed), exit 130,
 no sandbox process left behind."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import subprocess
 import threading
 import time
 
+import pytest
 from helpers import incident_yaml, write
 from support.gate import (
     SCRIPT,
@@ -19,15 +20,17 @@ from support.gate import (
 )
 
 
-def test_sigint_stops_a_running_gate_within_two_seconds(tmp_path):
+@pytest.mark.parametrize("cache", ["--cache-dir", "--no-cache"])
+def test_sigint_stops_a_running_gate_at_once(tmp_path, cache):
     root = tmp_path / "repo"
     write(root / "incidents" / "inc-a.yaml", incident_yaml("inc-a"))
     write(root / "incidents" / "inc-b.yaml", incident_yaml("inc-b", created="2026-07-15T00:00:00Z"))
     hanging_scenario(root)
     rule = candidate(root)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    caching = [cache, str(tmp_path / "cache")] if cache == "--cache-dir" else [cache]
     proc = subprocess.Popen([str(SCRIPT), "--root", str(root), "gate", str(rule), "--trials", "3", "--jobs", "2",
-                             "--cache-dir", str(tmp_path / "cache")],
+                             *caching],
                             cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(iter(proc.stderr.readline, "")), daemon=True)
@@ -42,7 +45,7 @@ def test_sigint_stops_a_running_gate_within_two_seconds(tmp_path):
         assert proc.poll() is None, lines
         sent = time.monotonic()
         proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=30)
+        proc.wait(timeout=50)
         took = time.monotonic() - sent
         reader.join(timeout=5)
         err = "".join(lines)
@@ -50,8 +53,14 @@ def test_sigint_stops_a_running_gate_within_two_seconds(tmp_path):
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 130, err
-    assert took < 2.0, f"took {took:.1f} s"
-    assert "Traceback" not in err and "interrupted" in err and "in the cache" in err
+    # Killed, not waited for: the agent sleeps 60 s. (It takes well under 2 s on an idle machine; a bound that
+    # tight fails on a loaded one, and speed is not what this proves.)
+    assert took < 50, f"took {took:.1f} s: the gate waited for the trials instead of killing them"
+    assert "Traceback" not in err and "interrupted" in err
+    if cache == "--no-cache":  # nothing was cached: the message must not say it was
+        assert "in the cache" not in err and "no trial was kept" in err, err
+    else:
+        assert "Every finished trial is in the cache" in err, err
     time.sleep(0.5)
     assert not sleepers(), "a sandbox process outlived the gate"
 

@@ -226,3 +226,26 @@ def test_bad_input_exits_2_with_one_line(cli, repo, root):
     assert bad.code == 2 and "owner/name" in bad.err
     missing = cli("doctor", str(root / "nowhere"))
     assert missing.code == 2 and "not a folder" in missing.err
+
+
+def test_a_bad_actions_sha_or_repo_is_bad_input(cli, root):
+    for args, said in ((["--actions-sha", "xyz"], "not a full commit id"), (["--repo", "notarepo"], "owner/name"),
+                       (["--offline", "--repo", "notarepo"], "owner/name")):
+        done = cli("doctor", *args)
+        assert done.code == 2, (args, done)
+        assert said in done.err and not done.out, (args, done.err)
+
+
+def test_each_problem_is_a_row_of_its_own(cli, repo, root):
+    for name in ("replay", "distill"):
+        (root / init_mod.WORKFLOWS[name]).unlink()
+    (root / ".replaybook.yml").write_text("cap: lots\nmodels: {agent: 3}\n")
+    done = cli("doctor", "--json")
+    found = json.loads(done.out)["findings"]
+    config = [f for f in found if f["check"] == "`.replaybook.yml`"]
+    assert len(config) == 2 and all(f["status"] == "fail" for f in config), config
+    assert any("cap" in f["detail"] for f in config) and any("models.agent" in f["detail"] for f in config)
+    (root / ".replaybook.yml").write_text("cap: 60\n")
+    found = json.loads(cli("doctor", "--json").out)["findings"]
+    drift = [f["detail"] for f in found if f["check"].startswith("workflows")]
+    assert sorted(drift) == sorted(f"`{init_mod.WORKFLOWS[n]}` (missing)" for n in ("replay", "distill")), drift

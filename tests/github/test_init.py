@@ -18,6 +18,8 @@ CAPTURE = ".github/workflows/replaybook-capture.yml"
 ADMIT = ".github/workflows/replaybook-admit.yml"
 MANAGED = [*init_mod.WORKFLOWS.values(), init_mod.ISSUE_FORM]
 RELEASE_SHA = "0123456789abcdef0123456789abcdef01234567"  # stands in for the commit of tag v<version>
+# A commit given by hand (--actions-sha, $REPLAYBOOK_ACTIONS_SHA) is not known to carry a tag.
+PIN = f"{RELEASE_SHA} # untagged"
 
 
 @pytest.fixture(autouse=True)
@@ -29,7 +31,7 @@ def _release_commit(monkeypatch):
 def test_init_pins_the_actions_to_a_commit_never_a_tag(cli, root, monkeypatch):
     assert cli("init").code == 0
     text = (root / CAPTURE).read_text()
-    assert f"uses: replaybook/replaybook/actions/capture@{RELEASE_SHA} # v{init_mod.version()}" in text
+    assert f"uses: replaybook/replaybook/actions/capture@{PIN}" in text
     assert "@v" not in text and "unpinned-uses" not in text
 
 
@@ -70,7 +72,23 @@ def test_init_pins_to_the_recorded_build_commit_and_refuses_a_dirty_build(root, 
     (root / CAPTURE).unlink()
     clean = _init(_bare_install(tmp_path / "c", {"commit": sha, "dirty": False, "tag": "v0.1.0"}), root)
     assert clean.returncode == 0, clean.stderr
-    assert f"capture@{sha}" in (root / CAPTURE).read_text()
+    assert f"capture@{sha} # v0.1.0\n" in (root / CAPTURE).read_text()  # the tag the build recorded
+
+
+def test_a_build_without_a_tag_pins_its_commit_as_untagged_and_says_so_in_version(root, tmp_path):
+    sha = "fedcba9876543210fedcba9876543210fedcba98"
+    env = _bare_install(tmp_path, {"commit": sha, "dirty": False, "tag": None})
+    done = _init(env, root)
+    assert done.returncode == 0, done.stderr
+    text = (root / CAPTURE).read_text()
+    assert f"capture@{sha} # untagged\n" in text and "# v0" not in text  # Renovate reads the comment as the version
+    shown = subprocess.run([sys.executable, "-m", "bot", "--version"], env=env, capture_output=True, text=True, cwd=root,
+                           timeout=120)
+    assert shown.stdout.strip() == f"replaybook {init_mod.version()} (fedcba9, untagged)"
+    tagged = _bare_install(tmp_path / "t", {"commit": sha, "dirty": False, "tag": "v0.1.0"})
+    shown = subprocess.run([sys.executable, "-m", "bot", "--version"], env=tagged, capture_output=True, text=True, cwd=root,
+                           timeout=120)
+    assert shown.stdout.strip() == f"replaybook {init_mod.version()} (fedcba9, v0.1.0)"
 
 
 def _older(root, path: str, old_version: str = "0.0.9") -> str:
@@ -103,7 +121,7 @@ def test_the_workflows_pin_the_actions_to_this_version(cli, root):
     version = init_mod.version()
     for name, path in init_mod.WORKFLOWS.items():
         text = (root / path).read_text()
-        assert f"uses: {init_mod.ACTIONS_REPO}/actions/{name}@{RELEASE_SHA} # v{version}" in text
+        assert f"uses: {init_mod.ACTIONS_REPO}/actions/{name}@{PIN}" in text
         assert text.startswith(f"# Written by `replaybook init` {version} (sha256:")
         assert yaml.safe_load(text)["name"] == f"replaybook-{name}"
 
@@ -193,8 +211,32 @@ def test_capture_watches_the_repositorys_own_workflows(cli, root):
     cli("init")
     doc = yaml.safe_load((root / CAPTURE).read_text())
     assert doc[True]["workflow_run"]["workflows"] == ["Build", "lint.yaml"]  # PyYAML reads `on` as True
-    cli("init", "--force", "--watch", "Tests")
-    assert yaml.safe_load((root / CAPTURE).read_text())[True]["workflow_run"]["workflows"] == ["Tests"]
+    cli("init", "--force", "--watch", "Build")
+    assert yaml.safe_load((root / CAPTURE).read_text())[True]["workflow_run"]["workflows"] == ["Build"]
+
+
+def test_a_watched_name_that_is_no_workflow_is_refused_naming_those_present(cli, root):
+    write(root / ".github" / "workflows" / "ci.yml", "name: CI\non: push\njobs: {}\n")
+    write(root / ".github" / "workflows" / "lint.yaml", "on: push\njobs: {}\n")
+    result = cli("init", "--watch", "NoSuch")
+    assert result.code == 2, result
+    assert "--watch 'NoSuch'" in result.err and "CI, lint.yaml" in result.err
+    assert not (root / CAPTURE).exists()
+
+
+def test_init_in_a_subfolder_sets_up_the_repository_root(tmp_path):
+    repo = tmp_path / "their-repo"
+    (repo / ".git").mkdir(parents=True)  # found by walking up; init never runs git on the user's tree
+    write(repo / ".github" / "workflows" / "ci.yml", "name: CI\non: push\njobs: {}\n")
+    sub = repo / "packages" / "api"
+    sub.mkdir(parents=True)
+    env = {**os.environ, init_mod.ACTIONS_SHA_ENV: RELEASE_SHA}
+    done = subprocess.run([sys.executable, "-m", "bot", "init"], cwd=sub, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert f"inside the git repository at {repo}" in done.stderr
+    assert (repo / CAPTURE).is_file() and not (sub / ".github").exists()
+    assert yaml.safe_load((repo / CAPTURE).read_text())[True]["workflow_run"]["workflows"] == ["CI"]
 
 
 def test_path_argument_json_and_a_missing_folder(cli, root, tmp_path):

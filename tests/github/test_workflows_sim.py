@@ -141,7 +141,7 @@ class Sim:
         self.run_id += 1
         return run_workflow(self.ws / ".github" / "workflows" / f"replaybook-{workflow}.yml", event, payload,
                             workspace=self.ws, env=env, secrets=secrets, vars=vars, repository=f"{OWNER}/{NAME}",
-                            api_url=self.gh.url, run_id=self.run_id, timeout=120,
+                            api_url=self.gh.url, run_id=self.run_id,
                             uses={"actions/setup-python": lambda w, ctx: {"python-path": str(self.python)},
                                   "actions/checkout": fresh_checkout}, **kw)
 

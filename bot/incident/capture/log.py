@@ -12,6 +12,7 @@ from typing import Any, BinaryIO
 from bot._util.text_safety import clean
 from bot.errors import BadInput
 from bot.incident.capture import clues as log_clues
+from bot.incident.store import not_text
 from bot.incident.capture.evidence import (
     AFTER,
     BEFORE,
@@ -84,11 +85,21 @@ class LogScanner:
     keywords: deque = field(default_factory=lambda: deque(maxlen=8))
     tail: deque = field(default_factory=lambda: deque(maxlen=TAIL))
     digest: Any = field(default_factory=hashlib.sha256)
+    probed: bool = False  # the first block was looked at for binary content
+    binary: str | None = None  # why the stream is not text, when it is not
 
     def read(self, stream: BinaryIO) -> None:
-        """Scan a whole stream in blocks; memory stays bounded whatever its size or line lengths."""
+        """Scan a whole stream in blocks; memory stays bounded whatever its size or line lengths.
+
+        A stream that is not text (its first 8,000 bytes mostly NUL, control or non-UTF-8 bytes) sets
+        :attr:`binary` and is not scanned."""
         pending, overlong = b"", False  # the unfinished last line (at most LINE_MAX bytes kept)
         while block := stream.read(BLOCK):
+            if not self.probed:
+                self.probed = True
+                self.binary = binary_reason(block[:BINARY_PROBE])
+                if self.binary:
+                    return
             self.digest.update(block)
             first = block.find(b"\n")
             if first == -1:
@@ -306,6 +317,14 @@ class LogScanner:
         return one_liner(f"CI failed{where}: {detail}")
 
 
+BINARY_PROBE = 8000  # bytes looked at to call a file binary, as git does
+
+
+def binary_reason(head: bytes) -> str | None:
+    """Why ``head`` (a stream's first bytes) is not text, or None (:func:`bot.incident.store.not_text`)."""
+    return not_text(head.decode("utf-8", errors="replace")[:-1])  # a character cut at the probe's end is not bad
+
+
 def evidence_from_log(source: Path | BinaryIO, *, name: str = "stdin") -> Evidence:
     """Evidence from a CI log of any size: a path, or an open binary stream (stdin)."""
     if isinstance(source, (str, Path)):
@@ -313,6 +332,9 @@ def evidence_from_log(source: Path | BinaryIO, *, name: str = "stdin") -> Eviden
             return evidence_from_log(f, name=str(source))
     scanner = LogScanner()
     scanner.read(source)
+    if scanner.binary:
+        raise BadInput(f"{name}: not text ({scanner.binary}); pass the failing job's log as text, e.g. "
+                       "`gh run view RUN --log-failed > ci.log`")
     if scanner.lines == 0:
         raise BadInput(f"{name}: the log is empty; nothing to capture (pass the failing job's log)")
     return scanner.evidence()

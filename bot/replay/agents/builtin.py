@@ -62,6 +62,9 @@ class BuiltinAgent:
                 return self._result(kind, transcript, turn - 1, reason=f"model API error: {exc}"[:300])
             content = [{k: v for k, v in block.items() if v is not None}
                        for block in reply.get("content") or [] if isinstance(block, dict)]
+            for index, block in enumerate(content):  # a weak model's call with no id still gets its answer
+                if block.get("type") == "tool_use" and not (isinstance(block.get("id"), str) and block["id"]):
+                    block["id"] = f"toolu_rb_{turn}_{index}"
             history.append({"role": "assistant", "content": content})
             transcript.append({"role": "assistant", "content": content, "stop_reason": reply.get("stop_reason")})
             uses = [b for b in content if b.get("type") == "tool_use"]
@@ -79,8 +82,13 @@ class BuiltinAgent:
                            version=self.version)
 
     def _call(self, job: AgentRun, use: dict[str, Any]) -> dict[str, Any]:
-        name, args = use.get("name", ""), use.get("input") or {}
+        name, args = use.get("name"), use.get("input")
+        name = name if isinstance(name, str) else ""
+        args = {} if args is None else args
         try:
+            if not isinstance(args, dict):  # a malformed call (a weak model's): the model hears of it, as of any error
+                raise ToolError(f"the input of a tool call must be a JSON object, not {type(args).__name__}; "
+                                'e.g. {"command": "ls"} for bash')
             output = _bash(job, args, use.get("id")) if name == "bash" else _TOOLS[name](job, args)
             is_error = False
         except (ToolError, OSError) as exc:  # e.g. writing under a file: the model hears of it

@@ -1,0 +1,301 @@
+"""The loop on a real model, offline: the local model (``--model local``) on every bundled scenario.
+
+    python bench/real_model.py run [--out FILE] [--trials 10] [--max-turns 6] [--phases distill,trials,gate]
+    python bench/real_model.py report [--out FILE]
+
+``run`` is long (a replay of a 1.5B model on two CPU cores takes tens of seconds to minutes) and
+resumable: every result is appended to ``--out`` (JSON lines) as it finishes, and a second ``run``
+skips what the file already holds. Run it in the background (``nohup … &``); ``report`` prints the
+markdown tables from whatever the file holds, with the number of trials actually run.
+
+Phases, in this order so a partial run has some of each:
+- ``distill``: ``distill`` on the bundled incidents with the local model; how many proposals pass
+  ``rule validate`` (``Playbook.vet``), and their texts.
+- ``trials`` (rounds 1-2): each bundled scenario without and with its rule, interleaved (round r
+  replays every scenario both ways before round r+1), builtin agent.
+- ``gate``: the gate's decision on each bundled rule at the product's defaults (config defaults:
+  ``gate.own_test: auto``, the suite's baseline), one trial at a time; the replays it took.
+- ``trials`` (rounds 3..N).
+
+Every record carries the load average when it finished. ``--max-turns`` caps the scenarios'
+``budget.max_turns`` (a small model rambles; the cap is stated in the report); no check is changed.
+The harness's share of a replay is its wall time less the model's answers (gateway-measured) and
+the agent's own commands (the kernel trace): sandbox, trace, gateway and the checks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import _common
+
+from bot import config
+from bot._util import bundled
+from bot.errors import BadInput
+from bot.gate import stats
+from bot.model import served
+from bot.replay import engine
+from bot.replay.sandbox import Sandbox
+from bot.replay.trace import RunDir, read_trace
+from bot.scenario import spec as sc
+from bot.settings import Environment
+
+DEFAULT_OUT = _common.HERE / "results" / "real_model.jsonl"
+SCENARIOS = tuple(sorted(p.parent.name for p in bundled.scenarios_dir().glob("*/scenario.yaml")))
+
+
+def load1() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+def records(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:  # a line cut by a kill: the run re-does it
+            continue
+    return out
+
+
+def append(path: Path, record: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps({**record, "load1": load1(), "at": time.strftime("%H:%M:%S", time.gmtime())}) + "\n")
+
+
+def _server_counters(endpoint: served.Endpoint) -> dict:
+    stats = endpoint.stats() if endpoint.stats else None
+    if stats is None:
+        return {}
+    data = stats.as_dict() if hasattr(stats, "as_dict") else dict(stats)
+    return {k: data.get(k, 0) for k in ("cpu_s", "prompt_s", "gen_s", "input_tokens", "output_tokens")}
+
+
+def one_trial(endpoint: served.Endpoint, scenario_id: str, arm: str, trial: int, max_turns: int,
+              runs: Path) -> dict:
+    loaded = sc.load(bundled.scenarios_dir() / scenario_id)
+    text = _common.playbook_text(scenario_id, with_rule=arm == "with")
+    opts = engine.ReplayOptions(model=served.LOCAL, api_key=endpoint.api_key, upstream_url=endpoint.base_url,
+                                model_label=endpoint.label, runs_dir=runs, max_turns=max_turns, seed=trial,
+                                keep_runs=100_000)
+    before = _server_counters(endpoint)
+    with _common.timed_method(Sandbox, "run") as calls:
+        started = time.perf_counter()
+        result = engine.run_trial(loaded, text, opts, trial)
+        wall = time.perf_counter() - started
+    after = _server_counters(endpoint)
+    commands = _common.command_seconds(read_trace(RunDir(Path(result.run_dir)).trace)) if result.run_dir else 0.0
+    checks = calls.seconds(record=False)
+    return {"phase": "trial", "scenario": scenario_id, "arm": arm, "trial": trial, "verdict": result.verdict,
+            "status": result.agent_status, "reason": result.reason[:300], "model_calls": result.model_calls,
+            "input_tokens": result.input_tokens, "output_tokens": result.output_tokens, "cost_usd": result.cost_usd,
+            "wall_s": round(wall, 3), "model_s": result.model_s, "commands_s": round(commands, 3),
+            "checks_s": round(checks, 3), "harness_s": round(wall - result.model_s - commands, 3),
+            "max_turns": max_turns, "label": endpoint.label,
+            "server": {k: round(after.get(k, 0) - before.get(k, 0), 3) for k in after}}
+
+
+def trials_phase(endpoint, out: Path, rounds: range, max_turns: int, runs: Path, only: tuple[str, ...]) -> None:
+    done = {(r["scenario"], r["arm"], r["trial"]) for r in records(out) if r.get("phase") == "trial"}
+    for trial in rounds:
+        for scenario_id in only:
+            for arm in ("without", "with"):
+                if (scenario_id, arm, trial) in done:
+                    continue
+                rec = one_trial(endpoint, scenario_id, arm, trial, max_turns, runs)
+                append(out, rec)
+                _common.progress(f"trial {trial} {scenario_id} {arm}: {rec['verdict']} ({rec['status']}) "
+                                 f"{rec['wall_s']:.0f}s, {rec['model_calls']} calls, load {load1()}")
+
+
+def _workspace() -> Path:
+    """A repository with the bundled scenarios and their incidents (``incidents/``), at the config's defaults."""
+    root = Path(tempfile.mkdtemp(prefix="rb-real-model-"))
+    shutil.copytree(bundled.scenarios_dir(), root / "scenarios", ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "incidents").mkdir()
+    for incident in sorted((root / "scenarios").glob("*/incidents/*.yaml")):
+        shutil.copy2(incident, root / "incidents" / incident.name)
+    (root / ".replaybook.yml").write_text("# bench/real_model.py: the product's defaults\npaths: {incidents: incidents}\n",
+                                          encoding="utf-8")
+    return root
+
+
+def gate_phase(endpoint, out: Path, max_turns: int | None, only: tuple[str, ...]) -> None:
+    from bot.gate import decision as gate_mod
+
+    done = {r["scenario"] for r in records(out) if r.get("phase") == "gate"}
+    root = _workspace()
+    settings = config.load(root)
+    book = config.playbook(settings)
+    replay = engine.ReplayOptions(model=served.LOCAL, api_key=endpoint.api_key, upstream_url=endpoint.base_url,
+                                  model_label=endpoint.label, runs_dir=root / ".replaybook" / "traces",
+                                  max_turns=max_turns)
+    opts = gate_mod.GateOptions(replay=replay, test=stats.own_test(settings.config.gate.own_test), jobs=1,
+                                cache_dir=root / ".replaybook" / "cache")
+    for scenario_id in only:
+        if scenario_id in done:
+            continue
+        started = time.perf_counter()
+        result = gate_mod.run_gate(book, root / "scenarios" / scenario_id / "rule.yaml", root / "scenarios", opts,
+                                   lambda msg, s=scenario_id: _common.progress(f"gate {s}: {msg}"))
+        side = (lambda x: None if x is None else {"passes": x.passes, "n": x.n, "unscored": x.unscored})
+        append(out, {"phase": "gate", "scenario": scenario_id, "rule": result.rule_id, "decision": result.decision,
+                     "reason": result.reason[:400], "replays": result.replays, "model_calls": result.model_calls,
+                     "tokens": result.tokens, "seconds": round(time.perf_counter() - started, 1),
+                     "before": side(result.before), "after": side(result.after), "own_test": result.own_test,
+                     "max_turns": max_turns, "label": endpoint.label})
+        _common.progress(f"gate {scenario_id}: {result.decision}: {result.reason[:200]}")
+
+
+def distill_phase(out: Path) -> None:
+    from bot.distill import plan as distill_mod
+
+    if any(r.get("phase") == "distill" for r in records(out)):
+        return
+    root = _workspace()
+    shutil.rmtree(root / "scenarios")  # distill proposes from incidents alone; no rule of ours to copy
+    settings = config.load(root)
+    llm = config.llm(Environment(), served.LOCAL, timeout_s=900, max_retries=0)
+    llm.max_tokens = 8192
+    started = time.perf_counter()
+    report = distill_mod.distill(settings, llm)
+    seconds = time.perf_counter() - started
+    book = config.playbook(settings)
+    proposals = []
+    for p in report.proposals:
+        problems: list[str] = []
+        try:  # what `replaybook rule validate` runs
+            book.vet(root / p.path if p.path else Path("(not written)"))
+        except BadInput as exc:
+            problems.append(exc.render())
+        proposals.append({"id": p.id, "rule": p.rule, "cites": list(p.cites), "scenario": p.scenario,
+                          "valid": not problems, "problems": problems[:5]})
+    append(out, {"phase": "distill", "groups": len(report.groups), "asked": report.asked, "failed": report.failed,
+                 "proposals": proposals, "refusals": [{"group": r.group, "what": r.what, "reason": r.reason[:300]}
+                                                      for r in report.refusals],
+                 "calls": llm.usage.calls, "input_tokens": llm.usage.input_tokens,
+                 "output_tokens": llm.usage.output_tokens, "seconds": round(seconds, 1), "label": llm.label})
+    _common.progress(f"distill: {len(proposals)} proposal(s), {sum(p['valid'] for p in proposals)} valid, "
+                     f"{len(report.refusals)} refusal(s), {seconds:.0f}s")
+
+
+def run(args) -> None:
+    out = Path(args.out)
+    only = tuple(args.scenarios.split(",")) if args.scenarios else SCENARIOS
+    phases = set(args.phases.split(","))
+    runs = Path(args.runs or tempfile.mkdtemp(prefix="rb-real-model-runs-"))
+    endpoint = config.local_model()
+    _common.progress(f"{endpoint.label} at {endpoint.base_url}; {_common.machine()}")
+    if "distill" in phases:
+        distill_phase(out)
+    if "trials" in phases:
+        trials_phase(endpoint, out, range(0, min(2, args.trials)), args.max_turns, runs, only)
+    if "gate" in phases:
+        gate_phase(endpoint, out, args.gate_max_turns, only)
+    if "trials" in phases:
+        trials_phase(endpoint, out, range(2, args.trials), args.max_turns, runs, only)
+    print(report(out))
+
+
+def _median(values: list[float]) -> str:
+    return "–" if not values else f"{_common.median(values):.1f}"
+
+
+def _rate(rows: list[dict]) -> str:
+    scored = [r for r in rows if r["verdict"] != "unscored"]
+    passes = sum(r["verdict"] == "passed" for r in scored)
+    if not scored:
+        return f"– (0 scored, {len(rows)} unscored)"
+    low, high = stats.wilson(passes, len(scored))
+    unscored = len(rows) - len(scored)
+    return (f"{passes}/{len(scored)} = {passes / len(scored):.0%} [{low:.0%}, {high:.0%}]"
+            + (f" (+{unscored} unscored)" if unscored else ""))
+
+
+def report(out: Path) -> str:
+    rows = records(out)
+    trials = [r for r in rows if r.get("phase") == "trial"]
+    lines = [f"Results from `{out.name}` ({len(trials)} replays; load average of each record: "
+             f"{min((r['load1'] for r in rows), default=0):.1f}-{max((r['load1'] for r in rows), default=0):.1f}).", ""]
+    if trials:
+        lines += [f"Model: {trials[0]['label']}; builtin agent; max_turns capped at {trials[0]['max_turns']}.", ""]
+        table_rows = []
+        for scenario_id in sorted({r["scenario"] for r in trials}):
+            mine = [r for r in trials if r["scenario"] == scenario_id]
+            without = [r for r in mine if r["arm"] == "without"]
+            with_rule = [r for r in mine if r["arm"] == "with"]
+            shares = [r["harness_s"] / r["wall_s"] for r in mine if r["wall_s"] > 0]
+            table_rows.append([scenario_id, _rate(without), _rate(with_rule), _median([r["model_calls"] for r in mine]),
+                               _median([r["input_tokens"] + r["output_tokens"] for r in mine]),
+                               _median([r["wall_s"] for r in mine]), f"{_common.median(shares):.1%}" if shares else "–",
+                               _median([r["load1"] for r in mine])])
+        lines.append(_common.table(["scenario", "passed without rule [95% Wilson]", "passed with rule [95% Wilson]",
+                                    "turns (median)", "tokens (median)", "s / replay (median)",
+                                    "harness share (median)", "load (median)"], table_rows))
+        shares = [r["harness_s"] / r["wall_s"] for r in trials if r["wall_s"] > 0]
+        checks = [r["checks_s"] / r["wall_s"] for r in trials if r["wall_s"] > 0]
+        statuses: dict[str, int] = {}
+        for r in trials:
+            statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+        lines += ["", f"Harness share of a replay's wall time, all replays: median {_common.median(shares):.1%} "
+                      f"(of which the checks' commands {_common.median(checks):.1%}); "
+                      f"agent end states: {', '.join(f'{k} {v}' for k, v in sorted(statuses.items()))}."]
+    gates = [r for r in rows if r.get("phase") == "gate"]
+    if gates:
+        lines += ["", _common.table(["rule (scenario)", "decision", "replays", "model calls", "tokens", "minutes",
+                                     "own scenario without / with", "reason"],
+                                    [[f"{g['rule']} ({g['scenario']})", g["decision"], g["replays"], g["model_calls"],
+                                      g["tokens"], f"{g['seconds'] / 60:.1f}",
+                                      " / ".join("–" if s is None else f"{s['passes']}/{s['n']}"
+                                                 for s in (g["before"], g["after"])),
+                                      g["reason"][:160].replace("|", "/")] for g in gates])]
+    for d in (r for r in rows if r.get("phase") == "distill"):
+        valid = sum(p["valid"] for p in d["proposals"])
+        lines += ["", f"Distill on the bundled incidents: {d['groups']} group(s), {d['asked']} asked, "
+                      f"{len(d['proposals'])} proposal(s), {valid} pass `rule validate`, {len(d['refusals'])} "
+                      f"refusal(s); {d['calls']} model calls, {d['input_tokens']} + {d['output_tokens']} tokens, "
+                      f"{d['seconds'] / 60:.1f} min, load {d['load1']}."]
+        if d["proposals"]:
+            lines += ["", _common.table(["id", "valid", "rule", "problems"],
+                                        [[p["id"], "yes" if p["valid"] else "no", p["rule"].replace("|", "/"),
+                                          "; ".join(p["problems"])[:200].replace("|", "/")] for p in d["proposals"]])]
+        if d["refusals"]:
+            lines += ["", _common.table(["group", "what", "reason"],
+                                        [[x["group"], x["what"], x["reason"][:200].replace("|", "/")]
+                                         for x in d["refusals"]])]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    go = sub.add_parser("run")
+    go.add_argument("--out", default=str(DEFAULT_OUT))
+    go.add_argument("--trials", type=int, default=10, help="trials per scenario and arm")
+    go.add_argument("--max-turns", type=int, default=6, help="cap on each scenario's budget.max_turns")
+    go.add_argument("--gate-max-turns", type=int, default=None,
+                    help="cap for the gate's replays (default: none, the scenarios' own budgets)")
+    go.add_argument("--phases", default="distill,trials,gate")
+    go.add_argument("--scenarios", default="", help="comma-separated ids (default: every bundled scenario)")
+    go.add_argument("--runs", default="", help="where run folders go (default: a temporary folder)")
+    show = sub.add_parser("report")
+    show.add_argument("--out", default=str(DEFAULT_OUT))
+    args = parser.parse_args(argv)
+    if args.command == "run":
+        run(args)
+    else:
+        print(report(Path(args.out)))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

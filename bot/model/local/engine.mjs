@@ -1,0 +1,100 @@
+// The local model's engine: node-llama-cpp, run by bot/model/local/server.py inside a sandbox (no network, the
+// GGUF and this engine read-only, an empty environment). It speaks JSON lines: one request at a time on stdin,
+// events on stdout. It keeps one context sequence between requests and evaluates only the tokens after the
+// longest prefix a request shares with what is already evaluated.
+//   argv: ENGINE_DIR GGUF_PATH CONTEXT_SIZE THREADS
+//   out: {"type":"ready","load_s":..,"context_size":..}
+//   in:  {"op":"complete","id":..,"prompt":[[text, special]..],"max_tokens":n,"temperature":t,"top_p":p,"top_k":k,"seed":s}
+//   out: {"type":"prompt","id":..,"prompt_tokens":..,"reused_tokens":..}, {"type":"delta","id":..,"text":".."}* then {"type":"done","id":..,"stop_reason":"end"|"max_tokens"|"cancelled",
+//        "prompt_tokens","reused_tokens","evaluated_tokens","output_tokens","prompt_s","gen_s"} or {"type":"error",..}
+//        (benchmarks add "fresh": true to evaluate from an empty context, "only_last": n to keep the last n tokens)
+//   in:  {"op":"cancel"} ends the running completion (it reports "cancelled").
+import {createRequire} from "node:module";
+import readline from "node:readline";
+
+const [engineDir, ggufPath, contextSizeArg, threadsArg] = process.argv.slice(2);
+const require = createRequire(engineDir + "/package.json");
+const {getLlama, LlamaLogLevel} = await import(require.resolve("node-llama-cpp"));
+
+const send = (event) => process.stdout.write(JSON.stringify(event) + "\n");
+const started = performance.now();
+const llama = await getLlama({gpu: false, build: "never", logLevel: LlamaLogLevel.error, progressLogs: false});
+const model = await llama.loadModel({modelPath: ggufPath});
+const context = await model.createContext({contextSize: Number(contextSizeArg), threads: Number(threadsArg),
+                                           sequences: 1});
+const sequence = context.getSequence();
+send({type: "ready", load_s: (performance.now() - started) / 1000, context_size: context.contextSize});
+
+let cancelled = false;
+const queue = [];
+let running = false;
+
+async function complete(request) {
+    // Segments: [text, special]. Only the chat template's markers are special tokens; request text never is.
+    const tokens = request.prompt.flatMap(([text, special]) => model.tokenize(text, special === true));
+    if (tokens.length + request.max_tokens > context.contextSize) {
+        send({type: "error", id: request.id, kind: "too_long", message:
+              `the prompt is ${tokens.length} tokens and max_tokens ${request.max_tokens}; ` +
+              `the context holds ${context.contextSize}`});
+        return;
+    }
+    if (request.fresh) await sequence.clearHistory();  // a benchmark's "without reuse" side
+    if (request.only_last) tokens.splice(0, tokens.length - request.only_last);  // ...and "these tokens alone"
+    await sequence.adaptStateToTokens(tokens, false);  // erase what follows the common prefix
+    let reused = Math.min(sequence.nextTokenIndex, tokens.length);
+    if (reused === tokens.length && reused > 0) {  // all evaluated: evaluate the last token again to sample from it
+        await sequence.eraseContextTokenRanges([{start: reused - 1, end: sequence.nextTokenIndex}]);
+        reused -= 1;
+    }
+    const fresh = tokens.slice(reused);
+    send({type: "prompt", id: request.id, prompt_tokens: tokens.length, reused_tokens: reused});
+    const options = {temperature: request.temperature, topP: request.top_p, topK: request.top_k};
+    if (request.seed != null) options.seed = request.seed;
+    const out = [];
+    let sent = "", stop = "end", first = null;
+    const t0 = performance.now();
+    cancelled = false;
+    for await (const token of sequence.evaluate(fresh, options)) {
+        if (first === null) first = performance.now();
+        if (model.isEogToken(token)) break;
+        out.push(token);
+        const text = model.detokenize(out);
+        if (!text.endsWith("\uFFFD") && text.length > sent.length) {
+            send({type: "delta", id: request.id, text: text.slice(sent.length)});
+            sent = text;
+        }
+        if (cancelled) { stop = "cancelled"; break; }
+        if (out.length >= request.max_tokens) { stop = "max_tokens"; break; }
+    }
+    const end = performance.now();
+    const text = model.detokenize(out);
+    if (text.length > sent.length) send({type: "delta", id: request.id, text: text.slice(sent.length)});
+    send({type: "done", id: request.id, stop_reason: stop, prompt_tokens: tokens.length, reused_tokens: reused,
+          evaluated_tokens: fresh.length, output_tokens: out.length,
+          prompt_s: ((first ?? end) - t0) / 1000, gen_s: (end - (first ?? end)) / 1000});
+}
+
+async function drain() {
+    if (running) return;
+    running = true;
+    while (queue.length) {
+        const request = queue.shift();
+        try {
+            await complete(request);
+        } catch (error) {
+            send({type: "error", id: request.id, kind: "engine", message: String(error?.message ?? error)});
+        }
+    }
+    running = false;
+}
+
+const lines = readline.createInterface({input: process.stdin});
+lines.on("line", (line) => {
+    let request;
+    try { request = JSON.parse(line); } catch { send({type: "error", id: null, kind: "protocol",
+                                                      message: "a line that is not JSON"}); return; }
+    if (request.op === "cancel") { cancelled = true; return; }
+    if (request.op === "complete") { queue.push(request); drain(); return; }
+    send({type: "error", id: request.id ?? null, kind: "protocol", message: `unknown op ${request.op}`});
+});
+lines.on("close", async () => { await context.dispose(); await model.dispose(); await llama.dispose(); process.exit(0); });

@@ -1,0 +1,207 @@
+"""The Anthropic Messages API, as the local model server speaks it: a request read into :class:`Request`, an
+answer written back as a message body or as its server-sent events (``usage`` in both ``message_start`` and
+``message_delta``: the SDK needs both).
+
+Accepted: ``system`` (text or text blocks), ``messages`` with text, ``tool_use`` and ``tool_result`` blocks (and
+``role: "system"`` entries, as Claude Code sends), ``tools`` (``input_schema``), ``max_tokens``, ``temperature``,
+``top_p``, ``top_k``, ``stop_sequences``, ``stream``. Images and documents are replaced by a note saying they were
+left out (the model reads text only); ``tool_choice`` is not enforced.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+from bot.model.local.chatml import Answer, Tool, ToolCall, Turn
+
+ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
+               413: "request_too_large", 500: "api_error", 504: "api_error", 529: "overloaded_error"}
+
+
+class RequestError(ValueError):
+    """The request cannot be served as sent (an HTTP 400 unless ``status`` says otherwise)."""
+
+    def __init__(self, message: str, status: int = 400):
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class Request:
+    """A request of either API, read: what the model sees, and how to answer."""
+
+    system: str | None
+    turns: list[Turn]
+    tools: list[Tool]
+    max_tokens: int
+    stream: bool = False
+    model: str = ""
+    stop: tuple[str, ...] = ()
+    sampling: dict[str, Any] = field(default_factory=dict)
+
+
+def error_body(status: int, message: str) -> dict[str, Any]:
+    return {"type": "error", "error": {"type": ERROR_TYPES.get(status, "api_error"), "message": message}}
+
+
+def _text(content: Any, where: str) -> str:
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise RequestError(f"{where}: content must be a string or a list of blocks")
+    parts = []
+    for block in content:
+        if not isinstance(block, dict):
+            raise RequestError(f"{where}: each content block must be an object")
+        if block.get("type") == "text":
+            parts.append(str(block.get("text", "")))
+        elif block.get("type") in ("image", "document"):
+            parts.append(f"[{block['type']} left out: this model reads text only]")
+    return "\n".join(parts)
+
+
+def _number(body: dict[str, Any], key: str, kind: type) -> Any:
+    value = body.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and not isinstance(value, int)):
+        raise RequestError(f"{key}: must be a number")
+    return kind(value)
+
+
+def read(body: Any) -> Request:
+    """The Messages API request ``body``; :class:`RequestError` naming the field that is wrong."""
+    if not isinstance(body, dict):
+        raise RequestError("the request body must be a JSON object")
+    max_tokens = _number(body, "max_tokens", int)
+    if max_tokens is None or max_tokens < 1:
+        raise RequestError("max_tokens: required, a positive integer")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise RequestError("messages: required, a non-empty list")
+    system = body.get("system")
+    system_text = _text(system, "system") if system is not None else None
+    turns: list[Turn] = []
+    for i, message in enumerate(messages):
+        turns += _turns(message, f"messages.{i}")
+    tools = []
+    for i, tool in enumerate(body.get("tools") or []):
+        if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
+            raise RequestError(f"tools.{i}: each tool needs a name")
+        if "input_schema" in tool:
+            tools.append(Tool(tool["name"], str(tool.get("description") or ""), tool.get("input_schema") or {}))
+    stops = body.get("stop_sequences") or []
+    if not isinstance(stops, list) or not all(isinstance(s, str) and s for s in stops):
+        raise RequestError("stop_sequences: a list of non-empty strings")
+    sampling = {k: v for k in ("temperature", "top_p") if (v := _number(body, k, float)) is not None}
+    if (top_k := _number(body, "top_k", int)) is not None:
+        sampling["top_k"] = top_k
+    return Request(system=system_text, turns=turns, tools=tools, max_tokens=max_tokens, stream=body.get("stream") is True,
+                   model=str(body.get("model") or ""), stop=tuple(stops), sampling=sampling)
+
+
+def _turns(message: Any, where: str) -> list[Turn]:
+    if not isinstance(message, dict) or message.get("role") not in ("user", "assistant", "system"):
+        raise RequestError(f"{where}: role must be user or assistant")
+    role, content = message["role"], message.get("content")
+    if isinstance(content, str) or role == "system":
+        return [Turn(role, _text(content, where))]
+    if not isinstance(content, list):
+        raise RequestError(f"{where}.content: must be a string or a list of blocks")
+    out: list[Turn] = []
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    for j, block in enumerate(content):
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "tool_result":
+            result = _text(block.get("content") or "", f"{where}.content.{j}")
+            out.append(Turn("tool", ("Error: " if block.get("is_error") else "") + result))
+        elif kind == "tool_use":
+            if not isinstance(block.get("name"), str) or not isinstance(block.get("input", {}), dict):
+                raise RequestError(f"{where}.content.{j}: a tool_use needs a name and an input object")
+            calls.append(ToolCall(block["name"], block.get("input") or {}, str(block.get("id") or "")))
+        elif kind is None:
+            raise RequestError(f"{where}.content.{j}: each block must be an object with a type")
+        else:
+            texts.append(_text([block], f"{where}.content.{j}"))
+    text = "\n".join(t for t in texts if t)
+    if role == "assistant":
+        return [Turn("assistant", text, tuple(calls))]
+    return out + ([Turn("user", text)] if text or not out else [])
+
+
+def tool_id() -> str:
+    return "toolu_" + secrets.token_hex(12)
+
+
+def message(answer: Answer, *, model: str, stop_reason: str, usage: dict[str, int],
+            stop_sequence: str | None = None) -> dict[str, Any]:
+    content: list[dict[str, Any]] = []
+    for kind, value in answer.blocks:
+        if kind == "text":
+            content.append({"type": "text", "text": value})
+        else:
+            content.append({"type": "tool_use", "id": value.id or tool_id(), "name": value.name,
+                            "input": value.arguments})
+    return {"id": "msg_" + secrets.token_hex(12), "type": "message", "role": "assistant", "model": model,
+            "content": content, "stop_reason": stop_reason, "stop_sequence": stop_sequence, "usage": usage}
+
+
+def sse(event: dict[str, Any]) -> bytes:
+    return f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()
+
+
+class Stream:
+    """The events of one streamed answer: text as it comes, the remaining blocks once the answer is parsed."""
+
+    def __init__(self, model: str):
+        self.model, self.id = model, "msg_" + secrets.token_hex(12)
+        self.index = 0
+        self.open_text = False
+        self.sent = ""
+
+    def start(self, usage: dict[str, int]) -> list[dict[str, Any]]:
+        start = {"id": self.id, "type": "message", "role": "assistant", "model": self.model, "content": [],
+                 "stop_reason": None, "stop_sequence": None, "usage": {**usage, "output_tokens": 0}}
+        return [{"type": "message_start", "message": start}]
+
+    def text(self, streamable: str) -> list[dict[str, Any]]:
+        """Events for the answer's text so far (``streamable``: what :func:`chatml.streamable` allows)."""
+        if len(streamable) <= len(self.sent) or not streamable.startswith(self.sent):
+            return []
+        out = []
+        if not self.open_text:
+            out.append({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})
+            self.open_text = True
+        out.append({"type": "content_block_delta", "index": 0,
+                    "delta": {"type": "text_delta", "text": streamable[len(self.sent):]}})
+        self.sent = streamable
+        return out
+
+    def finish(self, answer: Answer, *, stop_reason: str, usage: dict[str, int],
+               stop_sequence: str | None = None) -> list[dict[str, Any]]:
+        blocks = list(answer.blocks)
+        out: list[dict[str, Any]] = []
+        if blocks and blocks[0][0] == "text" and (self.open_text or not self.sent):
+            out += self.text(blocks.pop(0)[1]) if blocks[0][1].startswith(self.sent) else []
+        if self.open_text:
+            out.append({"type": "content_block_stop", "index": 0})
+            self.index = 1
+        for i, block in enumerate(message(Answer(tuple(blocks)), model=self.model, stop_reason=stop_reason,
+                                          usage=usage)["content"], start=self.index):
+            if block["type"] == "text":
+                out += [{"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}},
+                        {"type": "content_block_delta", "index": i,
+                         "delta": {"type": "text_delta", "text": block["text"]}}]
+            else:
+                out += [{"type": "content_block_start", "index": i, "content_block": {**block, "input": {}}},
+                        {"type": "content_block_delta", "index": i,
+                         "delta": {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}}]
+            out.append({"type": "content_block_stop", "index": i})
+        out.append({"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": stop_sequence},
+                    "usage": {"output_tokens": usage["output_tokens"]}})
+        out.append({"type": "message_stop"})
+        return out
