@@ -48,6 +48,7 @@ import yaml
 
 from bot._util import records, yamlfile
 from bot._util.similarity import similarity
+from bot.model import meaning
 from bot.change import Change, Journal, OverlayTree, apply_local, locked, relative
 from bot.config import Settings
 from bot.distill import refusals as refusals_mod
@@ -340,11 +341,10 @@ def _apply(plans: list[_RulePlan | SpecPlan], book: Playbook, settings: Settings
             for other_id, state, text in existing:
                 if other_id in {r.rule_id for r in replaced}:
                     continue
-                score = similarity(plan.rule, text)
-                if score >= TWIN_THRESHOLD:
+                found = meaning.relate(plan.rule, text)
+                if found.kind == "twin":
                     what = "admitted" if state == "rules" else "pending"
-                    raise _Refused(f"near-duplicate of {what} {other_id} ({score:.0%} of content words shared): "
-                                   f'"{text}"')
+                    raise _Refused(f"near-duplicate of {what} {other_id} ({found.reason}): \"{text}\"")
             if plan.staged is not None and plan.scenario_id in claimed:
                 raise _Refused(f"scenario {plan.scenario_id!r} is proposed by another group of this run; "
                                "give each new scenario its own id")
