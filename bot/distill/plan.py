@@ -48,7 +48,6 @@ import yaml
 
 from bot._util import records, yamlfile
 from bot._util.similarity import similarity
-from bot.model import meaning
 from bot.change import Change, Journal, OverlayTree, apply_local, locked, relative
 from bot.config import Settings
 from bot.distill import refusals as refusals_mod
@@ -66,6 +65,7 @@ from bot.distill.staging import stage_scenario
 from bot.errors import BadInput, LLMError
 from bot.gate.decision import TWIN_THRESHOLD
 from bot.incident.store import IncidentSet, IncidentStore
+from bot.model import meaning
 from bot.playbook import rule_ids
 from bot.playbook.rule import Rule
 from bot.playbook.store import Playbook

@@ -28,7 +28,7 @@ EMBEDDINGS = "embeddings (all-MiniLM-L6-v2)"
 WORDS = "word overlap"
 
 # method -> (twin threshold, conflict threshold); see bench/README.md for how they were chosen.
-THRESHOLDS = {EMBEDDINGS: (0.60, 0.75), WORDS: (0.15, 0.30)}
+THRESHOLDS = {EMBEDDINGS: (0.85, 0.75), WORDS: (0.15, 0.30)}
 
 
 class Measure(Protocol):
@@ -201,10 +201,10 @@ def relate(a: str, b: str, measure: Measure | None = None,
 
 
 def _substitution(a: str, b: str) -> bool:
-    """The two differ by swapping a word or two (committing -> pushing, frontend -> backend): the same shape with
-    another condition or object, which is a near miss, not a restatement (a paraphrase changes many words)."""
+    """The two differ by one word swapped for another (committing -> pushing, frontend -> backend): the same shape
+    with another condition or object, a near miss. A paraphrase changes more ("again" -> "once more")."""
     wa, wb = words(a), words(b)
-    return 1 <= len(wa - wb) <= 2 and 1 <= len(wb - wa) <= 2
+    return len(wa - wb) == 1 and len(wb - wa) == 1
 
 
 def _other_specifics(a: str, b: str) -> bool:
