@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from difflib import SequenceMatcher
 from functools import lru_cache
 from typing import Protocol
 
@@ -161,6 +162,7 @@ def neutral(text: str) -> str:
 
 
 _WORD = re.compile(r"[A-Za-z']+|[^\sA-Za-z']+")
+_TOKEN = re.compile(r"[a-z0-9][a-z0-9._/+:=-]*[a-z0-9]|[a-z0-9]")
 
 
 def _words(text: str) -> list[str]:
@@ -201,10 +203,17 @@ def relate(a: str, b: str, measure: Measure | None = None,
 
 
 def _substitution(a: str, b: str) -> bool:
-    """The two differ by one word swapped for another (committing -> pushing, frontend -> backend): the same shape
-    with another condition or object, a near miss. A paraphrase changes more ("again" -> "once more")."""
+    """The two differ by one span swapped for another of as many words, wherever it occurs (committing -> pushing,
+    "apple banana" -> "violin cello" twice): the same shape with another condition or object, a near miss. A
+    paraphrase changes more, or changes the length ("again" -> "once more")."""
     wa, wb = words(a), words(b)
-    return len(wa - wb) == 1 and len(wb - wa) == 1
+    if len(wa - wb) == 1 and len(wb - wa) == 1:
+        return True
+    ta, tb = _TOKEN.findall(a.lower()), _TOKEN.findall(b.lower())
+    ops = [op for op in SequenceMatcher(None, ta, tb, autojunk=False).get_opcodes() if op[0] != "equal"]
+    swaps = {(tuple(ta[i1:i2]), tuple(tb[j1:j2])) for tag, i1, i2, j1, j2 in ops if tag == "replace"}
+    return bool(ops) and len(swaps) == 1 and all(tag == "replace" and i2 - i1 == j2 - j1 <= 3
+                                                 for tag, i1, i2, j1, j2 in ops)
 
 
 def _other_specifics(a: str, b: str) -> bool:
