@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import zipfile
 from pathlib import Path
 
 import pytest
 
+from bot.model import meaning
 from bot.model.embeddings import install
 from bot.model.local.install import ModelMismatch, ModelNotInstalled
 
@@ -70,3 +72,12 @@ def test_a_file_that_is_not_the_pinned_one_is_refused_and_nothing_is_accepted(tm
         install.install(pins=relinked, root=tmp_path / "cache", find_links=str(links))
     with pytest.raises(ModelNotInstalled):
         install.locate(good, tmp_path / "cache")
+
+
+def test_model_status_says_which_method_judges_twins(cli):
+    meaning.default.cache_clear()
+    result = cli("model", "status", "--json")
+    assert result.code == 0, result.err
+    row = json.loads(result.out)["embeddings"]
+    assert row["installed"] is False and row["judges twins and conflicts by"] == "word overlap"
+    assert "replaybook" in row["why"]  # how to install it
