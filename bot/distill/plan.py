@@ -65,6 +65,7 @@ from bot.distill.staging import stage_scenario
 from bot.errors import BadInput, LLMError
 from bot.gate.decision import TWIN_THRESHOLD
 from bot.incident.store import IncidentSet, IncidentStore
+from bot.model import meaning
 from bot.playbook import rule_ids
 from bot.playbook.rule import Rule
 from bot.playbook.store import Playbook
@@ -342,11 +343,10 @@ def _apply(plans: list[_RulePlan | SpecPlan], book: Playbook, settings: Settings
             for other_id, state, text in existing:
                 if other_id in {r.rule_id for r in replaced}:
                     continue
-                score = similarity(plan.rule, text)
-                if score >= TWIN_THRESHOLD:
+                found = meaning.relate(plan.rule, text)
+                if found.kind == "twin":
                     what = "admitted" if state == "rules" else "pending"
-                    raise _Refused(f"near-duplicate of {what} {other_id} ({score:.0%} of content words shared): "
-                                   f'"{text}"')
+                    raise _Refused(f"near-duplicate of {what} {other_id} ({found.reason}): \"{text}\"")
             if plan.staged is not None and plan.scenario_id in claimed:
                 raise _Refused(f"scenario {plan.scenario_id!r} is proposed by another group of this run; "
                                "give each new scenario its own id")

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Callable
 
 from bot import errors as errors_mod
-from bot._util.similarity import similarity
 from bot.errors import BadInput
 from bot.gate import stats
 from bot.gate.pool import Pool, Stream
@@ -37,6 +36,7 @@ from bot.gate.suite_check import (  # noqa: F401  (re-exported)
     scoped_prompts,
     suite_test,
 )
+from bot.model import meaning
 from bot.playbook.render.system_prompt import baseline_prompt, system_prompt
 from bot.playbook.rule import Rule
 from bot.playbook.store import Playbook
@@ -46,9 +46,10 @@ from bot.replay import validate as sv
 from bot.replay.cache import ReplayCache, trial_key
 from bot.replay.engine import ReplayOptions, TrialResult, run_trial
 from bot.replay.interrupt import stop_on_sigint
+from bot.scenario import leakage
 from bot.scenario import spec as sc
 
-TWIN_THRESHOLD = 0.6
+TWIN_THRESHOLD = 0.6  # word overlap's, before #49: still distill's against refused rules and the org tier's
 
 
 class Runner:
@@ -266,16 +267,28 @@ def cheap_checks(book: Playbook, path: Path) -> tuple[Rule | None, list[str]]:
 
 
 def twins(book: Playbook, candidate: Rule) -> list[str]:
-    """Why ``candidate`` is a near-duplicate of an admitted rule; ``Playbook.admit`` asks again under its lock."""
+    """Why ``candidate`` is a near-duplicate of an admitted rule (``bot.model.meaning``: by embeddings when
+    installed, else word overlap; the reason names which); ``Playbook.admit`` asks again under its lock."""
     problems = []
     for admitted in book.admitted():
         if admitted.id == candidate.id:
             continue
-        score = similarity(candidate.rule, admitted.rule)
-        if score >= TWIN_THRESHOLD:
-            problems.append(f"near-duplicate of admitted {admitted.id} ({score:.0%} of content words shared): "
-                            f"\"{admitted.rule}\"")
+        found = meaning.relate(candidate.rule, admitted.rule)
+        if found.kind == "twin":
+            problems.append(f"near-duplicate of admitted {admitted.id} ({found.reason}): \"{admitted.rule}\"")
     return problems
+
+
+def cheap_flags(book: Playbook, candidate: Rule, loaded: sc.LoadedScenario) -> dict[str, list[str]]:
+    """Named flags the report carries and the decision does not read (a person judges them): ``conflicts`` (an
+    admitted rule demands the opposite) and ``leakage`` (the scenario already tells the agent the rule)."""
+    conflicts = []
+    for admitted in book.admitted():
+        found = meaning.relate(candidate.rule, admitted.rule) if admitted.id != candidate.id else None
+        if found is not None and found.kind == "conflict":
+            conflicts.append(f"conflicts with admitted {admitted.id}: {found.reason}: \"{admitted.rule}\"")
+    leaks = [leak.line() for leak in leakage.find(loaded, candidate.rule)]
+    return {name: lines for name, lines in (("conflicts", conflicts), ("leakage", leaks)) if lines}
 
 
 # -- the gate -----------------------------------------------------------------
@@ -334,6 +347,7 @@ def run_gate(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions
                         simulated=opts.replay.simulated, model_label=opts.replay.model_label,
                         traces=str(opts.replay.runs_dir) if opts.replay.runs_dir else None, **_scope(candidate))
     loaded = sc.load(book.root / candidate.replay)
+    result.flags = cheap_flags(book, candidate, loaded)
     before_text, after_text = baseline_prompt(book, candidate), system_prompt(book, candidate)
     try:
         with stop_on_sigint():

@@ -16,11 +16,10 @@ from pathlib import Path
 
 from bot import config as config_mod
 from bot._util import yamlfile
-from bot._util.similarity import similarity
 from bot._util.text_safety import neutralise
 from bot.change import Change
 from bot.gate import ledger
-from bot.gate.decision import TWIN_THRESHOLD
+from bot.model import meaning
 from bot.playbook import rule_ids
 from bot.playbook.rule import Rule
 from bot.playbook.store import Playbook
@@ -68,6 +67,10 @@ class Promotion:
             for h in p.held]} for p in self.proposals], "paths": sorted(self.change.files)}
 
 
+def _twin(a: str, b: str) -> bool:
+    return meaning.relate(a, b).kind == "twin"
+
+
 def plan(org: Playbook, members: dict[str, Path], min_members: int, today: date) -> Promotion:
     """The proposals for the org tier from each member's admitted rules (``members``: name -> checkout)."""
     held: list[Held] = []
@@ -83,9 +86,9 @@ def plan(org: Playbook, members: dict[str, Path], min_members: int, today: date)
     known = [e.rule for e in org.entries()]
     groups: list[list[Held]] = []
     for h in held:
-        if any(similarity(h.rule.rule, k.rule) >= TWIN_THRESHOLD for k in known):
+        if any(_twin(h.rule.rule, k.rule) for k in known):
             continue  # already in the org tier, in some state
-        group = next((g for g in groups if similarity(h.rule.rule, g[0].rule.rule) >= TWIN_THRESHOLD
+        group = next((g for g in groups if _twin(h.rule.rule, g[0].rule.rule)
                       and h.member not in {x.member for x in g}), None)
         if group is None:
             groups.append([h])

@@ -116,6 +116,7 @@ class GateResult:
     model_label: str = ""  # a real local model's name and quantisation: the report says so, and $0
     admitted: dict | None = None
     warnings: list[str] = field(default_factory=list)  # e.g. replayed without a sandbox
+    flags: dict[str, list[str]] = field(default_factory=dict)  # cheap_flags: "conflicts", "leakage"; not decided on
     own_test: str = ""  # how the own scenario was judged (the test ``gate.own_test`` picked), for the report
     suite_test: str = ""  # how the suite was judged, for the report
     task_types: tuple[str, ...] | None = None  # the rule's scope as the gate read it; None: not read (no rule file)

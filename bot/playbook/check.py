@@ -11,6 +11,8 @@ from bot.playbook import rule as rules_mod
 from bot.playbook.store import STATES, Playbook
 from bot.replay import validate as sv
 from bot.replay.cache import ReplayCache
+from bot.scenario import leakage
+from bot.scenario import spec as sc
 
 
 def problems(book: Playbook, root: Path, specs: list[str], sections: list[Path], *, cache_dir: Path | None,
@@ -74,9 +76,10 @@ def warnings(book: Playbook, root: Path, specs: list[str], sections: list[Path])
 
 
 def validate_folders(folders: list[Path], book: Playbook, *, control: bool,
-                     cache: ReplayCache | None) -> list[sv.Finding]:
+                     cache: ReplayCache | None, rule: str | None = None) -> list[sv.Finding]:
     """Validate each folder against the rules that may replay it: the playbook's, in every state, and the
-    ``rule.yaml`` beside a scenario."""
+    ``rule.yaml`` beside a scenario. Leakage is a warning: of each rule that replays the folder, of ``rule``
+    (``scenario validate --rule``) when given, and of the scenario's own rule checks."""
     try:
         rules = [e.rule for e in book.entries(STATES)]
     except BadInput:
@@ -95,8 +98,20 @@ def validate_folders(folders: list[Path], book: Playbook, *, control: bool,
     for folder in folders:
         finding = sv.validate(folder, rules=rules + suite_rules, empty_playbook=empty, control=control, cache=cache)
         finding.problems += broken.get(folder, [])
+        if not finding.problems:
+            own = [r for r in rules if r.replay and Path(r.replay).name == folder.name] + beside[folder]
+            texts = [r.rule for r in own] + ([rule] if rule else [])
+            finding.warnings += leak_warnings(folder, texts)
         findings.append(finding)
     return findings
+
+
+def leak_warnings(folder: Path, rules: list[str]) -> list[str]:
+    """``leakage.find`` for each rule text (once each), and for the checks alone when no rule is known."""
+    loaded = sc.load(folder)
+    found = leakage.find(loaded) if not rules else [leak for text in dict.fromkeys(rules)
+                                                     for leak in leakage.find(loaded, text)]
+    return list(dict.fromkeys(leak.line() for leak in found))
 
 
 def admitted_scenario_problems(book: Playbook, cache_dir: Path | None, *, control: bool = True) -> list[str]:

@@ -69,6 +69,7 @@ class Finding:
     scenario: str
     problems: list[str] = field(default_factory=list)  # bad input: exit 2
     unsound: list[str] = field(default_factory=list)  # cannot prove a rule: exit 1
+    warnings: list[str] = field(default_factory=list)  # flagged, not failed: leakage (bot.scenario.leakage)
     control: TrialResult | None = None
 
     @property
