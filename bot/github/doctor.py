@@ -19,9 +19,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
 from bot import config as config_mod
+from bot._util import yamlfile
 from bot._util.markdown import table
 from bot.errors import BadInput
 from bot.github import init as init_mod
@@ -167,8 +166,8 @@ class Workflows:
                 continue
             self.texts[name] = text
             try:
-                doc = yaml.safe_load(text)
-            except yaml.YAMLError:
+                doc = yamlfile.parse(root / path, text, what="workflow").data
+            except BadInput:
                 doc = None
             self.docs[name] = doc if isinstance(doc, dict) else None
 

@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Literal
 
 import jinja2
-import yaml
 
 from bot import config as config_mod
 from bot import settings
+from bot._util import yamlfile
 from bot._util.build_info import VERSION as __version__
 from bot._util.markdown import table
 from bot.change import Change, apply_local, locked
@@ -176,9 +176,9 @@ def watched_workflows(root: Path) -> tuple[list[str], bool]:
     folder = root / ".github" / "workflows"
     for file in sorted([*folder.glob("*.yml"), *folder.glob("*.yaml")]) if folder.is_dir() else []:
         try:
-            data = yaml.safe_load(file.read_text(encoding="utf-8"))
-        except (yaml.YAMLError, OSError, UnicodeDecodeError):
-            continue  # not ours to judge; actionlint is
+            data = yamlfile.load(file, what="workflow").data
+        except BadInput:
+            data = None  # not ours to judge (actionlint is): known by its file name
         name = data.get("name") if isinstance(data, dict) else None
         name = name if isinstance(name, str) and name.strip() else file.name
         if not name.lower().startswith(BOT_PREFIX) and not file.name.lower().startswith(BOT_PREFIX):
