@@ -213,9 +213,14 @@ def _built_from() -> str | None:
     return built.commit
 
 
+GATE_CHECKOUT = ".replaybook-gate"  # where this repository's own admit workflow checks out the base's code
+
+
 def uses(local_actions: bool, sha: str | None = None) -> dict[str, str]:
     if local_actions:  # this repository's own workflows: the actions of the same commit
-        return {name: f"./actions/{name}" for name in (*ACTIONS, "org")}
+        # but the gate's, which is the base branch's, checked out beside the PR (the admit template)
+        return {name: f"./{GATE_CHECKOUT}/actions/{name}" if name == "admit" else f"./actions/{name}"
+                for name in (*ACTIONS, "org")}
     sha = actions_commit(sha)
     return {name: f"{ACTIONS_REPO}/actions/{name}@{sha}" for name in (*ACTIONS, "org")}
 
@@ -234,7 +239,7 @@ def render(root: Path, *, local_actions: bool = False, watched: list[str] | None
     pin_note = ("  # zizmor: ignore[self-repository] the actions of this same commit" if local_actions
                 else f" # v{at}")
     context = {"version": at, "pin_note": pin_note, "actions_repo": ACTIONS_REPO,
-               "uses": uses(local_actions, actions_sha), "watched": watched,
+               "uses": uses(local_actions, actions_sha), "local_actions": local_actions, "watched": watched,
                "watched_found": found, "incident_label": cfg.labels.incident, "scenarios_dir": cfg.paths.scenarios,
                "agent_model": cfg.models.agent, "playbook_dir": cfg.paths.playbook.strip("/"),
                "defaults": config_mod.Config(),
