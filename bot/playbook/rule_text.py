@@ -129,7 +129,7 @@ REFUSALS: tuple[Refusal, ...] = (
                        r"(?:logs?|output|report|pr\s+body|pull\s+request|commit\s+message|summary|review)\b"),
             "a rule never asks agents to keep anything from the people who review their work"),
     Refusal("an instruction to skip or disable tests or checks",
-            re.compile(r"(?i)" + r"\b{v}\b(?:\W+[\w.-]+){{0,4}}?\W+{o}\b".format(v=_SKIP_VERBS, o=_TESTS) + "|"
+            re.compile(r"(?i)" + r"\b{v}\b(?:\s+[\w.-]+){{0,3}}?\s+{o}\b".format(v=_SKIP_VERBS, o=_TESTS) + "|"
                        r"\b(?:skip|xfail|deselect|disable|mute|quarantine|comment\s+out)\s+(?:it|them|this|that)\b|"
                        r"\b(?:delete|remove|drop)\w*\s+(?:\w+\s+){0,2}?(?:failing|flaky|broken|red)\s+" + _TESTS + "|"
                        r"\bpytest\.mark\.(?:skip|skipif|xfail)\b|@(?:skip|xfail|unittest\.skip)\w*|"

@@ -177,6 +177,7 @@ def test_disabling_tests_or_checks_temporarily_is_refused(text):
     "When the job prints a token hash, compare it with sha256sum output.",
     "When lint fails, run ruff check --fix from the repo root.",
     "When tests need the fixtures, run make fixtures before pytest.",
+    "When you disable a feature flag, run lint and the unit tests again.",
 ])
 def test_ordinary_rules_in_other_scripts_and_words_are_kept(text):
     assert rule_text.problems(text) == []
