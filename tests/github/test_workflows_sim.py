@@ -149,6 +149,8 @@ class Sim:
             env["ANTHROPIC_BASE_URL"] = model.url
         self.run_id += 1
         path = self.ws / ".github" / "workflows" / f"replaybook-{workflow}.yml"
+        if event in ("workflow_dispatch", "check_run") and "sha" not in kw and "main" in self.gh.state.refs:
+            kw["sha"] = self.gh.state.refs["main"]  # as GitHub sets GITHUB_SHA: the default branch's head
         if event == "pull_request_target":  # GitHub runs the base branch's copy of the workflow, never the PR's
             path = self.tmp / f"base-{self.run_id}-{path.name}"
             path.write_text(git(self.ws, "show", f"{payload['pull_request']['base']['sha']}:.github/workflows/"
@@ -801,8 +803,8 @@ def test_admit_dispatched_for_a_fork_pr_refuses_before_checking_anything_out(rul
                      shims={"gh": gh_shim(fork=True)})
     job = only_job(result, "admit")
     assert job.result == "failure", result.log()
-    # no App token (vars unset), then the refusal: no checkout, no replay with secrets
-    assert [s.kind for s in job.steps] == ["skipped", "run", "skipped", "skipped"]
+    # no App token (vars unset), then the refusal: no checkout (the PR's nor the gate's), no replay with secrets
+    assert [s.kind for s in job.steps] == ["skipped", "run", "skipped", "skipped", "skipped"]
     assert any(f"PR #{PR_NUMBER} comes from a fork" in e for e in job.errors)
     assert gh.statuses_for(head) == []
 
