@@ -16,6 +16,7 @@ from typing import Any, ClassVar, TypeVar, get_args
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from bot._util import yamlfile
+from bot._util.text_safety import shown
 from bot.errors import BadInput
 
 SLUG = r"^[a-z0-9][a-z0-9._-]{0,79}$"
@@ -72,13 +73,13 @@ def error_message(err: dict) -> str:
         return "is not a known field; remove it or check its spelling"
     if kind in ("literal_error", "enum"):
         expected = err.get("ctx", {}).get("expected", "")
-        return f"got {err['input']!r}; expected one of {expected}"
+        return f"got {shown(err['input'])}; expected one of {expected}"
     if kind in _DATE_KINDS:
-        return (f"{err.get('input')!r} is not a real date or time ({msg}); write one such as "
+        return (f"{shown(err.get('input'))} is not a real date or time ({msg}); write one such as "
                 "2026-07-14 or 2026-07-14T09:32:00Z")
     msg = re.sub(r"^(Value error|Assertion failed), ", "", msg)
     if "input" in err and kind.endswith("_type") or kind.endswith("_parsing"):
-        return f"{msg} (got {err['input']!r})"
+        return f"{msg} (got {shown(err['input'])})"
     return msg
 
 

@@ -10,6 +10,8 @@ the bot writes (GitHub, prompts, files) only through the helpers here:
 - :func:`fence` (prompt data: a labelled block the text cannot close, so it cannot speak as
   the prompt), :func:`block` (a markdown block the text cannot close), :func:`fenced` (the
   same, neutralised, for GitHub) and :func:`code` (one inline code span, neutralised).
+- :func:`shown`: untrusted data quoted in an error message: a bounded, neutralised excerpt of a
+  string, only the kind and size of a list or mapping (never its ``repr``, which walks all of it).
 - :func:`neutralise`: before the bot copies untrusted text into an issue, a comment, a PR, a
   commit message or a job summary, it defuses everything GitHub (or the bot itself) would
   act on:
@@ -76,6 +78,27 @@ def one_line(text: object, limit: int | None = None) -> str:
     return line if limit is None or len(line) <= limit else line[: limit - 1].rstrip() + "…"
 
 
+def shown(value: object, limit: int = 60) -> str:
+    """``value`` as an error message may quote it: a string cut to ``limit``, one line, neutralised and with
+    unprintable characters escaped; a number or flag as written; a list or mapping by its kind and size only.
+
+    Never ``repr``: a YAML document's aliases make a small file a huge structure, and ``repr`` walks all of it.
+    """
+    if value is None or isinstance(value, (bool, float)):
+        return repr(value)
+    if isinstance(value, int):
+        return str(value) if value.bit_length() < 200 else "a very large number"
+    if isinstance(value, str):
+        text = one_line(value, limit)
+        text = "".join(ch if ch.isprintable() else f"\\u{ord(ch):04x}" for ch in text)
+        return "'" + neutralise(text) + "'"
+    if isinstance(value, dict):
+        return f"a mapping of {len(value)} key(s)"
+    if isinstance(value, (list, tuple)):
+        return f"a list of {len(value)} item(s)"
+    return f"a {type(value).__name__}"
+
+
 # -- fences -----------------------------------------------------------------------------------
 
 
@@ -111,4 +134,4 @@ def code(text: str, limit: int = 300) -> str:
     return f"{ticks} {line} {ticks}"
 
 
-__all__ = ["ZWSP", "block", "clean", "code", "fence", "fenced", "neutralise", "one_line"]
+__all__ = ["ZWSP", "block", "clean", "code", "fence", "fenced", "neutralise", "one_line", "shown"]

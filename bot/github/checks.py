@@ -22,9 +22,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from bot._util import yamlfile
 from bot._util.text_safety import neutralise, one_line
+from bot.errors import BadInput
 from bot.github.port import CHECK_TEXT_LIMIT, Annotation, CheckAction, CheckRun
 
 REPLAY_ACTION = CheckAction(label="Replay again", description="Run the admit gate again on this commit",
@@ -96,9 +96,9 @@ def _scenario_file(root: Path, scenarios: Path, sid: str) -> Path | None:
         return direct
     for candidate in sorted(scenarios.glob("*/scenario.yaml")):
         try:
-            if (yaml.safe_load(candidate.read_text(encoding="utf-8")) or {}).get("id") == sid:
+            if yamlfile.load(candidate, what="scenario").data.get("id") == sid:
                 return candidate
-        except (OSError, UnicodeDecodeError, yaml.YAMLError, AttributeError):
+        except BadInput:
             continue
     return None
 

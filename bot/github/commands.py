@@ -7,10 +7,20 @@ Four commands, each on a line of its own::
     /replaybook retire rule-NNNN [reason...]
     /replaybook retest
 
-Only a line that *starts* with ``/replaybook`` (after at most three spaces)
-counts: never one inside a ``>`` quote, an HTML comment, a fenced (```` ``` ```` or ``~~~``)
-block or an indented code block, and never one in the middle of a sentence.
-So quoting someone's command, or showing one in a code block, runs nothing.
+Only what GitHub renders as a command counts: a line that *starts* with
+``/replaybook`` (after at most three spaces), never one in the middle of a
+sentence, and never one GitHub hides or shows as someone else's words:
+
+- inside an HTML comment: a ``<!--`` anywhere on a line, even mid-line, hides
+  the rest of that line and every line until the one holding ``-->`` (that
+  line too);
+- inside a ``>`` quote, including its lazy continuation: an unquoted line
+  right after a quoted one belongs to the quote until a blank line;
+- inside a fenced (```` ``` ```` or ``~~~``) block or an indented code block.
+
+Lines end where markdown ends them (``\n``, ``\r\n``, ``\r``), not at the
+other breaks ``str.splitlines`` knows. So quoting someone's command, hiding one
+in a comment, or showing one in a code block, runs nothing.
 
 A line that is a command with bad arguments is a :class:`BadCommand`, whose
 ``problem`` the bot's reply explains; nothing here raises. Every argument is
@@ -33,6 +43,7 @@ LINE_LIMIT = 2_000  # characters of a bad line quoted back
 
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 _QUOTE = re.compile(r"^ {0,3}>")
+_LINE_END = re.compile(r"\r\n|\r|\n")  # markdown's line ends only (str.splitlines also breaks at \x1c, \u2028, …)
 _COMMAND = re.compile(r"^ {0,3}/replaybook(?=\s|$)(.*)$")
 _AGENT = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
 
@@ -72,9 +83,10 @@ def parse(body: str | None) -> list[Parsed]:
 def _command_lines(body: str):
     fence: tuple[str, int] | None = None  # the open fence's mark and length
     hidden = False  # inside an HTML comment: a command nobody sees never runs
-    for line in body.splitlines():
-        if hidden or (fence is None and line.lstrip().startswith("<!--")):
-            hidden = "-->" not in line.split("<!--", 1)[-1] if not hidden else "-->" not in line
+    quoted = False  # inside a blockquote's paragraph: an unquoted line right after it continues it (lazily)
+    for line in _LINE_END.split(body):
+        if hidden:
+            hidden = "-->" not in line  # the line that closes it is hidden whole (conservative: never a command)
             continue
         opening = _FENCE.match(line)
         if fence is not None:
@@ -82,10 +94,17 @@ def _command_lines(body: str):
             if opening and opening.group(1)[0] == mark and len(opening.group(1)) >= length and not opening.group(2).strip():
                 fence = None
             continue
-        if opening and not (opening.group(1)[0] == "`" and "`" in opening.group(2)):
-            fence = (opening.group(1)[0], len(opening.group(1)))
+        if "<!--" in line:  # anywhere on the line, even mid-line or in a code span: what follows is not shown
+            line, rest = line.split("<!--", 1)
+            hidden = "-->" not in rest
+        if not line.strip():
+            quoted = False  # a blank line ends the quote
             continue
-        if _QUOTE.match(line):
+        if opening and not (opening.group(1)[0] == "`" and "`" in opening.group(2)):
+            fence, quoted = (opening.group(1)[0], len(opening.group(1))), False
+            continue
+        if _QUOTE.match(line) or quoted:
+            quoted = True
             continue
         found = _COMMAND.match(line)  # at most three spaces: a tab or four spaces is an indented code block
         if found:

@@ -19,9 +19,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
 from bot import config as config_mod
+from bot._util import yamlfile
 from bot._util.markdown import table
 from bot.errors import BadInput
 from bot.github import init as init_mod
@@ -34,6 +33,11 @@ Status = Literal["ok", "fail", "unknown", "skip"]
 
 GATE_JOB = "admit"  # the admit workflow's job, which GitHub Actions reports as a check of that name
 GATE_CHECKS = (GATE_CONTEXT, GATE_JOB)
+GITHUB_ACTIONS_APP_ID = 15368  # the app every workflow job's check run comes from
+PIN_FIX = ("Settings → Rules → Rulesets for {branch}: require the status check `replaybook/admit` and pick your "
+           "Replaybook App as its source (API: `required_status_checks: [{{context: replaybook/admit, "
+           "integration_id: APP_ID}}]`; classic branch protection: `checks: [{{context, app_id}}]`); without an App, "
+           "create one first (docs/install.md, section 2; why: docs/github.md, Requiring it)")
 APP_VARIABLE = "REPLAYBOOK_APP_ID"
 APP_KEY_SECRET = "REPLAYBOOK_APP_PRIVATE_KEY"
 APP_TOKEN_ACTION = "actions/create-github-app-token@"
@@ -172,8 +176,8 @@ class Workflows:
                 continue
             self.texts[name] = text
             try:
-                doc = yaml.safe_load(text)
-            except yaml.YAMLError:
+                doc = yamlfile.parse(root / path, text, what="workflow").data
+            except BadInput:
                 doc = None
             self.docs[name] = doc if isinstance(doc, dict) else None
 
@@ -244,12 +248,19 @@ def check_required(branch: Any, rules: Any, protection: Any, has_port: bool) -> 
     if isinstance(protection, tuple):
         found += protection
     ours = [c for c in found if c.context in GATE_CHECKS]
+    pinned = [c for c in ours if c.context == GATE_CONTEXT and c.app_id and c.app_id != GITHUB_ACTIONS_APP_ID]
+    if pinned:
+        c = pinned[0]
+        return Finding(check, "ok", f"`{c.context}` is required on {branch} by {c.source}, pinned to app {c.app_id}")
     if ours:
+        # Unpinned, a commit status anyone's workflow sets with GITHUB_TOKEN satisfies it; pinned to GitHub Actions,
+        # a job of that name in a workflow the PR itself edits does. Only the App can report as the App.
         c = ours[0]
-        pin = f"pinned to app {c.app_id}" if c.app_id else "from any source (pin it to your App: docs/github.md, Requiring it)"
-        return Finding(check, "ok", f"`{c.context}` is required on {branch} by {c.source}, {pin}")
-    fix = (f"Settings → Rules → Rulesets for {branch}: require status checks, add `{GATE_CONTEXT}` (pinned to your "
-           f"App) or the `{GATE_JOB}` job ({INSTALL}, section 4)")
+        source = "from any source" if not c.app_id else "pinned to GitHub Actions"
+        return Finding(check, "fail", f"`{c.context}` is required on {branch} by {c.source}, but {source}: a workflow "
+                       "a PR edits can report it (a status set with GITHUB_TOKEN, or a job of that name), so a rule "
+                       "PR could pass without a replay", PIN_FIX.format(branch=branch))
+    fix = PIN_FIX.format(branch=branch)
     unread = [what for what, got in (("its rulesets", rules), ("its branch protection", protection))
               if not isinstance(got, (BranchRules, tuple))]
     if not unread:

@@ -306,9 +306,9 @@ def _pull_request(payload: dict, config: Config, event: str) -> list[Action]:
     if action in _GATE_ACTIONS:
         # Every PR is gated, whatever its branch or label: the gate passes at once when nothing an
         # agent is told changes, so a rule edit on any branch is replayed.
-        if event == "pull_request_target":
-            # Gating here would replay the PR's code with secrets: the "pwn request".
-            return [Ignore(reason="the gate runs on `pull_request`, never `pull_request_target`")]
+        # `pull_request_target` is how the admit workflow runs: its definition and the gate's code are the
+        # base's, and the PR's head is only read as data (and replayed in the sandbox). On a plain
+        # `pull_request` a same-repository PR would run its own edited copy of the workflow.
         head_repo = _field(payload, "pull_request.head.repo.full_name", str, event=event, optional=True)
         base_repo = _field(payload, "pull_request.base.repo.full_name", str, event=event)
         fork = head_repo != base_repo  # a deleted fork has head.repo null: still a fork

@@ -202,7 +202,9 @@ class PrGate:
             return GateVerdict("failure", "refused: " + change.refused[0],
                                f"## Replaybook gate: refused\n\n{listed}\n\nFix each one as it says: the gate "
                                "judges exactly the text agents are given, and refuses text no replay can prove "
-                               "safe (links, URLs, pipes into a shell, encoded blobs, hiding, credentials, CI).\n")
+                               "safe (characters a reviewer cannot see or would misread, links, URLs, pipes into a "
+                               "shell, downloads that are run, encoded blobs, hiding, credentials, CI, skipped or "
+                               "disabled tests).\n")
         found = instructions.judge(self.git, change.fork_point, "HEAD", change)
         fails = change.base_config.gate.unproven_instructions == "fail"
         verdict = self._refusal(action, change, settings, found, fails) or self._verdict(action, change, settings)

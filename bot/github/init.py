@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Literal
 
 import jinja2
-import yaml
 
 from bot import config as config_mod
 from bot import settings
+from bot._util import yamlfile
 from bot._util.build_info import VERSION as __version__
 from bot._util.markdown import table
 from bot.change import Change, apply_local, locked
@@ -176,9 +176,9 @@ def watched_workflows(root: Path) -> tuple[list[str], bool]:
     folder = root / ".github" / "workflows"
     for file in sorted([*folder.glob("*.yml"), *folder.glob("*.yaml")]) if folder.is_dir() else []:
         try:
-            data = yaml.safe_load(file.read_text(encoding="utf-8"))
-        except (yaml.YAMLError, OSError, UnicodeDecodeError):
-            continue  # not ours to judge; actionlint is
+            data = yamlfile.load(file, what="workflow").data
+        except BadInput:
+            data = None  # not ours to judge (actionlint is): known by its file name
         name = data.get("name") if isinstance(data, dict) else None
         name = name if isinstance(name, str) and name.strip() else file.name
         if not name.lower().startswith(BOT_PREFIX) and not file.name.lower().startswith(BOT_PREFIX):
@@ -260,9 +260,14 @@ def pin_comment(sha: str) -> str:
     return built.tag if built is not None and built.commit == sha and built.tag else "untagged"
 
 
+GATE_CHECKOUT = ".replaybook-gate"  # where this repository's own admit workflow checks out the base's code
+
+
 def uses(local_actions: bool, sha: str | None = None) -> dict[str, str]:
     if local_actions:  # this repository's own workflows: the actions of the same commit
-        return {name: f"./actions/{name}" for name in (*ACTIONS, "org")}
+        # but the gate's, which is the base branch's, checked out beside the PR (the admit template)
+        return {name: f"./{GATE_CHECKOUT}/actions/{name}" if name == "admit" else f"./actions/{name}"
+                for name in (*ACTIONS, "org")}
     sha = actions_commit(sha)
     return {name: f"{ACTIONS_REPO}/actions/{name}@{sha}" for name in (*ACTIONS, "org")}
 
@@ -282,7 +287,7 @@ def render(root: Path, *, local_actions: bool = False, watched: list[str] | None
     pin_note = ("  # zizmor: ignore[self-repository] the actions of this same commit" if local_actions
                 else f" # {pin_comment(pinned_uses['capture'].rsplit('@', 1)[1])}")
     context = {"version": at, "pin_note": pin_note, "actions_repo": ACTIONS_REPO,
-               "uses": pinned_uses, "watched": watched,
+               "uses": pinned_uses, "local_actions": local_actions, "watched": watched,
                "watched_found": found, "incident_label": cfg.labels.incident, "scenarios_dir": cfg.paths.scenarios,
                "agent_model": cfg.models.agent, "playbook_dir": cfg.paths.playbook.strip("/"),
                "defaults": config_mod.Config(),

@@ -11,7 +11,7 @@ from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_v
 
 from bot._util import records
 from bot.errors import BadInput
-from bot.playbook import rule_text
+from bot.playbook import rule_chars, rule_text
 
 RULE_ID = r"^rule-\d{4,}$"
 CITATION = re.compile(r"\[(rule-\d{4,})\]")
@@ -88,7 +88,7 @@ class Rule(records.Record):
     @field_validator("rule")
     @classmethod
     def _two_sentences(cls, value: str) -> str:
-        value = " ".join(value.split())
+        written, value = value, rule_chars.normalise(value)  # NFKC, one line: the form stored and rendered
         count = len(sentences(value))
         if count > MAX_SENTENCES:
             raise ValueError(
@@ -103,7 +103,7 @@ class Rule(records.Record):
                 "states no condition; say when it applies first, e.g. 'Before running tests, …' "
                 "or 'When a module looks unused, …'"
             )
-        refused = rule_text.problems(value)  # what agents would obey beyond what a replay proves
+        refused = rule_text.problems(written)  # what agents would obey beyond what a replay proves
         if refused:
             raise ValueError("; ".join(refused))
         return value

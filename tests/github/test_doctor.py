@@ -17,7 +17,7 @@ from bot.github import init as init_mod
 from bot.replay import host_tools, isolation
 
 RELEASE_SHA = "0123456789abcdef0123456789abcdef01234567"
-APP_ID = 15368
+APP_ID = 904213  # our App (15368 is GitHub Actions: every job's check run)
 ADMIT = init_mod.WORKFLOWS["admit"]
 DISTILL = init_mod.WORKFLOWS["distill"]
 PROTECTION = "/repos/octo/app/branches/main/protection/required_status_checks"
@@ -165,10 +165,21 @@ def test_a_missing_required_check_is_a_finding(cli, repo):
 def test_the_required_check_is_found_in_classic_branch_protection(cli, repo):
     repo.rulesets.clear()
     repo.add_ruleset("queue", merge_queue=True)
-    repo.protect("main", checks=["lint", "admit"])
+    repo.protect("main", checks=["lint", ("replaybook/admit", APP_ID)])
     done, findings = doctor(cli)
     required = only(findings, "required check")
     assert done.code == 0 and required["status"] == "ok" and "branch protection" in required["detail"]
+
+
+@pytest.mark.parametrize("required", ["replaybook/admit", "admit", ("admit", 15368), ("replaybook/admit", 15368)])
+def test_a_required_check_not_pinned_to_the_app_is_a_finding(cli, repo, required):
+    """Unpinned (or pinned to GitHub Actions), a status or a job any workflow a PR edits can make satisfies it."""
+    repo.rulesets.clear()
+    repo.add_ruleset("main", required=[required], merge_queue=True)
+    done, findings = doctor(cli)
+    found = only(findings, "required check")
+    assert done.code == 1 and found["status"] == "fail", found
+    assert "without a replay" in found["detail"] and "integration_id" in found["fix"] and "App" in found["fix"]
 
 
 def test_a_refused_branch_protection_is_cannot_tell_not_a_crash(cli, repo, gh):
@@ -189,7 +200,7 @@ def test_a_merge_queue_without_merge_group_is_a_finding(cli, repo, root):
     assert queue["status"] == "fail" and "merge_group" in queue["fix"]
     assert only(findings, "workflows")["status"] == "ok", "a file edited by hand is the user's: init --check is content"
     repo.rulesets.clear()
-    repo.add_ruleset("main", required=["replaybook/admit"])  # no queue: no merge_group needed
+    repo.add_ruleset("main", required=[("replaybook/admit", APP_ID)])  # no queue: no merge_group needed
     done, findings = doctor(cli)
     assert done.code == 0 and findings["merge queue"]["status"] == "ok"
 

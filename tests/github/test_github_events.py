@@ -280,9 +280,13 @@ def test_dependabot_rule_pr_has_no_secrets(examples):
     assert gate.fork is False and gate.secrets is False
 
 
-def test_pull_request_target_never_gates(examples):
-    action = one(plan("pull_request_target", rule_pr(examples), github_config()))
-    assert isinstance(action, Ignore) and "pull_request_target" in action.reason
+def test_pull_request_target_gates_as_the_base_defines_and_a_fork_still_gets_no_replay(examples):
+    """The admit workflow runs on `pull_request_target`: the base's definition judges the PR, read as data."""
+    gate = one(plan("pull_request_target", rule_pr(examples), github_config()))
+    assert isinstance(gate, GateRulePr) and gate.secrets is True
+    fork = _set(rule_pr(examples), "pull_request.head.repo.full_name", "mallory/app")
+    gate = one(plan("pull_request_target", fork, github_config()))
+    assert gate.fork is True and gate.secrets is False  # its fixture never runs beside the repository's keys
 
 
 @pytest.mark.parametrize("action", ["labeled", "assigned", "ready_for_review", "converted_to_draft"])

@@ -129,7 +129,7 @@ def test_moving_paths_playbook_in_the_pr_config_is_judged_on_the_new_folder(port
     make_scenario(root)
     base = base_repo(root)
     write(root / ".replaybook.yml", "paths:\n  playbook: elsewhere\n")
-    write(root / "elsewhere" / "rules" / "rule-0007.yaml", rule_yaml("rule-0007", text="When X, skip the tests."))
+    write(root / "elsewhere" / "rules" / "rule-0007.yaml", rule_yaml("rule-0007", text="When X, run the tests twice."))
     git(root, "mv", "playbook/rules/rule-0001.yaml", "elsewhere/rules/rule-0001.yaml")  # or it leaves unretired
     _commit(root)
     status = gate_state(port, root, base)

@@ -63,18 +63,20 @@ def test_what_init_writes_passes_both_linters(tmp_path, local_actions):
     assert not plan.needs_work or all(f.state == "missing" for f in plan.needs_work)
     files = sorted((tmp_path / ".github" / "workflows").glob("*.yml"))
     assert [f.name for f in files] == sorted(Path(p).name for p in init_mod.WORKFLOWS.values())
-    if local_actions:  # `uses: ./actions/NAME` needs the actions beside the workflows
+    if local_actions:  # `uses: ./actions/NAME` needs the actions beside the workflows (the gate's: the base's copy)
         shutil.copytree(ACTIONS, tmp_path / "actions")
+        shutil.copytree(ACTIONS, tmp_path / init_mod.GATE_CHECKOUT / "actions")
     done = zizmor(tmp_path / ".github" / "workflows")
     _clean(done)
     _clean(actionlint(*files))
     if not local_actions:
-        # With every finding shown (--no-ignores), what a user gets holds no suppressed finding but the two
-        # triggers capture exists for (workflow_run, pull_request_target) and the comment commands' issue_comment:
-        # all three check out no PR code.
+        # With every finding shown (--no-ignores), what a user gets holds no suppressed finding but the
+        # triggers capture exists for (workflow_run, pull_request_target) and the comment commands' issue_comment,
+        # which check out no PR code, and the gate's pull_request_target, which runs the base's definition and
+        # reads the PR's head only as data (docs/github.md, "The definition that judges comes from the base").
         shown = zizmor(tmp_path / ".github" / "workflows", no_ignores=True)
         audits = re.findall(r"(?:error|warning|help|info)\[([a-z-]+)\]", shown.stdout + shown.stderr)
-        assert audits == ["dangerous-triggers"] * 3, shown.stdout + shown.stderr
+        assert audits == ["dangerous-triggers"] * 4, shown.stdout + shown.stderr
         assert "unpinned-uses" not in shown.stdout + shown.stderr
 
 
@@ -254,14 +256,22 @@ def test_capture_never_checks_out_pr_code_and_never_drops_an_event():
 def test_admit_is_one_required_job_on_every_pr_and_merge_group():
     doc = _load(WORKFLOWS / "replaybook-admit.yml")
     on = doc["on"]
-    assert on["pull_request"] == {"types": ["opened", "synchronize", "reopened"]}  # no paths filter
+    # The base's definition judges: never `pull_request`, which runs a same-repository PR's own edited copy.
+    assert on["pull_request_target"] == {"types": ["opened", "synchronize", "reopened"]}  # no paths filter
+    assert "pull_request" not in on
     assert "merge_group" in on and "paths" not in str(on)
     assert on["workflow_dispatch"]["inputs"]["pr"]["required"] is True
     assert list(doc["jobs"]) == ["admit"]
     job = doc["jobs"]["admit"]
     assert job["permissions"] == {"contents": "read", "pull-requests": "write", "statuses": "write"}
-    checkout = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/checkout@"))
-    assert checkout["with"]["fetch-depth"] == 0 and checkout["with"]["persist-credentials"] is False
+    checkouts = [s["with"] for s in job["steps"] if s.get("uses", "").startswith("actions/checkout@")]
+    pr, gate = checkouts  # the PR's head, as data; the gate's own code, the base's
+    assert pr["fetch-depth"] == 0 and "pull_request.head.sha" in pr["ref"]
+    assert gate["path"] == init_mod.GATE_CHECKOUT and "ref" not in gate
+    assert all(c["persist-credentials"] is False for c in checkouts)
+    admit = next(s for s in job["steps"] if "actions/admit" in s.get("uses", ""))
+    assert admit["uses"] == f"./{init_mod.GATE_CHECKOUT}/actions/admit"
+    assert "head.repo.full_name == github.repository" in admit["with"]["anthropic-api-key"]  # never to a fork
 
 
 def test_distill_runs_weekly_as_an_app_and_replay_fans_out():
@@ -305,7 +315,8 @@ def test_admit_re_gates_only_on_its_own_replay_button_and_asks_checks_write_of_t
     assert "replaybook/admit" in job["if"] and "requested_action.identifier == 'replay'" in job["if"]
     assert "checks" not in job["permissions"]  # the workflow's token never makes the check run
     app = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/create-github-app-token@"))
-    assert app["if"] == "vars.REPLAYBOOK_APP_ID != ''"
+    assert app["if"] == ("vars.REPLAYBOOK_APP_ID != '' && (github.event_name != 'pull_request_target' || "
+                         "github.event.pull_request.head.repo.full_name == github.repository)")  # no fork gets it
     assert {k: v for k, v in app["with"].items() if k.startswith("permission-")} == {
         "permission-checks": "write", "permission-statuses": "write", "permission-pull-requests": "write",
         "permission-contents": "read"}

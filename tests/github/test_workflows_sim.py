@@ -97,6 +97,15 @@ def fresh_checkout(w: dict, ctx: ActionContext) -> dict:
     (when given; else the commit the test arranged, standing for the event's), nothing an earlier job left behind,
     and, unless ``fetch-depth: 0``, a shallow history of one commit, as the action's default fetch leaves it."""
     ref, ws = str(w.get("ref") or ""), ctx.workspace
+    if w.get("path"):  # a second repository beside the first: a clone of the same remote at ``ref`` (else the event's)
+        target = ws / str(w["path"])
+        shutil.rmtree(target, ignore_errors=True)  # the action empties a folder that is not its clone
+        try:
+            git(ws, "clone", "-q", "--no-checkout", str(ws), str(target))
+            git(target, "checkout", "-q", "--detach", ref or ctx.github["sha"])
+        except subprocess.CalledProcessError as exc:
+            raise ActionFailed(f"checkout {ref!r} into {w['path']}: {exc.stderr.strip()}") from None
+        return {"ref": ref or ctx.github["ref"], "commit": git(target, "rev-parse", "HEAD")}
     try:
         if ref:
             git(ws, "checkout", "-q", "--detach", ref)
@@ -118,7 +127,7 @@ class Sim:
     """Runs our workflows in one workspace against one fake GitHub, as GitHub would for each event."""
 
     def __init__(self, ws: Path, gh: FakeGitHub, tmp: Path):
-        self.ws, self.gh = ws, gh
+        self.ws, self.gh, self.tmp = ws, gh, tmp
         self.pip_log = tmp / "pip.log"
         self.python = stub_python(tmp / "py", self.pip_log)
         self.run_id = 100
@@ -139,7 +148,14 @@ class Sim:
             secrets["ANTHROPIC_API_KEY"] = model.token
             env["ANTHROPIC_BASE_URL"] = model.url
         self.run_id += 1
-        return run_workflow(self.ws / ".github" / "workflows" / f"replaybook-{workflow}.yml", event, payload,
+        path = self.ws / ".github" / "workflows" / f"replaybook-{workflow}.yml"
+        if event in ("workflow_dispatch", "check_run") and "sha" not in kw and "main" in self.gh.state.refs:
+            kw["sha"] = self.gh.state.refs["main"]  # as GitHub sets GITHUB_SHA: the default branch's head
+        if event == "pull_request_target":  # GitHub runs the base branch's copy of the workflow, never the PR's
+            path = self.tmp / f"base-{self.run_id}-{path.name}"
+            path.write_text(git(self.ws, "show", f"{payload['pull_request']['base']['sha']}:.github/workflows/"
+                                                 f"replaybook-{workflow}.yml"), encoding="utf-8")
+        return run_workflow(path, event, payload,
                             workspace=self.ws, env=env, secrets=secrets, vars=vars, repository=f"{OWNER}/{NAME}",
                             api_url=self.gh.url, run_id=self.run_id,
                             uses={"actions/setup-python": lambda w, ctx: {"python-path": str(self.python)},
@@ -160,9 +176,10 @@ def only_job(result: WorkflowResult, job: str):
     return result.jobs[job]
 
 
-def checkout(job) -> dict:
-    """The evaluated `with:` of the job's actions/checkout step."""
-    (step,) = [s for s in job.steps if s.kind == "uses" and s.name.startswith("actions/checkout@")]
+def checkout(job, path: str | None = None) -> dict:
+    """The evaluated `with:` of the job's actions/checkout step (the one into ``path``, else the workspace's)."""
+    (step,) = [s for s in job.steps if s.kind == "uses" and s.name.startswith("actions/checkout@")
+               and s.inputs.get("path") == path]
     return step.inputs
 
 
@@ -396,10 +413,11 @@ def pr_event(examples, head: str, base: str, *, head_ref: str = "replaybook/rule
 def test_admit_replays_the_rule_and_the_required_job_passes_when_it_is_admitted(rule_pr, gh, examples):
     sim, base, head = rule_pr
     with Gateway(load_policy(SCENARIO / "policy.yaml")) as model:  # the SIMULATED "real" model upstream
-        result = sim.run("admit", "pull_request", pr_event(examples, head, base), model=model)
+        result = sim.run("admit", "pull_request_target", pr_event(examples, head, base), model=model)
     job = only_job(result, "admit")
     assert job.result == "success", result.log()
-    assert checkout(job)["fetch-depth"] == 0 and not checkout(job)["ref"]  # the event's own commit
+    assert checkout(job)["fetch-depth"] == 0 and checkout(job)["ref"] == head  # the PR, as data
+    assert not checkout(job, ".replaybook-gate").get("ref")  # the gate's code: the event's commit, the base's
     assert job.step("dispatched").kind == "skipped"
     (status,) = gh.statuses_for(head)
     assert (status["state"], status["context"]) == ("success", "replaybook/admit"), result.log()
@@ -437,7 +455,7 @@ def test_admit_on_a_scenario_whose_setup_plants_fsmonitor_runs_none_of_it_on_the
         "bash -c 'mkdir sub && cd sub && git init -q && echo a > f && git add f && "
         "git -c user.name=a -c user.email=b commit -qm x && git config core.fsmonitor $PWD/../hook.sh && echo b > f'"])
     with Gateway(load_policy(SCENARIO / "policy.yaml")) as model:
-        result = sim.run("admit", "pull_request", pr_event(examples, head, base), model=model)
+        result = sim.run("admit", "pull_request_target", pr_event(examples, head, base), model=model)
         job = only_job(result, "admit")
         assert not marker.exists(), "the scenario's fsmonitor ran on the runner, next to the secrets"
         assert model.token not in posted(gh, head, job) and "ghs_fake_workflow_token" not in posted(gh, head, job)
@@ -446,7 +464,7 @@ def test_admit_on_a_scenario_whose_setup_plants_fsmonitor_runs_none_of_it_on_the
 def test_admit_on_a_requirements_file_outside_the_scenario_posts_none_of_it(rule_pr, gh, examples):
     sim, base, head = hostile_rule_pr(rule_pr, requirements_file="/proc/self/environ", requirements=[])
     with Gateway(load_policy(SCENARIO / "policy.yaml")) as model:
-        result = sim.run("admit", "pull_request", pr_event(examples, head, base), model=model)
+        result = sim.run("admit", "pull_request_target", pr_event(examples, head, base), model=model)
         job = only_job(result, "admit")
         (status,) = gh.statuses_for(head)
         assert status["state"] != "success", result.log()
@@ -459,7 +477,7 @@ def test_admit_on_a_requirements_file_outside_the_scenario_posts_none_of_it(rule
 def test_admit_never_passes_a_fork_pr_and_passes_a_pr_that_adds_no_rule(rule_pr, gh, examples):
     sim, base, head = rule_pr
     # A fork PR gets no secrets on GitHub: no model. The gate says so and the required job fails.
-    fork = sim.run("admit", "pull_request", pr_event(examples, head, base, head_repo="mallory/app"))
+    fork = sim.run("admit", "pull_request_target", pr_event(examples, head, base, head_repo="mallory/app"))
     job = only_job(fork, "admit")
     assert job.result == "failure", fork.log()
     (status,) = gh.statuses_for(head)
@@ -469,23 +487,69 @@ def test_admit_never_passes_a_fork_pr_and_passes_a_pr_that_adds_no_rule(rule_pr,
     # On GitHub a fork PR's token is also read-only (unless the repository sends write tokens to forks): the
     # status cannot even be set. The required job still fails, never passes.
     gh.fail_next(f"{gh.repo_path}/statuses", 403, method="POST", message="Resource not accessible by integration")
-    read_only = sim.run("admit", "pull_request", pr_event(examples, head, base, head_repo="mallory/app"))
+    read_only = sim.run("admit", "pull_request_target", pr_event(examples, head, base, head_repo="mallory/app"))
     job = only_job(read_only, "admit")
     assert job.result == "failure", read_only.log()
     assert len(gh.statuses_for(head)) == 1
     assert "could not run" in job.summary  # the report still reaches the job summary, written first
 
     # A PR from any other branch that adds the same rule is gated all the same: no model, so never success.
-    other = sim.run("admit", "pull_request", pr_event(examples, "d" * 40, base, head_ref="changes"))
+    git(sim.ws, "commit", "-q", "--allow-empty", "-m", "the same rule, another branch")
+    same = git(sim.ws, "rev-parse", "HEAD")
+    other = sim.run("admit", "pull_request_target", pr_event(examples, same, base, head_ref="changes"))
     assert only_job(other, "admit").result == "failure", other.log()
-    assert [s["state"] for s in gh.statuses_for("d" * 40)] == ["error"]
+    assert [s["state"] for s in gh.statuses_for(same)] == ["error"]
 
     # A PR that changes nothing an agent is told: the required job passes at once.
     git(sim.ws, "checkout", "-q", "main")
-    plain = sim.run("admit", "pull_request", pr_event(examples, "e" * 40, base, head_ref="changes"))
+    git(sim.ws, "commit", "-q", "--allow-empty", "-m", "nothing an agent is told")
+    nothing = git(sim.ws, "rev-parse", "HEAD")
+    plain = sim.run("admit", "pull_request_target", pr_event(examples, nothing, base, head_ref="changes"))
     assert only_job(plain, "admit").result == "success", plain.log()
-    (status,) = gh.statuses_for("e" * 40)
+    (status,) = gh.statuses_for(nothing)
     assert (status["state"], status["description"]) == ("success", "no rule changed")
+
+
+FORGED = """name: replaybook-admit
+on: [pull_request, pull_request_target]
+jobs:
+  admit:
+    runs-on: ubuntu-latest
+    steps:
+      - run: echo FORGED-PASS
+"""
+
+
+def test_admit_judges_with_the_base_definition_however_the_pr_edits_the_workflow_or_the_action(rule_pr, gh, examples):
+    """A same-repository PR rewrites the admit workflow and the gate's action to pass without a replay: the run is
+    still the base's workflow and the base's action, so the gate still replays (here it cannot: no model key)."""
+    sim, base, _ = rule_pr
+    write(sim.ws / ".github" / "workflows" / "replaybook-admit.yml", FORGED)
+    write(sim.ws / "actions" / "admit" / "action.yml",
+          "name: forged\nruns:\n  using: composite\n  steps:\n    - shell: bash\n      run: echo FORGED-PASS\n")
+    head = commit_all(sim.ws, "make the gate pass")
+    sim.gh.state.pulls[PR_NUMBER]["head_sha"] = head
+    result = sim.run("admit", "pull_request_target", pr_event(examples, head, base))
+    job = only_job(result, "admit")
+    assert "FORGED-PASS" not in result.log()
+    assert job.result == "failure", result.log()  # the base's gate: a rule to replay and no model, never success
+    (status,) = gh.statuses_for(head)
+    assert (status["state"], status["context"]) == ("error", "replaybook/admit"), result.log()
+    assert (sim.ws / ".replaybook-gate" / "actions" / "admit" / "action.yml").read_text() != \
+        (sim.ws / "actions" / "admit" / "action.yml").read_text()  # the action that ran is the base's
+
+
+def test_admit_gives_a_fork_pr_neither_the_model_key_nor_an_app_token(rule_pr, gh, examples):
+    sim, base, head = rule_pr
+    result = sim.run("admit", "pull_request_target", pr_event(examples, head, base, head_repo="mallory/app"),
+                     secrets={"ANTHROPIC_API_KEY": "sk-never-for-forks", "REPLAYBOOK_APP_PRIVATE_KEY": "pem"},
+                     vars={"REPLAYBOOK_APP_ID": "904213"})
+    job = only_job(result, "admit")
+    assert job.step("app").kind == "skipped", result.log()
+    gate = next(s for s in job.steps if s.name.endswith("/actions/admit"))
+    assert gate.inputs["anthropic-api-key"] == "" and not gate.inputs["app-token"], gate.inputs
+    (status,) = gh.statuses_for(head)
+    assert status["state"] == "error" and "replay could not run" in status["description"]
 
 
 def test_admit_gates_a_merge_group(rule_pr, gh, examples):
@@ -679,7 +743,7 @@ def test_replay_again_as_the_app_gates_the_pr_head_into_a_new_check_run(rule_pr,
 def test_a_fork_pr_in_a_repository_with_the_app_still_gets_the_gate_s_error_never_success(rule_pr, gh, examples):
     sim, base, head = rule_pr
     # The App is configured (a variable forks can read), but a fork's run gets no secret: no key, no App token.
-    result = sim.run("admit", "pull_request", pr_event(examples, head, base, head_repo="mallory/app"),
+    result = sim.run("admit", "pull_request_target", pr_event(examples, head, base, head_repo="mallory/app"),
                      vars={"REPLAYBOOK_APP_ID": "12345"})
     job = only_job(result, "admit")
     assert job.result == "failure", result.log()
@@ -739,8 +803,8 @@ def test_admit_dispatched_for_a_fork_pr_refuses_before_checking_anything_out(rul
                      shims={"gh": gh_shim(fork=True)})
     job = only_job(result, "admit")
     assert job.result == "failure", result.log()
-    # no App token (vars unset), then the refusal: no checkout, no replay with secrets
-    assert [s.kind for s in job.steps] == ["skipped", "run", "skipped", "skipped"]
+    # no App token (vars unset), then the refusal: no checkout (the PR's nor the gate's), no replay with secrets
+    assert [s.kind for s in job.steps] == ["skipped", "run", "skipped", "skipped", "skipped"]
     assert any(f"PR #{PR_NUMBER} comes from a fork" in e for e in job.errors)
     assert gh.statuses_for(head) == []
 
@@ -789,9 +853,9 @@ def test_the_doctor_step_checks_the_set_up_on_the_runner_into_the_step_summary(t
 
     sim = doctor_sim(tmp_path, gh)
     repo = setup(gh)
-    repo.add_ruleset("main", required=["replaybook/admit"])
+    repo.add_ruleset("main", required=[("replaybook/admit", 904213)])  # pinned to the App
     repo.secrets += ["ANTHROPIC_API_KEY", "REPLAYBOOK_APP_PRIVATE_KEY"]
-    result = sim.run("doctor", "workflow_dispatch", {"inputs": {}}, vars={"REPLAYBOOK_APP_ID": "15368"},
+    result = sim.run("doctor", "workflow_dispatch", {"inputs": {}}, vars={"REPLAYBOOK_APP_ID": "904213"},
                      secrets={"GITHUB_TOKEN": "ghs_workflow"})
     job = only_job(result, "doctor")
     assert job.result == "success", result.log()
@@ -801,7 +865,7 @@ def test_the_doctor_step_checks_the_set_up_on_the_runner_into_the_step_summary(t
     # A workflow's GITHUB_TOKEN may not list secrets: cannot tell, never a failure.
     gh.fail_next("/repos/octo/app/actions/secrets", 403, message="Resource not accessible by integration")
     repo.rulesets.clear()
-    result = sim.run("doctor", "workflow_dispatch", {"inputs": {}}, vars={"REPLAYBOOK_APP_ID": "15368"},
+    result = sim.run("doctor", "workflow_dispatch", {"inputs": {}}, vars={"REPLAYBOOK_APP_ID": "904213"},
                      secrets={"GITHUB_TOKEN": "ghs_workflow"})
     job = only_job(result, "doctor")
     assert job.result == "failure", result.log()

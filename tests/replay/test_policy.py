@@ -97,7 +97,7 @@ def test_invalid_yaml_and_missing_file_are_bad_input(tmp_path: Path) -> None:
     path.write_text("branch_on: [unclosed\n")
     with pytest.raises(BadInput, match="not valid YAML"):
         load_policy(path)
-    with pytest.raises(BadInput, match="cannot read"):
+    with pytest.raises(BadInput, match="no such policy file"):
         load_policy(tmp_path / "absent.yaml")
     with pytest.raises(BadInput, match="mapping"):
         parse_policy(["a list"], source="p.yaml")
