@@ -221,8 +221,10 @@ def test_the_attacks_admitted_before_are_refused_by_the_local_gate_and_never_ren
     text = json.dumps(ATTACKS[case], ensure_ascii=False)
     write(root / "playbook" / "proposed" / "rule-0002.yaml", rule_yaml("rule-0002", text=text))
     out = cli("gate", str(root / "playbook" / "proposed" / "rule-0002.yaml"), "--admit")
-    assert out.code == 1 and "cheap checks" in out.out + out.err and shown in out.out + out.err, out
+    # a rule the validators refuse is bad input (issue 48): exit 2 before any replay, and no ledger line
+    assert out.code == 2 and shown in out.out + out.err, out
     assert not (root / "playbook" / "rules" / "rule-0002.yaml").exists()
+    assert not (root / ".replaybook" / "gates.jsonl").exists()
     write(root / "playbook" / "rules" / "rule-0002.yaml", rule_yaml("rule-0002", text=text))
     out = cli("playbook", "render")
     assert out.code == 2 and "rule-0002" in out.err and shown in out.err, out
