@@ -136,8 +136,38 @@ class Health(_Section):
                                               "GitHub (monthly, or when the agent changes); past it rules are `unknown`.")
 
 
+class GateBudget(_Section):
+    """What one gate may spend on one candidate before it answers inconclusive (docs/gate.md, "The budget")."""
+
+    replays: int | None = Field(default=None, ge=1, le=100_000, description="Fresh replays per candidate (cache hits "
+                                "are free; the do-nothing control and trials run ahead count).")
+    usd: float | None = Field(default=None, gt=0, le=100_000, description="Dollars per candidate: a replay starts "
+                              "only if its scenario's `budget.max_cost_usd` still fits.")
+
+    @model_validator(mode="after")
+    def _something(self) -> "GateBudget":
+        if self.replays is None and self.usd is None:
+            raise ValueError("give `replays` (e.g. `budget: {replays: 40}`) or `usd` (e.g. `budget: {usd: 3}`), or "
+                             "remove `budget` for no limit")
+        return self
+
+
 class Gate(_Section):
     """What the admit gate does beyond replaying rules (see docs/gate.md, "What a PR can change")."""
+
+    budget: GateBudget | None = Field(
+        default=None,
+        description="The most one gate spends on one candidate: `{replays: N}` and/or `{usd: D}`. When it ends "
+        "before the tests decide, the gate answers inconclusive (exit 1 locally, a `neutral` check on GitHub), the "
+        "rule stays proposed and its trials stay cached, so the same gate goes on from there. Default: no limit. "
+        "Read from the base branch's config.",
+    )
+
+    def budget_options(self) -> dict:
+        """``bot.gate.result.GateOptions``' budget fields (none when there is no budget)."""
+        if self.budget is None:
+            return {}
+        return {"budget_replays": self.budget.replays, "budget_usd": self.budget.usd}
 
     own_test: Literal["auto", "sequential", "paired"] = Field(
         default="auto",

@@ -16,7 +16,7 @@ from bot.errors import BadInput, CheckFailed
 from bot.gate import decision as gate_mod
 from bot.gate import ledger as gate_log
 from bot.gate import report as gate_report
-from bot.gate import stats
+from bot.gate import reuse, stats
 from bot.gate.pool import cores
 from bot.playbook.store import Playbook
 from bot.replay.agents import AGENTS
@@ -72,8 +72,8 @@ def command(ctx: click.Context, rule_file: Path, playbook_dir: Path | None, suit
     Cheap checks first (form, citations, scenario, no twin), then the rule's
     own scenario must fail without it and pass with it (the test `gate.own_test` picks:
     in pairs for a real model, docs/gate.md),
-    then the whole suite must not regress. Exit 0 on admit, 1 on reject or when
-    no decision could be made, 2 on bad input.
+    then the whole suite must not regress. Exit 0 on admit, 1 on reject, when
+    no decision could be made, or when `gate.budget` ended first (inconclusive), 2 on bad input.
     """
     settings = ctx.obj.settings
     if not rule_file.is_file():
@@ -90,7 +90,7 @@ def command(ctx: click.Context, rule_file: Path, playbook_dir: Path | None, suit
     if (model != SCRIPTED or (screen_model and screen_model != SCRIPTED)) and not key:
         raise BadInput(f"a real --model or --screen-model needs {key_var}; use `scripted` for the simulated model")
     opts = gate_mod.GateOptions(replay=replay, test=stats.own_test(settings.config.gate.own_test), suite_trials=trials,
-                                jobs=jobs or cores(), max_cost_usd=max_cost_usd,
+                                jobs=jobs or cores(), max_cost_usd=max_cost_usd, **settings.config.gate.budget_options(),
                                 screen_model=screen_model, cache_dir=None if no_cache else (cache_dir or settings.path("cache")))
     if only_estimate:
         _estimate(book, rule_file, suite_dir or settings.path("scenarios"), opts, chosen, as_json)
@@ -107,6 +107,7 @@ def command(ctx: click.Context, rule_file: Path, playbook_dir: Path | None, suit
         retired = [r.id for r in admission.retired if r.id != admission.rule.id]
         result.admitted = {"retired": retired, "resolved": admission.resolved_incidents,
                            "retired_itself": admission.retired_itself}
+        reuse.carry_over(book, result, suite_dir or settings.path("scenarios"), opts)  # the next baseline, free
     _report(result, gate_report.markdown(result, opts.test), gate_report.as_json, report_file, as_json)
 
 

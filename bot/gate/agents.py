@@ -36,7 +36,8 @@ class PerAgent:
     def decision(self) -> str:
         if self.proven_on:
             return "admit"
-        return "error" if any(r.decision == "error" for r in self.results.values()) else "reject"
+        decisions = {r.decision for r in self.results.values()}
+        return "error" if "error" in decisions else "inconclusive" if "inconclusive" in decisions else "reject"
 
     @property
     def partial(self) -> bool:

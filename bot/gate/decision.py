@@ -20,7 +20,7 @@ from bot._util.similarity import similarity
 from bot.errors import BadInput
 from bot.gate import stats
 from bot.gate.pool import Pool, Stream
-from bot.gate.result import Decision, GateOptions, GateResult, Side, SuiteEntry  # noqa: F401  (re-exported)
+from bot.gate.result import BudgetSpent, Decision, GateOptions, GateResult, Side, SuiteEntry  # noqa: F401  (re-exported)
 from bot.gate.suite_check import (  # noqa: F401  (re-exported)
     _broken,
     _judge,
@@ -45,10 +45,6 @@ from bot.scenario import spec as sc
 TWIN_THRESHOLD = 0.6
 
 
-class BudgetSpent(Exception):
-    pass
-
-
 class Runner:
     """Runs trials through the cache, within the budget, ``jobs`` at a time.
 
@@ -66,6 +62,8 @@ class Runner:
         self.hits = 0
         self.spent = 0.0  # every trial run, read or not: what the budget counts
         self._ran = 0
+        self.started = 0  # fresh replays started (run ahead, unscored and the do-nothing control included)
+        self._held = 0.0  # the per-replay caps of the replays running now, held against ``budget_usd``
         self.warnings: dict[str, None] = {}  # each trial's warnings, once each, in order
         self._lock = threading.Lock()
         self._agents: dict[str, object] = {}
@@ -102,16 +100,35 @@ class Runner:
         cached = self.cache.get(key) if self.cache else None
         if cached is not None:
             return cached, True
-        with self._lock:
-            if self.opts.max_cost_usd is not None and self.spent >= self.opts.max_cost_usd:
-                raise BudgetSpent(f"the gate's budget of ${self.opts.max_cost_usd:.2f} is spent")
-        result = run_trial(loaded, text, replay, index, agent)
+        cap = loaded.scenario.budget.max_cost_usd
+        self.reserve(cap)
+        try:
+            result = run_trial(loaded, text, replay, index, agent)
+        finally:
+            with self._lock:
+                self._held -= cap
         with self._lock:
             self.spent += result.cost_usd
             self._ran += 1
         if self.cache:
             self.cache.put(key, result)
         return result, False
+
+    def reserve(self, cap_usd: float) -> None:
+        """Claim one fresh replay within the gate's budgets, or ``BudgetSpent``: never more than
+        ``budget_replays`` started, and never one whose own cap (the scenario's ``budget.max_cost_usd``) could
+        take the spend past ``budget_usd``, counting the caps of those still running."""
+        o = self.opts
+        with self._lock:
+            if o.max_cost_usd is not None and self.spent >= o.max_cost_usd:
+                raise BudgetSpent(f"the gate's budget of ${o.max_cost_usd:.2f} (--max-cost-usd) is spent")
+            if o.budget_replays is not None and self.started >= o.budget_replays:
+                raise BudgetSpent(f"the gate's budget of {o.budget_replays} replays (gate.budget) is spent")
+            if o.budget_usd is not None and self.spent + self._held + cap_usd > o.budget_usd + 1e-9:
+                raise BudgetSpent(f"the gate's budget of ${o.budget_usd:.2f} (gate.budget) is spent: "
+                                  f"${self.spent:.2f} spent, and a replay may cost up to ${cap_usd:.2f}")
+            self.started += 1
+            self._held += cap_usd
 
     def _count(self, result: TrialResult, hit: bool) -> TrialResult:
         """Account for a trial a test read."""
@@ -131,7 +148,13 @@ class Runner:
     def control(self, folder: Path, *, policy: bool) -> sv.Finding:
         """Validate a scenario, do-nothing control included (cached like any replay, counted when run)."""
         hits = self.cache.hits if self.cache else 0
-        finding = sv.validate(folder, control=True, policy=policy, cache=self.cache)
+        self.reserve(0.0)  # the control calls no model: it costs a replay, not money
+        try:
+            finding = sv.validate(folder, control=True, policy=policy, cache=self.cache)
+        finally:
+            with self._lock:
+                if (self.cache.hits if self.cache else 0) != hits:
+                    self.started -= 1  # read from the cache: no replay was run
         if finding.control is not None:
             with self._lock:
                 if (self.cache.hits if self.cache else 0) == hits:
@@ -306,7 +329,7 @@ def run_gate(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions
             _decide(result, runner, opts, loaded, before_text, after_text, suite_dir, progress,
                     texts=(lambda other: scoped_prompts(book, candidate, other)) if opts.scope_reach else None)
     except BudgetSpent as exc:
-        result.decision, result.reason = "error", str(exc)
+        result.decision, result.reason = "inconclusive", str(exc)
     except (KeyboardInterrupt, process_mod.Interrupted):
         runner.close()  # the trials still running were killed: this returns at once
         raise errors_mod.Interrupted(
@@ -322,7 +345,17 @@ def run_gate(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions
     result.speculative = runner.speculative
     result.speculative_cost_usd = round(max(0.0, runner.spent - runner.cost), 6)
     result.warnings = list(runner.warnings)
+    result.fresh_replays = runner.started
+    if result.decision == "inconclusive":
+        _still_to_run(result, book, rule_path, suite_dir, opts)
     return result
+
+
+def _still_to_run(result: GateResult, book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions) -> None:
+    """An inconclusive gate's replays still to run (``bot.gate.estimate.still_to_run``)."""
+    from bot.gate.estimate import still_to_run
+
+    still_to_run(result, estimate(book, rule_path, suite_dir, opts), cached=opts.cache_dir is not None)
 
 
 def _decide(result: GateResult, runner: Runner, opts: GateOptions, loaded: sc.LoadedScenario,
@@ -360,6 +393,10 @@ def _decide(result: GateResult, runner: Runner, opts: GateOptions, loaded: sc.Lo
     result.suite = _suite(runner, opts, loaded, before_text, after_text, suite_dir, progress, k, texts)
     result.suite_test = suite_test(opts).describe()
     incomplete = incomplete_note(result)
+    if result.undecided and not result.regressions:
+        names = ", ".join(e.scenario for e in result.undecided)
+        why = result.undecided[0].note.removeprefix("not decided: ")
+        raise BudgetSpent(f"{why}, with the suite undecided on {names}")
     if result.regressions:
         names = ", ".join(e.scenario for e in result.regressions)
         result.decision, result.reason = "reject", f"regressed {names}" + (f" ({incomplete})" if incomplete else "")
@@ -451,7 +488,7 @@ def _failed_checks(side: Side) -> str:
 def _screen(result, runner, opts, loaded, before_text, after_text, progress) -> bool:
     """A cheaper model's one run each way; only a rule that can matter goes on."""
     progress(f"screen with `{opts.screen_model}`")
-    cheap = _with_model(opts.replay, opts.screen_model)
+    cheap = replace(opts.replay, model=opts.screen_model)
     before = runner.fixed(Side("screen before", loaded.scenario.id), loaded, before_text, 1, cheap)
     after = runner.fixed(Side("screen after", loaded.scenario.id), loaded, after_text, 1, cheap)
     result.screen = [before, after]
@@ -461,7 +498,3 @@ def _screen(result, runner, opts, loaded, before_text, after_text, progress) -> 
     result.reason = (f"screen: with {opts.screen_model} the scenario {'passed' if before.passes else 'failed'} "
                      f"without the rule and {'passed' if after.passes else 'failed'} with it, so the rule cannot matter there")
     return False
-
-
-def _with_model(replay: ReplayOptions, model: str) -> ReplayOptions:
-    return replace(replay, model=model)

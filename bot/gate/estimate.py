@@ -215,3 +215,16 @@ def _done(plan: _Plan) -> Estimate:
     est.per_replay_s = est.seconds / est.replays if est.replays else (plan.past.get("", (DEFAULT_REPLAY_S,))[0])
     est.seconds /= max(1, est.jobs)
     return est
+
+
+def still_to_run(result, plan: Estimate | None, *, cached: bool) -> None:
+    """An inconclusive ``GateResult``'s reason, with the replays still to run to decide: the plan of the same gate
+    from the trials the cache now holds (``plan``), or from nothing when the gate ran without a cache."""
+    if plan is None:
+        return
+    result.more_replays, result.most_replays = round(plan.replays, 1), plan.most
+    kept = ("its trials are cached, so the same gate goes on from here" if cached else
+            "it ran without a cache, so a new gate starts over")
+    result.reason = (f"inconclusive: {result.reason} before the tests decided ({result.fresh_replays} fresh "
+                     f"replays run); about {plan.replays:.0f} more replays would decide (at most {plan.most}); "
+                     f"{kept}. The rule stays proposed")

@@ -24,7 +24,7 @@ from bot.playbook.rule import GLOB
 
 LEDGER = Path(".replaybook") / "gates.jsonl"
 ReasonKind = Literal["admitted", "cheap_checks", "unsound_scenario", "already_followed", "no_effect",
-                     "regression", "screen", "error", "other"]
+                     "regression", "screen", "error", "inconclusive", "other"]
 
 
 Command = Annotated[str, Field(max_length=200)]
@@ -73,7 +73,7 @@ class GateRecord(BaseModel):
     kind: Literal["gate"] = "gate"
     at: datetime
     rule_id: str = Field(max_length=40)
-    decision: Literal["admit", "reject", "error"]
+    decision: Literal["admit", "reject", "error", "inconclusive"]  # inconclusive: not a refusal (the rule stays proposed)
     reason: str = Field(default="", max_length=2000)
     reason_kind: ReasonKind = "other"
     cost_usd: float = Field(default=0.0, ge=0)
@@ -87,8 +87,8 @@ def reason_kind(decision: str, reason: str) -> ReasonKind:
     """The reason's category, for "rejected by reason" (the gate's reasons open with these words)."""
     if decision == "admit":
         return "admitted"
-    if decision == "error":
-        return "error"
+    if decision in ("error", "inconclusive"):
+        return decision  # type: ignore[return-value]
     for prefix, kind in (("cheap checks failed", "cheap_checks"), ("unsound scenario", "unsound_scenario"),
                          ("regressed", "regression"), ("screen:", "screen"),
                          ("replay not discriminative: the scenario passed without", "already_followed"),

@@ -166,6 +166,9 @@ def _member(candidate: Rule, member: Member, runner: Runner, opts: GateOptions, 
             cell.reason = "regressed " + ", ".join(e.scenario for e in cell.regressions)
         elif incomplete:
             cell.decision, cell.reason = "error", f"could not decide: {incomplete}"
+        elif cell.undecided:  # the budget ended before these scenarios' tests decided: never an admit
+            cell.decision = "error"
+            cell.reason = "could not decide: " + "; ".join(e.note for e in cell.undecided)
         else:
             cell.decision, cell.reason = "admit", "its suite does not regress (no scenario of its own for this rule)"
     cell.cost_usd = round(runner.cost - before_cost[0], 6)

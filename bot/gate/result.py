@@ -10,7 +10,13 @@ from bot.gate import stats
 from bot.gate.pool import cores
 from bot.replay.engine import ReplayOptions, TrialResult
 
-Decision = Literal["admit", "reject", "error"]
+Decision = Literal["admit", "reject", "error", "inconclusive"]  # inconclusive: the budget ended before a decision
+
+
+class BudgetSpent(Exception):
+    """The gate's budget (``--max-cost-usd``, ``gate.budget``) ended before its tests decided: inconclusive."""
+
+
 CANDIDATE_SIDES = ("after", "with rule", "screen after")  # sides replayed with the rule under test
 
 
@@ -23,7 +29,11 @@ class GateOptions:
     suite: stats.SuiteTest = field(default_factory=stats.SuiteTest)
     suite_trials: int | None = None  # baseline trials per suite scenario; None: suite.baseline_n
     jobs: int = field(default_factory=cores)  # trials at once, across every scenario
-    max_cost_usd: float | None = None
+    max_cost_usd: float | None = None  # `--max-cost-usd`: stops before a trial once this much is spent
+    # `gate.budget` (docs/gate.md, "The budget"): fresh replays (cache hits are free; the do-nothing control and
+    # trials run ahead count) and dollars, each never exceeded: a trial starts only if it fits. None: no limit.
+    budget_replays: int | None = None
+    budget_usd: float | None = None
     screen_model: str | None = None
     max_unscored: int = 3  # extra attempts per side before the gate gives up
     cache_dir: Path | None = None
@@ -75,6 +85,7 @@ class SuiteEntry:
     candidate: Side | None = None
     judged: bool = False
     regressed: bool = False
+    undecided: bool = False  # the gate's budget ended before its test decided
     broken: bool = False  # could not be loaded or replayed: the suite is incomplete without it
     note: str = ""
 
@@ -104,10 +115,20 @@ class GateResult:
     paths: tuple[str, ...] | None = None
     speculative: int = 0  # replays run ahead that no test read (parallel gates only; not in the decision)
     speculative_cost_usd: float = 0.0
+    # inconclusive: the replays still to run to decide, from the tests' state (``bot.gate.estimate``): expected
+    # at the design point, and the most any gate could need; None when not inconclusive
+    fresh_replays: int = 0  # replays run, not read from the cache (the control and runs ahead included)
+    more_replays: float | None = None
+    most_replays: int | None = None
 
     @property
     def regressions(self) -> list[SuiteEntry]:
         return [e for e in self.suite if e.regressed]
+
+    @property
+    def undecided(self) -> list[SuiteEntry]:
+        """Suite scenarios whose test the budget stopped before it decided."""
+        return [e for e in self.suite if e.undecided]
 
     @property
     def broken(self) -> list[SuiteEntry]:

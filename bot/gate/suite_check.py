@@ -14,7 +14,7 @@ from typing import Callable
 
 from bot.errors import BadInput
 from bot.gate import stats
-from bot.gate.result import GateOptions, Side, SuiteEntry
+from bot.gate.result import BudgetSpent, GateOptions, Side, SuiteEntry
 from bot.playbook.rule import Rule
 from bot.playbook.store import Playbook
 from bot.replay import validate as sv
@@ -72,6 +72,9 @@ def _suite(runner, opts, own, before_text, after_text, suite_dir, progress, k: i
         progress(f"suite `{loaded.scenario.id}`")
         try:
             return _judge(runner, opts, test, k or len(folders), loaded, base_text, cand_text)
+        except BudgetSpent as exc:  # the rest of the suite may still show a regression: that rejects
+            return SuiteEntry(loaded.scenario.id, Side("baseline", loaded.scenario.id, outcome="not run"),
+                              undecided=True, note=f"not decided: {exc}")
         except BadInput as exc:  # e.g. a sandbox that refuses the fixture: this scenario, not the gate
             return _broken(loaded.scenario.id, "could not be replayed: " + exc.render())
 

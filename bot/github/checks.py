@@ -33,8 +33,16 @@ _FENCE = re.compile(r"^\s*(```|~~~)", re.MULTILINE)
 
 
 def conclusion(state: str) -> str:
-    """The check run's conclusion for a gate state: only an admit is success (an error never passes)."""
-    return "success" if state == "success" else "failure"
+    """The check run's conclusion for a gate state: only an admit is success (an error never passes); a gate whose
+    budget ended first is ``neutral``, and a ``pending`` status of the same name keeps it from passing a required
+    check (``status_state``; bot.github.gate)."""
+    return {"success": "success", "inconclusive": "neutral"}.get(state, "failure")
+
+
+def status_state(state: str) -> str:
+    """The commit status for a gate state: inconclusive is ``pending`` (statuses have no neutral; a pending required
+    status blocks the merge until a gate decides)."""
+    return "pending" if state == "inconclusive" else state
 
 
 def summary(report: str, run_url: str | None, limit: int = CHECK_TEXT_LIMIT) -> str:

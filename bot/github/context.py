@@ -41,7 +41,7 @@ class GateVerdict:
     are the ledger records of each rule the gate replayed (kept in the gate comment: bot.github.ledger).
     """
 
-    state: Literal["success", "failure", "error"]
+    state: Literal["success", "failure", "error", "inconclusive"]  # inconclusive: the gate's budget ended first
     description: str
     report: str
     annotations: tuple[Any, ...] = ()  # bot.github.port.Annotation

@@ -93,29 +93,42 @@ def gate_rule_pr(action: GateRulePr, ctx: RunContext) -> list[Outcome]:
     if ctx.step_summary is not None:  # first: a fork PR's read-only token fails the writes below
         with open(ctx.step_summary, "a", encoding="utf-8") as f:
             f.write(verdict.report[: SUMMARY_LIMIT // 2] + "\n")
-    url = _report_check(action, ctx, verdict, description)
+    # the bot's own gate comment only: its ledger says whether an earlier gate of this PR was inconclusive
+    earlier = ctx.port.find_comment_by_marker(action.number, GATE_MARKER) if action.number is not None else None
+    undecided = earlier is not None and any(r.decision == "inconclusive" for r in ledger.read(earlier.body, action.number)[0])
+    url = _report_check(action, ctx, verdict, description, undecided)
     if action.number is not None:
-        comment = _report_comment(action.number, ctx, verdict)
+        comment = _report_comment(action.number, ctx, verdict, earlier)
         url = url or comment
     status: Status = "failed" if verdict.state == "error" else "done"
     return [Outcome(action.kind, status, f"{where}: {verdict.state}: {description}", url, verdict=verdict.state)]
 
 
-def _report_check(action: GateRulePr, ctx: RunContext, verdict: GateVerdict, description: str) -> str | None:
-    """The ``replaybook/admit`` check run with an App token, else (or when GitHub refuses it) the status."""
+def _report_check(action: GateRulePr, ctx: RunContext, verdict: GateVerdict, description: str,
+                  undecided_before: bool = False) -> str | None:
+    """The ``replaybook/admit`` check run with an App token, else (or when GitHub refuses it) the status.
+
+    ``undecided_before``: an earlier gate of this PR was inconclusive, so it may have left a pending status."""
     if ctx.check_runs:
         try:
-            return ctx.port.create_check_run(checks.check_run(verdict, action.head_sha, ctx.run_url, GATE_CONTEXT))
+            url = ctx.port.create_check_run(checks.check_run(verdict, action.head_sha, ctx.run_url, GATE_CONTEXT))
+            if verdict.state != "inconclusive" and not undecided_before:
+                return url
+            # A neutral check run passes a required check, so an inconclusive gate also sets a pending status of the
+            # same name: GitHub requires both. The next gate that decides sets that status again, to its verdict.
+            ctx.port.set_status(action.head_sha, checks.status_state(verdict.state), GATE_CONTEXT, description,
+                                ctx.run_url)
+            return url
         except GitHubError as exc:
             if exc.status not in (403, 404):
                 raise  # 403/404: the token is not an App's after all; the status below still meets the rule
-    ctx.port.set_status(action.head_sha, verdict.state, GATE_CONTEXT, description, ctx.run_url)
+    ctx.port.set_status(action.head_sha, checks.status_state(verdict.state), GATE_CONTEXT, description, ctx.run_url)
     return None
 
 
-def _report_comment(number: int, ctx: RunContext, verdict: GateVerdict) -> str:
-    """The gate comment, edited in place, ending with the PR's gate ledger: the earlier gates' records and this one's."""
-    earlier = ctx.port.find_comment_by_marker(number, GATE_MARKER)  # the bot's own only
+def _report_comment(number: int, ctx: RunContext, verdict: GateVerdict, earlier) -> str:
+    """The gate comment, edited in place, ending with the PR's gate ledger: the earlier gates' records (``earlier``,
+    the bot's own gate comment, or None) and this one's."""
     records = ledger.read(earlier.body, number)[0] if earlier is not None else []
     parts = {"report": verdict.report}
     if records or verdict.records:
@@ -281,15 +294,18 @@ class PrGate:
                                "or `docker`.\n")
         from bot.gate import ledger as gate_log
 
-        opts = gate_mod.GateOptions(replay=replay, test=gate_test(self.trials, settings.config.gate.own_test))
+        opts = gate_mod.GateOptions(replay=replay, test=gate_test(self.trials, settings.config.gate.own_test),
+                                    **settings.config.gate.budget_options())
         results, notes = [], []
         book = self.judged_against(action.base_sha or "", change.gated, settings)
         for name in change.gated:
             results.append(gate_mod.run_gate(book, self.root / name, settings.path("scenarios"), opts))
             notes += checks.annotations(results[-1], self.root, name, settings.path("scenarios"))
         decisions = {r.decision for r in results}
-        state = "error" if "error" in decisions else "failure" if "reject" in decisions else "success"
-        word = {"success": "admit", "failure": "reject", "error": "could not decide"}[state]
+        state = ("error" if "error" in decisions else "failure" if "reject" in decisions
+                 else "inconclusive" if "inconclusive" in decisions else "success")
+        word = {"success": "admit", "failure": "reject", "error": "could not decide",
+                "inconclusive": "inconclusive (the budget ended first)"}[state]
         ids = ", ".join(f"{r.rule_id} {r.decision}" for r in results)
         report = "\n\n".join(gate_report.markdown(r, opts.test) for r in results)
         if self.agent is not None or self.trials is not None:  # a re-gate's options: say what it replayed

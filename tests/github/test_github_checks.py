@@ -38,11 +38,13 @@ def gate(port: FakePort, root: Path, base: str, head: str, *, app: bool, gate=No
 
 
 def required_check_met(port: FakePort, sha: str, required: str) -> bool:
-    """A branch rule requiring ``required`` on ``sha``, as GitHub matches it: by name, a check run or a status."""
+    """A branch rule requiring ``required`` on ``sha``, as GitHub matches it: by name, the latest check run and the
+    latest status; when both carry the name, both must pass (a neutral or skipped check run passes)."""
     runs = [r.conclusion for r in port.check_runs_for(sha) if r.name == required]
     states = [s["state"] for s in port.statuses_for(sha) if s["context"] == required]
-    latest = runs[-1] if runs else states[-1] if states else None
-    return latest in ("success", "neutral", "skipped")
+    if not runs and not states:
+        return False
+    return (not runs or runs[-1] in ("success", "neutral", "skipped")) and (not states or states[-1] == "success")
 
 
 # ------------------------------------------------------------------ the check run, or the status
@@ -112,6 +114,41 @@ def test_a_gate_that_could_not_decide_never_passes_the_check(port, root):
                       gate=lambda a: GateVerdict("error", "replay could not run", "## could not run\n"))
     (run,) = port.check_runs_for(head)
     assert run.conclusion == "failure" and outcome.verdict == "error"
+
+
+def test_a_gate_whose_budget_ends_first_is_neutral_and_still_blocks_the_merge(port, root):
+    write(root / ".replaybook.yml", "gate:\n  budget: {replays: 3}\n")  # the base's config: a PR cannot lift it
+    base, head = pr_repo(root)
+    settings = config_mod.load(root)
+    number = port.add_pull(head_ref="replaybook/rule-0001").number
+    action = GateRulePr(number=number, head_sha=head, base_ref="main", base_sha=base, fork=False, secrets=True)
+    (outcome,) = execute([action], port, root=root, settings=settings, run_url=RUN_URL, check_runs=True,
+                         gate=PrGate(root, settings, replay=ReplayOptions()))
+    assert outcome.verdict == "inconclusive" and outcome.status == "done", outcome
+    (run,) = port.check_runs_for(head)
+    assert run.conclusion == "neutral" and "inconclusive" in run.title
+    assert "more replays would decide" in run.summary and "budget of 3 replays" in run.summary
+    (status,) = port.statuses_for(head)  # a neutral check run alone would pass a required check
+    assert (status["context"], status["state"]) == (GATE_CONTEXT, "pending")
+    assert not required_check_met(port, head, "replaybook/admit")
+    (comment,) = port.comments_on(number)
+    assert '"decision":"inconclusive"' in comment.body.replace(" ", "")  # the PR's gate ledger keeps it
+    # The next gate that decides sets the status again, so the PR is not held by the pending one.
+    (again,) = execute([action], port, root=root, settings=settings, run_url=RUN_URL, check_runs=True,
+                       gate=lambda a: GateVerdict("success", "admit: rule-0001 admit", "## admitted\n"))
+    assert again.verdict == "success"
+    assert [r.conclusion for r in port.check_runs_for(head)] == ["neutral", "success"]
+    assert [s["state"] for s in port.statuses_for(head)] == ["pending", "success"]
+    assert required_check_met(port, head, "replaybook/admit")
+
+
+def test_without_an_app_token_an_inconclusive_gate_is_a_pending_status(port, root):
+    base, head = pr_repo(root)
+    (outcome,) = gate(port, root, base, head, app=False,
+                      gate=lambda a: GateVerdict("inconclusive", "inconclusive: rule-0001", "## inconclusive\n"))
+    assert outcome.verdict == "inconclusive"
+    assert [s["state"] for s in port.statuses_for(head)] == ["pending"]
+    assert not required_check_met(port, head, "replaybook/admit")
 
 
 # ------------------------------------------------------------------ the summary's limit
