@@ -44,10 +44,11 @@ def gates(suite_size: int, product: GateOptions | None = None) -> dict[str, Gate
     product = product or simgate.product_options()
     from bot.gate import stats
 
-    return {"single_run": simgate.single_run_options(suite_size - 1),
-            "single_run_fair": replace(product, test=stats.SequentialTest(1, 0, 1, 1)),
-            "replaybook": product,
-            "replaybook_v1": replace(product, test=stats.SequentialTest())}
+    table = {"single_run": simgate.single_run_options(suite_size - 1),
+             "single_run_fair": replace(product, test=stats.SequentialTest(1, 0, 1, 1)),
+             "replaybook": product,
+             "replaybook_v1": replace(product, test=stats.SequentialTest())}
+    return {name: simgate.memoised(opts) for name, opts in table.items()}
 
 
 def describe(opts: GateOptions) -> str:
@@ -89,7 +90,9 @@ class NoisyRun:
         self.last: dict[str, Proposal] = {}  # mode -> its last proposal
         self.rules: list[Proposal] = []
         self.store: dict = {}  # the gate's trials, as the product's replay cache keeps them
-        self.gated = 0
+        self.gated = 0  # gate runs so far (each its own salt where trials are not cached)
+        self.judged: set[str] = set()  # proposals gated at least once
+        self.open: dict[str, Proposal] = {}  # mode -> its proposal an inconclusive gate left proposed
         self.cache = policy != "single_run"  # the seed's gate keeps no trial from one gate to the next
         self.fresh_own = policy == "single_run_fair"  # its one run each way is the seed's: never cached
         self.texts: dict[str, tuple[list[Proposal], float]] = {}  # playbook text -> (its rules, q)
@@ -188,17 +191,20 @@ class NoisyRun:
         self.new_incidents = 0
         covered = {r.mode for r in self.rules}
         retry = {m for m in self.reasons if self.used[m] < self.reproposals}
-        modes = sorted((set(self.pending) | retry) - covered)
+        modes = sorted((set(self.pending) | retry | set(self.open)) - covered)
         self.pending.clear()
         if not modes:
             return
         self._spend(week, CALL_USD, calls=1)
         for mode in modes:
-            proposal = self._draw(week, mode)
+            # An inconclusive gate left its rule proposed, its trials cached: the same gate goes on from there.
+            proposal = self.open.pop(mode, None) or self._draw(week, mode)
             if proposal is None:
                 continue
             why = self._propose(week, proposal)
-            if why and why != "cap":
+            if why == "inconclusive":
+                self.open[mode] = proposal
+            elif why and why != "cap":
                 self.reasons[mode] = why
             elif not why:
                 self.reasons.pop(mode, None)
@@ -229,6 +235,9 @@ class NoisyRun:
             week.rejections["cap"] += 1
             return "cap"
         why = "" if self.gate is None else self._gate(week, proposal)
+        if why == "inconclusive":  # neither admitted nor refused: it stays proposed
+            week.rejections[why] += 1
+            return why
         if why:
             self.refused[mode] += 1
             self.refused_good[mode] += proposal.kind == "good"
@@ -255,11 +264,13 @@ class NoisyRun:
 
     def _draw_trial(self, sid: str, text: str, arm: str, index: int, salt: str = "") -> bool:
         rules, q = self.texts[text]
-        return self.noise.run(sid, rules, q, "gate", arm, text, index, *((salt,) if salt else ()))
+        return self.noise.run(sid, rules, q, "gate", sid, arm, text, index, *((salt,) if salt else ()))
 
     def _gate(self, week: Week, proposal: Proposal) -> str:
         """'' to admit, else the rejection's reason class (``simgate.decide``: the product's decision code)."""
-        week.gated += 1
+        if proposal.id not in self.judged:  # a candidate counts once, however often an inconclusive gate goes on
+            self.judged.add(proposal.id)
+            week.gated += 1
         before = self._text(self.rules, self.q())
         after = self._text([*self.rules, proposal], self.q(1))
         # The product caches every trial (scenario, text, arm, index) across gates; the seed's gate has no cache
@@ -271,6 +282,8 @@ class NoisyRun:
         runner = simgate.SimRunner(self.gate, self._draw_trial, self.store if self.cache else {}, fresh)
         verdict = simgate.decide(self.gate, runner, proposal.mode, self.noise.suite, before, after, proposal.id)
         self._spend(week, REPLAY_USD * verdict.replays, calls=verdict.replays, replays=verdict.replays)
+        if verdict.decision == "admit" and self.cache:
+            simgate.carry_over(self.store, verdict.result, after)  # bot.gate.reuse, at admission
         return verdict.reason if verdict.decision != "admit" else ""
 
     def _close(self, week: Week) -> None:

@@ -20,13 +20,13 @@ them) is the one part not called.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from types import SimpleNamespace
 from typing import Callable
 
 from bot import config
 from bot.gate import decision, stats, suite_check
-from bot.gate.result import GateOptions, GateResult, Side
+from bot.gate.result import BudgetSpent, GateOptions, GateResult, Side, SuiteEntry
 from bot.replay.engine import ReplayOptions, TrialResult
 
 # A real model's runs differ, so the product's `gate.own_test: auto` picks the paired test for it; the noisy
@@ -35,9 +35,44 @@ NOISY_AGENT = ReplayOptions(model="claude-sonnet-4-6")
 Draw = Callable[[str, str, str, int, str], bool]  # (scenario, playbook text, arm, index, salt) -> passed?
 
 
+_MEMO: dict = {}
+
+
+@dataclass(frozen=True)
+class MemoSuiteTest(stats.SuiteTest):
+    """The product's ``SuiteTest``, its answers memoised: each is a pure function of its arguments, so the
+    decisions are the product's, trial for trial; only the time changes (a 60-seed run spends most of its time
+    in them otherwise)."""
+
+    def decide(self, baseline_passes: int, baseline_n: int, passes: int, fails: int, k: int = 3):
+        key = (self, 0, baseline_passes, baseline_n, passes, fails, k)
+        got = _MEMO.get(key)
+        if got is None:
+            got = _MEMO[key] = super().decide(baseline_passes, baseline_n, passes, fails, k)
+        return got
+
+    def settle(self, baseline_passes: int, baseline_n: int, trials: list[bool], k: int = 3):
+        key = (self, 1, baseline_passes, baseline_n, tuple(trials), k)
+        got = _MEMO.get(key)
+        if got is None:
+            if len(_MEMO) > 3_000_000:
+                _MEMO.clear()
+            got = _MEMO[key] = super().settle(baseline_passes, baseline_n, trials, k)
+        return got
+
+
+def memoised(opts: GateOptions) -> GateOptions:
+    """``opts`` with its suite test memoised (``MemoSuiteTest``); the same decisions."""
+    suite = opts.suite
+    if type(suite) is stats.SuiteTest:
+        suite = MemoSuiteTest(**{f.name: getattr(suite, f.name) for f in fields(suite)})
+    return replace(opts, suite=suite)
+
+
 def product_options() -> GateOptions:
     """The gate options the product runs with at its defaults (``replaybook gate``, ``bot/cli/gate.py``)."""
-    return GateOptions(replay=NOISY_AGENT, test=stats.own_test(config.Gate().own_test), jobs=1)
+    gate = config.Gate()
+    return GateOptions(replay=NOISY_AGENT, test=stats.own_test(gate.own_test), jobs=1, **gate.budget_options())
 
 
 def single_run_options(suite_size: int) -> GateOptions:
@@ -83,6 +118,7 @@ class SimRunner(decision.Runner):
         if index < len(kept):
             return kept[index], True
         while len(kept) <= index:  # trials are drawn in index order (a stream never skips one)
+            self.reserve(0.0)  # the product's budget rule (``gate.budget``): BudgetSpent once it is used up
             ok = self.draw(sid, text, arm, len(kept), salt)
             kept.append(TrialResult(sid, len(kept), "passed" if ok else "failed", ""))
             self._ran += 1
@@ -101,6 +137,7 @@ class SimRunner(decision.Runner):
         if key in self.store:
             self.hits += 1
             return
+        self.reserve(0.0)
         self.store[key] = []
         self.replays += 1
         self._ran += 1
@@ -121,9 +158,19 @@ class Verdict:
 
 def decide(opts: GateOptions, runner: SimRunner, own: str, suite: list[str], before_text: str, after_text: str,
            rule_id: str) -> Verdict:
-    """``decision._decide``'s sequence: control, the own test, every other suite scenario, the verdict."""
+    """``decision.run_gate`` and ``decision._decide``'s sequence: control, the own test, every other suite
+    scenario (``suite_check._suite``: one the budget stopped is undecided), the verdict; ``BudgetSpent``
+    anywhere else makes it inconclusive, as ``run_gate`` does."""
     replays0 = runner.replays
     result = GateResult(rule_id, "", "error", "")
+    try:
+        _decide(opts, runner, result, own, suite, before_text, after_text)
+    except BudgetSpent as exc:
+        result.decision, result.reason = "inconclusive", str(exc)
+    return _verdict(result, runner, replays0)
+
+
+def _decide(opts, runner, result, own, suite, before_text, after_text) -> None:
     loaded = scenario(own)
     runner.control_once(own)
     test = decision.own_test_for(opts.test, loaded, opts.replay)
@@ -131,35 +178,58 @@ def decide(opts: GateOptions, runner: SimRunner, own: str, suite: list[str], bef
     quiet = lambda _msg: None  # noqa: E731
     if isinstance(test, stats.PairedTest):
         if not decision._paired(result, runner, opts, test, loaded, before_text, after_text, quiet):
-            return _verdict(result, runner, replays0)
+            return
     else:
         result.before = runner.sequential(Side("before", own), loaded, before_text, test.before, test.before_n,
                                           opts.replay)
         if result.before.outcome != "pass":
             decision._not_discriminative(result, "before")
-            return _verdict(result, runner, replays0)
+            return
         result.after = runner.sequential(Side("after", own), loaded, after_text, test.after, test.after_n,
                                          opts.replay)
         if result.after.outcome != "pass":
             decision._not_discriminative(result, "after")
-            return _verdict(result, runner, replays0)
+            return
     others = [s for s in suite if s != own]
     test_suite = suite_check.suite_test(opts)
-    result.suite = [suite_check._judge(runner, opts, test_suite, len(others), scenario(s), before_text, after_text)
-                    for s in others]
+
+    def one(sid: str) -> SuiteEntry:
+        try:
+            return suite_check._judge(runner, opts, test_suite, len(others), scenario(sid), before_text, after_text)
+        except BudgetSpent as exc:  # as suite_check._suite: the rest may still show a regression
+            return SuiteEntry(sid, Side("baseline", sid, outcome="not run"), undecided=True,
+                              note=f"not decided: {exc}")
+
+    result.suite = [one(s) for s in others]
+    if result.undecided and not result.regressions:
+        raise BudgetSpent(result.undecided[0].note.removeprefix("not decided: "))
     if result.regressions:
         result.decision, result.reason = "reject", "regressed " + ", ".join(e.scenario for e in result.regressions)
     else:
         result.decision, result.reason = "admit", "replay is discriminative and the suite does not regress"
-    return _verdict(result, runner, replays0)
+
+
+def carry_over(store: dict, result: GateResult, after_text: str) -> int:
+    """``bot.gate.reuse.carry_over`` on the store: after an admission, each trial the gate ran with the rule (its
+    own scenario's and each suite scenario's) becomes a baseline trial of the new playbook, whose text is the
+    one they ran with (no retirement, no scope_reach here), where no baseline trial is kept there yet."""
+    sides = [e.candidate for e in result.suite if e.candidate is not None] + ([result.after] if result.after else [])
+    carried = 0
+    for side in sides:
+        kept = store.setdefault((side.scenario, after_text, "baseline", ""), [])
+        for trial in side.scored:
+            if trial.trial == len(kept):  # the cache holds trials by index: only a gap-free run is a baseline
+                kept.append(trial)
+                carried += 1
+    return carried
 
 
 def _verdict(result: GateResult, runner: SimRunner, replays0: int) -> Verdict:
     why = result.reason
     if result.decision == "admit":
         cls = ""
-    elif result.decision == "error":
-        cls = "error"
+    elif result.decision in ("error", "inconclusive"):
+        cls = result.decision
     elif "passed without the rule" in why:
         cls = "passes without the rule"
     elif "did not change the pass rate" in why:
