@@ -169,14 +169,17 @@ class Gate(_Section):
             return {}
         return {"budget_replays": self.budget.replays, "budget_usd": self.budget.usd}
 
-    own_test: Literal["auto", "sequential", "paired"] = Field(
+    own_test: Literal["auto", "sequential", "paired", "baseline"] = Field(
         default="auto",
         description="How the gate judges the rule on its own scenario: `sequential` (at most 0 of 3 trials pass "
         "without the rule, at least 4 of 5 with it: sound only for an agent that makes its mistake every time), "
         "`paired` (before and after in pairs, a sequential test on the discordant pairs: for an agent whose runs "
         "differ, as a real model's do; about 3 to 6 times the runs, and `--trials` does not apply), or `auto` "
         "(sequential for the simulated model on a scenario with no chance in its policy, paired for everything "
-        "else, a real model always). docs/gate.md, \"For a noisy agent\". Read from the base branch's config.",
+        "else, a real model always), or `baseline` (the rule's trials against the scenario's cached 40-trial "
+        "baseline, shared with every gate's suite check of it: a sequential test of a cut in the mistake rate, "
+        "about a third of the paired test's trials once the baseline is cached). docs/gate.md, \"For a noisy "
+        "agent\". Read from the base branch's config.",
     )
 
     unproven_instructions: Literal["report", "fail"] = Field(

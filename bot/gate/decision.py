@@ -21,6 +21,13 @@ from bot.errors import BadInput
 from bot.gate import stats
 from bot.gate.pool import Pool, Stream
 from bot.gate.result import BudgetSpent, Decision, GateOptions, GateResult, Side, SuiteEntry  # noqa: F401  (re-exported)
+from bot.gate.own_scenario import (  # noqa: F401  (re-exported)
+    _not_discriminative,
+    _paired,
+    against_baseline,
+    deterministic,
+    own_test_for,
+)
 from bot.gate.suite_check import (  # noqa: F401  (re-exported)
     _broken,
     _judge,
@@ -39,7 +46,6 @@ from bot.replay import validate as sv
 from bot.replay.cache import ReplayCache, trial_key
 from bot.replay.engine import ReplayOptions, TrialResult, run_trial
 from bot.replay.interrupt import stop_on_sigint
-from bot.replay.policy import load_policy
 from bot.scenario import spec as sc
 
 TWIN_THRESHOLD = 0.6
@@ -377,6 +383,9 @@ def _decide(result: GateResult, runner: Runner, opts: GateOptions, loaded: sc.Lo
     if isinstance(test, stats.PairedTest):
         if not _paired(result, runner, opts, test, loaded, before_text, after_text, progress):
             return
+    elif isinstance(test, stats.BaselineTest):
+        if not against_baseline(result, runner, opts, test, loaded, before_text, after_text, progress):
+            return
     else:
         progress(f"own scenario `{loaded.scenario.id}` without the rule")
         result.before = runner.sequential(Side("before", loaded.scenario.id), loaded, before_text, test.before,
@@ -420,69 +429,6 @@ def incomplete_note(result: GateResult) -> str:
         return ""
     names = ", ".join(e.scenario for e in result.broken)
     return f"suite incomplete: {len(result.broken)} scenario(s) could not be loaded or replayed: {names}"
-
-
-def own_test_for(test: stats.SequentialTest | stats.PairedTest | stats.AutoTest, loaded: sc.LoadedScenario,
-                 replay: ReplayOptions) -> stats.SequentialTest | stats.PairedTest:
-    """The test the own scenario gets: ``test``, or what ``stats.AutoTest`` picks for this scenario and agent."""
-    if not isinstance(test, stats.AutoTest):
-        return test
-    return test.pick(deterministic=deterministic(loaded, replay))
-
-
-def deterministic(loaded: sc.LoadedScenario, replay: ReplayOptions) -> bool:
-    """Every run of this agent on ``loaded`` is the same run: the simulated model with no chance anywhere.
-
-    Not a real model (its runs differ, and nothing here can show they do not), not ``--noise``, not a
-    ``follow`` below 1, not a scenario policy whose SIMULATED ``mistake`` or ``effect`` is a chance
-    rather than 0 or 1. A policy that does not load is not known to be deterministic (the replay then
-    says why it cannot run)."""
-    if not replay.simulated or replay.noise > 0 or replay.follow < 1:
-        return False
-    try:
-        policy = load_policy(loaded.folder / "policy.yaml")
-    except (BadInput, OSError):
-        return False
-    return policy.mistake in (0.0, 1.0) and policy.effect in (0.0, 1.0)
-
-
-def _paired(result: GateResult, runner: Runner, opts: GateOptions, test: stats.PairedTest, loaded, before_text,
-            after_text, progress) -> bool:
-    """The own scenario with ``stats.PairedTest``: whether the rule changed the pass rate (else result is set)."""
-    progress(f"own scenario `{loaded.scenario.id}` without and with the rule, in pairs")
-    result.before, result.after = Side("before", loaded.scenario.id), Side("after", loaded.scenario.id)
-    state = runner.paired(result.before, result.after, loaded, before_text, after_text, test, opts.replay)
-    result.before.outcome = result.after.outcome = state
-    if state == "pass":
-        return True
-    if state == "error":
-        _not_discriminative(result, "before" if result.before.unscored > opts.max_unscored else "after")
-        return False
-    result.decision = "reject"
-    result.reason = (f"replay not discriminative: the rule did not change the pass rate enough "
-                     f"({result.before.passes}/{result.before.n} passed without it, "
-                     f"{result.after.passes}/{result.after.n} with it, in pairs)")
-    return False
-
-
-def _not_discriminative(result: GateResult, side: str) -> None:
-    s = result.before if side == "before" else result.after
-    if s.outcome == "error":
-        result.decision = "error"
-        result.reason = f"the {side}-runs could not be scored ({s.unscored} unscored: {_unscored_reasons(s)})"
-        return
-    result.decision = "reject"
-    if side == "before":
-        result.reason = (f"replay not discriminative: the scenario passed without the rule "
-                         f"({s.passes}/{s.n}), so the rule teaches nothing")
-    else:
-        result.reason = (f"replay not discriminative: the scenario still failed with the rule "
-                         f"({s.passes}/{s.n} passed; {_failed_checks(s)})")
-
-
-def _failed_checks(side: Side) -> str:
-    names = sorted({c.check for t in side.scored for c in t.failed_checks})
-    return "failing: " + ", ".join(names) if names else "no check failed"
 
 
 def _screen(result, runner, opts, loaded, before_text, after_text, progress) -> bool:

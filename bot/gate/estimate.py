@@ -170,6 +170,12 @@ def estimate(loaded: sc.LoadedScenario, before_text: str, after_text: str, suite
         for text, arm in ((before_text, "baseline"), (after_text, "candidate")):
             plan.sequential(loaded, text, lambda p, f: "continue" if p + f < pairs else "pass", P_BEFORE, opts.replay,
                             arm)
+    elif isinstance(test, stats.BaselineTest):  # the baseline (cached or run whole), then the rule's trials
+        passes, n = plan.fixed(loaded, before_text, test.baseline_n, opts.replay)
+        base = passes if n == test.baseline_n else round(P_BEFORE * test.baseline_n)
+        if plan.sequential(loaded, after_text, lambda p, f: test.decide(base, test.baseline_n, p, f), P_AFTER,
+                           opts.replay, "candidate") not in (None, "pass"):
+            return _done(plan)
     elif plan.sequential(loaded, before_text, test.before, P_BEFORE, opts.replay) not in (None, "pass"):
         return _done(plan)
     elif plan.sequential(loaded, after_text, test.after, P_AFTER, opts.replay, "candidate") not in (None, "pass"):

@@ -366,6 +366,54 @@ class PairedTest:
 
 
 @dataclass(frozen=True)
+class BaselineTest:
+    """The own scenario judged against its cached baseline (``gate.own_test: baseline``): does the rule cut the
+    mistake rate clearly?
+
+    The before side is the scenario's baseline, ``baseline_n`` trials with the current playbook: the very trials
+    the suite test of every other gate reads for this scenario (same text, same arm, same indices), so they are
+    cached, shared by every candidate until the playbook changes, and carried over at an admission
+    (``bot.gate.reuse``). Only the after side is run per candidate, as a truncated SPRT: with m the baseline's
+    mistake rate (1 - its Laplace-smoothed pass rate), H1: the rule cuts it by ``effect`` (the pass rate is
+    1 - m (1 - effect)), H0: by at most ``effect0`` (a rule below the loop benchmark's "useless" line). Admit at
+    ``admit_at``, refuse at ``reject_at`` or after ``max_n`` trials. The paired test spends half its trials on a
+    before side and conditions on the discordant pairs; this one reads a before side already paid for. Exact
+    characteristics, over every baseline outcome: ``bot.gate.price.own_dist``; docs/gate.md has the table.
+    """
+
+    baseline_n: int = 40
+    effect: float = 0.7
+    effect0: float = 0.1
+    admit_at: float = 4.6
+    reject_at: float = -2.0
+    max_n: int = 30
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.effect0 < self.effect <= 1:
+            raise ValueError(f"BaselineTest needs 0 <= effect0 < effect <= 1, got {self.effect0}, {self.effect}")
+
+    def rates(self, baseline_passes: int, baseline_n: int) -> tuple[float, float]:
+        """(pass rate under H0, under H1) after a baseline of ``baseline_passes`` of ``baseline_n``."""
+        m = 1 - (baseline_passes + 1) / (baseline_n + 2)
+        return 1 - m * (1 - self.effect0), 1 - m * (1 - self.effect)
+
+    def decide(self, baseline_passes: int, baseline_n: int, passes: int, fails: int) -> Decision:
+        """'pass' (admit), 'fail' (refuse) or 'continue', after ``passes`` and ``fails`` with the rule."""
+        c0, c1 = self.rates(baseline_passes, baseline_n)
+        llr = passes * math.log(c1 / c0) + fails * math.log((1 - c1) / (1 - c0))
+        if llr >= self.admit_at - 1e-12:
+            return "pass"
+        if llr <= self.reject_at + 1e-12 or passes + fails >= self.max_n:
+            return "fail"
+        return "continue"
+
+    def describe(self) -> str:
+        return (f"the rule's trials against the scenario's cached {self.baseline_n}-trial baseline, a sequential "
+                f"test of a cut in the mistake rate (H1: by {self.effect:g}, H0: by at most {self.effect0:g}), "
+                f"at most {self.max_n} trials with the rule")
+
+
+@dataclass(frozen=True)
 class AutoTest:
     """``gate.own_test: auto``, the default: the sequential test where every run of the agent on the
     scenario is the same run, the paired test everywhere else.
@@ -387,12 +435,12 @@ class AutoTest:
                 f"{self.sequential.describe()}; for any other: {self.paired.describe()}")
 
 
-OWN_TESTS = ("auto", "sequential", "paired")
+OWN_TESTS = ("auto", "sequential", "paired", "baseline")
 
 
-def own_test(kind: str) -> "SequentialTest | PairedTest | AutoTest":
+def own_test(kind: str) -> "SequentialTest | PairedTest | BaselineTest | AutoTest":
     """The own-scenario test ``gate.own_test`` names (``OWN_TESTS``), at its defaults."""
-    return {"sequential": SequentialTest, "paired": PairedTest}.get(kind, AutoTest)()
+    return {"sequential": SequentialTest, "paired": PairedTest, "baseline": BaselineTest}.get(kind, AutoTest)()
 
 
 def paired_characteristics(test: PairedTest, p_before: float, p_after: float) -> Characteristics:

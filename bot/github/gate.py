@@ -20,7 +20,7 @@ from typing import Any
 from bot._util.credentials import host_redactor
 from bot.change import Change, OverlayTree
 from bot.errors import BadInput, ReplaybookError
-from bot.gate.stats import AutoTest, PairedTest, SequentialTest
+from bot.gate.stats import AutoTest, BaselineTest, PairedTest, SequentialTest
 from bot.github import checks, instructions, ledger, playbook_diff
 from bot.github.context import GateVerdict, Outcome, RunContext, Status, code, fenced
 from bot.github.events import GateRulePr
@@ -35,7 +35,7 @@ DEFAULT_AGENT = "builtin"  # the agent the GitHub gate replays with unless a re-
 AGENT_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")  # the admit workflow checks the same pattern
 
 
-def gate_test(trials: int | None = None, kind: str = "auto") -> SequentialTest | PairedTest | AutoTest:
+def gate_test(trials: int | None = None, kind: str = "auto") -> SequentialTest | PairedTest | BaselineTest | AutoTest:
     """The own-scenario test, with at most ``trials`` trials with the rule (``/replaybook replay --trials N``).
 
     Never above the gate's own budget, and never at a lower pass rate than its own test asks: 4 of 5
@@ -45,6 +45,8 @@ def gate_test(trials: int | None = None, kind: str = "auto") -> SequentialTest |
     """
     if kind == "paired":
         return PairedTest()
+    if kind == "baseline":
+        return BaselineTest()
     test = SequentialTest()
     if trials is not None:
         n = max(1, min(int(trials), test.after_n))
@@ -62,6 +64,10 @@ def what_runs(agent: str | None, trials: int | None, kind: str = "auto", *, simu
         why = "`gate.own_test: auto`, for a real model" if kind == "auto" else "`gate.own_test: paired`"
         return (f"agent {code(agent or DEFAULT_AGENT, 40)}, the paired test ({why}): at most "
                 f"{test.max_pairs} pairs of trials without and with the rule"
+                + (f", so `--trials {trials}` does not apply" if trials is not None else ""))
+    if isinstance(test, BaselineTest):
+        return (f"agent {code(agent or DEFAULT_AGENT, 40)}, the baseline test (`gate.own_test: baseline`): at most "
+                f"{test.max_n} trials with the rule against the scenario's cached baseline"
                 + (f", so `--trials {trials}` does not apply" if trials is not None else ""))
     return (f"agent {code(agent or DEFAULT_AGENT, 40)}, at most {test.after_n} trial(s) with the rule "
             f"(it admits when at least {test.after_min_pass} pass)")
