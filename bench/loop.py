@@ -58,6 +58,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--workers", type=int, default=2, help="noisy preset: seeds run in this many processes")
     p.add_argument("--sensitivity", type=int, default=0, metavar="N",
                    help="noisy preset: also run each assumption at x0.5 and x1.5 on the first N seeds")
+    p.add_argument("--own-test", default=None, help="noisy preset: the product's gate with this gate.own_test "
+                   "(auto, sequential, paired, baseline) instead of its default; the run is labelled a variant")
+    p.add_argument("--budget", type=int, default=None, help="noisy preset: the product's gate with gate.budget "
+                   "{replays: N}; the run is labelled a variant")
     p.add_argument("--gate-set", action="append", default=[], metavar="FIELD=VALUE",
                    help="noisy preset: change one field of the product's gate options for every policy that uses "
                         "them (e.g. suite.baseline_n=20, test.paired.max_pairs=20); the run is labelled a variant")
@@ -220,7 +224,16 @@ def gate_table(args: argparse.Namespace, suite_size: int) -> tuple[dict, list[st
 
     from loopbench import simgate
 
+    from bot.gate import stats
+
     product = simgate.product_options()
+    variant = list(args.gate_set)
+    if args.own_test:
+        product = replace(product, test=stats.own_test(args.own_test))
+        variant.append(f"gate.own_test: {args.own_test}")
+    if args.budget:
+        product = replace(product, budget_replays=args.budget)
+        variant.append(f"gate.budget: {{replays: {args.budget}}}")
     for item in args.gate_set:
         path, _, raw = item.partition("=")
 
@@ -235,7 +248,7 @@ def gate_table(args: argparse.Namespace, suite_size: int) -> tuple[dict, list[st
             return replace(obj, **{names[0]: put(getattr(obj, names[0]), names[1:])})
 
         product = put(product, path.split("."))
-    return noisy.gates(suite_size, product), list(args.gate_set)
+    return noisy.gates(suite_size, product), variant
 
 
 def run_noisy(args: argparse.Namespace, stream_cfg: StreamConfig, loop_cfg: LoopConfig) -> int:

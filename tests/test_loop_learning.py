@@ -128,10 +128,12 @@ def test_no_mode_is_set_aside_after_a_scoped_rule_regresses_again():
         noise = Asked(NoiseConfig(), seed, stream.modes, noisy.suite_modes(stream))
         run = noisy.NoisyRun("replaybook", stream, noise, LoopConfig(seed=seed), noisy.gates(13)["replaybook"], 3)
         week = Week(1)
-        for _ in range(6):
+        for n in range(1, 7):
             _distill_once(run, "targeted-tests", week)
-        asked = [p for p in noise.asked if p.mode == "targeted-tests"]
-        assert len(asked) == 6 and all(p.kind == "harmful" for p in asked)
+            asked = [p for p in noise.asked if p.mode == "targeted-tests"]
+            assert len(asked) == n and all(p.kind == "harmful" for p in asked)  # one each run, never set aside
+            if any(r.mode == "targeted-tests" for r in run.rules):
+                break  # a false admit of the suite test: the mode is covered
 
 
 def _within(rate: float, expected: float, n: int) -> bool:

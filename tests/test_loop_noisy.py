@@ -103,7 +103,7 @@ def _within(rate: float, expected: float, n: int) -> bool:
 
 @pytest.mark.parametrize("p", [0.3, 0.6])
 def test_single_run_admits_a_no_effect_rule_at_the_rate_the_noise_implies(p):
-    n = 4000
+    n = 2000
     passes = (1 - p) * (1 - NoiseConfig().flaky)
     implied = (1 - passes) * passes  # fails once without the rule, passes once with it
     assert _within(_admit_rate(noisy.gates(13)["single_run"], p, n), implied, n)
@@ -111,7 +111,7 @@ def test_single_run_admits_a_no_effect_rule_at_the_rate_the_noise_implies(p):
 
 @pytest.mark.parametrize("p", [0.3, 0.6])
 def test_the_statistical_gates_admit_a_no_effect_rule_at_the_rate_stats_computes(p):
-    n = 2000
+    n = 600
     passes = (1 - p) * (1 - NoiseConfig().flaky)
     paired = stats.paired_characteristics(stats.PairedTest(), passes, passes).p_admit
     sequential = stats.operating_characteristics(stats.SequentialTest(), passes, passes).p_admit

@@ -18,6 +18,8 @@ policy that has rules, gated or not. Nothing else: no mode is ever set aside.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 from collections import Counter
 from dataclasses import replace
 
@@ -264,7 +266,7 @@ class NoisyRun:
 
     def _draw_trial(self, sid: str, text: str, arm: str, index: int, salt: str = "") -> bool:
         rules, q = self.texts[text]
-        return self.noise.run(sid, rules, q, "gate", sid, arm, text, index, *((salt,) if salt else ()))
+        return self.noise.run(sid, rules, q, "gate", sid, arm, _digest(text), index, *((salt,) if salt else ()))
 
     def _gate(self, week: Week, proposal: Proposal) -> str:
         """'' to admit, else the rejection's reason class (``simgate.decide``: the product's decision code)."""
@@ -304,6 +306,12 @@ def learning(reproposals: int, escalate: bool) -> str:
            "after a regression the same rule scoped" if reproposals else "no re-proposals")
     return out + ("; an ignored rule (2 repeats since admission) is escalated to a hook or CI guard from its "
                   "scenario's checks, or a rewording, in every policy with rules" if escalate else "; no escalation")
+
+
+@functools.lru_cache(maxsize=200_000)
+def _digest(text: str) -> str:
+    """A short stable name of a playbook text for the draws' keys (the same text: the same name, any policy)."""
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 
 class _Oracle(Noise):

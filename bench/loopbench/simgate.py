@@ -61,6 +61,14 @@ class MemoSuiteTest(stats.SuiteTest):
         return got
 
 
+    def settled(self, lo: int, hi: int, trials: list[bool], k: int = 3):
+        key = (self, 2, lo, hi, tuple(trials), k)
+        got = _MEMO.get(key)
+        if got is None:
+            got = _MEMO[key] = super().settled(lo, hi, trials, k)
+        return got
+
+
 def memoised(opts: GateOptions) -> GateOptions:
     """``opts`` with its suite test memoised (``MemoSuiteTest``); the same decisions."""
     suite = opts.suite
@@ -179,6 +187,9 @@ def _decide(opts, runner, result, own, suite, before_text, after_text) -> None:
     if isinstance(test, stats.PairedTest):
         if not decision._paired(result, runner, opts, test, loaded, before_text, after_text, quiet):
             return
+    elif isinstance(test, getattr(stats, "BaselineTest", ())):
+        if not decision.against_baseline(result, runner, opts, test, loaded, before_text, after_text, quiet):
+            return
     else:
         result.before = runner.sequential(Side("before", own), loaded, before_text, test.before, test.before_n,
                                           opts.replay)
@@ -232,7 +243,7 @@ def _verdict(result: GateResult, runner: SimRunner, replays0: int) -> Verdict:
         cls = result.decision
     elif "passed without the rule" in why:
         cls = "passes without the rule"
-    elif "did not change the pass rate" in why:
+    elif "did not change the pass rate" in why or "did not cut the mistake rate" in why:
         cls = "no difference with the rule"
     elif "still failed with the rule" in why:
         cls = "fails with the rule"

@@ -85,16 +85,24 @@ def summary(s: dict) -> dict:
 
 
 def no_effect_admit(opts) -> dict:
-    """The product's own test: the exact chance a no-effect rule is admitted, worst over pass rates 0.05–0.95."""
+    """The product's own test, its exact chance of admitting a no-effect rule (``bot.gate.price.own_dist``, the
+    gate helper's computation, where it exists; else ``bot.gate.stats``), worst over pass rates 0.05–0.95."""
     test = opts.test.paired if isinstance(opts.test, stats.AutoTest) else opts.test
     grid = [i / 20 for i in range(1, 20)]
-    if isinstance(test, stats.PairedTest):
-        worst = max(grid, key=lambda p: stats.paired_characteristics(test, p, p).p_admit)
-        value = stats.paired_characteristics(test, worst, worst).p_admit
-    else:
-        worst = max(grid, key=lambda p: stats.operating_characteristics(test, p, p).p_admit)
-        value = stats.operating_characteristics(test, worst, worst).p_admit
-    return {"p_admit": round(value, 5), "at_pass_rate": worst, "test": test.describe()}
+    try:
+        from bot.gate.price import own_dist
+
+        def admit(p: float) -> float:
+            return sum(own_dist(test, p, p)[0].values())
+        how = "bot.gate.price.own_dist"
+    except ImportError:  # before the gate helper's computation
+        def admit(p: float) -> float:
+            if isinstance(test, stats.PairedTest):
+                return stats.paired_characteristics(test, p, p).p_admit
+            return stats.operating_characteristics(test, p, p).p_admit
+        how = "bot.gate.stats"
+    worst = max(grid, key=admit)
+    return {"p_admit": round(admit(worst), 5), "at_pass_rate": worst, "test": test.describe(), "computed_by": how}
 
 
 def ranking(summaries: dict[str, dict]) -> str:
