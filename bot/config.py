@@ -163,11 +163,18 @@ class Gate(_Section):
         "Read from the base branch's config.",
     )
 
-    def budget_options(self) -> dict:
-        """``bot.gate.result.GateOptions``' budget fields (none when there is no budget)."""
-        if self.budget is None:
-            return {}
-        return {"budget_replays": self.budget.replays, "budget_usd": self.budget.usd}
+    unreached: Literal["judge", "once"] = Field(
+        default="judge",
+        description="Suite scenarios the rule's scope (`task_types`, `paths`) cannot reach: `judge` gives them the "
+        "full regression test like every other; `once` screens them: replayed with the rule (agents may read the "
+        "whole file), a first pass clears one, a failure goes on to the full test. docs/gate.md, \"Reach\". Read "
+        "from the base branch's config.",
+    )
+
+    def options(self) -> dict:
+        """``bot.gate.result.GateOptions``' budget and reach fields (none at their defaults)."""
+        out = {} if self.budget is None else {"budget_replays": self.budget.replays, "budget_usd": self.budget.usd}
+        return out | ({"unreached_once": True} if self.unreached == "once" else {})
 
     own_test: Literal["auto", "sequential", "paired", "baseline"] = Field(
         default="auto",

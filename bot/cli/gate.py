@@ -90,7 +90,7 @@ def command(ctx: click.Context, rule_file: Path, playbook_dir: Path | None, suit
     if (model != SCRIPTED or (screen_model and screen_model != SCRIPTED)) and not key:
         raise BadInput(f"a real --model or --screen-model needs {key_var}; use `scripted` for the simulated model")
     opts = gate_mod.GateOptions(replay=replay, test=stats.own_test(settings.config.gate.own_test), suite_trials=trials,
-                                jobs=jobs or cores(), max_cost_usd=max_cost_usd, **settings.config.gate.budget_options(),
+                                jobs=jobs or cores(), max_cost_usd=max_cost_usd, **settings.config.gate.options(),
                                 screen_model=screen_model, cache_dir=None if no_cache else (cache_dir or settings.path("cache")))
     if only_estimate:
         _estimate(book, rule_file, suite_dir or settings.path("scenarios"), opts, chosen, as_json)

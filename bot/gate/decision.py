@@ -57,6 +57,9 @@ class Runner:
     Trials run on one pool shared by every scenario (``bot.gate.pool``) and are
     read in trial order; ``cost``, ``model_calls``, ``replays`` and ``hits``
     count the trials read, ``speculative`` those run ahead and never read.
+    Every fresh trial first claims its place in the budget (``reserve``): a
+    runner whose trials come from elsewhere (a simulation overriding
+    ``_attempt``) calls it too, or ``gate.budget`` does not hold there.
     """
 
     def __init__(self, opts: GateOptions):
@@ -333,7 +336,8 @@ def run_gate(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions
     try:
         with stop_on_sigint():
             _decide(result, runner, opts, loaded, before_text, after_text, suite_dir, progress,
-                    texts=(lambda other: scoped_prompts(book, candidate, other)) if opts.scope_reach else None)
+                    texts=(lambda other: scoped_prompts(book, candidate, other)) if opts.scope_reach else None,
+                    candidate=candidate)
     except BudgetSpent as exc:
         result.decision, result.reason = "inconclusive", str(exc)
     except (KeyboardInterrupt, process_mod.Interrupted):
@@ -366,7 +370,7 @@ def _still_to_run(result: GateResult, book: Playbook, rule_path: Path, suite_dir
 
 def _decide(result: GateResult, runner: Runner, opts: GateOptions, loaded: sc.LoadedScenario,
             before_text: str, after_text: str, suite_dir: Path, progress, k: int | None = None,
-            texts: Callable | None = None) -> None:
+            texts: Callable | None = None, candidate: Rule | None = None) -> None:
     """Decide ``result`` (the own scenario, then the suite); ``k``: the scenarios the suite test's correction
     is over (default: this suite's; the org gate passes every member's); ``texts``: each suite scenario's
     (baseline, candidate) prompts (``scoped_prompts``; default: the whole playbook's)."""
@@ -399,7 +403,7 @@ def _decide(result: GateResult, runner: Runner, opts: GateOptions, loaded: sc.Lo
         if result.after.outcome != "pass":
             _not_discriminative(result, "after")
             return
-    result.suite = _suite(runner, opts, loaded, before_text, after_text, suite_dir, progress, k, texts)
+    result.suite = _suite(runner, opts, loaded, before_text, after_text, suite_dir, progress, k, texts, candidate)
     result.suite_test = suite_test(opts).describe()
     incomplete = incomplete_note(result)
     if result.undecided and not result.regressions:

@@ -10,6 +10,7 @@ from bot.gate import stats
 from bot.gate.pool import cores
 from bot.replay.engine import ReplayOptions, TrialResult
 
+UNREACHED_ACCEPT = -0.4  # the suite test's accept boundary for a scenario the rule's scope cannot reach: one pass
 Decision = Literal["admit", "reject", "error", "inconclusive"]  # inconclusive: the budget ended before a decision
 
 
@@ -41,6 +42,10 @@ class GateOptions:
     # (``suite_check.reaches``): sound only where every host the playbook renders to loads a scoped rule
     # for its files alone. Off by default: AGENTS.md is read whole, so every rule reaches every scenario.
     scope_reach: bool = False
+    # `gate.unreached: once`: a suite scenario the candidate's scope cannot reach (``suite_check.reaches``) is still
+    # replayed with it (agents may read the whole file), but screened: its test accepts on the first pass
+    # (``UNREACHED_ACCEPT``), and a failure goes on to the full test. Off: every scenario gets the full test.
+    unreached_once: bool = False
 
 
 @dataclass

@@ -14,7 +14,7 @@ from typing import Callable
 
 from bot.errors import BadInput
 from bot.gate import stats
-from bot.gate.result import BudgetSpent, GateOptions, Side, SuiteEntry
+from bot.gate.result import UNREACHED_ACCEPT, BudgetSpent, GateOptions, Side, SuiteEntry
 from bot.playbook.rule import Rule
 from bot.playbook.store import Playbook
 from bot.replay import validate as sv
@@ -54,9 +54,10 @@ def _unscored_reasons(side: Side) -> str:
 
 
 def _suite(runner, opts, own, before_text, after_text, suite_dir, progress, k: int | None = None,
-           texts: Callable | None = None) -> list[SuiteEntry]:
+           texts: Callable | None = None, candidate: Rule | None = None) -> list[SuiteEntry]:
     """Each suite scenario but ``own`` (None: every one), judged with the candidate against its baseline
-    (with ``texts``: each scenario's own prompts, see ``scoped_prompts``)."""
+    (with ``texts``: each scenario's own prompts, see ``scoped_prompts``; with ``opts.unreached_once`` and the
+    ``candidate`` rule, a scenario its scope cannot reach is screened, ``UNREACHED_ACCEPT``)."""
     folders = [f for f in suite_mod.folders(Path(suite_dir)) if own is None or f.resolve() != own.folder.resolve()]
     test = suite_test(opts)
 
@@ -70,8 +71,13 @@ def _suite(runner, opts, own, before_text, after_text, suite_dir, progress, k: i
             return SuiteEntry(loaded.scenario.id, Side("baseline", loaded.scenario.id, outcome="not needed"),
                               note="not judged: the rule's scope (task_types, paths) cannot reach it")
         progress(f"suite `{loaded.scenario.id}`")
+        screened = opts.unreached_once and candidate is not None and not reaches(candidate, loaded)
         try:
-            return _judge(runner, opts, test, k or len(folders), loaded, base_text, cand_text)
+            entry = _judge(runner, opts, replace(test, accept_at=UNREACHED_ACCEPT) if screened else test,
+                           k or len(folders), loaded, base_text, cand_text)
+            if screened:
+                entry.note += " (screened: the rule's scope cannot reach it, so one pass clears it)"
+            return entry
         except BudgetSpent as exc:  # the rest of the suite may still show a regression: that rejects
             return SuiteEntry(loaded.scenario.id, Side("baseline", loaded.scenario.id, outcome="not run"),
                               undecided=True, note=f"not decided: {exc}")

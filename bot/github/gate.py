@@ -301,7 +301,7 @@ class PrGate:
         from bot.gate import ledger as gate_log
 
         opts = gate_mod.GateOptions(replay=replay, test=gate_test(self.trials, settings.config.gate.own_test),
-                                    **settings.config.gate.budget_options())
+                                    **settings.config.gate.options())
         results, notes = [], []
         book = self.judged_against(action.base_sha or "", change.gated, settings)
         for name in change.gated:

@@ -97,3 +97,43 @@ def test_the_gate_reads_a_kept_baseline_from_the_cache(root):
     _admitted(root, "rule-0003", "When a change adds a dependency, pin its version in the lock file.")
     third = gate(root, path, suite=full, scope_reach=True)
     assert third.cache_hits < second.cache_hits  # the unscoped rule changed every prompt: nothing kept
+
+
+# -- `gate.unreached: once`: a scenario the rule's scope cannot reach is screened, not skipped ----------------------
+
+
+def _scoped(root):
+    import yaml
+    from support.gate import candidate, mini_scenario, setup
+
+    setup(root)
+    for i in range(3):
+        mini_scenario(root, f"other{i}", branch_on="zzz no rule says this", inverse=True)  # passes whatever it is told
+    path = candidate(root)
+    data = yaml.safe_load(path.read_text())
+    data["task_types"] = ["web"]  # the suite's scenarios have no task type: the rule's scope cannot reach them
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_unreached_once_screens_a_scenario_the_scope_cannot_reach_with_one_trial(root):
+    from support.gate import gate
+
+    path = _scoped(root)
+    full = gate(root, path, jobs=1, cache_dir=None)
+    screened = gate(root, path, jobs=1, cache_dir=None, unreached_once=True)
+    assert full.decision == screened.decision == "admit", (full.reason, screened.reason)
+    judged = [e for e in screened.suite if e.candidate is not None]
+    assert len(judged) == 3 and all(e.candidate.n == 1 for e in judged)  # replayed with the rule, once
+    assert all("screened" in e.note for e in judged)
+    assert all(e.candidate.n >= 8 for e in full.suite if e.candidate is not None)  # the full test, by default
+    assert screened.replays < full.replays - 20
+
+
+def test_unreached_once_still_catches_a_scenario_the_rule_breaks_outright(root):
+    from support.gate import gate, mini_scenario
+
+    path = _scoped(root)
+    mini_scenario(root, "victim", inverse=True)  # the rule's words make it fail, whatever its scope says
+    result = gate(root, path, jobs=1, cache_dir=None, unreached_once=True)
+    assert result.decision == "reject" and [e.scenario for e in result.regressions] == ["victim"]
