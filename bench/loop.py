@@ -62,6 +62,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                    "(auto, sequential, paired, baseline) instead of its default; the run is labelled a variant")
     p.add_argument("--budget", type=int, default=None, help="noisy preset: the product's gate with gate.budget "
                    "{replays: N}; the run is labelled a variant")
+    p.add_argument("--unreached-once", action="store_true", help="noisy preset: the product's gate with "
+                   "gate.unreached: once; the run is labelled a variant")
     p.add_argument("--gate-set", action="append", default=[], metavar="FIELD=VALUE",
                    help="noisy preset: change one field of the product's gate options for every policy that uses "
                         "them (e.g. suite.baseline_n=20, test.paired.max_pairs=20); the run is labelled a variant")
@@ -234,6 +236,9 @@ def gate_table(args: argparse.Namespace, suite_size: int) -> tuple[dict, list[st
     if args.budget:
         product = replace(product, budget_replays=args.budget)
         variant.append(f"gate.budget: {{replays: {args.budget}}}")
+    if args.unreached_once:
+        product = replace(product, unreached_once=True)
+        variant.append("gate.unreached: once")
     for item in args.gate_set:
         path, _, raw = item.partition("=")
 

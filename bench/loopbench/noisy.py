@@ -282,7 +282,8 @@ class NoisyRun:
         fresh = {"*": salt} if not self.cache else {proposal.mode: salt} if self.fresh_own else None
         self.gated += 1
         runner = simgate.SimRunner(self.gate, self._draw_trial, self.store if self.cache else {}, fresh)
-        verdict = simgate.decide(self.gate, runner, proposal.mode, self.noise.suite, before, after, proposal.id)
+        verdict = simgate.decide(self.gate, runner, proposal.mode, self.noise.suite, before, after, proposal.id,
+                                 reaches=lambda sid: not proposal.scope or self.noise.task_type(sid) == proposal.scope)
         self._spend(week, REPLAY_USD * verdict.replays, calls=verdict.replays, replays=verdict.replays)
         if verdict.decision == "admit" and self.cache:
             simgate.carry_over(self.store, verdict.result, after)  # bot.gate.reuse, at admission

@@ -27,6 +27,11 @@ from typing import Callable
 from bot import config
 from bot.gate import decision, stats, suite_check
 from bot.gate.result import BudgetSpent, GateOptions, GateResult, Side, SuiteEntry
+
+try:
+    from bot.gate.result import UNREACHED_ACCEPT
+except ImportError:  # before `gate.unreached`
+    UNREACHED_ACCEPT = 0.0
 from bot.replay.engine import ReplayOptions, TrialResult
 
 # A real model's runs differ, so the product's `gate.own_test: auto` picks the paired test for it; the noisy
@@ -80,7 +85,8 @@ def memoised(opts: GateOptions) -> GateOptions:
 def product_options() -> GateOptions:
     """The gate options the product runs with at its defaults (``replaybook gate``, ``bot/cli/gate.py``)."""
     gate = config.Gate()
-    return GateOptions(replay=NOISY_AGENT, test=stats.own_test(gate.own_test), jobs=1, **gate.budget_options())
+    extra = gate.options() if hasattr(gate, "options") else gate.budget_options()  # budget, reach: at defaults
+    return GateOptions(replay=NOISY_AGENT, test=stats.own_test(gate.own_test), jobs=1, **extra)
 
 
 def single_run_options(suite_size: int) -> GateOptions:
@@ -165,20 +171,20 @@ class Verdict:
 
 
 def decide(opts: GateOptions, runner: SimRunner, own: str, suite: list[str], before_text: str, after_text: str,
-           rule_id: str) -> Verdict:
+           rule_id: str, reaches: Callable[[str], bool] = lambda _sid: True) -> Verdict:
     """``decision.run_gate`` and ``decision._decide``'s sequence: control, the own test, every other suite
     scenario (``suite_check._suite``: one the budget stopped is undecided), the verdict; ``BudgetSpent``
     anywhere else makes it inconclusive, as ``run_gate`` does."""
     replays0 = runner.replays
     result = GateResult(rule_id, "", "error", "")
     try:
-        _decide(opts, runner, result, own, suite, before_text, after_text)
+        _decide(opts, runner, result, own, suite, before_text, after_text, reaches)
     except BudgetSpent as exc:
         result.decision, result.reason = "inconclusive", str(exc)
     return _verdict(result, runner, replays0)
 
 
-def _decide(opts, runner, result, own, suite, before_text, after_text) -> None:
+def _decide(opts, runner, result, own, suite, before_text, after_text, reaches) -> None:
     loaded = scenario(own)
     runner.control_once(own)
     test = decision.own_test_for(opts.test, loaded, opts.replay)
@@ -205,8 +211,11 @@ def _decide(opts, runner, result, own, suite, before_text, after_text) -> None:
     test_suite = suite_check.suite_test(opts)
 
     def one(sid: str) -> SuiteEntry:
+        # `gate.unreached: once` (suite_check._suite): a scenario the rule's scope cannot reach is screened
+        screened = getattr(opts, "unreached_once", False) and not reaches(sid)
+        test = replace(test_suite, accept_at=UNREACHED_ACCEPT) if screened else test_suite
         try:
-            return suite_check._judge(runner, opts, test_suite, len(others), scenario(sid), before_text, after_text)
+            return suite_check._judge(runner, opts, test, len(others), scenario(sid), before_text, after_text)
         except BudgetSpent as exc:  # as suite_check._suite: the rest may still show a regression
             return SuiteEntry(sid, Side("baseline", sid, outcome="not run"), undecided=True,
                               note=f"not decided: {exc}")
