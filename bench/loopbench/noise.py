@@ -32,6 +32,7 @@ assumptions.
 
 from __future__ import annotations
 
+import hashlib
 import random
 from dataclasses import asdict, dataclass, replace
 
@@ -88,7 +89,14 @@ def _rng(seed: int, *key) -> random.Random:
 
 def uniform(seed: int, *key) -> float:
     """The one uniform number of a named event (a task, a gate trial), the same in every policy."""
-    return _rng(seed, *key).random()
+    return uniforms(seed, *key)[0]
+
+
+def uniforms(seed: int, *key) -> tuple[float, float]:
+    """Two independent uniform numbers of a named event, from a keyed BLAKE2b digest (a pure function of the
+    key, as ``_rng``, at a fraction of seeding a ``random.Random``)."""
+    d = hashlib.blake2b(("noisy:" + ":".join(str(k) for k in (seed, *key))).encode(), digest_size=16).digest()
+    return int.from_bytes(d[:8], "big") / 2.0**64, int.from_bytes(d[8:], "big") / 2.0**64
 
 
 class Noise:
@@ -171,8 +179,7 @@ class Noise:
     def run(self, mode: str, rules: list[Proposal], q: float, *key, guard: str = "") -> bool:
         """One run of ``mode``: passed? Decided by uniform numbers named by ``key``, so it is the
         same run in every policy that holds the same rules (and the same ``guard``)."""
-        rng = _rng(self.seed, "run", *key)
-        u_mistake, u_flaky = rng.random(), rng.random()
+        u_mistake, u_flaky = uniforms(self.seed, "run", *key)
         p = self.mistake(mode)
         for r in rules:
             if r.mode == mode and uniform(self.seed, "follow", r.id, *key) < q:

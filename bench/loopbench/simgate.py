@@ -40,37 +40,39 @@ NOISY_AGENT = ReplayOptions(model="claude-sonnet-4-6")
 Draw = Callable[[str, str, str, int, str], bool]  # (scenario, playbook text, arm, index, salt) -> passed?
 
 
-_MEMO: dict = {}
-
-
 @dataclass(frozen=True)
 class MemoSuiteTest(stats.SuiteTest):
     """The product's ``SuiteTest``, its answers memoised: each is a pure function of its arguments, so the
     decisions are the product's, trial for trial; only the time changes (a 60-seed run spends most of its time
     in them otherwise)."""
 
+    def _memo(self) -> dict:
+        memo = self.__dict__.get("_answers")
+        if memo is None:
+            memo = self.__dict__["_answers"] = {}  # per instance (frozen: no attribute, a dict entry)
+        elif len(memo) > 2_000_000:
+            memo.clear()
+        return memo
+
     def decide(self, baseline_passes: int, baseline_n: int, passes: int, fails: int, k: int = 3):
-        key = (self, 0, baseline_passes, baseline_n, passes, fails, k)
-        got = _MEMO.get(key)
+        memo, key = self._memo(), (0, baseline_passes, baseline_n, passes, fails, k)
+        got = memo.get(key)
         if got is None:
-            got = _MEMO[key] = super().decide(baseline_passes, baseline_n, passes, fails, k)
+            got = memo[key] = super().decide(baseline_passes, baseline_n, passes, fails, k)
         return got
 
     def settle(self, baseline_passes: int, baseline_n: int, trials: list[bool], k: int = 3):
-        key = (self, 1, baseline_passes, baseline_n, tuple(trials), k)
-        got = _MEMO.get(key)
+        memo, key = self._memo(), (1, baseline_passes, baseline_n, tuple(trials), k)
+        got = memo.get(key)
         if got is None:
-            if len(_MEMO) > 3_000_000:
-                _MEMO.clear()
-            got = _MEMO[key] = super().settle(baseline_passes, baseline_n, trials, k)
+            got = memo[key] = super().settle(baseline_passes, baseline_n, trials, k)
         return got
 
-
     def settled(self, lo: int, hi: int, trials: list[bool], k: int = 3):
-        key = (self, 2, lo, hi, tuple(trials), k)
-        got = _MEMO.get(key)
+        memo, key = self._memo(), (2, lo, hi, tuple(trials), k)
+        got = memo.get(key)
         if got is None:
-            got = _MEMO[key] = super().settled(lo, hi, trials, k)
+            got = memo[key] = super().settled(lo, hi, trials, k)
         return got
 
 
