@@ -58,6 +58,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--workers", type=int, default=2, help="noisy preset: seeds run in this many processes")
     p.add_argument("--sensitivity", type=int, default=0, metavar="N",
                    help="noisy preset: also run each assumption at x0.5 and x1.5 on the first N seeds")
+    p.add_argument("--frontier", action="store_true",
+                   help="noisy preset: also run replaybook at each setting of loopbench.frontier on the same seeds")
     p.add_argument("--own-test", default=None, help="noisy preset: the product's gate with this gate.own_test "
                    "(auto, sequential, paired, baseline) instead of its default; the run is labelled a variant")
     p.add_argument("--budget", type=int, default=None, help="noisy preset: the product's gate with gate.budget "
@@ -289,6 +291,11 @@ def run_noisy(args: argparse.Namespace, stream_cfg: StreamConfig, loop_cfg: Loop
     data = seeds.as_json(runs, parameters, seed_list, no_effect)
     if args.sensitivity:
         data["sensitivity"] = sensitivity(args, stream_cfg, loop_cfg, noise_cfg, names, table, seed_list)
+    if args.frontier:
+        from loopbench import frontier
+
+        args.suite_size = suite_size
+        data["frontier"] = frontier.run(args, stream_cfg, loop_cfg, noise_cfg, seed_list, _run_seeds, gate_table)
     parameters["elapsed_s"] = round(time.monotonic() - started, 1)
     parameters["workers"] = args.workers
     parameters["load"] = _load()

@@ -111,6 +111,11 @@ def markdown(data: dict) -> str:
                             "replaybook harmful / admissions"],
                            [[x["name"], x["factor"], x["ranking"], "yes" if x["below_fair"] else "**no**",
                              x["harmful"]] for x in data["sensitivity"]]))
+    if data.get("frontier"):
+        from loopbench import frontier
+
+        fair = data["policies"].get("single_run_fair", {}).get("failures_last4_per_seed")
+        lines += ["", *frontier.markdown(data["frontier"], fair)]
     if par.get("table"):
         lines += ["", "## Parameters and their sources", ""]
         lines.append(table(["parameter", "value", "kind", "source"],
