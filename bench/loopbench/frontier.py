@@ -20,8 +20,6 @@ VARIANTS = [
     ("baseline, lean, unreached once", "baseline", True, None, ["suite.accept_at=-1.0"]),
     ("baseline, lean, unreached once, budget 200", "baseline", True, 200, ["suite.accept_at=-1.0"]),
     ("baseline, lean, unreached once, budget 60", "baseline", True, 60, ["suite.accept_at=-1.0"]),
-    ("baseline, unreached once, budget 60", "baseline", True, 60, []),
-    ("paired, lean, unreached once, budget 60", None, True, 60, ["suite.accept_at=-1.0"]),
 ]
 
 
