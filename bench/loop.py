@@ -312,7 +312,8 @@ def sensitivity(args, stream_cfg, loop_cfg, noise_cfg, names, table, seed_list) 
     few = seed_list[:args.sensitivity]
     for name, change in params.SENSITIVITY.items():
         for factor in (0.5, 1.5):
-            runs = _run_seeds(few, stream_cfg, loop_cfg, change(noise_cfg, factor), names, args, table)
+            noise, loop = change(noise_cfg, loop_cfg, factor)
+            runs = _run_seeds(few, stream_cfg, loop, noise, names, args, table)
             s = {n: targets.summary(seeds.figures(seeds.summed(r))) for n, r in runs.items()}
             rb, fair = s.get("replaybook"), s.get("single_run_fair")
             out.append({"name": name, "factor": factor, "ranking": targets.ranking(s),

@@ -57,7 +57,7 @@ def table(noise: NoiseConfig, loop: LoopConfig, suite: int) -> list[Parameter]:
         Parameter("rule followed, q(rules)", f"{loop.q0} − {loop.q_slope} × rules (min {loop.q_min})",
                   "cited (slope); q0 assumed",
                   "IFScale (Jaffe et al. 2025): 68% of 500 instructions followed by the best model: (0.97 − 0.68)/500 "
-                  "per rule; q0 = 0.97 is issue 46's figure (the seed's 6.4% oracle with perfect rules)"),
+                  "per rule; q0 = 0.97 is issue 46's figure (the seed's 6.4% oracle with perfect rules); ±50% run on 1 − q0"),
         Parameter("flaky checks", f"{n.flaky}", "cited",
                   "Google: about 1.5% of test runs report a flaky result (Micco, \"Flaky Tests at Google and How "
                   "We Mitigate Them\", 2016)"),
@@ -91,12 +91,19 @@ def _mean_p(noise: NoiseConfig, factor: float) -> NoiseConfig:
     return replace(noise, p_alpha=round(mean * conc, 4), p_beta=round((1 - mean) * conc, 4))
 
 
-# name -> (what it changes, how: (noise, factor) -> noise)
+def _noise(change):
+    return lambda n, loop, f: (change(n, f), loop)
+
+
+# name -> (noise, loop, factor) -> (noise, loop): each assumption halved (0.5) or 1.5x
 SENSITIVITY = {
-    "mistake rate mean": lambda n, f: _mean_p(n, f),
-    "harmful share": lambda n, f: replace(n, p_harmful=round(n.p_harmful * f, 4)),
-    "weak share": lambda n, f: replace(n, p_weak=round(n.p_weak * f, 4)),
-    "harm's drop": lambda n, f: replace(n, drop_min=round(n.drop_min * f, 4), drop_max=round(min(1.0, n.drop_max * f), 4)),
-    "hook slip": lambda n, f: replace(n, hook_slip=round(n.hook_slip * f, 4)),
-    "CI fix": lambda n, f: replace(n, ci_fix=round(min(1.0, n.ci_fix * f), 4)),
+    "mistake rate mean": _noise(_mean_p),
+    "harmful share": _noise(lambda n, f: replace(n, p_harmful=round(n.p_harmful * f, 4))),
+    "weak share": _noise(lambda n, f: replace(n, p_weak=round(n.p_weak * f, 4))),
+    "harm's drop": _noise(lambda n, f: replace(n, drop_min=round(n.drop_min * f, 4),
+                                               drop_max=round(min(1.0, n.drop_max * f), 4))),
+    "hook slip": _noise(lambda n, f: replace(n, hook_slip=round(n.hook_slip * f, 4))),
+    "CI fix": _noise(lambda n, f: replace(n, ci_fix=round(min(1.0, n.ci_fix * f), 4))),
+    "rule ignored with an empty playbook (1 − q0)": lambda n, loop, f: (
+        n, replace(loop, q0=round(1 - (1 - loop.q0) * f, 4))),
 }
