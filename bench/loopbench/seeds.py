@@ -56,12 +56,6 @@ def spread(per_seed: list[list[Week]]) -> dict:
     return out
 
 
-def extra_cost(s: dict, ref: dict) -> float | None:
-    """Extra loop cost per bad (harmful or useless) admission avoided, against a reference policy."""
-    avoided = ref["bad_admitted"] - s["bad_admitted"]
-    return round((s["cost_usd"] - ref["cost_usd"]) / avoided, 4) if avoided > 0 else None
-
-
 def as_json(runs: dict[str, list[list[Week]]], parameters: dict, seeds: list[int], no_effect: dict | None = None,
             per_seed: bool = True) -> dict:
     policies, summaries, last4 = {}, {}, {}
@@ -77,11 +71,6 @@ def as_json(runs: dict[str, list[list[Week]]], parameters: dict, seeds: list[int
     return {"simulated": True, "model": report.SIM_NOISY, "parameters": parameters, "policies": policies,
             "ranking": targets_mod.ranking(summaries),
             "targets": targets_mod.evaluate(summaries, last4, no_effect or {"p_admit": 1.0, "at_pass_rate": None})}
-
-
-def _range(sp: dict, key: str, fmt) -> str:
-    x = sp.get(key)
-    return "–" if x is None else f"{fmt(x['mean'])} ({fmt(x['min'])}–{fmt(x['max'])})"
 
 
 def markdown(data: dict) -> str:
