@@ -138,6 +138,8 @@ def _per_agent(book: Playbook, rule_file: Path, suite_dir: Path, opts: gate_mod.
         first = result.results[result.proven_on[0]]
         first.admitted = {"retired": [r.id for r in admission.retired if r.id != admission.rule.id],
                           "resolved": admission.resolved_incidents, "retired_itself": admission.retired_itself}
+        for agent in result.proven_on:  # each proven agent's trials become its next baseline, free
+            reuse.carry_over(book, result.results[agent], suite_dir, replace(opts, replay=replace(opts.replay, agent=agent)))
     _report(result, gate_agents.markdown_report(result, opts.test), gate_agents.as_json, report_file, as_json)
 
 

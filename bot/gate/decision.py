@@ -288,7 +288,7 @@ def estimate(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions
         return None
     loaded = sc.load(book.root / candidate.replay)
     return gate_estimate.estimate(loaded, baseline_prompt(book, candidate), system_prompt(book, candidate),
-                                  suite_dir, opts)
+                                  suite_dir, opts, candidate)
 
 
 def _with_eta(progress: Callable[[str], None], plan, runner: Runner) -> Callable[[str], None]:

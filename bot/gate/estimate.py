@@ -149,9 +149,12 @@ def _past(cache: ReplayCache | None) -> dict[str, tuple[float, float, float]]:
     return {k: (a[0] / a[3], a[1] / a[3], a[2] / a[3]) for k, a in sums.items() if a[3]}
 
 
-def estimate(loaded: sc.LoadedScenario, before_text: str, after_text: str, suite_dir: Path, opts) -> Estimate:
-    """The plan of ``bot.gate.decision.run_gate`` for one candidate (``opts`` a ``GateOptions``). Replays nothing."""
-    from bot.gate.decision import own_test_for, suite_test
+def estimate(loaded: sc.LoadedScenario, before_text: str, after_text: str, suite_dir: Path, opts,
+             candidate=None) -> Estimate:
+    """The plan of ``bot.gate.decision.run_gate`` for one candidate (``opts`` a ``GateOptions``; ``candidate``, its
+    rule, for ``opts.unreached_once``). Replays nothing."""
+    from bot.gate.decision import own_test_for, reaches, suite_test
+    from bot.gate.result import UNREACHED_ACCEPT
 
     cache = ReplayCache(opts.cache_dir) if opts.cache_dir else None
     plan = _Plan(opts, cache)
@@ -181,11 +184,14 @@ def estimate(loaded: sc.LoadedScenario, before_text: str, after_text: str, suite
     elif plan.sequential(loaded, after_text, test.after, P_AFTER, opts.replay, "candidate") not in (None, "pass"):
         return _done(plan)
     folders = [f for f in suite_mod.folders(Path(suite_dir)) if f.resolve() != loaded.folder.resolve()]
-    suite = suite_test(opts)
     for folder in folders:
         if not sv.validate(folder, control=False, policy=opts.replay.simulated).ok:
             continue  # the gate does not replay a scenario that does not load
         other = sc.load(folder)
+        if opts.unreached_once and candidate is not None and not reaches(candidate, other):
+            suite = replace(suite_test(opts), accept_at=UNREACHED_ACCEPT)  # screened, as the gate judges it
+        else:
+            suite = suite_test(opts)
         if suite.on_demand and not _on_demand(plan, other, before_text, after_text, suite, len(folders), opts):
             continue  # the candidate's trials clear the pessimistic baseline: no baseline to run
         passes, n = plan.fixed(other, before_text, suite.baseline_n, opts.replay)

@@ -137,3 +137,17 @@ def test_unreached_once_still_catches_a_scenario_the_rule_breaks_outright(root):
     mini_scenario(root, "victim", inverse=True)  # the rule's words make it fail, whatever its scope says
     result = gate(root, path, jobs=1, cache_dir=None, unreached_once=True)
     assert result.decision == "reject" and [e.scenario for e in result.regressions] == ["victim"]
+
+
+def test_the_plan_of_a_gate_knows_which_scenarios_are_screened(root):
+    from support.gate import book
+
+    from bot.gate import decision as gate_mod
+    from bot.replay.engine import ReplayOptions
+
+    path = _scoped(root)
+    opts = gate_mod.GateOptions(replay=ReplayOptions(), cache_dir=None, suite_trials=3, jobs=1)
+    full = gate_mod.estimate(book(root), path, root / "scenarios", opts)
+    screened = gate_mod.estimate(book(root), path, root / "scenarios", gate_mod.GateOptions(
+        replay=ReplayOptions(), cache_dir=None, suite_trials=3, jobs=1, unreached_once=True))
+    assert screened.replays < full.replays - 20, (screened.replays, full.replays)
