@@ -99,7 +99,7 @@ def markdown(data: dict) -> str:
         lines.append(table(["assumption", "×", "ranking (last-4-week failures)", "replaybook < single_run_fair",
                             "replaybook harmful / admissions"],
                            [[x["name"], x["factor"], x["ranking"], "yes" if x["below_fair"] else "**no**",
-                             x["harmful"]] for x in data["sensitivity"]]))
+                             x["harmful"]] for x in data["sensitivity"]], width=200))
     if data.get("frontier"):
         from loopbench import frontier
 
@@ -108,7 +108,7 @@ def markdown(data: dict) -> str:
     if par.get("table"):
         lines += ["", "## Parameters and their sources", ""]
         lines.append(table(["parameter", "value", "kind", "source"],
-                           [[x["name"], x["value"], x["kind"], x["source"]] for x in par["table"]]))
+                           [[x["name"], x["value"], x["kind"], x["source"]] for x in par["table"]], width=400))
     lines += ["", "## Repeats of the last 4 weeks, by cause", ""]
     causes = sorted({c for p in data["policies"].values() for c in p["figures"]["repeat_causes_last4"]})
     lines.append(table(["policy", "repeats", *causes],
