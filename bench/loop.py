@@ -26,6 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from loopbench import noisy, report, seeds  # noqa: E402
+import yaml  # noqa: E402
 from loopbench import run as run_mod  # noqa: E402
 from loopbench.noise import NoiseConfig  # noqa: E402
 from loopbench.run import POLICIES, LoopConfig, PolicyRun  # noqa: E402
@@ -46,7 +47,28 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seeds", type=int, default=1, help="run this many seeds, from --seed up (noisy preset)")
     p.add_argument("--quick", action="store_true", help="a 4-week smoke run")
     p.add_argument("--weeks", type=int, default=12)
-    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--seed", type=int, default=None,
+                   help="first seed (default: 7; noisy preset: 1000, the first reporting seed)")
+    p.add_argument("--tuning", action="store_true",
+                   help="noisy preset: run tuning seeds (below 1000), labelled as such; without it seeds below 1000 "
+                        "are refused")
+    p.add_argument("--suite", type=int, default=None,
+                   help="noisy preset: the gate's suite size (the 13 hand-written scenarios, then done-right ones; "
+                        "30 is the seed's month-three suite)")
+    p.add_argument("--workers", type=int, default=2, help="noisy preset: seeds run in this many processes")
+    p.add_argument("--sensitivity", type=int, default=0, metavar="N",
+                   help="noisy preset: also run each assumption at x0.5 and x1.5 on the first N seeds")
+    p.add_argument("--frontier", action="store_true",
+                   help="noisy preset: also run replaybook at each setting of loopbench.frontier on the same seeds")
+    p.add_argument("--own-test", default=None, help="noisy preset: the product's gate with this gate.own_test "
+                   "(auto, sequential, paired, baseline) instead of its default; the run is labelled a variant")
+    p.add_argument("--budget", type=int, default=None, help="noisy preset: the product's gate with gate.budget "
+                   "{replays: N}; the run is labelled a variant")
+    p.add_argument("--unreached-once", action="store_true", help="noisy preset: the product's gate with "
+                   "gate.unreached: once; the run is labelled a variant")
+    p.add_argument("--gate-set", action="append", default=[], metavar="FIELD=VALUE",
+                   help="noisy preset: change one field of the product's gate options for every policy that uses "
+                        "them (e.g. suite.baseline_n=20, test.paired.max_pairs=20); the run is labelled a variant")
     p.add_argument("--jobs", type=int, default=2, help="replays at once (tasks of a week, gates of a round)")
     p.add_argument("--tasks", type=int, default=StreamConfig.tasks_per_week, help="tasks per week (T)")
     p.add_argument("--tail", type=float, default=StreamConfig.tail_per_week, help="new one-off modes per week")
@@ -73,8 +95,6 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                    help="noisy preset: share of an escalated mode's mistakes a deny hook lets through")
     p.add_argument("--ci-fix", type=float, default=NoiseConfig.ci_fix,
                    help="noisy preset: chance the agent fixes a mistake a CI guard caught, within the task")
-    p.add_argument("--suite-trials-noisy", type=int, default=40,
-                   help="noisy preset, replaybook gates: baseline trials per suite scenario (the product's 40)")
     p.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE, help="replay cache and run folders")
     p.add_argument("--workdir", type=Path, default=None, help="keep the policies' workspaces here (default: a temp dir)")
     p.add_argument("--one-process", action="store_true",
@@ -82,8 +102,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--json", action="store_true", help="print JSON instead of markdown")
     p.add_argument("--from-json", type=Path, help="print the markdown of a run saved with --json; run nothing")
     args = p.parse_args(argv)
-    known = noisy.NOISY_POLICIES if args.preset == "noisy" else POLICIES
-    args.policies = args.policies or ",".join(known)
+    known = noisy.NOISY_POLICIES + noisy.EXTRA_POLICIES if args.preset == "noisy" else POLICIES
+    args.policies = args.policies or ",".join(noisy.NOISY_POLICIES if args.preset == "noisy" else POLICIES)
+    if args.seed is None:
+        args.seed = (999 if args.tuning else 1000) if args.preset == "noisy" else 7
+        if args.tuning:
+            args.seed = max(0, 1000 - args.seeds)
     if args.quick:
         args.weeks = 4
     unknown = [x for x in args.policies.split(",") if x not in known]
@@ -96,7 +120,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 def configs(args: argparse.Namespace) -> tuple[StreamConfig, LoopConfig]:
     stream = StreamConfig(weeks=args.weeks, tasks_per_week=args.tasks, tail_per_week=args.tail)
     stream.rates = {k: round(v * args.rate_scale, 4) for k, v in stream.rates.items()}
-    loop = LoopConfig(seed=args.seed, jobs=args.jobs, cap=args.cap, distill_every=args.distill_every, q0=args.q0,
+    loop = LoopConfig(seed=args.seed if args.seed is not None else 7, jobs=args.jobs, cap=args.cap, distill_every=args.distill_every, q0=args.q0,
                       q_slope=args.q_slope, q_min=args.q_min, suite_trials=args.suite_trials,
                       distiller=DistillerConfig(p_redundant=args.p_redundant, p_harmful=args.p_harmful))
     return stream, loop
@@ -157,15 +181,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.from_json:  # re-render a saved --json run as markdown
         saved = json.loads(args.from_json.read_text(encoding="utf-8"))
         if saved["parameters"].get("preset") == "noisy":
-            runs = {n: [[report.week_from_json(w) for w in ws] for ws in p["seeds"].values()]
-                    for n, p in saved["policies"].items()}
-            print(seeds.markdown(runs, saved["parameters"], saved["parameters"]["seeds"]))
+            print(seeds.markdown(saved))
             return 0
         results = {n: [report.week_from_json(w) for w in p["weeks"]] for n, p in saved["policies"].items()}
         print(report.markdown(results, saved["parameters"]))
         return 0
     stream_cfg, loop_cfg = configs(args)
     if args.preset == "noisy":
+        loop_cfg.jobs = 1
         return run_noisy(args, stream_cfg, loop_cfg)
     names = [n for n in POLICIES if n in args.policies.split(",")]
     with tempfile.TemporaryDirectory(prefix="replaybook-loop-") as tmp:
@@ -179,36 +202,130 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _seed_job(job: tuple) -> tuple[int, dict]:
+    """One seed, every policy (run in a worker process)."""
+    seed, stream_cfg, loop_cfg, noise_cfg, names, suite, reproposals, escalate, table = job
+    stream = make_stream(stream_cfg, seed)
+    return seed, noisy.run_seed(stream, seed, loop_cfg, noise_cfg, names, suite, reproposals, escalate, table)
+
+
+def _run_seeds(seed_list, stream_cfg, loop_cfg, noise_cfg, names, args, table) -> dict[str, list]:
+    jobs = [(s, stream_cfg, loop_cfg, noise_cfg, names, args.suite, args.reproposals, args.escalate, table)
+            for s in seed_list]
+    if args.workers > 1 and len(jobs) > 1:
+        from multiprocessing import get_context
+
+        with get_context("fork").Pool(args.workers) as pool:
+            done = dict(pool.imap_unordered(_seed_job, jobs))
+    else:
+        done = dict(map(_seed_job, jobs))
+    return {n: [done[s][n] for s in seed_list] for n in names}
+
+
+def gate_table(args: argparse.Namespace, suite_size: int) -> tuple[dict, list[str]]:
+    """The policies' gate options, with ``--gate-set`` applied to the product's."""
+    from dataclasses import fields, is_dataclass, replace
+
+    from loopbench import simgate
+
+    from bot.gate import stats
+
+    product = simgate.product_options()
+    variant = list(args.gate_set)
+    if args.own_test:
+        product = replace(product, test=stats.own_test(args.own_test))
+        variant.append(f"gate.own_test: {args.own_test}")
+    if args.budget:
+        product = replace(product, budget_replays=args.budget)
+        variant.append(f"gate.budget: {{replays: {args.budget}}}")
+    if args.unreached_once:
+        product = replace(product, unreached_once=True)
+        variant.append("gate.unreached: once")
+    for item in args.gate_set:
+        path, _, raw = item.partition("=")
+
+        def put(obj, names):
+            if not is_dataclass(obj) or names[0] not in {f.name for f in fields(obj)}:
+                raise SystemExit(f"--gate-set {item}: no field `{names[0]}` in {type(obj).__name__}; "
+                                 "give e.g. suite.baseline_n=20")
+            if len(names) == 1:
+                old = getattr(obj, names[0])
+                return replace(obj, **{names[0]: type(old)(yaml.safe_load(raw)) if old is not None
+                                       else yaml.safe_load(raw)})
+            return replace(obj, **{names[0]: put(getattr(obj, names[0]), names[1:])})
+
+        product = put(product, path.split("."))
+    return noisy.gates(suite_size, product), variant
+
+
 def run_noisy(args: argparse.Namespace, stream_cfg: StreamConfig, loop_cfg: LoopConfig) -> int:
     """Every noisy policy on each seed's stream; JSON or markdown of the seeds summed."""
-    names = [n for n in noisy.NOISY_POLICIES if n in args.policies.split(",")]
-    seed_list = list(range(args.seed, args.seed + args.seeds))
+    from loopbench import params, targets
+
+    names = [n for n in args.policies.split(",")]
+    try:
+        seed_list, rule = targets.seed_rule(args.seed, args.seeds, args.tuning)
+    except ValueError as exc:
+        print(f"bench/loop.py: {exc}", file=sys.stderr)
+        return 2
     noise_cfg = NoiseConfig(p_redundant=args.p_redundant, p_harmful=args.p_harmful, hook_slip=args.hook_slip,
                             ci_fix=args.ci_fix)
     started = time.monotonic()
+    probe = make_stream(stream_cfg, seed_list[0])
+    suite_size = len(noisy.suite_modes(probe, args.suite))
+    table, variant = gate_table(args, suite_size)
+    runs = _run_seeds(seed_list, stream_cfg, loop_cfg, noise_cfg, names, args, table)
     streams = {s: make_stream(stream_cfg, s) for s in seed_list}
-    per_seed = [noisy.run_seed(streams[s], s, loop_cfg, noise_cfg, names, args.suite_trials_noisy,
-                               args.reproposals, args.escalate)
-                for s in seed_list]
-    runs = {n: [r[n] for r in per_seed] for n in names}
-    table = noisy.gates(args.suite_trials_noisy)
-    parameters = {"preset": "noisy", "seeds": seed_list, "stream": stream_cfg.as_dict(),
+    parameters = {"preset": "noisy", "seeds": seed_list, "seed_rule": rule, "tuning": args.tuning,
+                  "suite_size": suite_size, "gate_variant": variant, "stream": stream_cfg.as_dict(),
                   "learning": noisy.learning(args.reproposals, args.escalate),
-                  "expected_no_loop_if_every_mode_task_failed": expected_repeat_share(stream_cfg),
                   "loop": {k: v for k, v in loop_cfg.as_dict().items() if not k.startswith(("suite", "p_"))},
                   "noise": noise_cfg.as_dict(),
-                  "gates": {**{n: g.describe() for n, g in table.items() if n in names},
-                            "unvalidated": "every proposal admitted, no cap", "none": "no loop"},
-                  "prices": f"${noisy.REPLAY_USD} per replay, ${noisy.CALL_USD} per capture or distill call "
-                            "(the default run's measured means, SIMULATED)",
-                  "floor": {"what": "an oracle loop: every mode with a safe rule gets a good rule (effect drawn as a good "
-                                    "proposal's) at its first failure, no gate; the last 4 weeks, seeds summed",
-                            "drawn_effect": noisy.floor(streams, loop_cfg, noise_cfg, args.escalate),
-                            "every_rule_perfect": noisy.floor(streams, loop_cfg, noise_cfg, args.escalate, effect=1.0)},
-                  "elapsed_s": round(time.monotonic() - started, 2)}
-    print(json.dumps(seeds.as_json(runs, parameters, seed_list), indent=1) if args.json
-          else seeds.markdown(runs, parameters, seed_list))
+                  "table": [p.__dict__ for p in params.table(noise_cfg, loop_cfg, suite_size)],
+                  "gates": {**{n: noisy.describe(g) for n, g in table.items() if n in names},
+                            "unvalidated": "every proposal admitted, no cap", "none": "no loop",
+                            "oracle": "every mode with a safe rule gets a good rule at its distill, no gate"},
+                  "prices": {a: params.replay_usd(p) for a, p in params.AGENTS.items()},
+                  "floor_every_rule_perfect": noisy.floor(streams, loop_cfg, noise_cfg, args.escalate, 1.0, args.suite)}
+    no_effect = targets.no_effect_admit(table["replaybook"])
+    data = seeds.as_json(runs, parameters, seed_list, no_effect)
+    if args.sensitivity:
+        data["sensitivity"] = sensitivity(args, stream_cfg, loop_cfg, noise_cfg, names, table, seed_list)
+    if args.frontier:
+        from loopbench import frontier
+
+        args.suite_size = suite_size
+        data["frontier"] = frontier.run(args, stream_cfg, loop_cfg, noise_cfg, seed_list, _run_seeds, gate_table)
+    parameters["elapsed_s"] = round(time.monotonic() - started, 1)
+    parameters["workers"] = args.workers
+    parameters["load"] = _load()
+    print(json.dumps(data, indent=1) if args.json else seeds.markdown(data))
     return 0
+
+
+def sensitivity(args, stream_cfg, loop_cfg, noise_cfg, names, table, seed_list) -> list[dict]:
+    """Each assumption halved and 1.5x on the first ``--sensitivity`` seeds: the ranking, and replaybook against
+    single_run_fair."""
+    from loopbench import params, targets
+
+    out = []
+    few = seed_list[:args.sensitivity]
+    for name, change in params.SENSITIVITY.items():
+        for factor in (0.5, 1.5):
+            noise, loop = change(noise_cfg, loop_cfg, factor)
+            runs = _run_seeds(few, stream_cfg, loop, noise, names, args, table)
+            s = {n: targets.summary(seeds.figures(seeds.summed(r))) for n, r in runs.items()}
+            rb, fair = s.get("replaybook"), s.get("single_run_fair")
+            out.append({"name": name, "factor": factor, "ranking": targets.ranking(s),
+                        "below_fair": bool(rb and fair and rb["failures_last4"] < fair["failures_last4"]),
+                        "harmful": f"{rb['harmful_admitted']}/{rb['admissions']}" if rb else "–", "seeds": few})
+    return out
+
+
+def _load() -> str:
+    import os
+
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 if __name__ == "__main__":

@@ -57,43 +57,50 @@ class Asked(Noise):
 def _run(seed: int, mode: str, p: float, reproposals: int = 3, escalate: bool = False, policy: str = "replaybook"):
     stream = make_stream(STREAM, seed)
     noise = Asked(NoiseConfig(), seed, stream.modes, noisy.suite_modes(stream), mistakes={mode: p})
-    run = noisy.NoisyRun(policy, stream, noise, LoopConfig(seed=seed), noisy.gates().get(policy), reproposals,
+    run = noisy.NoisyRun(policy, stream, noise, LoopConfig(seed=seed), noisy.gates(13).get(policy), reproposals,
                          escalate)
     return run, noise
 
 
-def _distill_once(run, mode: str) -> Week:
-    week = Week(1)
-    run.pending[mode] += 1
+def _distill_once(run, mode: str, week: Week | None = None) -> Week:
+    week = week or Week(1)
+    run.incident(mode)
     run._distill(week)
     return week
 
 
 @pytest.mark.parametrize("seed", [3, 4])
-def test_a_refused_proposal_is_proposed_again_with_its_reason_at_most_three_times(seed):
+def test_a_refused_proposal_is_answered_at_distills_next_runs_at_most_three_times_per_incident(seed):
     # the agent never makes this mode's mistake: every rule for it is refused as not discriminative
     run, noise = _run(seed, "lint-disable", 0.0)
     week = _distill_once(run, "lint-disable")
+    assert week.proposals == 1 and week.reproposals == 0  # no re-proposal in the same run: the product waits
+    for _ in range(5):  # distill's next runs, with no new incident: the refusal answered with its reason
+        run._distill(week)
     asked = [p for p in noise.asked if p.mode == "lint-disable"]
     assert len(asked) == 4 and week.reproposals == 3 and week.admitted == 0
     assert asked[0].reason == "" and asked[0].scope == ""
     for earlier, again in zip(asked, asked[1:]):  # each carries the reason its predecessor was refused for
         assert again.reason in NOT_DISCRIMINATIVE and again.scope == "lint"
         assert again.k == earlier.k + 1 and again.kind != "redundant"  # told it changed nothing: not one it follows
-    assert sum(week.rejections.values()) == 4 and week.model_calls >= 4  # a distill call per re-proposal
-    # used up: distill proposes nothing more for the mode, and its repeats say why
-    again = _distill_once(run, "lint-disable")
-    assert again.proposals == 0 and run._cause("lint-disable") == "re-proposals used up"
+    assert sum(week.rejections.values()) == 4
+    # a new incident of the mode gets fresh tries (bot.distill.refusals counts per incident): nothing is parked
+    _distill_once(run, "lint-disable", week)
+    assert week.proposals == 5 and not hasattr(run, "parked")
     # deterministic per seed
     run2, noise2 = _run(seed, "lint-disable", 0.0)
-    _distill_once(run2, "lint-disable")
+    w2 = _distill_once(run2, "lint-disable")
+    for _ in range(5):
+        run2._distill(w2)
     assert [p for p in noise2.asked if p.mode == "lint-disable"] == asked
 
 
-def test_without_reproposals_a_refusal_ends_the_round():
+def test_without_reproposals_a_refusal_waits_for_new_incidents():
     run, noise = _run(3, "lint-disable", 0.0, reproposals=0)
     week = _distill_once(run, "lint-disable")
     assert week.proposals == 1 and week.reproposals == 0
+    run._distill(week)
+    assert week.proposals == 1  # no new incident, no re-proposal
     assert _distill_once(run, "lint-disable").proposals == 1  # its next incidents: a fresh, uninformed one
     assert all(p.reason == "" for p in noise.asked)
 
@@ -113,24 +120,20 @@ def test_a_rule_refused_for_a_regression_comes_back_scoped_and_cannot_reach_anot
     assert scoped.kind == "harmful" and scoped.victim == tt.victim and scoped.scope == "testing"
 
 
-def test_a_scoped_rule_that_regresses_again_parks_its_mode():
-    parked = 0
-    for seed in range(1, 7):
+def test_no_mode_is_set_aside_after_a_scoped_rule_regresses_again():
+    """The product has no 'no safe rule' state: a refusal stands only for its incidents' three re-proposals,
+    and the mode's next incident is proposed for again (here targeted-tests, whose every rule is harmful)."""
+    for seed in range(1, 4):
         stream = make_stream(STREAM, seed)
         noise = Asked(NoiseConfig(), seed, stream.modes, noisy.suite_modes(stream))
-        run = noisy.NoisyRun("replaybook", stream, noise, LoopConfig(seed=seed), noisy.gates()["replaybook"], 3)
+        run = noisy.NoisyRun("replaybook", stream, noise, LoopConfig(seed=seed), noisy.gates(13)["replaybook"], 3)
         week = Week(1)
-        for _ in range(3):  # every targeted-tests rule is harmful to whole-suite-after-change, a testing task
-            run.pending["targeted-tests"] += 1
-            run._distill(week)
-        asked = [p for p in noise.asked if p.mode == "targeted-tests"]
-        if run.parked.get("targeted-tests") == "no safe rule":
-            parked += 1
-            last = asked[-1]
-            assert last.scope == "testing" and last.reason and run.reasons["targeted-tests"] == REGRESSION
-            assert week.rejections["regression"] >= 1 and run._cause("targeted-tests") == "no safe rule"
-        assert len(asked) <= 4  # parked or used up: never more than 1 + 3
-    assert parked >= 3  # the suite test catches most of these harmful rules, twice in a row
+        for n in range(1, 7):
+            _distill_once(run, "targeted-tests", week)
+            asked = [p for p in noise.asked if p.mode == "targeted-tests"]
+            assert len(asked) == n and all(p.kind == "harmful" for p in asked)  # one each run, never set aside
+            if any(r.mode == "targeted-tests" for r in run.rules):
+                break  # a false admit of the suite test: the mode is covered
 
 
 def _within(rate: float, expected: float, n: int) -> bool:
@@ -166,15 +169,17 @@ def test_an_ignored_rule_is_escalated_to_the_guard_its_scenario_checks_give():
     assert week.escalated == 1  # once
 
 
-def test_no_escalation_without_the_flag_or_for_unvalidated_memory():
-    for policy, escalate in (("replaybook", False), ("unvalidated", True)):
+def test_escalation_needs_no_gate_so_every_policy_with_rules_gets_it():
+    for policy, escalate, expected in (("replaybook", False, False), ("unvalidated", True, True),
+                                       ("single_run_fair", True, True), ("single_run", True, True),
+                                       ("oracle", True, True), ("none", True, False)):
         run, _ = _run(6, "monorepo-test-cwd", 0.9, escalate=escalate, policy=policy)
         run.rules.append(Proposal("monorepo-test-cwd", 0, "redundant", 0.0))
         run.failed.add("monorepo-test-cwd")
         week = Week(1)
         for i in range(40):
             run._task(week, Task(i, 1, "monorepo-test-cwd"))
-        assert not run.guards and week.escalated == 0
+        assert bool(run.guards) == expected and week.escalated == int(expected), policy
 
 
 def test_one_off_rules_no_longer_collide_as_near_duplicates():
@@ -199,7 +204,7 @@ def test_a_one_off_scenario_still_loads_and_checks_its_own_files(tmp_path):
 
 def test_every_repeat_of_the_last_weeks_has_a_named_cause():
     stream = make_stream(StreamConfig(weeks=6), 8)
-    for name, gate in [("none", None), ("unvalidated", None), *noisy.gates().items()]:
+    for name, gate in [("none", None), ("unvalidated", None), ("oracle", None), *noisy.gates(13).items()]:
         noise = Noise(NoiseConfig(), 8, stream.modes, noisy.suite_modes(stream))
         weeks = noisy.NoisyRun(name, stream, noise, LoopConfig(seed=8), gate, 3, True).run()
         for w in weeks:

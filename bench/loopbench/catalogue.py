@@ -76,9 +76,14 @@ def _bench(folder: Path) -> Mode:
 
 def hand_written() -> list[Mode]:
     """The bundled scenarios the stream uses, then the benchmark's own (bench/loopbench/scenarios/)."""
+    return list(_hand_written())
+
+
+@functools.lru_cache(maxsize=1)
+def _hand_written() -> tuple[Mode, ...]:  # loaded once a process: a seed's stream no longer reads 13 folders
     modes = [_bundled(sid, kind) for sid, kind in BUNDLED_KINDS.items()]
     modes += [_bench(f) for f in sorted(BENCH_SCENARIOS.iterdir()) if (f / "mode.yaml").is_file()]
-    return modes
+    return tuple(modes)
 
 
 # -- the generated long tail ------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ assumptions.
 
 from __future__ import annotations
 
+import hashlib
 import random
 from dataclasses import asdict, dataclass, replace
 
@@ -45,17 +46,19 @@ REGRESSION = "regression"
 
 @dataclass(frozen=True)
 class NoiseConfig:
+    """The noise model's parameters; ``PARAMETERS`` gives each one's source (cited, measured or assumed)."""
+
     p_alpha: float = 3.0  # mistake probability without a rule ~ Beta(3, 2): mean 0.6, sd 0.2
     p_beta: float = 2.0
-    p_redundant: float = 0.25  # a proposal the agent already follows: effect 0 (the seeds' "about a quarter")
+    p_redundant: float = 0.25  # a proposal the agent already follows: effect 0 (the seed's "about a quarter")
     p_harmful: float = 0.10  # a proposal that also breaks another scenario
     p_weak: float = 0.35  # of the other proposals, the share whose effect is near 0: U(0, weak_max)
     weak_max: float = 0.10
-    e_alpha: float = 5.0  # the rest: effect ~ Beta(5, 1.5), mean 0.77
-    e_beta: float = 1.5
+    e_alpha: float = 4.0  # the rest: effect ~ Beta(4, 2), mean 0.667 (the Chinese seed: failures 37% -> 13%)
+    e_beta: float = 2.0
     drop_min: float = 0.2  # a harmful rule lowers its victim's pass rate by d ~ U(drop_min, drop_max)
     drop_max: float = 0.7
-    flaky: float = 0.02  # a right run's checks fail anyway
+    flaky: float = 0.015  # a right run's checks fail anyway (Google: about 1.5% of test runs flaky)
     useless_below: float = 0.1  # an admitted rule with effect below this is "useless"
     hook_slip: float = 0.1  # escalated to a deny hook: share of the mistakes still made (another command's way)
     ci_fix: float = 0.7  # escalated to a CI guard: chance the agent fixes a caught mistake within the task
@@ -86,7 +89,14 @@ def _rng(seed: int, *key) -> random.Random:
 
 def uniform(seed: int, *key) -> float:
     """The one uniform number of a named event (a task, a gate trial), the same in every policy."""
-    return _rng(seed, *key).random()
+    return uniforms(seed, *key)[0]
+
+
+def uniforms(seed: int, *key) -> tuple[float, float]:
+    """Two independent uniform numbers of a named event, from a keyed BLAKE2b digest (a pure function of the
+    key, as ``_rng``, at a fraction of seeding a ``random.Random``)."""
+    d = hashlib.blake2b(("noisy:" + ":".join(str(k) for k in (seed, *key))).encode(), digest_size=16).digest()
+    return int.from_bytes(d[:8], "big") / 2.0**64, int.from_bytes(d[8:], "big") / 2.0**64
 
 
 class Noise:
@@ -97,9 +107,11 @@ class Noise:
 
     def mistake(self, mode: str) -> float:
         """p: the chance the agent makes this mode's mistake with no rule for it."""
-        if self.modes[mode].kind == "done-right":
-            return 0.0
-        return round(_rng(self.seed, "p", mode).betavariate(self.config.p_alpha, self.config.p_beta), 4)
+        cache = self.__dict__.setdefault("_p", {})
+        if mode not in cache:
+            cache[mode] = (0.0 if self.modes[mode].kind == "done-right" else
+                           round(_rng(self.seed, "p", mode).betavariate(self.config.p_alpha, self.config.p_beta), 4))
+        return cache[mode]
 
     def task_type(self, mode: str) -> str:
         return self.modes[mode].task_type
@@ -167,8 +179,7 @@ class Noise:
     def run(self, mode: str, rules: list[Proposal], q: float, *key, guard: str = "") -> bool:
         """One run of ``mode``: passed? Decided by uniform numbers named by ``key``, so it is the
         same run in every policy that holds the same rules (and the same ``guard``)."""
-        rng = _rng(self.seed, "run", *key)
-        u_mistake, u_flaky = rng.random(), rng.random()
+        u_mistake, u_flaky = uniforms(self.seed, "run", *key)
         p = self.mistake(mode)
         for r in rules:
             if r.mode == mode and uniform(self.seed, "follow", r.id, *key) < q:

@@ -47,7 +47,7 @@ class LoopConfig:
     cap: int = 60
     distill_every: int = 10
     q0: float = 0.97  # chance the agent follows a rule in its prompt, with an empty playbook
-    q_slope: float = 0.003  # q falls by this much per rule in the playbook ...
+    q_slope: float = 0.00058  # q falls by this much per rule (IFScale: 68% of 500 instructions followed) ...
     q_min: float = 0.5  # ... down to this
     # replaybook gate: the product's own options (``GateOptions()``); set one of these only to try a variant
     suite_trials: int | None = None  # baseline trials per suite scenario (product: 40)
@@ -120,6 +120,7 @@ class Week:
     harmful_ever: int = 0
     useless_admitted: int = 0  # cumulative: admitted rules whose effect is below 0.1 (noisy preset; else 0)
     good_rejected: int = 0  # rules with a real effect refused this week (noisy preset; else 0)
+    gated: int = 0  # proposals that went through a gate's replays (noisy preset; else 0)
     repeat_causes: Counter = field(default_factory=Counter)
     reproposals: int = 0  # proposals made again after a refusal, with its reason (noisy preset)
     escalated: int = 0  # ignored rules escalated to a guard or a rewording (noisy preset)
