@@ -46,7 +46,7 @@ def test_a_real_replay_turn_on_the_local_model_runs_its_tool_call_in_the_sandbox
         events = read_trace(Path(trial["run_dir"]) / "trace.jsonl")
         # the file's word in a tool's output: the call ran against the fixture, in the sandbox
         read = [e for e in events if isinstance(e, ToolCallEvent) and not e.is_error
-                and "pelican" in (e.output_excerpt or "")]
+                and "pelican" in (e.output_excerpt or "") and "not found" not in (e.output_excerpt or "")]
         if read:
             break
     else:
@@ -59,7 +59,7 @@ def test_a_real_replay_turn_on_the_local_model_runs_its_tool_call_in_the_sandbox
     assert start.meta["model"] == "local" and start.meta["model_label"] == data["model_label"]
     assert all(not e.simulated for e in events if isinstance(e, ModelCallEvent))
     # a bash call ran in the sandbox: the kernel trace saw its processes, under the tool call that started them
-    for call in (e for e in read if e.name == "bash"):
+    for call in (e for e in read if e.name == "bash" and (e.output_excerpt or "").startswith("exit code 0")):
         assert [e for e in events if isinstance(e, CommandEvent) and e.tool_call == call.id], call
 
 
