@@ -125,8 +125,8 @@ def _workspace() -> Path:
     (root / "incidents").mkdir()
     for incident in sorted((root / "scenarios").glob("*/incidents/*.yaml")):
         shutil.copy2(incident, root / "incidents" / incident.name)
-    (root / ".replaybook.yml").write_text("# bench/real_model.py: the product's defaults\npaths: {incidents: incidents}\n",
-                                          encoding="utf-8")
+    config_text = "# bench/real_model.py: the product's defaults\npaths: {incidents: incidents}\n"
+    (root / ".replaybook.yml").write_text(config_text, encoding="utf-8")
     return root
 
 
@@ -226,8 +226,9 @@ def report(*outs: Path) -> str:
     rows = [r for out in outs for r in records(out)]
     trials = [r for r in rows if r.get("phase") == "trial"]
     names = ", ".join(f"`{o.name}`" for o in outs)
+    loads = [r["load1"] for r in rows]
     lines = [f"Results from {names} ({len(trials)} replays; load average of each record: "
-             f"{min((r['load1'] for r in rows), default=0):.1f}-{max((r['load1'] for r in rows), default=0):.1f}).", ""]
+             f"{min(loads, default=0):.1f}-{max(loads, default=0):.1f}).", ""]
     if trials:
         lines += [f"Model: {trials[0]['label']}; builtin agent; max_turns capped at {trials[0]['max_turns']}.", ""]
         table_rows = []
@@ -236,10 +237,11 @@ def report(*outs: Path) -> str:
             without = [r for r in mine if r["arm"] == "without"]
             with_rule = [r for r in mine if r["arm"] == "with"]
             shares = [r["harness_s"] / r["wall_s"] for r in mine if r["wall_s"] > 0]
-            table_rows.append([scenario_id, _rate(without), _rate(with_rule), _median([r["model_calls"] for r in mine]),
+            table_rows.append([scenario_id, _rate(without), _rate(with_rule),
+                               _median([r["model_calls"] for r in mine]),
                                _median([r["input_tokens"] + r["output_tokens"] for r in mine]),
-                               _median([r["wall_s"] for r in mine]), f"{_common.median(shares):.1%}" if shares else "–",
-                               _median([r["load1"] for r in mine])])
+                               _median([r["wall_s"] for r in mine]),
+                               f"{_common.median(shares):.1%}" if shares else "–", _median([r["load1"] for r in mine])])
         lines.append(_common.table(["scenario", "passed without rule [95% Wilson]", "passed with rule [95% Wilson]",
                                     "turns (median)", "tokens (median)", "s / replay (median)",
                                     "harness share (median)", "load (median)"], table_rows))
