@@ -241,7 +241,8 @@ def report(*outs: Path) -> str:
                                _median([r["model_calls"] for r in mine]),
                                _median([r["input_tokens"] + r["output_tokens"] for r in mine]),
                                _median([r["wall_s"] for r in mine]),
-                               f"{_common.median(shares):.1%}" if shares else "–", _median([r["load1"] for r in mine])])
+                               f"{_common.median(shares):.1%}" if shares else "–",
+                               _median([r["load1"] for r in mine])])
         lines.append(_common.table(["scenario", "passed without rule [95% Wilson]", "passed with rule [95% Wilson]",
                                     "turns (median)", "tokens (median)", "s / replay (median)",
                                     "harness share (median)", "load (median)"], table_rows))
