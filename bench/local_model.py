@@ -52,8 +52,8 @@ def _answer(engine: Engine, prompt) -> str:
     return text
 
 
-def prefix_reuse(model: install.LocalModel, rounds: int) -> dict:
-    engine = Engine(model, engine_jail, context_size=4096)
+def prefix_reuse(model: install.LocalModel, rounds: int, threads: int = 2) -> dict:
+    engine = Engine(model, engine_jail, context_size=4096, threads=threads)
     engine.start()
     out = {"load_s": engine.load_s, "start_s": engine.start_s, "rows": []}
     try:
@@ -92,14 +92,15 @@ def sandbox_start(rounds: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=2, help="the engine's threads (1 on a machine already busy)")
     args = parser.parse_args()
     model = install.locate()
     load_before = os.getloadavg()
     start = sandbox_start(max(5, args.rounds))
-    reuse = prefix_reuse(model, args.rounds)
+    reuse = prefix_reuse(model, args.rounds, args.threads)
     rows = reuse["rows"]
     med = lambda f: statistics.median(f(r) for r in rows)  # noqa: E731
-    print(f"| figure | median of {len(rows)} rounds |\n|---|---|")
+    print(f"| figure ({args.threads} engine threads) | median of {len(rows)} rounds |\n|---|---|")
     print(f"| sandbox start: `node -e 0` bare / in the engine's bwrap jail | {start['bare_s']*1000:.0f} ms / "
           f"{start['jail_s']*1000:.0f} ms (+{(start['jail_s']-start['bare_s'])*1000:.0f} ms) |")
     print(f"| engine start to ready (jail + model load) / model load inside | {reuse['start_s']:.1f} s / {reuse['load_s']:.1f} s |")
