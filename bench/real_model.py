@@ -1,7 +1,7 @@
 """The loop on a real model, offline: the local model (``--model local``) on every bundled scenario.
 
     python bench/real_model.py run [--out FILE] [--trials 10] [--max-turns 6] [--phases distill,trials,gate]
-    python bench/real_model.py report [--out FILE]
+    python bench/real_model.py report [FILE ...]
 
 ``run`` is long (a replay of a 1.5B model on two CPU cores takes tens of seconds to minutes) and
 resumable: every result is appended to ``--out`` (JSON lines) as it finishes, and a second ``run``
@@ -125,8 +125,8 @@ def _workspace() -> Path:
     (root / "incidents").mkdir()
     for incident in sorted((root / "scenarios").glob("*/incidents/*.yaml")):
         shutil.copy2(incident, root / "incidents" / incident.name)
-    (root / ".replaybook.yml").write_text("# bench/real_model.py: the product's defaults\npaths: {incidents: incidents}\n",
-                                          encoding="utf-8")
+    config_text = "# bench/real_model.py: the product's defaults\npaths: {incidents: incidents}\n"
+    (root / ".replaybook.yml").write_text(config_text, encoding="utf-8")
     return root
 
 
@@ -222,11 +222,13 @@ def _rate(rows: list[dict]) -> str:
             + (f" (+{unscored} unscored)" if unscored else ""))
 
 
-def report(out: Path) -> str:
-    rows = records(out)
+def report(*outs: Path) -> str:
+    rows = [r for out in outs for r in records(out)]
     trials = [r for r in rows if r.get("phase") == "trial"]
-    lines = [f"Results from `{out.name}` ({len(trials)} replays; load average of each record: "
-             f"{min((r['load1'] for r in rows), default=0):.1f}-{max((r['load1'] for r in rows), default=0):.1f}).", ""]
+    names = ", ".join(f"`{o.name}`" for o in outs)
+    loads = [r["load1"] for r in rows]
+    lines = [f"Results from {names} ({len(trials)} replays; load average of each record: "
+             f"{min(loads, default=0):.1f}-{max(loads, default=0):.1f}).", ""]
     if trials:
         lines += [f"Model: {trials[0]['label']}; builtin agent; max_turns capped at {trials[0]['max_turns']}.", ""]
         table_rows = []
@@ -235,9 +237,11 @@ def report(out: Path) -> str:
             without = [r for r in mine if r["arm"] == "without"]
             with_rule = [r for r in mine if r["arm"] == "with"]
             shares = [r["harness_s"] / r["wall_s"] for r in mine if r["wall_s"] > 0]
-            table_rows.append([scenario_id, _rate(without), _rate(with_rule), _median([r["model_calls"] for r in mine]),
+            table_rows.append([scenario_id, _rate(without), _rate(with_rule),
+                               _median([r["model_calls"] for r in mine]),
                                _median([r["input_tokens"] + r["output_tokens"] for r in mine]),
-                               _median([r["wall_s"] for r in mine]), f"{_common.median(shares):.1%}" if shares else "–",
+                               _median([r["wall_s"] for r in mine]),
+                               f"{_common.median(shares):.1%}" if shares else "–",
                                _median([r["load1"] for r in mine])])
         lines.append(_common.table(["scenario", "passed without rule [95% Wilson]", "passed with rule [95% Wilson]",
                                     "turns (median)", "tokens (median)", "s / replay (median)",
@@ -289,12 +293,12 @@ def main(argv: list[str] | None = None) -> None:
     go.add_argument("--scenarios", default="", help="comma-separated ids (default: every bundled scenario)")
     go.add_argument("--runs", default="", help="where run folders go (default: a temporary folder)")
     show = sub.add_parser("report")
-    show.add_argument("--out", default=str(DEFAULT_OUT))
+    show.add_argument("files", nargs="*", default=[str(DEFAULT_OUT)], help="JSON-lines files `run` wrote")
     args = parser.parse_args(argv)
     if args.command == "run":
         run(args)
     else:
-        print(report(Path(args.out)))
+        print(report(*map(Path, args.files)))
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from bot.cli.output import emit_json, table
 from bot.cli.playbook import open_playbook
 from bot.config import replay_options
 from bot.errors import BadInput, CheckFailed, Interrupted
+from bot.model import served
 from bot.playbook import rule as rules_mod
 from bot.playbook.render.system_prompt import system_prompt
 from bot.playbook.store import Playbook
@@ -180,7 +181,8 @@ def _report(results: list[engine.TrialResult]) -> None:
     for warning in dict.fromkeys(w for r in results for w in r.warnings):
         click.echo(f"\n> **{warning}**")
     s = engine.summary(results)
-    kind = " (simulated estimate)" if s["simulated"] else ""
+    cpu = served.cpu_seconds()  # the local model's engine, when it answered: its cost is CPU, not money
+    kind = " (simulated estimate)" if s["simulated"] else f" ({cpu:.0f} CPU seconds of the local model)" if cpu else ""
     click.echo(f"\n{s['passed']} passed, {s['failed']} failed, {s['unscored']} unscored; "
                f"{s['input_tokens'] + s['output_tokens']} tokens, ${s['cost_usd']:.4f}{kind}")
     dirs = [r.run_dir for r in results if r.run_dir]
