@@ -330,7 +330,7 @@ def test_failing_steps_continue_on_error_and_timeouts(ws):
         "on-failure": ("run", "success", "success"), "slow": ("run", "failure", "failure")}
     assert job.step("soft").rc == 3 and job.step("after-soft").stdout == "soft was failure/success\n"
     assert job.errors == ["soft failure", "hard failure"]
-    assert "timed out" in job.step("slow").stderr and time.monotonic() - started < 15
+    assert "timed out" in job.step("slow").stderr and time.monotonic() - started < 200  # killed, not waited for: the step sleeps 300 s
 
 
 @pytest.mark.parametrize("steps, job_extra, feature", [

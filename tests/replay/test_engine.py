@@ -285,7 +285,7 @@ def test_a_hang_times_out_unscored_and_leaves_no_process(agent, make_scenario, o
     script.write_text(f"(sleep {marker} &) ; {hang}\n")
     started = time.monotonic()
     result = run_trial(loaded, RULE_TEXT, opts(agent=agent, command=f"bash {script} {{task}}"), 0)
-    assert time.monotonic() - started < 8
+    assert time.monotonic() - started < 50  # ended at its 2 s budget, not after the 60 s sleeps
     assert (result.verdict, result.agent_status) == ("unscored", "timeout")
     assert result.checks == []
     assert not processes_with(f"sleep {marker}"), "a sleep outlived the trial"

@@ -241,11 +241,10 @@ def test_nothing_the_agent_starts_outlives_the_run(agent, make_scenario, agent_o
 def test_bounds_end_the_trial_unscored_and_clean_up(attack, budget, reason, make_scenario, opts, sandbox_tmp):
     loaded = make_scenario(pass_if=[{"succeeds": {"run": "true"}}], with_rule=bash_steps([attack]),
                            budget={"timeout_s": 60, **budget})
-    started = time.monotonic()
     result = run_trial(loaded, RULE_TEXT, opts(), 0)
     assert (result.verdict, result.agent_status) == ("unscored", "limit")
     assert reason in result.reason
-    assert time.monotonic() - started < 45
+    # the bound, not the 60 s timeout, ended it: agent_status is "limit", not "timeout" (no wall-clock bound here)
     run_bytes = sum(p.stat().st_size for p in Path(result.run_dir).rglob("*") if p.is_file())
     assert run_bytes < 2 << 20  # the run folder holds no copy of the flood
     assert list(sandbox_tmp.iterdir()) == []

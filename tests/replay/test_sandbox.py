@@ -225,7 +225,7 @@ def test_timeout_kills_the_whole_group(fixture_repo):
         r = sh(sb, f"sleep {marker} & sleep {marker}; echo never", timeout_s=0.5)
         took = time.monotonic() - start
     assert r.timed_out and "never" not in r.stdout
-    assert took < 3
+    assert took < 45  # killed at its timeout, not waited for: the sleeps last 61 s (no bound a loaded machine reaches)
     assert wait_gone(marker) == []
 
 
@@ -236,7 +236,7 @@ def test_background_children_die_when_the_command_ends(fixture_repo):
         r = sh(sb, f"sleep {marker} & echo started", timeout_s=10)
         took = time.monotonic() - start
     assert (r.rc, r.stdout, r.timed_out) == (0, "started\n", False)
-    assert took < 3
+    assert took < 45  # the command's end did not wait for its background child, which sleeps 62 s
     assert wait_gone(marker) == []
 
 
@@ -779,4 +779,4 @@ def test_sending_the_program_to_a_bootstrap_that_never_reads_gives_up_in_time():
         ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
         start = time.monotonic()
         send_program(ours, b"\0" * (4 << 20), timeout=0.3)
-        assert time.monotonic() - start < 5
+        assert time.monotonic() - start < 60  # gave up: without the timeout the send never returns
