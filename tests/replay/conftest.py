@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import os
 import shutil
 from pathlib import Path
@@ -57,7 +59,7 @@ def write_scenario(
     (folder / "scenario.yaml").write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     steps = with_rule if with_rule is not None else [{"say": "done"}]
     policy = {"branch_on": branch_on, "with_rule": steps,
-              "without_rule": without_rule if without_rule is not None else steps}
+              "without_rule": without_rule if without_rule is not None else copy.deepcopy(steps)}  # no YAML alias
     (folder / "policy.yaml").write_text(yaml.safe_dump(policy, sort_keys=False), encoding="utf-8")
     return sc.load(folder)
 
