@@ -266,10 +266,12 @@ GATE_CHECKOUT = ".replaybook-gate"  # where this repository's own admit workflow
 def uses(local_actions: bool, sha: str | None = None) -> dict[str, str]:
     if local_actions:  # this repository's own workflows: the actions of the same commit
         # but the gate's, which is the base branch's, checked out beside the PR (the admit template)
-        return {name: f"./{GATE_CHECKOUT}/actions/{name}" if name == "admit" else f"./actions/{name}"
-                for name in (*ACTIONS, "org")}
+        local = {name: f"./{GATE_CHECKOUT}/actions/{name}" if name == "admit" else f"./actions/{name}"
+                 for name in (*ACTIONS, "org")}
+        return {**local, "org_gate": f"./{GATE_CHECKOUT}/actions/org"}  # the org gate judges from the base too
     sha = actions_commit(sha)
-    return {name: f"{ACTIONS_REPO}/actions/{name}@{sha}" for name in (*ACTIONS, "org")}
+    remote = {name: f"{ACTIONS_REPO}/actions/{name}@{sha}" for name in (*ACTIONS, "org")}
+    return {**remote, "org_gate": remote["org"]}
 
 
 def render(root: Path, *, local_actions: bool = False, watched: list[str] | None = None,
@@ -286,7 +288,9 @@ def render(root: Path, *, local_actions: bool = False, watched: list[str] | None
     # runners do not all support yet.
     pin_note = ("  # zizmor: ignore[self-repository] the actions of this same commit" if local_actions
                 else f" # {pin_comment(pinned_uses['capture'].rsplit('@', 1)[1])}")
-    context = {"version": at, "pin_note": pin_note, "actions_repo": ACTIONS_REPO,
+    gate_note = ("  # zizmor: ignore[self-repository] the base branch's actions, checked out above" if local_actions
+                 else pin_note)
+    context = {"version": at, "pin_note": pin_note, "gate_note": gate_note, "actions_repo": ACTIONS_REPO,
                "uses": pinned_uses, "local_actions": local_actions, "watched": watched,
                "watched_found": found, "incident_label": cfg.labels.incident, "scenarios_dir": cfg.paths.scenarios,
                "agent_model": cfg.models.agent, "playbook_dir": cfg.paths.playbook.strip("/"),

@@ -105,10 +105,21 @@ def test_the_org_repositorys_gate_workflow_passes_both_linters_and_fans_out_read
     member = doc["jobs"]["member"]
     assert member["strategy"]["matrix"]["member"] == ["api", "web"]  # a path member cannot be checked out there
     checkouts = [s["with"] for s in member["steps"] if s.get("uses", "").startswith("actions/checkout@")]
-    assert [(c.get("repository"), c.get("ref"), c.get("path")) for c in checkouts[1:]] == [
+    assert [(c.get("repository"), c.get("ref"), c.get("path")) for c in checkouts if c.get("repository")] == [
         ("acme/api", "a" * 40, "members/api"), ("acme/web", "b" * 40, "members/web")]
     assert all(c["persist-credentials"] is False for c in checkouts)
     assert doc["jobs"]["org-admit"]["needs"] == ["plan", "member"]
+    # The definition that judges comes from the base (issue 47): the PR's head is data, the action the base's.
+    assert list(doc["on"]) == ["pull_request_target"]
+    for job in doc["jobs"].values():
+        steps = job["steps"]
+        heads = [s for s in steps if s.get("with", {}).get("ref") == "${{ github.event.pull_request.head.sha }}"]
+        assert len(heads) == 1 and "path" not in heads[0]["with"]  # the org repository's PR, checked out as data
+        gates = [s["uses"] for s in steps if "/actions/org" in s.get("uses", "")]
+        assert gates and all(u.startswith("./.replaybook-gate/" if local_actions else "replaybook/") for u in gates), gates
+        if local_actions:
+            base = [s for s in steps if s.get("with", {}).get("path") == ".replaybook-gate"]
+            assert len(base) == 1 and "ref" not in base[0]["with"]  # the event's commit: the base
 
 
 @pytest.mark.parametrize("local_actions", [False, True])
