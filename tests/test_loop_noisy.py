@@ -332,3 +332,23 @@ def test_the_no_effect_figure_is_the_products_exact_computation():
     assert got["p_admit"] == pytest.approx(stats.paired_characteristics(stats.PairedTest(), 0.5, 0.5).p_admit,
                                            abs=1e-5) or got["p_admit"] >= 0.0014
     assert got["p_admit"] <= 0.025
+
+
+@pytest.mark.parametrize("variant", [(), ("--unreached-once",)])
+def test_the_replays_by_purpose_sum_to_the_replays_and_the_gates_to_the_gate_runs(variant):
+    code, out, _ = _main("--seeds", "1", "--suite", "30", "--tuning", "--seed", "3",
+                         "--policies", "single_run,single_run_fair,replaybook", "--json", *variant)
+    assert code == 0
+    for name, policy in json.loads(out)["policies"].items():
+        s = policy["summary"]
+        by = s["replays_by_purpose"]
+        rows = {p: row for p, row in by.items() if p != "gates"}
+        assert set(rows) == set(simgate.PURPOSES), name
+        assert sum(row["total"] for row in rows.values()) == s["replays"] > 0, name
+        for outcome, gates in by["gates"].items():  # each column sums too, and no gate ran for nothing
+            if outcome != "total":
+                assert sum(row[outcome] for row in rows.values()) >= gates > 0, (name, outcome)
+        assert rows["control"]["total"] > 0 and rows["own_rule"]["total"] > 0, name
+        assert (rows["unreached"]["total"] > 0) == (name != "single_run" and bool(variant)), name
+    code, md, _ = _main("--seeds", "1", "--suite", "30", "--tuning", "--seed", "3", "--policies", "replaybook")
+    assert code == 0 and "## Where the replays go" in md and "| suite_baseline |" in md

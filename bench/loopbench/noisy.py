@@ -285,6 +285,8 @@ class NoisyRun:
         verdict = simgate.decide(self.gate, runner, proposal.mode, self.noise.suite, before, after, proposal.id,
                                  reaches=lambda sid: not proposal.scope or self.noise.task_type(sid) == proposal.scope)
         self._spend(week, REPLAY_USD * verdict.replays, calls=verdict.replays, replays=verdict.replays)
+        week.gates_by[verdict.outcome] += 1
+        week.replays_by.update({(verdict.outcome, purpose): n for purpose, n in verdict.by_purpose.items()})
         if verdict.decision == "admit" and self.cache:
             simgate.carry_over(self.store, verdict.result, after)  # bot.gate.reuse, at admission
         return verdict.reason if verdict.decision != "admit" else ""

@@ -124,6 +124,8 @@ class Week:
     repeat_causes: Counter = field(default_factory=Counter)
     reproposals: int = 0  # proposals made again after a refusal, with its reason (noisy preset)
     escalated: int = 0  # ignored rules escalated to a guard or a rewording (noisy preset)
+    replays_by: Counter = field(default_factory=Counter)  # (gate outcome, purpose) -> fresh gate replays (noisy)
+    gates_by: Counter = field(default_factory=Counter)  # gate outcome -> gate runs (noisy preset)
     q: float = 1.0
     cost_per_admission: float | None = None  # cumulative loop cost / cumulative admissions
 

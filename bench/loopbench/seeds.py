@@ -11,7 +11,7 @@ from loopbench import targets as targets_mod
 from loopbench.run import Week
 
 ADDED = [f.name for f in fields(Week)
-         if f.name not in ("week", "rejections", "repeat_causes", "q", "cost_per_admission")]
+         if f.name not in ("week", "rejections", "repeat_causes", "replays_by", "gates_by", "q", "cost_per_admission")]
 FIGURES = ("failures", "failures_last4", "repeat_share", "repeat_share_last4", "harmful_ever", "useless_admitted",
            "good_rejected", "playbook_size", "admitted", "replays", "cost_usd", "cost_per_admission")
 
@@ -25,6 +25,8 @@ def summed(per_seed: list[list[Week]]) -> list[Week]:
             setattr(w, name, sum(getattr(x, name) for x in weeks))
         w.rejections = sum((x.rejections for x in weeks), Counter())
         w.repeat_causes = sum((x.repeat_causes for x in weeks), Counter())
+        w.replays_by = sum((x.replays_by for x in weeks), Counter())
+        w.gates_by = sum((x.gates_by for x in weeks), Counter())
         w.q = round(sum(x.q for x in weeks) / len(weeks), 4)
         w.cost_usd, w.task_cost_usd = round(w.cost_usd, 6), round(w.task_cost_usd, 6)
         cost, admitted = cost + w.cost_usd, admitted + w.admitted
@@ -42,6 +44,9 @@ def figures(weeks: list[Week]) -> dict:
     s["reproposals"] = sum(w.reproposals for w in weeks)
     s["escalated"] = sum(w.escalated for w in weeks)
     s["gated"] = sum(w.gated for w in weeks)
+    by = sum((w.replays_by for w in weeks), Counter())
+    s["replays_by"] = {f"{outcome} {purpose}": n for (outcome, purpose), n in sorted(by.items())}
+    s["gates_by"] = dict(sorted(sum((w.gates_by for w in weeks), Counter()).items()))
     return s
 
 
@@ -73,6 +78,20 @@ def as_json(runs: dict[str, list[list[Week]]], parameters: dict, seeds: list[int
             "targets": targets_mod.evaluate(summaries, last4, no_effect or {"p_admit": 1.0, "at_pass_rate": None})}
 
 
+def where_replays_go(summary: dict) -> list[str]:
+    """The replaybook gate's fresh replays by purpose (rows) and by where each gate ended (columns)."""
+    got = summary.get("replays_by_purpose")
+    if not got:
+        return []
+    cols = [c for c in got["gates"] if c != "total"]
+    total = sum(row["total"] for name, row in got.items() if name != "gates") or 1
+    rows = [[name, *[row[c] for c in cols], row["total"], f"{100 * row['total'] / total:.0f}%"]
+            for name, row in got.items() if name != "gates"]
+    rows.append(["gate runs", *[got["gates"][c] for c in cols], got["gates"]["total"], ""])
+    return ["", "## Where the replays go (replaybook, fresh replays)", "",
+            table(["purpose", *cols, "total", "share"], rows)]
+
+
 def markdown(data: dict) -> str:
     """The markdown of a noisy run's JSON (``as_json``, plus ``parameters.table`` and ``sensitivity``)."""
     par = data["parameters"]
@@ -91,6 +110,7 @@ def markdown(data: dict) -> str:
     lines.append(table(["policy", "candidates gated", "admissions", "harmful", "useless", "replays",
                         "replays / gated", "replays / admission", *[f"$ / admission, {a.split(' ')[0]}" for a in agents],
                         "failures, last 4 wk", "repeat share, last 4 wk"], rows))
+    lines += where_replays_go(data["policies"].get("replaybook", {}).get("summary", {}))
     lines += ["", f"Ranking by last-4-week failures: {data['ranking']}", "", "## Targets (replaybook, product defaults)", ""]
     lines.append(table(["target", "value", "met"],
                        [[t["target"], t["value"], "yes" if t["met"] else "**no**"] for t in data["targets"]]))

@@ -20,6 +20,7 @@ them) is the one part not called.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, fields, replace
 from types import SimpleNamespace
 from typing import Callable
@@ -38,6 +39,10 @@ from bot.replay.engine import ReplayOptions, TrialResult
 # agent is such an agent. The model id only names it: nothing is called.
 NOISY_AGENT = ReplayOptions(model="claude-sonnet-4-6")
 Draw = Callable[[str, str, str, int, str], bool]  # (scenario, playbook text, arm, index, salt) -> passed?
+# What a fresh replay was for (``SimRunner.by_purpose``): the do-nothing control, the own scenario without and
+# with the rule, each other suite scenario's baseline and its trials with the rule, and both sides of a scenario
+# the rule cannot reach (``gate.unreached: once``).
+PURPOSES = ("control", "own_baseline", "own_rule", "suite_baseline", "suite_rule", "unreached")
 
 
 @dataclass(frozen=True)
@@ -126,6 +131,13 @@ class SimRunner(decision.Runner):
     def __init__(self, opts: GateOptions, draw: Draw, store: dict, fresh: dict[str, str] | None = None):
         super().__init__(opts)
         self.draw, self.store, self.fresh = draw, store, fresh or {}
+        self.phase, self.before_text = "own", None  # set by ``_decide``: what the next fresh replays are for
+        self.by_purpose: Counter = Counter()  # PURPOSES -> fresh replays
+
+    def _purpose(self, text: str) -> str:
+        if self.phase == "unreached":
+            return "unreached"
+        return f"{self.phase}_{'baseline' if text == self.before_text else 'rule'}"
 
     def _attempt(self, loaded, text: str, index: int, replay: ReplayOptions, arm: str = "baseline"):
         sid = loaded.scenario.id
@@ -136,6 +148,7 @@ class SimRunner(decision.Runner):
         while len(kept) <= index:  # trials are drawn in index order (a stream never skips one)
             self.reserve(0.0)  # the product's budget rule (``gate.budget``): BudgetSpent once it is used up
             ok = self.draw(sid, text, arm, len(kept), salt)
+            self.by_purpose[self._purpose(text)] += 1
             kept.append(TrialResult(sid, len(kept), "passed" if ok else "failed", ""))
             self._ran += 1
         return kept[index], False
@@ -155,6 +168,7 @@ class SimRunner(decision.Runner):
             return
         self.reserve(0.0)
         self.store[key] = []
+        self.by_purpose["control"] += 1
         self.replays += 1
         self._ran += 1
 
@@ -170,6 +184,14 @@ class Verdict:
     reason: str  # the rejection's reason class (as the default preset's ``reason_class``)
     replays: int  # trials drawn (not read from the store)
     result: GateResult
+    by_purpose: Counter  # those replays by what they were for (PURPOSES); they sum to ``replays``
+
+    @property
+    def outcome(self) -> str:
+        """admitted | rejected_own | rejected_suite | inconclusive | error: where the gate ended."""
+        if self.decision == "reject":
+            return "rejected_suite" if self.reason == "regression" else "rejected_own"
+        return {"admit": "admitted"}.get(self.decision, self.decision)
 
 
 def decide(opts: GateOptions, runner: SimRunner, own: str, suite: list[str], before_text: str, after_text: str,
@@ -188,6 +210,7 @@ def decide(opts: GateOptions, runner: SimRunner, own: str, suite: list[str], bef
 
 def _decide(opts, runner, result, own, suite, before_text, after_text, reaches) -> None:
     loaded = scenario(own)
+    runner.phase, runner.before_text = "own", before_text
     runner.control_once(own)
     test = decision.own_test_for(opts.test, loaded, opts.replay)
     result.own_test = test.describe()
@@ -216,6 +239,7 @@ def _decide(opts, runner, result, own, suite, before_text, after_text, reaches) 
         # `gate.unreached: once` (suite_check._suite): a scenario the rule's scope cannot reach is screened
         screened = getattr(opts, "unreached_once", False) and not reaches(sid)
         test = replace(test_suite, accept_at=UNREACHED_ACCEPT) if screened else test_suite
+        runner.phase = "unreached" if screened else "suite"
         try:
             return suite_check._judge(runner, opts, test, len(others), scenario(sid), before_text, after_text)
         except BudgetSpent as exc:  # as suite_check._suite: the rest may still show a regression
@@ -262,4 +286,4 @@ def _verdict(result: GateResult, runner: SimRunner, replays0: int) -> Verdict:
         cls = "regression"
     else:
         cls = "other"
-    return Verdict(result.decision, cls, runner.replays - replays0, result)
+    return Verdict(result.decision, cls, runner.replays - replays0, result, Counter(runner.by_purpose))

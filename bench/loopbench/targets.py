@@ -77,10 +77,27 @@ def summary(s: dict) -> dict:
            "replays_per_admission": round(rep / adm, 2) if adm else None,
            "harmful_rate": round(s["harmful_ever"] / adm, 4) if adm else None,
            "harmful_wilson_upper95": wilson_upper(s["harmful_ever"], adm)}
+    if s.get("gates_by"):
+        out["replays_by_purpose"] = by_purpose(s["replays_by"], s["gates_by"])
     for agent, price in params.AGENTS.items():
         usd = params.replay_usd(price)
         out[f"usd_per_admission {agent}"] = round(rep * usd / adm, 2) if adm else None
         out[f"usd_per_gated_candidate {agent}"] = round(rep * usd / gated, 2) if gated else None
+    return out
+
+
+OUTCOMES = ("admitted", "rejected_own", "rejected_suite", "inconclusive", "error")
+
+
+def by_purpose(replays_by: dict, gates_by: dict) -> dict:
+    """Fresh gate replays by purpose (``simgate.PURPOSES``), each split by where its gate ended (``replays_by``:
+    "outcome purpose" -> replays), plus the gate runs of each outcome (``gates``); ``total`` sums a row."""
+    from loopbench.simgate import PURPOSES
+
+    outcomes = [o for o in OUTCOMES if gates_by.get(o)]
+    out = {p: {"total": sum(replays_by.get(f"{o} {p}", 0) for o in outcomes),
+               **{o: replays_by.get(f"{o} {p}", 0) for o in outcomes}} for p in PURPOSES}
+    out["gates"] = {"total": sum(gates_by.values()), **{o: gates_by[o] for o in outcomes}}
     return out
 
 
