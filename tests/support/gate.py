@@ -3,6 +3,7 @@ rule, the playbook it lands in, and the gate run the way the tests run it."""
 
 from __future__ import annotations
 
+import copy
 import subprocess
 import sys
 from pathlib import Path
@@ -28,8 +29,8 @@ def mini_scenario(root: Path, sid: str, branch_on: str = "write right.txt", *, i
     if hang:
         good = bad = [{"bash": "sleep 30"}, {"say": "done"}]
     with_rule, without_rule = (bad, good) if inverse else (good, bad)
-    write(folder / "policy.yaml", yaml.safe_dump({"branch_on": branch_on, "with_rule": with_rule,
-                                                  "without_rule": without_rule}))
+    write(folder / "policy.yaml", yaml.safe_dump({"branch_on": branch_on, "with_rule": with_rule,  # no YAML alias:
+                                                  "without_rule": copy.deepcopy(without_rule)}))  # the loader bans them
     checks = [{"succeeds": {"run": "test -f right.txt"}}, {"exists": ["README.md"]}]
     budget = {"max_turns": 5, "timeout_s": 1.5 if hang else 60, "max_cost_usd": 1.0}
     scenario = {"id": sid, "task": "make it right", "repo": "repo", "pass_if": checks, "budget": budget}
@@ -97,7 +98,7 @@ def hanging_scenario(root: Path) -> None:
     write(folder / "repo" / "README.md", "fixture\n")
     slow = [{"bash": f"sleep 60; : {MARK}"}, {"say": "done"}]  # a list: bash stays, its argv shows MARK
     write(folder / "policy.yaml", yaml.safe_dump({"branch_on": "write right.txt", "with_rule": slow,
-                                                  "without_rule": slow}))
+                                                  "without_rule": copy.deepcopy(slow)}))  # no YAML alias
     write(folder / "scenario.yaml", yaml.safe_dump({
         "id": "own", "task": "make it right", "repo": "repo",
         "pass_if": [{"succeeds": {"run": "test -f right.txt"}}, {"exists": ["README.md"]}],
