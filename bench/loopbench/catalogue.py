@@ -150,7 +150,7 @@ def write_tail(folder: Path, mode: Mode) -> None:
     policy = {"branch_on": mode.branch_on,
               "without_rule": [write, {"bash": f"rm {kept}"},
                                {"say": "Set the text; removed a stale config."}],
-              "with_rule": [write, {"say": f"Set the text; left {kept} as it is."}]}
+              "with_rule": [{"write": dict(write["write"])}, {"say": f"Set the text; left {kept} as it is."}]}  # no YAML alias: banned
     (folder / "policy.yaml").write_text("# SIMULATED MODEL policy (generated, loop benchmark): not a real model.\n"
                                         + yaml.safe_dump(policy, sort_keys=False), encoding="utf-8")
 

@@ -10,6 +10,7 @@ same agent fails the scenario.
 
 from __future__ import annotations
 
+import copy
 import json
 import shutil
 import subprocess
@@ -37,7 +38,7 @@ def guarded_copy(tmp_path: Path, *, guard: bool) -> sc.LoadedScenario:
     policy["without_rule"] = [  # an agent that, refused, reads why and runs the tests where they live
         {"bash": "python -m pytest -q"},
         {"bash": "cd packages/api && python -m pytest -q tests/test_limits.py"},
-        fix,
+        copy.deepcopy(fix),  # its own copy: the one YAML loader refuses the alias a shared one would write
         {"bash": "cd packages/api && python -m pytest -q"},
         {"say": "Fixed the off-by-one in RateLimiter.allow; the api tests pass from packages/api."},
     ]
