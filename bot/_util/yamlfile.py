@@ -189,7 +189,11 @@ def _index_lines(node: yaml.Node, prefix: tuple, out: dict[tuple, int]) -> None:
 
 
 class _Dumper(yaml.SafeDumper):
-    """Multi-line strings (evidence, log excerpts) as literal blocks people can read in a diff."""
+    """Multi-line strings (evidence, log excerpts) as literal blocks people can read in a diff; a value that
+    appears twice is written out twice, never as an anchor and alias, which the loader refuses."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
 
 
 def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:

@@ -113,3 +113,15 @@ def test_init_and_checks_read_yaml_through_the_one_loader():
             if needle in text:
                 offenders.append(f"{path.relative_to(REPO)}: {needle}")
     assert offenders == []
+
+
+def test_what_the_bot_writes_the_one_loader_reads_back_even_with_a_value_twice(tmp_path):
+    """The writer never emits an anchor the loader refuses: a step shared by two lists is written out twice."""
+    from bot._util import yamlfile
+
+    step = {"bash": "python -m pytest -q"}
+    text = yamlfile.dump({"with_rule": [step], "without_rule": [step]}, kind="scenario")
+    assert "&" not in text and "*" not in text
+    path = tmp_path / "x.yaml"
+    path.write_text(text, encoding="utf-8")
+    assert yamlfile.load(path).data["without_rule"] == [step]
