@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 
 import os
 import shutil
@@ -20,6 +19,11 @@ from bot.scenario import spec as sc
 # user's real cache is found from the environment as it was at import time.
 _ORIGINAL_ENV = dict(os.environ)
 SKIP_CLAUDE_CODE = "REPLAYBOOK_SKIP_CLAUDE_CODE"
+
+
+class _NoAliases(yaml.SafeDumper):
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
 
 
 @pytest.fixture(scope="session")
@@ -59,8 +63,9 @@ def write_scenario(
     (folder / "scenario.yaml").write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     steps = with_rule if with_rule is not None else [{"say": "done"}]
     policy = {"branch_on": branch_on, "with_rule": steps,
-              "without_rule": without_rule if without_rule is not None else copy.deepcopy(steps)}  # no YAML alias
-    (folder / "policy.yaml").write_text(yaml.safe_dump(policy, sort_keys=False), encoding="utf-8")
+              "without_rule": without_rule if without_rule is not None else steps}
+    # a step shared or repeated (`[step] * 3`) is written out each time: the one YAML loader refuses aliases
+    (folder / "policy.yaml").write_text(yaml.dump(policy, Dumper=_NoAliases, sort_keys=False), encoding="utf-8")
     return sc.load(folder)
 
 
