@@ -357,7 +357,8 @@ def llm(env: "Environment", model: str, **options: Any) -> "LLM":
 
     if served.is_local(model):
         local = local_model()
-        return LLM.connect(served.LOCAL, api_key=local.api_key, base_url=local.base_url, label=local.label, **options)
+        return LLM.connect(served.LOCAL, api_key=local.api_key, base_url=local.base_url, label=local.label,
+                           structured=True, **options)
     if not env.api_key:
         raise BadInput(f"model {model!r} is a hosted model: set ANTHROPIC_API_KEY, or choose `local` for the model "
                        f"`{served.INSTALL_HINT}` installs")

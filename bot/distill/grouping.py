@@ -12,6 +12,15 @@ GROUP_THRESHOLD = 0.25
 
 
 BATCH_MAX = 12  # incidents per prompt
+# For the local model (a 1.5B model on CPU): an answer is held under its 2048-token cap and a prompt answers in
+# minutes, not a quarter of an hour (bench/real_model.py: a 12-incident batch timed out at 900 s at load 20).
+LOCAL_BATCH_MAX = 4
+
+
+def batch_size(asked: int | None, *, local: bool) -> int:
+    """Incidents per prompt: ``asked`` (default ``BATCH_MAX``), at most ``LOCAL_BATCH_MAX`` for the local model."""
+    size = asked or BATCH_MAX
+    return min(size, LOCAL_BATCH_MAX) if local else size
 
 
 @dataclass

@@ -16,7 +16,7 @@ explainable.
 Word overlap is not meaning, though: on the bundled incidents, pairs that
 describe one mistake in different words score 0.02-0.32, no better than
 unrelated pairs. So groups are only the unit of *packing*: whole groups are
-packed, in order, into batches of at most ``BATCH_MAX`` incidents, one prompt
+packed, in order, into batches of at most ``batch_size`` incidents, one prompt
 each, and the distiller — which reads meaning — groups the incidents of a
 batch by the mistake they show and answers one proposal per mistake, as the
 article's distiller reads all the unresolved incidents at once.
@@ -52,10 +52,10 @@ from bot.change import Change, Journal, OverlayTree, apply_local, locked, relati
 from bot.config import Settings
 from bot.distill import refusals as refusals_mod
 from bot.distill import spec_change
-from bot.distill.answers import AnswerSet, AsksJson, RuleAnswer, validate_rule
+from bot.distill.answers import AnswerSet, AsksJson, RuleAnswer, answer_schema, validate_rule
 from bot.distill.grouping import (
-    BATCH_MAX,
     Group,
+    batch_size,
     batches,
     group_incidents,
 )
@@ -65,7 +65,7 @@ from bot.distill.staging import stage_scenario
 from bot.errors import BadInput, LLMError
 from bot.gate.decision import TWIN_THRESHOLD
 from bot.incident.store import IncidentSet, IncidentStore
-from bot.model import meaning
+from bot.model import meaning, served
 from bot.playbook import rule_ids
 from bot.playbook.rule import Rule
 from bot.playbook.store import Playbook
@@ -182,9 +182,10 @@ def plan(settings: Settings, llm: AsksJson, **options: Any) -> DistillReport:
 
 def _distill(settings: Settings, llm: AsksJson, *, sink: Callable[[Change, Path], None] | None,
              min_incidents: int = 1, since: datetime | date | None = None, today: date | None = None,
-             batch_max: int = BATCH_MAX, incidents: IncidentStore | IncidentSet | None = None,
+             batch_max: int | None = None, incidents: IncidentStore | IncidentSet | None = None,
              reserved_ids: Iterable[str] = (), refused: Iterable[refusals_mod.Refused] | None = None) -> DistillReport:
     today = today or datetime.now(timezone.utc).date()
+    batch_max = batch_size(batch_max, local=served.is_local(getattr(llm, "model", None)))
     store = incidents if incidents is not None else IncidentStore(settings.path("incidents"))
     book = Playbook(settings.path("playbook"), root=settings.root, cap=settings.cap, incidents=store)
     scenarios_dir = settings.path("scenarios")
@@ -266,7 +267,9 @@ def _ask(group: Group, llm: AsksJson, book: Playbook, scenarios_dir: Path, stagi
     """One model call for ``group`` (with the gate's refusals of its earlier proposals), each proposal checked."""
     report.asked += 1
     try:
-        answers = llm.ask_json("distill", AnswerSet, **_prompt_vars(group, book, scenarios_dir, refused)).proposals
+        variables = _prompt_vars(group, book, scenarios_dir, refused)
+        narrowed = answer_schema(group.ids, variables.pop("scenario_ids"), scenario_mod.CHECKS)
+        answers = llm.ask_json("distill", AnswerSet, answer_schema=narrowed, **variables).proposals
     except LLMError as exc:  # the model's failure is this group's, never the run's
         report.failed += 1
         report.refusals.append(Refusal(group.key, f"the model failed: {exc}", "failed", group.ids))
@@ -467,13 +470,14 @@ def _prompt_vars(group: Group, book: Playbook, scenarios_dir: Path,
         if i.evidence:
             data["evidence"] = i.evidence[:EVIDENCE_IN_PROMPT]
         incidents.append(yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100).strip())
-    scenarios = []
+    scenarios, scenario_ids = [], []
     for folder in sorted(p for p in scenarios_dir.iterdir() if p.is_dir()) if scenarios_dir.is_dir() else []:
         try:
             s = scenario_mod.load(folder).scenario
         except BadInput:
             continue  # a broken scenario cannot be reused
         scenarios.append(f"- {s.id}: {s.task}" + (f" (task_type: {s.task_type})" if s.task_type else ""))
+        scenario_ids.append(s.id)
     refused = list(refused)
     shown = {r.rule_id for r in refused}
     rules = [f"- {e.rule.id} ({'admitted' if e.state == 'rules' else 'pending'}): {e.rule.rule}"
@@ -490,4 +494,5 @@ def _prompt_vars(group: Group, book: Playbook, scenarios_dir: Path,
         "refused": [refusals_mod.prompt_text(r) for r in refused],
         "refused_hints": list(dict.fromkeys(refusals_mod.hint(r.reason_kind) for r in refused)),
         "incident_task_types": task_types,
+        "scenario_ids": scenario_ids,  # for the answer's grammar (answers.answer_schema), not the prompt
     }

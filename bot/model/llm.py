@@ -26,7 +26,7 @@ from pydantic import BaseModel, ValidationError
 
 from bot._util.text_safety import fence
 from bot.errors import LLMError
-from bot.model import pricing
+from bot.model import json_schema, pricing
 
 __all__ = ["LLM", "LLMError", "Usage", "extract_json", "parse_json", "render"]
 
@@ -60,6 +60,7 @@ class LLM:
     model: str
     simulated: bool = False  # answered by the SIMULATED model (offline); say so wherever it is used
     label: str = ""  # a real local model's name and quantisation (bot.model.served), for reports
+    structured: bool = False  # send ask_json's schema as the answer's grammar (the local model; bot.model.json_schema)
     temperature: float = TEMPERATURE
     max_tokens: int = 2048
     usage: Usage = field(default_factory=Usage)
@@ -67,13 +68,18 @@ class LLM:
 
     @classmethod
     def connect(cls, model: str, *, api_key: str, base_url: str | None = None, simulated: bool = False,
-                timeout_s: float = 60.0, max_retries: int = 2, max_tokens: int = 2048, label: str = "") -> "LLM":
+                timeout_s: float = 60.0, max_retries: int = 2, max_tokens: int = 2048, label: str = "",
+                structured: bool = False) -> "LLM":
         client = anthropic.Anthropic(api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=max_retries)
-        return cls(client=client, model=model, simulated=simulated, max_tokens=max_tokens, label=label)
+        return cls(client=client, model=model, simulated=simulated, max_tokens=max_tokens, label=label,
+                   structured=structured)
 
-    def complete(self, system: str, user: str) -> str:
-        """One answer's text; ``LLMError`` when the API fails for good."""
-        body = {"temperature": self.temperature}
+    def complete(self, system: str, user: str, answer_schema: dict[str, Any] | None = None) -> str:
+        """One answer's text (JSON of ``answer_schema`` when given: ``output_config.format``); ``LLMError`` when
+        the API fails for good."""
+        body: dict[str, Any] = {"temperature": self.temperature}
+        if answer_schema is not None:
+            body["output_config"] = {"format": {"type": "json_schema", "schema": answer_schema}}
         try:
             try:
                 reply = self.client.messages.create(model=self.model, max_tokens=self.max_tokens, system=system,
@@ -81,8 +87,9 @@ class LLM:
             except anthropic.BadRequestError as exc:
                 if "temperature" not in str(exc):
                     raise
+                body.pop("temperature")
                 reply = self.client.messages.create(model=self.model, max_tokens=self.max_tokens, system=system,
-                                                    messages=[{"role": "user", "content": user}])
+                                                    messages=[{"role": "user", "content": user}], extra_body=body)
         except anthropic.APIError as exc:
             raise LLMError(f"the model API failed: {type(exc).__name__}: {str(exc)[:200]}") from None
         except (ValueError, TypeError, KeyError, AttributeError) as exc:  # a 200 whose body is no Messages answer
@@ -97,16 +104,30 @@ class LLM:
                            "raise max_tokens or ask for less")
         return "\n".join(b.text for b in reply.content if getattr(b, "type", "") == "text")
 
-    def ask_json(self, template: str, schema: type[M], **variables: Any) -> M:
-        """Render ``prompts/<template>.j2``, ask, and return the validated answer (one repair retry)."""
+    def ask_json(self, template: str, schema: type[M], *, answer_schema: dict[str, Any] | None = None,
+                 **variables: Any) -> M:
+        """Render ``prompts/<template>.j2``, ask, and return the validated answer (one repair retry).
+
+        A ``structured`` model (the local one) is held to a grammar: ``answer_schema`` when the caller narrows
+        the answer (distill: only the ids it was given), else ``schema``'s own JSON schema where a grammar can
+        express it. The answer is validated against ``schema`` either way."""
         system, user = render(template, **variables)
-        text = self.complete(system, user)
+        grammar = self._grammar(schema, answer_schema)
+        text = self.complete(system, user, grammar)
         try:
             return parse_json(text, schema)
         except LLMError as first:
             repair = (f"{user}\n\nYour previous answer could not be used: {first}\n"
                       "Answer again with only the JSON object, nothing else.")
-            return parse_json(self.complete(system, repair), schema)
+            return parse_json(self.complete(system, repair, grammar), schema)
+
+    def _grammar(self, schema: type[M], answer_schema: dict[str, Any] | None) -> dict[str, Any] | None:
+        if not self.structured:
+            return None
+        try:
+            return json_schema.for_grammar(answer_schema or schema.model_json_schema())
+        except json_schema.Unsupported:
+            return None  # a shape no grammar holds: the model answers free text, validated as ever
 
 
 def render(template: str, **variables: Any) -> tuple[str, str]:

@@ -7,14 +7,15 @@
 //   in:  {"op":"complete","id":..,"prompt":[[text, special]..],"max_tokens":n,"temperature":t,"top_p":p,"top_k":k,"seed":s}
 //   out: {"type":"prompt","id":..,"prompt_tokens":..,"reused_tokens":..}, {"type":"delta","id":..,"text":".."}* then {"type":"done","id":..,"stop_reason":"end"|"max_tokens"|"cancelled",
 //        "prompt_tokens","reused_tokens","evaluated_tokens","output_tokens","prompt_s","gen_s"} or {"type":"error",..}
-//        (benchmarks add "fresh": true to evaluate from an empty context, "only_last": n to keep the last n tokens)
+//        (benchmarks add "fresh": true to evaluate from an empty context, "only_last": n to keep the last n tokens;
+//        "json_schema": {...} constrains the answer to JSON of that schema, node-llama-cpp's GBNF subset)
 //   in:  {"op":"cancel"} ends the running completion (it reports "cancelled").
 import {createRequire} from "node:module";
 import readline from "node:readline";
 
 const [engineDir, ggufPath, contextSizeArg, threadsArg] = process.argv.slice(2);
 const require = createRequire(engineDir + "/package.json");
-const {getLlama, LlamaLogLevel} = await import(require.resolve("node-llama-cpp"));
+const {getLlama, LlamaLogLevel, LlamaGrammarEvaluationState} = await import(require.resolve("node-llama-cpp"));
 
 const send = (event) => process.stdout.write(JSON.stringify(event) + "\n");
 const started = performance.now();
@@ -26,11 +27,30 @@ const sequence = context.getSequence();
 send({type: "ready", load_s: (performance.now() - started) / 1000, context_size: context.contextSize});
 
 let cancelled = false;
+const grammars = new Map();  // a schema's JSON -> its grammar: a schema is compiled once per engine
+
+async function grammarFor(schema) {
+    const key = JSON.stringify(schema);
+    if (!grammars.has(key)) {
+        if (grammars.size >= 16) grammars.delete(grammars.keys().next().value);
+        grammars.set(key, await llama.createGrammarForJsonSchema(schema));
+    }
+    return grammars.get(key);
+}
 const queue = [];
 let running = false;
 
 async function complete(request) {
     // Segments: [text, special]. Only the chat template's markers are special tokens; request text never is.
+    let grammar = null;
+    if (request.json_schema != null) {
+        try {
+            grammar = await grammarFor(request.json_schema);
+        } catch (error) {
+            send({type: "error", id: request.id, kind: "schema", message: String(error?.message ?? error)});
+            return;
+        }
+    }
     const tokens = request.prompt.flatMap(([text, special]) => model.tokenize(text, special === true));
     if (tokens.length + request.max_tokens > context.contextSize) {
         send({type: "error", id: request.id, kind: "too_long", message:
@@ -50,6 +70,7 @@ async function complete(request) {
     send({type: "prompt", id: request.id, prompt_tokens: tokens.length, reused_tokens: reused});
     const options = {temperature: request.temperature, topP: request.top_p, topK: request.top_k};
     if (request.seed != null) options.seed = request.seed;
+    if (grammar !== null) options.grammarEvaluationState = new LlamaGrammarEvaluationState({model, grammar});
     const out = [];
     let sent = "", stop = "end", first = null;
     const t0 = performance.now();

@@ -28,7 +28,7 @@ Jail = Callable[[list[str], tuple[str, ...]], tuple[list[str], dict[str, str]]]
 
 
 class EngineError(Exception):
-    """The engine failed, died, or did not answer in time. ``kind``: "too_long", "timeout" or "engine"."""
+    """The engine failed, died, or did not answer in time. ``kind``: "too_long", "schema" (a grammar the engine could not compile), "timeout" or "engine"."""
 
     def __init__(self, message: str, kind: str = "engine"):
         super().__init__(message)

@@ -15,6 +15,7 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot.model import json_schema
 from bot.model.local.chatml import Answer, Tool, ToolCall, Turn
 
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
@@ -41,6 +42,7 @@ class Request:
     model: str = ""
     stop: tuple[str, ...] = ()
     sampling: dict[str, Any] = field(default_factory=dict)
+    json_schema: dict[str, Any] | None = None  # the answer is JSON of this schema (a grammar; bot.model.json_schema)
 
 
 def error_body(status: int, message: str) -> dict[str, Any]:
@@ -99,8 +101,29 @@ def read(body: Any) -> Request:
     sampling = {k: v for k in ("temperature", "top_p") if (v := _number(body, k, float)) is not None}
     if (top_k := _number(body, "top_k", int)) is not None:
         sampling["top_k"] = top_k
+    output = body.get("output_config") or {}
+    if not isinstance(output, dict):
+        raise RequestError("output_config: an object")
+    form = output.get("format", body.get("output_format"))  # GA name, and the structured-outputs beta's
+    schema = None
+    if form is not None:
+        if not isinstance(form, dict) or form.get("type") != "json_schema" or not isinstance(form.get("schema"), dict):
+            raise RequestError('output_config.format: {"type": "json_schema", "schema": {...}}')
+        schema = json_schema_of(form["schema"], "output_config.format.schema", tools)
     return Request(system=system_text, turns=turns, tools=tools, max_tokens=max_tokens, stream=body.get("stream") is True,
-                   model=str(body.get("model") or ""), stop=tuple(stops), sampling=sampling)
+                   model=str(body.get("model") or ""), stop=tuple(stops), sampling=sampling, json_schema=schema)
+
+
+def json_schema_of(schema: dict[str, Any], where: str, tools: list[Tool]) -> dict[str, Any]:
+    """A request's answer schema, in the subset the engine compiles; RequestError naming ``where``."""
+    if tools:
+        raise RequestError(f"{where}: not with tools; this server constrains a plain answer only")
+    if len(json.dumps(schema)) > json_schema.MAX_BYTES:
+        raise RequestError(f"{where}: larger than {json_schema.MAX_BYTES} bytes")
+    try:
+        return json_schema.for_grammar(schema)
+    except json_schema.Unsupported as exc:
+        raise RequestError(f"{where}: {exc}") from None
 
 
 def _turns(message: Any, where: str) -> list[Turn]:

@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from bot.model.local.chatml import Answer, Tool, ToolCall, Turn
-from bot.model.local.messages_api import Request, RequestError
+from bot.model.local.messages_api import Request, RequestError, json_schema_of
 
 FINISH = {"end_turn": "stop", "tool_use": "tool_calls", "max_tokens": "length", "stop_sequence": "stop"}
 
@@ -72,8 +72,16 @@ def read(body: Any) -> Request:
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise RequestError(f"{key}: must be a number")
             sampling[key] = int(value) if key == "seed" else float(value)
+    form = body.get("response_format")
+    schema = None
+    if form is not None and not (isinstance(form, dict) and form.get("type") == "text"):
+        inner = form.get("json_schema") if isinstance(form, dict) else None
+        if not (isinstance(form, dict) and form.get("type") == "json_schema" and isinstance(inner, dict)
+                and isinstance(inner.get("schema"), dict)):
+            raise RequestError('response_format: {"type": "json_schema", "json_schema": {"name": ..., "schema": {...}}}')
+        schema = json_schema_of(inner["schema"], "response_format.json_schema.schema", tools)
     return Request(system=system, turns=turns, tools=tools, max_tokens=limit or 0, stream=body.get("stream") is True,
-                   model=str(body.get("model") or ""), stop=tuple(stop), sampling=sampling)
+                   model=str(body.get("model") or ""), stop=tuple(stop), sampling=sampling, json_schema=schema)
 
 
 def include_usage(body: dict[str, Any]) -> bool:

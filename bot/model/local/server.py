@@ -127,8 +127,9 @@ class _Front:
                 return hit is not None
 
             done: dict[str, Any] = {}
+            extra = {"json_schema": request.json_schema} if request.json_schema is not None else None
             for event in self.engine.complete(prompt, max_tokens=limit, sampling=sampling, deadline=deadline,
-                                              should_stop=stop_hit):
+                                              should_stop=stop_hit, extra=extra):
                 if event["type"] == "prompt":
                     on_prompt(int(event["prompt_tokens"]), int(event["reused_tokens"]))
                 elif event["type"] == "delta" and hit is None:
@@ -162,7 +163,7 @@ class _Front:
 
 
 def _status(error: EngineError) -> int:
-    return {"too_long": 400, "timeout": 504}.get(error.kind, 500)
+    return {"too_long": 400, "schema": 400, "timeout": 504}.get(error.kind, 500)
 
 
 class _Handler(BaseHTTPRequestHandler):
