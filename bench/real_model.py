@@ -254,6 +254,8 @@ def report(*outs: Path) -> str:
         lines += ["", f"Harness share of a replay's wall time, all replays: median {_common.median(shares):.1%} "
                       f"(of which the checks' commands {_common.median(checks):.1%}); "
                       f"agent end states: {', '.join(f'{k} {v}' for k, v in sorted(statuses.items()))}."]
+    if trials:
+        lines += ["", *_gate_on_pairs(trials)]
     gates = [r for r in rows if r.get("phase") == "gate"]
     if gates:
         lines += ["", _common.table(["rule (scenario)", "decision", "replays", "model calls", "tokens", "minutes",
@@ -278,6 +280,42 @@ def report(*outs: Path) -> str:
                                         [[x["group"], x["what"], x["reason"][:200].replace("|", "/")]
                                          for x in d["refusals"]])]
     return "\n".join(lines) + "\n"
+
+
+def _gate_on_pairs(trials: list[dict]) -> list[str]:
+    """The gate's own-scenario test at the product's defaults (``gate.own_test: auto``: the paired test for a real
+    model) walked over the recorded trials, pair i = trial i without and with the rule, in the order they ran: where
+    it stops and what it decides on these very outcomes; then, at the measured pass rates, its exact chance to
+    admit and the replays it takes on average (``stats.paired_characteristics``). A live gate draws fresh trials;
+    this is the same decision rule read on outcomes already paid for."""
+    test = stats.own_test("auto").pick(deterministic=False)
+    rows = []
+    for scenario_id in sorted({r["scenario"] for r in trials}):
+        arms = {(r["arm"], r["trial"]): r["verdict"] for r in trials if r["scenario"] == scenario_id}
+        wins = losses = pairs = 0
+        state = "continue"
+        for trial in sorted({t for _, t in arms}):
+            before, after = arms.get(("without", trial)), arms.get(("with", trial))
+            if before in (None, "unscored") or after in (None, "unscored"):
+                continue  # the gate re-runs an unscored trial; a pair needs both sides scored
+            pairs += 1
+            wins += before == "failed" and after == "passed"
+            losses += before == "passed" and after == "failed"
+            state = test.decide(wins, losses, pairs)
+            if state != "continue":
+                break
+        scored = {arm: [v for (a, _), v in arms.items() if a == arm and v != "unscored"] for arm in ("without", "with")}
+        rate = {arm: (sum(v == "passed" for v in vs) + 0.0) / len(vs) if vs else 0.0 for arm, vs in scored.items()}
+        chance = stats.paired_characteristics(test, rate["without"], rate["with"])
+        verdict = {"pass": "admit", "fail": "refuse"}.get(state, f"undecided (up to {test.max_pairs} pairs)")
+        rows.append([scenario_id, f"{pairs}", f"{wins} / {losses}", verdict,
+                     f"{rate['without']:.0%} -> {rate['with']:.0%}", f"{chance.p_admit:.1%}",
+                     f"{chance.expected_runs:.0f}"])
+    return [f"The gate's own-scenario test at the defaults ({test.describe()}), walked over the recorded pairs, "
+            "and its exact characteristics at the measured rates:", "",
+            _common.table(["scenario", "pairs read", "rule wins / losses", "decision on these outcomes",
+                           "measured pass rate without -> with", "P(admit) at these rates",
+                           "expected replays (own scenario)"], rows)]
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -169,7 +169,8 @@ def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
 
         def append(event):
             with lock:
-                writer.append(event)
+                if not writer.closed:  # a model answer that comes after the run ended is not part of it
+                    writer.append(event)
 
         def on_call(call: ModelCall):
             append(ModelCallEvent(model=call.model, input_tokens=call.input_tokens, output_tokens=call.output_tokens,

@@ -190,6 +190,11 @@ class TraceWriter:
     def close(self) -> None:
         self._file.close()
 
+    @property
+    def closed(self) -> bool:
+        """True once the run is over: what arrives later (a model answer past the deadline) is not the run's."""
+        return self._file.closed
+
     def __enter__(self) -> "TraceWriter":
         return self
 

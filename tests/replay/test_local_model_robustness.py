@@ -14,6 +14,7 @@ import itertools
 import json
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from support.servers import Handler, serving
@@ -53,6 +54,9 @@ class FakeLocalModel(Handler):
         if answer is None:
             self.release.wait(60)
             return
+        if isinstance(answer, tuple):  # ("late", answer): held until released, then answered
+            self.release.wait(60)
+            answer = answer[1]
         if isinstance(answer, bytes):
             self.reply(200, answer)
             return
@@ -139,3 +143,19 @@ def test_a_model_that_hangs_ends_at_the_budget_unscored(local_model, make_scenar
     # generous: what matters is that it ended at the budget, not after the fake's 60 s
     assert time.monotonic() - started < 50
     assert (result.verdict, result.agent_status) == ("unscored", "timeout")
+
+
+def test_an_answer_that_comes_after_the_run_ended_is_not_written_into_its_trace(local_model, make_scenario, opts,
+                                                                                   caplog):
+    loaded = make_scenario(pass_if=[NEVER], budget={"timeout_s": 3})
+    late = ("late", message([{"type": "text", "text": "done"}], "end_turn"))
+    result = run_trial(loaded, "", opts(**local_model(lambda n: late)), 0)
+    assert (result.verdict, result.agent_status) == ("unscored", "timeout")
+    lines = Path(result.run_dir, "trace.jsonl").read_text().splitlines()
+    FakeLocalModel.release.set()  # the model answers now, after the run's trace was closed
+    for _ in range(40):
+        if "on_call callback failed" in caplog.text:
+            break
+        time.sleep(0.05)
+    assert "on_call callback failed" not in caplog.text and "closed file" not in caplog.text
+    assert Path(result.run_dir, "trace.jsonl").read_text().splitlines() == lines
