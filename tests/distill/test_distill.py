@@ -393,3 +393,39 @@ def test_a_bad_incident_file_is_named_and_the_rest_are_distilled(root):
         result = invoke(root, "--dry-run", env={"ANTHROPIC_API_KEY": gateway.token, "ANTHROPIC_BASE_URL": gateway.url})
     assert "already cited by rule-0001" in result.output  # the good incidents were read again
     assert "could not be read" in str(result.exception) and result.exception.exit_code == 2
+
+
+def test_with_the_local_model_prompts_hold_four_incidents_and_the_answer_is_held_to_their_ids(root):
+    """``--model local``: batches of at most LOCAL_BATCH_MAX incidents, and each request carries a grammar whose
+    ``cites`` are that batch's ids and whose ``existing`` scenarios are the ones that load (answers scripted here;
+    the grammar itself is tested against the real model in tests/model/test_json_schema.py)."""
+    from support.distill import TODAY
+
+    from bot import config
+    from bot.distill.plan import distill
+    from bot.model import served
+    from bot.model.llm import LLM
+
+    deltas = [("schema migrations apply themselves", "alembic upgrade head must run before pytest"),
+              ("docker layers rebuild each time", "buildkit cache mounts keep wheels between builds"),
+              ("poetry resolves identical versions", "lockfile drifted after someone bumped httpx"),
+              ("timestamps compare safely", "naive datetimes broke comparisons across zones"),
+              ("golden snapshots update automatically", "jest requires --updateSnapshot explicitly")]
+    for i, (believed, actual) in enumerate(deltas):
+        add_incident(root, f"2026-07-1{i}-0900", created=f"2026-07-1{i}T09:00:00Z", believed=f'"{believed}"',
+                     actual=f'"{actual}"')
+    make_scenario(root)
+    book = AnswerBook().add("", '{"proposals": []}')
+    gateway = Gateway(book)
+    llm = LLM.connect(served.LOCAL, api_key=gateway.token, base_url=gateway.url, simulated=True, max_retries=0,
+                      timeout_s=10, structured=True)
+    with gateway:
+        distill(config.load(root), llm, today=TODAY)
+    grammars = [r["output_config"]["format"]["schema"] for r in book.requests]
+    rule_shape = [g["properties"]["proposals"]["items"]["oneOf"][0]["properties"] for g in grammars]
+    batches = [shape["cites"]["items"]["enum"] for shape in rule_shape]
+    assert [len(b) for b in batches] == [4, 1] and sorted(sum(batches, [])) == sorted(
+        f"2026-07-1{i}-0900" for i in range(5))
+    for shape, request in zip(rule_shape, book.requests):
+        assert all(i in request["messages"][0]["content"] for i in shape["cites"]["items"]["enum"])
+        assert shape["scenario"]["oneOf"][0]["properties"]["existing"] == {"enum": ["monorepo-test-cwd"]}

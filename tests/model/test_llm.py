@@ -70,3 +70,23 @@ def test_untrusted_text_is_fenced_as_data():
     assert block in user
     opening = block.splitlines()[1]
     assert opening.startswith("````") and hostile.count(opening.rstrip("text")) == 0
+
+
+@pytest.mark.parametrize("structured", [True, False])
+def test_only_a_structured_model_is_sent_the_answers_schema_as_its_grammar(structured):
+    from bot.model.json_schema import for_grammar
+
+    book = AnswerBook().add("run", '{"word": "run", "kind": "verb"}')
+    gateway, llm = llm_for(book)
+    llm.structured = structured
+    with gateway:
+        assert llm.ask_json("selftest", Word, word="run").kind == "verb"
+        narrowed = {"type": "object", "required": ["word", "kind"],
+                    "properties": {"word": {"const": "run"}, "kind": {"enum": ["verb"]}}}
+        llm.ask_json("selftest", Word, word="run", answer_schema=narrowed)
+    sent = [r.get("output_config") for r in book.requests]
+    if structured:
+        assert sent == [{"format": {"type": "json_schema", "schema": for_grammar(Word.model_json_schema())}},
+                        {"format": {"type": "json_schema", "schema": narrowed}}]
+    else:
+        assert sent == [None, None]  # a hosted model gets the prompt alone
