@@ -120,3 +120,25 @@ def test_a_request_past_its_deadline_gets_an_error_not_a_hang(local_model):
         with pytest.raises(anthropic.APIStatusError, match="did not finish its answer in time") as caught:
             client.messages.create(model="local", max_tokens=1500, messages=[{"role": "user", "content": "Count to 2000."}])
         assert caught.value.status_code == 504
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_client_that_hangs_up_stops_the_answer_and_the_next_request_is_not_kept_waiting(local_server, stream):
+    """A replay that times out hangs up on the model; the engine must stop writing for nobody, or every later
+    request waits behind it (bench/real_model.py saw trials time out in a row that way)."""
+    anthropic = pytest.importorskip("anthropic")
+    calls = len(local_server.stats().calls)
+    impatient = _anthropic(local_server, timeout=2.0)
+    ask = [{"role": "user", "content": "Count from 1 to 2000, one number per line, and nothing else."}]
+    with pytest.raises(anthropic.APITimeoutError):
+        if stream:
+            with impatient.messages.stream(model="local", max_tokens=1500, messages=ask) as events:
+                for _ in events.text_stream:
+                    pass
+        else:
+            impatient.messages.create(model="local", max_tokens=1500, messages=ask)
+    after = _anthropic(local_server).messages.create(model="local", max_tokens=8, extra_body={"temperature": 0},
+                                                     messages=[{"role": "user", "content": "Say hi."}])
+    assert after.content and after.stop_reason in ("end_turn", "max_tokens")
+    hung_up = local_server.stats().calls[calls]
+    assert hung_up.stop_reason == "cancelled" and hung_up.output_tokens < 1500

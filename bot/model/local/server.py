@@ -16,9 +16,11 @@ from __future__ import annotations
 import contextlib
 import json
 import random
+import select
+import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -89,7 +91,7 @@ class Running:
 @dataclass
 class _Generated:
     answer: chatml.Answer
-    stop_reason: str  # Messages API terms: end_turn, tool_use, max_tokens, stop_sequence
+    stop_reason: str  # Messages API terms: end_turn, tool_use, max_tokens, stop_sequence; "cancelled": the client left
     stop_sequence: str | None
     prompt_tokens: int
     reused_tokens: int
@@ -109,9 +111,10 @@ class _Front:
         return Stats(calls=list(self.calls), load_s=self.engine.load_s, start_s=self.engine.start_s,
                      engine_starts=self.engine.starts, cpu_s=self.engine.cpu_seconds())
 
-    def generate(self, request: Request, on_prompt, on_text) -> _Generated:
+    def generate(self, request: Request, on_prompt, on_text, gone: Callable[[], bool] = lambda: False) -> _Generated:
         """Run ``request`` on the engine; ``on_prompt(prompt_tokens, reused)`` once the prompt is read,
-        ``on_text(streamable)`` as text comes."""
+        ``on_text(streamable)`` as text comes. Once ``gone()`` (the client hung up: a replay that timed out) the
+        engine stops, so the next request is not kept waiting behind an answer nobody reads."""
         deadline = time.monotonic() + self.timeout_s
         if not self.lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
             raise EngineError("the model was busy with other requests until this one's deadline", "timeout")
@@ -124,7 +127,7 @@ class _Front:
             raw, hit = "", None
 
             def stop_hit() -> bool:
-                return hit is not None
+                return hit is not None or gone()
 
             done: dict[str, Any] = {}
             extra = {"json_schema": request.json_schema} if request.json_schema is not None else None
@@ -142,7 +145,8 @@ class _Front:
                     done = event
             answer = chatml.parse(raw, request.tools)
             self._remember(answer, raw)
-            reason = ("stop_sequence" if hit else "tool_use" if answer.tool_calls
+            reason = ("stop_sequence" if hit else "cancelled" if done.get("stop_reason") == "cancelled"
+                      else "tool_use" if answer.tool_calls
                       else "max_tokens" if done.get("stop_reason") == "max_tokens" else "end_turn")
             call = Call(prompt_tokens=int(done.get("prompt_tokens", 0)), evaluated_tokens=int(done.get("evaluated_tokens", 0)),
                         reused_tokens=int(done.get("reused_tokens", 0)), output_tokens=int(done.get("output_tokens", 0)),
@@ -206,9 +210,12 @@ class _Handler(BaseHTTPRequestHandler):
         if request.stream:
             return self._stream(api, request, body, model)
         try:
-            got = front.generate(request, lambda *_: None, lambda _: None)
+            got = front.generate(request, lambda *_: None, lambda _: None, gone=self._gone)
         except EngineError as exc:
             return self._json(_status(exc), errors(_status(exc), str(exc)))
+        if got.stop_reason == "cancelled":
+            self.close_connection = True
+            return  # nobody is left to read it
         if api == "anthropic":
             usage = {"input_tokens": got.prompt_tokens - got.reused_tokens, "output_tokens": got.output_tokens,
                      "cache_read_input_tokens": got.reused_tokens, "cache_creation_input_tokens": 0}
@@ -235,11 +242,13 @@ class _Handler(BaseHTTPRequestHandler):
             write = lambda events: self._send(b"".join(f"data: {json.dumps(e)}\n\n".encode() for e in events))  # noqa: E731
             on_prompt = lambda n, reused: write(stream.start())  # noqa: E731
         try:
-            got = self.server.front.generate(request, on_prompt, lambda text: write(stream.text(text)))
+            got = self.server.front.generate(request, on_prompt, lambda text: write(stream.text(text)), gone=self._gone)
         except EngineError as exc:
             error = (messages_api.error_body if api == "anthropic" else openai_api.error_body)(_status(exc), str(exc))
             self._send(messages_api.sse(error) if api == "anthropic" else f"data: {json.dumps(error)}\n\n".encode())
             return
+        if got.stop_reason == "cancelled":
+            return  # the client hung up
         if api == "anthropic":
             usage = {"input_tokens": got.prompt_tokens - got.reused_tokens, "output_tokens": got.output_tokens,
                      "cache_read_input_tokens": got.reused_tokens, "cache_creation_input_tokens": 0}
@@ -249,6 +258,14 @@ class _Handler(BaseHTTPRequestHandler):
                       if openai_api.include_usage(body) else None)
             write(stream.finish(got.answer, stop_reason=got.stop_reason, usage_=usage_))
             self._send(b"data: [DONE]\n\n")
+
+    def _gone(self) -> bool:
+        """The client closed its connection (its end reads as EOF); a pipelined next request is not a hang-up."""
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            return True
 
     def _authorised(self) -> bool:
         key = self.server.front.api_key
@@ -263,7 +280,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(data)
             self.wfile.flush()
         except OSError:
-            pass  # the client left; the answer still finishes, so the engine's state stays whole
+            pass  # the client left: generate() sees it (gone) and stops the engine after its next token
 
     def _json(self, status: int, payload: dict[str, Any]) -> None:
         data = json.dumps(payload).encode()
