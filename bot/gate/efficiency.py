@@ -5,9 +5,10 @@ runtime and −16.6% output tokens at equal task completion (arXiv 2601.20404). 
 compares, per scenario that ran both ways, the per-trial figures with the rule against those without it
 (``bot.gate.intervals.ratio``: with ÷ without, a Hodges–Lehmann ratio of medians with its 95%
 order-statistic interval), and pools the suite scenarios (the comparison at equal completion: the own
-scenario's outcome is meant to change, so its row is shown but never pooled).
+scenario's outcome is meant to change, so its row is shown but never pooled). Each suite scenario also gets
+its own verdict, so a saving on one kind of task is not averaged away by the scenarios the rule leaves alone.
 
-The verdict, over the suite scenarios that ran both ways:
+The verdict, over the suite scenarios that ran both ways (pooled), and for each of them:
 
 * ``efficient``: the pass rate holds (the 95% interval of its change includes 0) and turns, tokens or cost
   fall with their interval below 1, none rising beyond its interval;
@@ -47,6 +48,11 @@ class Row:
     ratios: dict[str, Ratio | None]
     rate: RateDifference | None
 
+    @property
+    def verdict(self) -> str | None:
+        """This scenario's own verdict (a suite scenario's: the own one's outcome is meant to change)."""
+        return verdict(self.rate, self.ratios) if self.role == "suite" else None
+
 
 @dataclass
 class Efficiency:
@@ -62,7 +68,7 @@ class Efficiency:
         return {"verdict": self.verdict, "simulated": self.simulated, "decided_on": False,
                 "pooled": figures(self.pooled), "pass_rate_change": self.rate.as_dict() if self.rate else None,
                 "scenarios": [{"scenario": r.scenario, "role": r.role, "trials_without": r.without,
-                               "trials_with": r.with_rule, "pass_rate_change": r.rate.as_dict() if r.rate else None,
+                               "trials_with": r.with_rule, "verdict": r.verdict, "pass_rate_change": r.rate.as_dict() if r.rate else None,
                                **figures(r.ratios)} for r in self.rows]}
 
 

@@ -31,6 +31,7 @@ def _cell(text: str) -> str:
 
 
 _UNITS = {"turns": "{:g}", "tokens": "{:,.0f}", "cost_usd": "${:.4f}"}
+_MARKS = {"efficient": "⚡ **Efficient**", "costlier": "💸 **Costlier**", "mixed": "↔️ **Mixed cost**"}
 
 
 def _ratio(r: Ratio | None, metric: str) -> str:
@@ -58,7 +59,7 @@ def markdown(result: GateResult, test: SequentialTest) -> str:
     template = _templates.get_template("gate_report.md.j2")
     text = template.render(r=result, test=result.own_test or test.describe(), pct=_pct, cell=_cell,
                            eff=efficiency_mod.of(result), types=task_types_mod.breakdown(result), ratio=_ratio,
-                           points=_points, rate=_rate, metrics=list(efficiency_mod.METRICS))
+                           points=_points, rate=_rate, metrics=list(efficiency_mod.METRICS), marks=_MARKS)
     return "\n".join(line.rstrip() for line in text.splitlines()).strip() + "\n"
 
 

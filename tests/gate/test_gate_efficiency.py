@@ -8,6 +8,7 @@ figures are chosen to be a clear cut or noise.
 from __future__ import annotations
 
 import copy
+import json
 
 import yaml
 from helpers import write
@@ -92,7 +93,7 @@ def test_a_rule_that_keeps_the_pass_rate_and_cuts_turns_is_reported_efficient():
     assert eff.verdict == "efficient" and eff.rate.holds
     text = report.markdown(result, stats.SequentialTest())
     assert "⚡ **Efficient**" in text and "Reported, not decided on" in text
-    assert "| `api-limits` | 6 / 6 | 6 → 4 (×0.67, 95% " in text  # median → median, the ratio and its interval
+    assert "| `api-limits` ⚡ **Efficient** | 6 / 6 | 6 → 4 (×0.67, 95% " in text  # median → median, ratio, interval
     assert "SIMULATED" not in text
     data = report.as_json(result)["efficiency"]
     assert data["verdict"] == "efficient" and data["decided_on"] is False
@@ -207,3 +208,36 @@ def test_a_candidate_rejected_before_any_replay_has_no_efficiency_section(root):
     assert result.decision == "reject" and result.reason.startswith("cheap checks failed")
     text = report.markdown(result, stats.SequentialTest())
     assert "**Efficiency**" not in text and report.as_json(result)["efficiency"]["scenarios"] == []
+
+
+LEAN = "Before finishing any cleanup chore, stop after the first successful command."
+
+
+def test_the_cli_report_shows_the_saving_once_the_baseline_is_kept(cli, root):
+    """The first gate admits rule-0001 and keeps its suite trials as the next baseline (``reuse.carry_over``);
+    the second gate's suite scenario then has trials both ways, so the saving has an interval."""
+    first = setup(root)
+    phrase = "stop after the first successful command"
+    _scenario(root, "lean", with_rule=[OK, {"say": "done"}],
+              without_rule=[OK, {"bash": "ls"}, {"bash": "ls -a"}, {"bash": "ls -l"}, {"say": "done"}])
+    _scenario(root, "chore", with_rule=[OK, {"say": "done"}], without_rule=[BAD, {"say": "done"}], task_type="chores")
+    for sid in ("lean", "chore"):
+        policy = root / "scenarios" / sid / "policy.yaml"
+        write(policy, policy.read_text(encoding="utf-8").replace("write right.txt", phrase))
+    cli("playbook", "render")
+    assert cli("gate", str(first), "--admit", "--trials", "3").code == 0
+    second = candidate(root, rule_id="rule-0002", text=LEAN, sid="chore", cites=())
+    result = cli("gate", str(second), "--trials", "3", "--report", str(root / "out" / "report.md"))
+    assert result.code == 0, result.out + result.err
+    assert "| `lean` ⚡ **Efficient** | 3 / 8 | 5 → 2 (×0.40, 95% 0.40–0.40) |" in result.out
+    # the suite's other scenario costs the same turns (and the rule's words in every prompt): pooled, the
+    # saving is not beyond noise, so there is no verdict line; the scenario's own mark shows where it saves
+    assert "| **suite, pooled** | 6 / 16 | 3.5 → 2 (×0.63, 95% 0.40–1.00) |" in result.out
+    assert "(SIMULATED): at the same pass rate" not in result.out
+    assert "| `chores` | 1 | 0/3 (0%) |" in result.out
+    assert (root / "out" / "report.md").read_text(encoding="utf-8") == result.out
+    data = json.loads(cli("gate", str(second), "--trials", "3", "--json").out)
+    assert data["efficiency"]["verdict"] is None and data["efficiency"]["simulated"] is True
+    lean = next(s for s in data["efficiency"]["scenarios"] if s["scenario"] == "lean")
+    assert lean["verdict"] == "efficient"
+    assert lean["turns"]["median_without"] == 5 and lean["turns"]["median_with"] == 2
