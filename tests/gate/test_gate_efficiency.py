@@ -137,7 +137,7 @@ def test_a_type_that_drops_is_flagged_even_when_no_scenario_regressed():
     assert rows["api"].trend == "drops" and rows["api"].scenarios == ["api-0", "api-1", "api-2", "api-3"]
     assert rows[task_types.UNTYPED].trend == ""
     text = report.markdown(result, stats.SequentialTest())
-    assert "| `api` | 4 | 40/40 (100%) | 24/40 (60%) | ▼ -40 points" in text
+    assert "| `api` | 4 | 40/40 (100%) | 24/40 (60%) | ▼ -40 points, 95% -54 to -22 |" in text  # docs/gate.md
     assert "🚩 **task type `api`**: its pass rate drops with the rule" in text
     assert "although the suite as a whole did not regress" in text
     assert "| `untyped` | 1 | 10/10 (100%) | 10/10 (100%) |" in text
