@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from statistics import NormalDist, median
 
 from bot.gate.stats import wilson
@@ -60,7 +61,7 @@ def ratio(strata: list[tuple[list[float], list[float]]], alpha: float = 0.05) ->
     if not strata or any(v <= 0 for a, b in strata for v in (*a, *b)):
         return None
     diffs = sorted(math.log(y) - math.log(x) for a, b in strata for x in a for y in b)
-    k = _order_statistic([(len(a), len(b)) for a, b in strata], alpha)
+    k = _order_statistic(tuple(sorted((len(a), len(b)) for a, b in strata)), alpha)
     low = high = None
     if k >= 1:
         low, high = math.exp(diffs[k - 1]), math.exp(diffs[len(diffs) - k])
@@ -68,7 +69,8 @@ def ratio(strata: list[tuple[list[float], list[float]]], alpha: float = 0.05) ->
                  median([y for _, b in strata for y in b]))
 
 
-def _order_statistic(sizes: list[tuple[int, int]], alpha: float) -> int:
+@lru_cache(maxsize=256)
+def _order_statistic(sizes: tuple[tuple[int, int], ...], alpha: float) -> int:
     """The largest c with P(W <= c - 1) <= alpha / 2, W the sum of the scenarios' Mann–Whitney statistics
     under no shift: the interval is the c-th smallest and c-th largest difference (0: no interval)."""
     total = sum(n * m for n, m in sizes)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import copy
 import json
+import math
+import random
 
 import yaml
 from helpers import write
@@ -58,8 +60,31 @@ def test_too_few_trials_give_no_interval_rather_than_a_narrow_one():
 
 
 def test_the_order_statistic_is_the_exact_mann_whitney_one():
-    assert intervals._order_statistic([(10, 10)], 0.05) == 24  # the tables' critical value 23, plus one
-    assert intervals._order_statistic([(3, 5)], 0.05) == 1
+    assert intervals._order_statistic(((10, 10),), 0.05) == 24  # the tables' critical value 23, plus one
+    assert intervals._order_statistic(((3, 5),), 0.05) == 1
+
+
+def test_the_interval_covers_a_true_ratio_and_ties_with_no_effect_rarely_get_a_verdict():
+    """Seeded simulation (the order statistics are exact, so coverage is at least 95% for continuous figures, and
+    conservative with ties): a true ratio of 0.8 is inside the interval, and two equal discrete distributions
+    (turns of 3 to 6, pooled over scenarios of different scale) give a verdict at most 5% of the time."""
+    rng = random.Random(49)
+
+    def covered(n: int, m: int) -> bool:
+        a = [math.exp(rng.gauss(1.5, 0.4)) for _ in range(n)]
+        b = [0.8 * math.exp(rng.gauss(1.5, 0.4)) for _ in range(m)]
+        r = intervals.ratio([(a, b)])
+        return r.low is not None and r.low <= 0.8 <= r.high
+
+    def false_verdict() -> bool:
+        strata = [([k * rng.choice([3, 4, 5, 6]) for _ in range(6)], [k * rng.choice([3, 4, 5, 6]) for _ in range(9)])
+                  for k in (1, 10, 100)]
+        pooled = intervals.ratio(strata)
+        return pooled.down or pooled.up
+
+    assert sum(covered(5, 8) for _ in range(400)) / 400 >= 0.93
+    assert sum(covered(40, 60) for _ in range(100)) / 100 >= 0.9  # the normal approximation's regime
+    assert sum(false_verdict() for _ in range(400)) / 400 <= 0.05
 
 
 def test_a_figure_of_zero_is_not_a_ratio():
@@ -241,3 +266,14 @@ def test_the_cli_report_shows_the_saving_once_the_baseline_is_kept(cli, root):
     lean = next(s for s in data["efficiency"]["scenarios"] if s["scenario"] == "lean")
     assert lean["verdict"] == "efficient"
     assert lean["turns"]["median_without"] == 5 and lean["turns"]["median_with"] == 2
+
+
+def test_costlier_and_mixed_are_told_apart_from_efficient():
+    same = intervals.rate_difference([(10, 10, 10, 10)])
+    down, up = intervals.ratio([([4] * 5, [2] * 5)]), intervals.ratio([([2] * 5, [3] * 5)])
+    noise = intervals.ratio([([3, 5, 4, 6, 4], [4, 3, 5, 5, 4])])
+    assert efficiency.verdict(same, {"turns": down, "tokens": noise}) == "efficient"
+    assert efficiency.verdict(same, {"turns": noise, "tokens": up}) == "costlier"
+    assert efficiency.verdict(same, {"turns": down, "tokens": up}) == "mixed"
+    assert efficiency.verdict(same, {"turns": noise, "tokens": None}) is None
+    assert efficiency.verdict(intervals.rate_difference([(10, 10, 0, 10)]), {"turns": down}) is None
