@@ -15,7 +15,9 @@ from typing import Any, Callable
 from bot._util import markdown
 from bot._util.text_safety import neutralise
 from bot.gate import decision as gate_mod
+from bot.gate import efficiency as efficiency_mod
 from bot.gate import report as gate_report
+from bot.gate import task_types as task_types_mod
 from bot.gate.decision import GateOptions, GateResult
 from bot.gate.stats import SequentialTest
 from bot.playbook.render.hosts import HOSTS
@@ -90,6 +92,9 @@ def markdown_report(result: PerAgent, test: SequentialTest) -> str:
         ["without the rule (passed/scored)", *[side(r[a].before) for a in agents]],
         ["with the rule (passed/scored)", *[side(r[a].after) for a in agents]],
         ["suite regressions", *[", ".join(e.scenario for e in r[a].regressions) or "none" for a in agents]],
+        ["task types dropping", *[", ".join(t.task_type for t in task_types_mod.dropping(task_types_mod.breakdown(r[a])))
+                                  or "none" for a in agents]],
+        ["efficiency (reported, not decided on)", *[efficiency_mod.of(r[a]).verdict or "–" for a in agents]],
         ["replays", *[str(r[a].replays) for a in agents]],
         ["cost (USD)" + (" — simulated estimate" if any(x.simulated for x in r.values()) else
                          f" — {next(x.model_label for x in r.values() if x.model_label)}, $0"

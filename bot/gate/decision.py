@@ -393,7 +393,7 @@ def _decide(result: GateResult, runner: Runner, opts: GateOptions, loaded: sc.Lo
     is over (default: this suite's; the org gate passes every member's); ``texts``: each suite scenario's
     (baseline, candidate) prompts (``scoped_prompts``; default: the whole playbook's)."""
     test = own_test_for(opts.test, loaded, opts.replay)
-    result.own_test = test.describe()
+    result.own_test, result.own_task_type = test.describe(), loaded.scenario.task_type
     progress(f"own scenario `{loaded.scenario.id}` with an agent that does nothing")
     finding = runner.control(loaded.folder, policy=opts.replay.simulated)
     if not finding.ok:

@@ -334,6 +334,8 @@ def markdown(doc: dict) -> str:
         "without the rule": [_side(cells[x]["before"]) for x in cols],
         "with the rule": [_side(cells[x]["after"]) for x in cols],
         "suite": [_suite_cell(cells[x]) for x in cols],
+        "efficiency" + (" (SIMULATED)" if doc["simulated"] else ""): [_efficiency(cells[x]) for x in cols],
+        "task types": [_task_types(cells[x]) for x in cols],
         "decision": [f"**{cells[x]['decision']}**" for x in cols],
         "cost": [f"${cells[x]['cost_usd']:.4f} ({cells[x]['replays']} replays)" for x in cols],
     }
@@ -361,6 +363,31 @@ def _suite_cell(cell: dict) -> str:
     regressed = [e["scenario"] for e in cell["suite"] if e["regressed"]]
     text = f"{judged} judged, {len(regressed)} regressed"
     return text + (": " + ", ".join(f"`{s}`" for s in regressed) if regressed else "")
+
+
+def _efficiency(cell: dict) -> str:
+    """The cell's efficiency verdict and the pooled ratios behind it (``bot.gate.efficiency``); – without one."""
+    eff = cell.get("efficiency") or {}
+    if not eff.get("verdict"):
+        low, high = (eff.get("pass_rate_change") or {}).get("interval95") or (None, None)
+        if low is None:
+            return "–"
+        return "no change beyond noise" if low <= 0 <= high else "– (the suite's pass rate changed)"
+    shown = []
+    for name, figure in (eff.get("pooled") or {}).items():
+        low, high = (figure or {}).get("interval95") or (None, None)
+        if low is not None and (high < 1 or low > 1):
+            shown.append(f"{name.removesuffix('_usd')} ×{figure['ratio']:.2f} (95% {low:.2f}–{high:.2f})")
+    return f"**{eff['verdict']}**: " + ", ".join(shown)
+
+
+def _task_types(cell: dict) -> str:
+    """Each task type's pass rate without → with the rule, a dropping one marked (``bot.gate.task_types``)."""
+    rows = cell.get("by_task_type") or []
+    rate = (lambda side: "–" if side.get("rate") is None else f"{side['rate']:.0%}")
+    mark = {"drops": " ▼ drops", "rises": " ▲"}
+    return "; ".join(f"`{r['task_type']}` {rate(r['without'])} → {rate(r['with_rule'])}{mark.get(r['trend'], '')}"
+                     for r in rows) or "–"
 
 
 def _cell(text: str) -> str:

@@ -7,7 +7,10 @@ from typing import Any
 import jinja2
 
 from bot._util.text_safety import neutralise
+from bot.gate import efficiency as efficiency_mod
+from bot.gate import task_types as task_types_mod
 from bot.gate.decision import GateResult, Side
+from bot.gate.intervals import Ratio, RateDifference
 from bot.gate.stats import SequentialTest
 
 _templates = jinja2.Environment(loader=jinja2.PackageLoader("bot.gate", "templates"), keep_trailing_newline=True,
@@ -27,9 +30,36 @@ def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")[:300]
 
 
+_UNITS = {"turns": "{:g}", "tokens": "{:,.0f}", "cost_usd": "${:.4f}"}
+_MARKS = {"efficient": "⚡ **Efficient**", "costlier": "💸 **Costlier**", "mixed": "↔️ **Mixed cost**"}
+
+
+def _ratio(r: Ratio | None, metric: str) -> str:
+    """``median without → median with (×ratio, 95% low–high)``; ``–`` where the figure is not measured."""
+    if r is None:
+        return "–"
+    unit = _UNITS[metric]
+    span = "too few trials for a 95% interval" if r.low is None else f"95% {r.low:.2f}–{r.high:.2f}"
+    return f"{unit.format(r.without)} → {unit.format(r.with_rule)} (×{r.estimate:.2f}, {span})"
+
+
+def _points(d: RateDifference | None) -> str:
+    """A pass-rate change in percentage points, with its 95% interval."""
+    if d is None:
+        return "–"
+    return f"{d.estimate * 100:+.0f} points, 95% {d.low * 100:+.0f} to {d.high * 100:+.0f}"
+
+
+def _rate(sides: list[Side], rate: float | None) -> str:
+    n = sum(s.n for s in sides)
+    return "–" if not n or rate is None else f"{sum(s.passes for s in sides)}/{n} ({rate:.0%})"
+
+
 def markdown(result: GateResult, test: SequentialTest) -> str:
     template = _templates.get_template("gate_report.md.j2")
-    text = template.render(r=result, test=result.own_test or test.describe(), pct=_pct, cell=_cell)
+    text = template.render(r=result, test=result.own_test or test.describe(), pct=_pct, cell=_cell,
+                           eff=efficiency_mod.of(result), types=task_types_mod.breakdown(result), ratio=_ratio,
+                           points=_points, rate=_rate, metrics=list(efficiency_mod.METRICS), marks=_MARKS)
     return "\n".join(line.rstrip() for line in text.splitlines()).strip() + "\n"
 
 
@@ -38,8 +68,8 @@ def _side(side: Side | None) -> dict[str, Any] | None:
         return None
     return {"scenario": side.scenario, "passed": side.passes, "scored": side.n, "unscored": side.unscored,
             "outcome": side.outcome, "interval95": list(side.interval),
-            "trials": [{"trial": t.trial, "verdict": t.verdict, "reason": t.reason, "run_dir": t.run_dir}
-                       for t in side.trials]}
+            "trials": [{"trial": t.trial, "verdict": t.verdict, "reason": t.reason, "run_dir": t.run_dir,
+                        **{name: get(t) for name, get in efficiency_mod.METRICS.items()}} for t in side.trials]}
 
 
 def as_json(result: GateResult) -> dict[str, Any]:
@@ -47,10 +77,10 @@ def as_json(result: GateResult) -> dict[str, Any]:
         "rule": result.rule_id, "decision": result.decision, "reason": result.reason,
         "provisional": result.provisional, "simulated": result.simulated,
         **({"model_label": result.model_label, "tokens": result.tokens} if result.model_label else {}),
-        "own_test": result.own_test,
+        "own_test": result.own_test, "own_task_type": result.own_task_type,
         "screen": [_side(s) for s in result.screen],
         "before": _side(result.before), "after": _side(result.after),
-        "suite": [{"scenario": e.scenario, "judged": e.judged, "regressed": e.regressed, "broken": e.broken,
+        "suite": [{"scenario": e.scenario, "task_type": e.task_type, "judged": e.judged, "regressed": e.regressed, "broken": e.broken,
                    "note": e.note, "baseline": _side(e.baseline), "with_rule": _side(e.candidate)}
                   for e in result.suite],
         "regressions": [e.scenario for e in result.regressions],
@@ -61,6 +91,8 @@ def as_json(result: GateResult) -> dict[str, Any]:
         "warnings": result.warnings, "flags": result.flags, "fresh_replays": result.fresh_replays,
         "more_replays": result.more_replays, "most_replays": result.most_replays,
         "undecided": [e.scenario for e in result.undecided],
+        "efficiency": efficiency_mod.of(result).as_dict(),
+        "by_task_type": [row.as_dict() for row in task_types_mod.breakdown(result)],
     }
 
 

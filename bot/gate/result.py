@@ -93,6 +93,7 @@ class SuiteEntry:
     undecided: bool = False  # the gate's budget ended before its test decided
     broken: bool = False  # could not be loaded or replayed: the suite is incomplete without it
     note: str = ""
+    task_type: str | None = None  # the scenario's (scenario.yaml), for the report per task type
 
 
 @dataclass
@@ -119,6 +120,7 @@ class GateResult:
     flags: dict[str, list[str]] = field(default_factory=dict)  # cheap_flags: "conflicts", "leakage"; not decided on
     own_test: str = ""  # how the own scenario was judged (the test ``gate.own_test`` picked), for the report
     suite_test: str = ""  # how the suite was judged, for the report
+    own_task_type: str | None = None  # the own scenario's task type (scenario.yaml), for the report per task type
     task_types: tuple[str, ...] | None = None  # the rule's scope as the gate read it; None: not read (no rule file)
     paths: tuple[str, ...] | None = None
     speculative: int = 0  # replays run ahead that no test read (parallel gates only; not in the decision)

@@ -2,7 +2,8 @@
 
 Each suite scenario is replayed with the whole playbook, or, with ``GateOptions.scope_reach``, the
 admitted rules that can reach it (``reaches``, ``scoped_prompts``), and judged by
-``bot.gate.stats.SuiteTest`` with its baseline on demand (``_judge``); see docs/gate.md section 3.
+``bot.gate.stats.SuiteTest`` with its baseline on demand (``_judge``); see docs/gate.md section 3. Each entry
+carries its scenario's task type, which the report breaks the suite down by (``bot.gate.task_types``).
 """
 
 from __future__ import annotations
@@ -66,6 +67,11 @@ def _suite(runner, opts, own, before_text, after_text, suite_dir, progress, k: i
         if not finding.ok:
             return _broken(finding.scenario, "does not load: " + "; ".join(finding.lines()))
         loaded = sc.load(folder)
+        entry = judge_loaded(loaded)
+        entry.task_type = loaded.scenario.task_type
+        return entry
+
+    def judge_loaded(loaded: sc.LoadedScenario) -> SuiteEntry:
         base_text, cand_text = texts(loaded) if texts else (before_text, after_text)
         if cand_text is None:
             return SuiteEntry(loaded.scenario.id, Side("baseline", loaded.scenario.id, outcome="not needed"),

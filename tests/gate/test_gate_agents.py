@@ -19,6 +19,7 @@ def test_a_rule_proven_on_one_agent_only_is_rendered_only_into_its_files(cli, ro
     out = result.out
     assert "|  | builtin | command |" in out
     assert "| decision | admit | reject |" in out
+    assert "| task types dropping | none | none |" in out and "| efficiency (reported, not decided on) |" in out
     assert "proven on builtin only; rendered only into their files" in out
     assert "Not proven on command" in out and "agents: [builtin]" in out
     admitted = (root / "playbook/rules/rule-0001.yaml").read_text()

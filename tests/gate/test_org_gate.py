@@ -258,3 +258,16 @@ def test_a_rule_admitted_in_two_members_is_proposed_once_with_both_scenarios(cli
     assert [e.rule.id for e in written] == ["rule-0001"]
     again = cli("org", "propose", *args, "--json")  # already proposed: not again
     assert yaml.safe_load(again.out)["proposals"] == []
+
+
+def test_the_org_report_shows_each_members_task_types_and_efficiency(cli, three):
+    path = three / "c" / "scenarios" / "legacy-layout" / "scenario.yaml"
+    write(path, yaml.safe_dump({**yaml.safe_load(path.read_text(encoding="utf-8")), "task_type": "legacy"}))
+    result = gate(cli, three, propose(three, HARMFUL, ["a", "b", "c"]), "a", "b", "c")
+    assert result.code == 1, result.out + result.err
+    rows = {line.split(" | ")[0]: line for line in result.out.splitlines() if line.startswith("| ")}
+    assert "| task types" in rows and "| efficiency (SIMULATED)" in rows, result.out
+    c_column = rows["| task types"].split(" | ")[3]
+    assert "`legacy` 100% → 0% ▼ drops" in c_column, rows["| task types"]
+    assert "drops" not in rows["| task types"].split(" | ")[1]  # member a has no such scenario
+    assert rows["| efficiency (SIMULATED)"].split(" | ")[3] == "– (the suite's pass rate changed) |"

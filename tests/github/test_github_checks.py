@@ -241,3 +241,14 @@ def test_replay_again_through_the_handler_makes_a_new_check_run(port, root, exam
                          gate=PrGate(root, settings, replay=ReplayOptions()))
     assert outcome.verdict == "success", outcome
     assert [r.conclusion for r in port.check_runs_for(head)] == ["success", "success"]
+
+
+def test_the_check_runs_report_breaks_the_suite_down_by_task_type_and_shows_efficiency(port, root):
+    base, head = pr_repo(root, victim=True)
+    gate(port, root, base, head, app=True)
+    (run,) = port.check_runs_for(head)
+    assert "| task type | scenarios | without the rule | with the rule | change of the pass rate |" in run.summary
+    assert "| `untyped` | 2 |" in run.summary
+    victim = next(line for line in run.summary.splitlines() if line.startswith("| `victim` |") and "→" in line)
+    assert victim.count("95% ") == 3, victim  # turns, tokens and cost, each with its interval
+    assert "SIMULATED figures" in run.summary
