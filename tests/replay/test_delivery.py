@@ -84,3 +84,75 @@ def test_codex_chain_is_measured_root_first(tmp_path):
     (tmp_path / "AGENTS.md").write_text("a" * 33_000 + "\n\n- " + RULE + "\n")
     why = delivery.codex_cut(tmp_path, RULE)
     assert "over its project_doc_max_bytes of 32,768 bytes" in why and "the rule at byte 33,004 was cut" in why
+
+
+# -- the agent CLIs, for real, against the gateway --------------------------------------------------
+
+BIG = "# Project notes\n\n" + "".join(f"- note {i:05d}: keep this module tidy and documented.\n" for i in range(700))
+
+
+@pytest.mark.parametrize("agent", ["codex", "opencode"])
+def test_cli_agent_delivered_by_its_prompt_channel(agent, agent_bin, make_scenario, opts):
+    agent_bin(agent)
+    loaded = make_scenario(pass_if=PASS_IF, with_rule=WITH, without_rule=WITHOUT)
+    result = run_trial(loaded, "- " + RULE, opts(agent=agent, rule=RULE), 0)
+    assert result.delivered is True, (result.reason, result.delivery)
+    assert result.verdict == "passed", result.reason
+
+
+@pytest.mark.parametrize("agent", ["codex", "opencode"])
+def test_cli_agent_delivered_by_the_repositorys_agents_md(agent, agent_bin, make_scenario, opts):
+    agent_bin(agent)
+    loaded = make_scenario(pass_if=PASS_IF, with_rule=WITH, without_rule=WITHOUT,
+                           files={"README.md": "tiny\n", "AGENTS.md": "# Project notes\n\nBe brief.\n"})
+    result = run_trial(loaded, "- " + RULE, opts(agent=agent, rule=RULE, deliver="files"), 0)
+    assert result.delivered is True, (result.reason, result.delivery)
+    assert result.delivery["how"] == "the repository's AGENTS.md"
+    assert "AGENTS.md" not in Path(result.run_dir).joinpath("diff.patch").read_text()  # the fixture as given
+
+
+def test_codex_chain_over_its_budget_cuts_the_rule(agent_bin, make_scenario, opts):
+    agent_bin("codex")
+    assert len(BIG.encode()) > delivery.CODEX_MAX_BYTES
+    loaded = make_scenario(pass_if=PASS_IF, with_rule=WITH, without_rule=WITHOUT,
+                           files={"README.md": "tiny\n", "AGENTS.md": BIG})
+    result = run_trial(loaded, "- " + RULE, opts(agent="codex", rule=RULE, deliver="files"), 0)
+    assert result.delivered is False, result.delivery
+    assert result.verdict == "unscored"
+    assert "over its project_doc_max_bytes of 32,768 bytes" in result.reason and "was cut" in result.reason
+
+
+def test_mini_swe_agent_delivered_in_its_template_and_never_by_agents_md(agent_bin, make_scenario, opts):
+    agent_bin("mini-swe-agent")
+    loaded = make_scenario(pass_if=PASS_IF, with_rule=WITH, without_rule=WITHOUT,
+                           files={"README.md": "tiny\n", "AGENTS.md": "# Project notes\n"})
+    given = run_trial(loaded, "- " + RULE, opts(agent="mini-swe-agent", rule=RULE), 0)
+    assert given.delivered is True, (given.reason, given.delivery)
+    assert "system_template" in given.delivery["how"]
+    # mini-swe-agent reads no AGENTS.md: a rule rendered there never reaches it
+    rendered = run_trial(loaded, "- " + RULE, opts(agent="mini-swe-agent", rule=RULE, deliver="files"), 0)
+    assert rendered.delivered is False and rendered.delivery["requests"] >= 1, rendered.delivery
+    assert rendered.reason.startswith("rule not delivered: mini-swe-agent reads no instruction file")
+
+
+def test_claude_code_delivered_by_prompt_and_by_claude_md(claude_code_agent, make_scenario, opts):
+    loaded = make_scenario(pass_if=PASS_IF, with_rule=WITH, without_rule=WITHOUT)
+    appended = run_trial(loaded, "- " + RULE, opts(agent="claude-code", rule=RULE), 0)
+    assert appended.delivered is True, (appended.reason, appended.delivery)
+    assert appended.verdict == "passed", appended.reason
+    rendered = run_trial(loaded, "- " + RULE, opts(agent="claude-code", rule=RULE, deliver="files"), 0)
+    assert rendered.delivered is True, (rendered.reason, rendered.delivery)
+    assert rendered.delivery["how"] == "the repository's CLAUDE.md"
+
+
+def test_claude_code_paths_rule_that_does_not_load(claude_code_agent, make_scenario, opts):
+    # The rule is scoped to files the agent never reads (`paths:`): Claude Code keeps it out of the context.
+    loaded = make_scenario(pass_if=PASS_IF, with_rule=WITH, without_rule=WITHOUT,
+                           files={"README.md": "tiny\n", "packages/api/app.py": "x = 1\n"})
+    result = run_trial(loaded, "# Playbook\n\n- " + RULE, opts(agent="claude-code", rule=RULE, deliver="files",
+                                                                rule_paths=("packages/api/**",)), 0)
+    assert result.delivered is False, result.delivery
+    assert result.verdict == "unscored" and delivery.CLAUDE_RULE_FILE in result.reason
+    assert '"packages/api/**"' in result.reason
+    raw = Path(result.run_dir).joinpath("agent.raw").read_text()
+    assert "tool_use" in raw  # the agent did run: it was the rule that never arrived
