@@ -37,9 +37,9 @@ def _side(side: Side | None) -> dict[str, Any] | None:
     if side is None:
         return None
     return {"scenario": side.scenario, "passed": side.passes, "scored": side.n, "unscored": side.unscored,
-            "outcome": side.outcome, "interval95": list(side.interval),
-            "trials": [{"trial": t.trial, "verdict": t.verdict, "reason": t.reason, "run_dir": t.run_dir}
-                       for t in side.trials]}
+            "not_delivered": side.undelivered, "outcome": side.outcome, "interval95": list(side.interval),
+            "trials": [{"trial": t.trial, "verdict": t.verdict, "reason": t.reason, "run_dir": t.run_dir,
+                        "delivered": t.delivered} for t in side.trials]}
 
 
 def as_json(result: GateResult) -> dict[str, Any]:
