@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
 
+from bot.replay import delivery
+
 
 @dataclass(frozen=True)
 class Limit:
@@ -46,11 +48,12 @@ LIMITS: tuple[Limit, ...] = (
 )
 
 #: Codex joins every AGENTS.md from the git root down to the working directory and silently cuts the total at
-#: ``project_doc_max_bytes``, root first, so the most specific file loses (checked 2026-12-02).
-CODEX_MAX_BYTES = 32 * 1024
+#: ``project_doc_max_bytes``, root first, so the most specific file loses (checked 2026-12-02). One number for
+#: rendering and for replay, which measures the chain a trial's Codex read (``bot.replay.delivery``).
+CODEX_MAX_BYTES = delivery.CODEX_MAX_BYTES
 #: ``playbook check`` warns once a file (or a Codex chain) reaches this share of a limit, before the host cuts it.
 WARN_AT = 0.9
-CODEX_SOURCE = "https://github.com/openai/codex/issues/7138, https://github.com/openai/codex/issues/13386"
+CODEX_SOURCE = delivery.CODEX_SOURCE
 _SKIP_DIRS = {".git", "node_modules", ".venv", "venv", "__pycache__", ".replaybook"}
 
 
