@@ -95,25 +95,32 @@ class Delivery:
     reason: str = ""  # why it did not arrive, when it did not
     requests: int = 0  # requests the gateway saw
     first: int | None = None  # the first request (1-based) that held it
+    loaded: list[dict[str, str]] | None = None  # what the agent says it loaded (Claude Code's InstructionsLoaded)
 
     def to_dict(self) -> dict[str, Any]:
         return {"delivered": self.delivered, "how": self.how, "reason": self.reason, "requests": self.requests,
-                "first_request": self.first}
+                "first_request": self.first, **({"loaded": self.loaded} if self.loaded is not None else {})}
 
 
 def judge(agent: str, rule: str, sightings: list[bool], *, deliver: str, root: Path | None,
-          files: dict[str, str], command: str | None = None) -> Delivery:
-    """The delivery of ``rule`` from the gateway's ``sightings`` (one per request), explained for ``agent``."""
+          files: dict[str, str], command: str | None = None, loaded: list[dict[str, str]] | None = None) -> Delivery:
+    """The delivery of ``rule`` from the gateway's ``sightings`` (one per request), explained for ``agent``
+    (with ``loaded``, the instruction files the agent itself says it loaded)."""
     how = channel(agent, deliver, files)
     if not rule.strip():
         return Delivery(None, how)
     first = next((i + 1 for i, hit in enumerate(sightings) if hit), None)
     if first is not None:
-        return Delivery(True, how, requests=len(sightings), first=first)
+        return Delivery(True, how, requests=len(sightings), first=first, loaded=loaded)
     if not sightings:
-        return Delivery(None, how, "the agent sent no request to the model", requests=0)
+        return Delivery(None, how, "the agent sent no request to the model", requests=0, loaded=loaded)
     why = explain(agent, rule, deliver=deliver, root=root, files=files, command=command)
-    return Delivery(False, how, why, requests=len(sightings))
+    if loaded is not None and files:
+        names = sorted({f"{e['file']} ({e['how']})" for e in loaded})
+        missing = sorted(set(files) - {e["file"] for e in loaded})
+        why += (f"; Claude Code's InstructionsLoaded hook named {', '.join(names) or 'no file'}"
+                + (f", never {', '.join(missing)}" if missing else ""))
+    return Delivery(False, how, why, requests=len(sightings), loaded=loaded)
 
 
 def channel(agent: str, deliver: str, files: dict[str, str]) -> str:

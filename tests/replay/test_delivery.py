@@ -156,3 +156,12 @@ def test_claude_code_paths_rule_that_does_not_load(claude_code_agent, make_scena
     assert '"packages/api/**"' in result.reason
     raw = Path(result.run_dir).joinpath("agent.raw").read_text()
     assert "tool_use" in raw  # the agent did run: it was the rule that never arrived
+
+
+def test_claude_codes_instructions_loaded_hook_names_what_it_loaded(claude_code_agent, make_scenario, opts):
+    loaded = make_scenario(pass_if=PASS_IF, with_rule=WITH, without_rule=WITHOUT)
+    result = run_trial(loaded, "# Playbook\n\n- " + RULE, opts(agent="claude-code", rule=RULE, deliver="files",
+                                                                rule_paths=("packages/api/**",)), 0)
+    assert result.delivered is False
+    assert {"file": "CLAUDE.md", "how": "session_start"} in result.delivery["loaded"], result.delivery
+    assert "InstructionsLoaded hook named CLAUDE.md (session_start), never .claude/rules/" in result.reason
