@@ -8,6 +8,8 @@ same gateway. Each agent has a trial whose rule arrives and one whose rule does 
 from __future__ import annotations
 
 import json
+import shlex
+import sys
 from pathlib import Path
 
 import pytest
@@ -165,3 +167,35 @@ def test_claude_codes_instructions_loaded_hook_names_what_it_loaded(claude_code_
     assert result.delivered is False
     assert {"file": "CLAUDE.md", "how": "session_start"} in result.delivery["loaded"], result.delivery
     assert "InstructionsLoaded hook named CLAUDE.md (session_start), never .claude/rules/" in result.reason
+
+
+# A command agent: one loop over the real anthropic SDK, the playbook (when its template passes one) as system.
+COMMAND_AGENT = '''
+import os, subprocess, sys
+import anthropic
+task, playbook = sys.argv[1], (open(sys.argv[2]).read() if len(sys.argv) > 2 else "")
+client = anthropic.Anthropic(base_url=os.environ["ANTHROPIC_BASE_URL"], api_key=os.environ["ANTHROPIC_API_KEY"])
+tools = [{"name": "bash", "description": "run", "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}}}]
+messages = [{"role": "user", "content": task}]
+for _ in range(5):
+    reply = client.messages.create(model="simulated", max_tokens=1000, system=playbook or "none", messages=messages,
+                                   tools=tools)
+    messages.append({"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in reply.content]})
+    uses = [b for b in reply.content if b.type == "tool_use"]
+    if not uses:
+        break
+    messages.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": u.id, "content": subprocess.run(
+        ["bash", "-c", u.input["command"]], capture_output=True, text=True).stdout} for u in uses]})
+'''
+
+
+def test_command_agent_delivered_by_its_playbook_file_and_not_without_one(make_scenario, opts, tmp_path):
+    agent = tmp_path / "agent.py"
+    agent.write_text(COMMAND_AGENT)
+    loaded = make_scenario(pass_if=PASS_IF, with_rule=WITH, without_rule=WITHOUT)
+    base = f"{shlex.quote(sys.executable)} {shlex.quote(str(agent))} {{task}}"
+    given = run_trial(loaded, "- " + RULE, opts(agent="command", command=base + " {playbook_file}", rule=RULE), 0)
+    assert (given.verdict, given.delivered) == ("passed", True), given.reason
+    forgotten = run_trial(loaded, "- " + RULE, opts(agent="command", command=base, rule=RULE), 0)
+    assert forgotten.delivered is False and forgotten.verdict == "unscored"
+    assert "the --command template has no {playbook_file}" in forgotten.reason
