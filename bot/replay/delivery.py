@@ -137,6 +137,8 @@ def explain(agent: str, rule: str, *, deliver: str, root: Path | None, files: di
     if agent == "command" and command is not None and "{playbook_file}" not in command:
         return "the --command template has no {playbook_file}, so the agent is never given the playbook"
     if agent == "codex" and deliver == "files" and root is not None:
+        if (root / "AGENTS.override.md").is_file() and "AGENTS.md" in files:
+            return "the repository has an AGENTS.override.md, which Codex reads instead of the AGENTS.md holding the rule"
         cut = codex_cut(root, rule)
         if cut:
             return cut
