@@ -102,7 +102,7 @@ class Delivery:
                 "first_request": self.first, **({"loaded": self.loaded} if self.loaded is not None else {})}
 
 
-def judge(agent: str, rule: str, sightings: list[bool], *, deliver: str, root: Path | None,
+def judge(agent: str, rule: str, sightings: list[bool], *, deliver: str, root: Path | None,  # root: the fixture
           files: dict[str, str], command: str | None = None, loaded: list[dict[str, str]] | None = None) -> Delivery:
     """The delivery of ``rule`` from the gateway's ``sightings`` (one per request), explained for ``agent``
     (with ``loaded``, the instruction files the agent itself says it loaded)."""
@@ -139,7 +139,7 @@ def explain(agent: str, rule: str, *, deliver: str, root: Path | None, files: di
     if agent == "codex" and deliver == "files" and root is not None:
         if (root / "AGENTS.override.md").is_file() and "AGENTS.md" in files:
             return "the repository has an AGENTS.override.md, which Codex reads instead of the AGENTS.md holding the rule"
-        cut = codex_cut(root, rule)
+        cut = codex_cut(root, rule, files=files)
         if cut:
             return cut
     if agent == "claude-code" and CLAUDE_RULE_FILE in files:
@@ -150,25 +150,28 @@ def explain(agent: str, rule: str, *, deliver: str, root: Path | None, files: di
     return f"no request to the model held the rule's text (handed over by {channel(agent, deliver, files)})"
 
 
-def codex_chain(root: Path, cwd: Path | None = None) -> list[tuple[str, bytes]]:
+def codex_chain(root: Path, cwd: Path | None = None, files: dict[str, str] | None = None) -> list[tuple[str, bytes]]:
     """The AGENTS.md files Codex reads, root first: from the git root (``root``) down to ``cwd``
-    (``AGENTS.override.md`` before ``AGENTS.md`` in each folder)."""
-    cwd = cwd or root
-    folders = [root, *[root / Path(*cwd.relative_to(root).parts[:i + 1])
-                       for i in range(len(cwd.relative_to(root).parts))]]
+    (``AGENTS.override.md`` before ``AGENTS.md`` in each folder), with ``files`` (what the harness wrote) over
+    what is on disk. ``root`` is the fixture, never the tree an agent left: no link is followed."""
+    cwd, files = cwd or root, files or {}
+    parts = cwd.relative_to(root).parts
     out = []
-    for folder in folders:
+    for folder in [root, *[root.joinpath(*parts[:i + 1]) for i in range(len(parts))]]:
         for name in ("AGENTS.override.md", "AGENTS.md"):
-            path = folder / name
-            if path.is_file():
-                out.append((path.relative_to(root).as_posix(), path.read_bytes()))
+            rel = (folder / name).relative_to(root).as_posix()
+            if rel in files:
+                out.append((rel, files[rel].encode()))
+                break
+            if (folder / name).is_file() and not (folder / name).is_symlink():
+                out.append((rel, (folder / name).read_bytes()))
                 break
     return out
 
 
-def codex_cut(root: Path, rule: str, budget: int = CODEX_MAX_BYTES) -> str:
+def codex_cut(root: Path, rule: str, budget: int = CODEX_MAX_BYTES, files: dict[str, str] | None = None) -> str:
     """Why Codex cut the rule, when its chain passes ``budget``; empty when the chain fits."""
-    chain = codex_chain(root)
+    chain = codex_chain(root, files=files)
     joined = b"\n\n".join(data for _, data in chain)
     if len(joined) <= budget:
         return ""

@@ -244,7 +244,7 @@ def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
             return infrastructure(exc, gateway)
         phase("agent")
         got = delivery.judge(agent.name, opts.rule, list(gateway.sightings), deliver=opts.deliver,
-                             root=sandbox.root, files=files, command=opts.command, loaded=result.loaded)
+                             root=loaded.fixture, files=files, command=opts.command, loaded=result.loaded)
         http_counts = {env: svc.request_count for env, svc in services.items()}
         commands = checks_mod.attribute_new(read_trace(run_dir.trace), sandbox.trace_events())
         with lock:

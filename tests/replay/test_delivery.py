@@ -199,3 +199,17 @@ def test_command_agent_delivered_by_its_playbook_file_and_not_without_one(make_s
     forgotten = run_trial(loaded, "- " + RULE, opts(agent="command", command=base, rule=RULE), 0)
     assert forgotten.delivered is False and forgotten.verdict == "unscored"
     assert "the --command template has no {playbook_file}" in forgotten.reason
+
+
+def test_the_hooks_log_is_read_without_following_a_link_the_agent_planted(tmp_path):
+    from bot.replay.agents.claude_code import read_loaded
+
+    secret = tmp_path / "host-secret.json"
+    secret.write_text('{"file_path": "SECRET-VALUE", "load_reason": "x"}\n')
+    log = tmp_path / "sandbox-tmp" / "claude-instructions.jsonl"
+    log.parent.mkdir()
+    log.symlink_to(secret)
+    assert read_loaded(log, tmp_path) == []
+    log.unlink()
+    log.write_text('{"file_path": "%s/CLAUDE.md", "load_reason": "session_start"}\n' % tmp_path)
+    assert read_loaded(log, tmp_path) == [{"file": "CLAUDE.md", "how": "session_start"}]

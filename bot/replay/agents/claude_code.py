@@ -16,6 +16,7 @@ from typing import Any
 
 from bot import settings
 from bot.errors import BadInput
+from bot.replay import confined_files
 from bot.replay.agents import AgentResult, AgentRun, direct_argv, install
 from bot.replay.agents.install import PINS
 
@@ -126,10 +127,14 @@ def instructions_hook(log: Path) -> dict[str, Any]:
 
 
 def read_loaded(log: Path, root: Path) -> list[dict[str, str]]:
-    """The files the hook logged, relative to ``root`` where they are inside it (the agent could write the log:
-    it only explains, never decides)."""
+    """The files the hook logged, relative to ``root`` where they are inside it. The agent could write the log, so
+    it only explains, never decides, and is read without following a link out of its folder."""
+    try:
+        text = confined_files.read_file(str(log.parent), log.name)
+    except (confined_files.FileToolError, OSError):
+        return []
     out: list[dict[str, str]] = []
-    for event in install.json_lines(log.read_text(encoding="utf-8", errors="replace") if log.is_file() else ""):
+    for event in install.json_lines(text):
         path, how = str(event.get("file_path") or ""), str(event.get("load_reason") or "")
         try:
             path = Path(path).relative_to(root).as_posix()
