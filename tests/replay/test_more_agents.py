@@ -7,6 +7,7 @@ only npm and PyPI. Nothing is skipped: a missing registry fails the test.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
