@@ -95,11 +95,12 @@ class Delivery:
     reason: str = ""  # why it did not arrive, when it did not
     requests: int = 0  # requests the gateway saw
     first: int | None = None  # the first request (1-based) that held it
+    held: int = 0  # requests that held it: fewer than ``requests`` when some (a sub-agent's, say) went without
     loaded: list[dict[str, str]] | None = None  # what the agent says it loaded (Claude Code's InstructionsLoaded)
 
     def to_dict(self) -> dict[str, Any]:
         return {"delivered": self.delivered, "how": self.how, "reason": self.reason, "requests": self.requests,
-                "first_request": self.first, **({"loaded": self.loaded} if self.loaded is not None else {})}
+                "first_request": self.first, "requests_with_rule": self.held, **({"loaded": self.loaded} if self.loaded is not None else {})}
 
 
 def judge(agent: str, rule: str, sightings: list[bool], *, deliver: str, root: Path | None,  # root: the fixture
@@ -111,7 +112,7 @@ def judge(agent: str, rule: str, sightings: list[bool], *, deliver: str, root: P
         return Delivery(None, how)
     first = next((i + 1 for i, hit in enumerate(sightings) if hit), None)
     if first is not None:
-        return Delivery(True, how, requests=len(sightings), first=first, loaded=loaded)
+        return Delivery(True, how, requests=len(sightings), first=first, held=sum(sightings), loaded=loaded)
     if not sightings:
         return Delivery(None, how, "the agent sent no request to the model", requests=0, loaded=loaded)
     why = explain(agent, rule, deliver=deliver, root=root, files=files, command=command)

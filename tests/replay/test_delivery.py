@@ -50,6 +50,7 @@ def test_builtin_delivered_in_its_system_prompt(make_scenario, opts):
     result = run_trial(loaded, playbook, opts(rule=RULE), 0)
     assert (result.verdict, result.delivered) == ("passed", True), result.reason
     assert result.delivery["first_request"] == 1 and "system prompt" in result.delivery["how"]
+    assert result.delivery["requests_with_rule"] == result.delivery["requests"] == result.model_calls
     assert _run_end(result).delivery["delivered"] is True
 
 
