@@ -146,6 +146,7 @@ def test_claude_code_delivered_by_prompt_and_by_claude_md(claude_code_agent, mak
     rendered = run_trial(loaded, "- " + RULE, opts(agent="claude-code", rule=RULE, deliver="files"), 0)
     assert rendered.delivered is True, (rendered.reason, rendered.delivery)
     assert rendered.delivery["how"] == "the repository's CLAUDE.md"
+    assert rendered.verdict == "passed", rendered.reason  # the simulated model reads its system reminders
 
 
 def test_claude_code_paths_rule_that_does_not_load(claude_code_agent, make_scenario, opts):
