@@ -107,6 +107,11 @@ class Replay(_Section):
         default="bwrap", description="Isolation of the agent: bwrap (Linux), docker, or none (unisolated; "
         "the GitHub gate refuses it).",
     )
+    deliver: Literal["prompt", "files"] = Field(
+        default="prompt", description="How the playbook reaches the agent: prompt (its own prompt channel: system "
+        "prompt, --append-system-prompt, developer_instructions) or files (where its host reads a repository's "
+        "instructions: AGENTS.md, CLAUDE.md, a `paths:` rule in .claude/rules/), so host limits apply.",
+    )
     keep_runs: int = Field(default=200, ge=1, le=100_000, description="Run folders kept under paths.traces.")
     keep_runs_days: int = Field(default=30, ge=1, le=3650, description="Run folders older than this are removed.")
     agents: list[str] = Field(
@@ -419,6 +424,7 @@ def replay_options(settings: Settings, env: "Environment", *, model: str, runs_d
         given["api_key"], upstream = local.api_key, local.base_url
         given.setdefault("model_label", local.label)
     given.setdefault("api_key", key if served.needs_key(model) else None)
+    given.setdefault("deliver", cfg.deliver)
     return ReplayOptions(model=model, upstream_url=upstream, runs_dir=runs_dir or settings.path("traces"),
                          sandbox=sandbox or cfg.sandbox, keep_runs=cfg.keep_runs, keep_runs_days=cfg.keep_runs_days,
                          **given)

@@ -43,13 +43,18 @@ def resolve_scenario(root: Path, scenarios_dir: Path, name: str) -> sc.LoadedSce
     raise BadInput(f"scenario {name!r} not found as a path, in {scenarios_dir}/ or among the bundled scenarios")
 
 
+def candidate_rule(rule_file: Path | None):
+    """The candidate rule of ``--rule`` (a file, or bundled:ID), or None."""
+    if rule_file is None:
+        return None
+    if bundled.named(rule_file) is not None:
+        rule_file = bundled.rule_file(bundled.named(rule_file))
+    return rules_mod.load(rule_file, named_by_id=False)
+
+
 def playbook_text(book: Playbook, playbook: Path | None, rule_file: Path | None) -> str:
     """The system prompt: the admitted rules plus a candidate, as the gate builds it; or a given file's text."""
-    candidate = None
-    if rule_file is not None:
-        if bundled.named(rule_file) is not None:
-            rule_file = bundled.rule_file(bundled.named(rule_file))
-        candidate = rules_mod.load(rule_file, named_by_id=False)
+    candidate = candidate_rule(rule_file)
     if playbook is None:
         return system_prompt(book, candidate)
     if not playbook.is_file():
@@ -96,6 +101,10 @@ def command() -> None:
               help="A playbook file whose text is the system prompt (default: the admitted rules, as the gate renders them).")
 @click.option("--rule", "rule_file", type=click.Path(dir_okay=False, path_type=Path),
               help="A candidate rule file whose rule is added to the playbook, or bundled:ID for a bundled scenario's rule.")
+@click.option("--deliver", type=click.Choice(["prompt", "files"]),
+              help="How the playbook reaches the agent: its prompt channel, or the files its host reads in a "
+                   "repository (AGENTS.md, CLAUDE.md; default: config replay.deliver). With --rule, whether "
+                   "the rule reached the agent is recorded per trial.")
 @click.option("--trials", type=click.IntRange(1, 1000), default=1, show_default=True, help="Independent trials.")
 @click.option("--max-turns", type=click.IntRange(1, 500),
               help="At most this many model turns, below the scenario's budget.max_turns "
@@ -108,8 +117,8 @@ def command() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
 def run(ctx: click.Context, scenario: str, agent: str, command_template: str | None, model: str,
-            playbook: Path | None, rule_file: Path | None, trials: int, max_turns: int | None, jobs: int, noise: float,
-            seed: int, runs_dir: Path | None, as_json: bool, sandbox: str | None) -> None:
+            playbook: Path | None, rule_file: Path | None, deliver: str | None, trials: int, max_turns: int | None,
+            jobs: int, noise: float, seed: int, runs_dir: Path | None, as_json: bool, sandbox: str | None) -> None:
     """Run an agent on SCENARIO (a path or an id) in a sandbox and judge it from its trace.
 
     Prints each trial's verdict (pass, fail or unscored), the check that failed
@@ -119,8 +128,11 @@ def run(ctx: click.Context, scenario: str, agent: str, command_template: str | N
     settings = ctx.obj.settings
     loaded = resolve_scenario(settings.root, settings.path("scenarios"), scenario)
     text = playbook_text(open_playbook(ctx), playbook, rule_file)
+    rule = candidate_rule(rule_file)
+    watch = {"rule": rule.rule, "rule_paths": tuple(rule.paths)} if rule is not None else {}
     opts = replay_options(settings, ctx.obj.env, model=model, runs_dir=runs_dir, sandbox=sandbox,
-                          agent=agent, command=command_template, noise=noise, seed=seed, max_turns=max_turns)
+                          agent=agent, command=command_template, noise=noise, seed=seed, max_turns=max_turns,
+                          **({"deliver": deliver} if deliver else {}), **watch)
     if not as_json:
         click.echo(f"# Replay `{loaded.scenario.id}`: {agent} agent, model `{model}`"
                    + (f"\n\n> {SIMULATED_NOTE}." if opts.simulated else "")
@@ -170,12 +182,12 @@ def _interrupted(finished: list[engine.TrialResult], trials: int, as_json: bool)
 def _report(results: list[engine.TrialResult]) -> None:
     rows = []
     for r in results:
-        failed = r.failed_checks
+        failed = r.failed_checks if r.delivered is not False else []  # the rule never arrived: no check is news
         rows.append([r.trial, r.verdict, failed[0].check if failed else ("" if r.verdict == "passed" else r.reason),
                      failed[0].detail if failed else "", r.input_tokens + r.output_tokens, f"${r.cost_usd:.4f}"])
     click.echo(table(["trial", "verdict", "failed check", "detail", "tokens", "cost"], rows))
     for r in results:
-        for check in r.failed_checks:
+        for check in r.failed_checks if r.delivered is not False else []:
             for item in check.evidence[:3]:
                 click.echo(f"- trial {r.trial}, `{check.check}`: {evidence_line(item)}")
     for warning in dict.fromkeys(w for r in results for w in r.warnings):
@@ -183,7 +195,8 @@ def _report(results: list[engine.TrialResult]) -> None:
     s = engine.summary(results)
     cpu = served.cpu_seconds()  # the local model's engine, when it answered: its cost is CPU, not money
     kind = " (simulated estimate)" if s["simulated"] else f" ({cpu:.0f} CPU seconds of the local model)" if cpu else ""
-    click.echo(f"\n{s['passed']} passed, {s['failed']} failed, {s['unscored']} unscored; "
+    missed = f" ({s['not_delivered']} with the rule not delivered)" if s["not_delivered"] else ""
+    click.echo(f"\n{s['passed']} passed, {s['failed']} failed, {s['unscored']} unscored{missed}; "
                f"{s['input_tokens'] + s['output_tokens']} tokens, ${s['cost_usd']:.4f}{kind}")
     dirs = [r.run_dir for r in results if r.run_dir]
     if dirs:

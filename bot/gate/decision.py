@@ -20,6 +20,7 @@ from bot.errors import BadInput
 from bot.gate import stats
 from bot.gate.pool import Pool, Stream
 from bot.gate.result import BudgetSpent, Decision, GateOptions, GateResult, Side, SuiteEntry  # noqa: F401  (re-exported)
+from bot.gate.result import watching
 from bot.gate.own_scenario import (  # noqa: F401  (re-exported)
     _not_discriminative,
     _paired,
@@ -107,6 +108,8 @@ class Runner:
                  arm: str = "baseline") -> tuple[TrialResult, bool]:
         """(result, came from the cache); runs on the pool. ``arm``: see ``bot.replay.cache.trial_key``."""
         agent = self._agent(replay)
+        if arm != "candidate" and replay.rule:  # only a trial with the rule under test looks for its delivery
+            replay = replace(replay, rule="", rule_paths=())
         key = trial_key(loaded, text, replay, index, agent.version, arm) if self.cache else None
         cached = self.cache.get(key) if self.cache else None
         if cached is not None:
@@ -348,6 +351,7 @@ def run_gate(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions
                         traces=str(opts.replay.runs_dir) if opts.replay.runs_dir else None, **_scope(candidate))
     loaded = sc.load(book.root / candidate.replay)
     result.flags = cheap_flags(book, candidate, loaded)
+    opts = replace(opts, replay=watching(opts.replay, candidate))
     before_text, after_text = baseline_prompt(book, candidate), system_prompt(book, candidate)
     try:
         with stop_on_sigint():

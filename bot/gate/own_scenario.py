@@ -61,6 +61,11 @@ def _paired(result: GateResult, runner: Runner, opts: GateOptions, test: stats.P
 
 def _not_discriminative(result: GateResult, side: str) -> None:
     s = result.before if side == "before" else result.after
+    if s.outcome == "error" and s.never_delivered:  # not the agent ignoring the rule: it never had it
+        result.decision = "error"
+        result.reason = (f"the rule never reached the agent in any of {s.undelivered} {side}-run(s), so replay "
+                         f"cannot tell whether it works: {s.never_delivered}")
+        return
     if s.outcome == "error":
         result.decision = "error"
         result.reason = f"the {side}-runs could not be scored ({s.unscored} unscored: {_unscored_reasons(s)})"

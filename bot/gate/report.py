@@ -67,9 +67,10 @@ def _side(side: Side | None) -> dict[str, Any] | None:
     if side is None:
         return None
     return {"scenario": side.scenario, "passed": side.passes, "scored": side.n, "unscored": side.unscored,
-            "outcome": side.outcome, "interval95": list(side.interval),
+            "not_delivered": side.undelivered, "outcome": side.outcome, "interval95": list(side.interval),
             "trials": [{"trial": t.trial, "verdict": t.verdict, "reason": t.reason, "run_dir": t.run_dir,
-                        **{name: get(t) for name, get in efficiency_mod.METRICS.items()}} for t in side.trials]}
+                        "delivered": t.delivered, **{name: get(t) for name, get in efficiency_mod.METRICS.items()}}
+                       for t in side.trials]}
 
 
 def as_json(result: GateResult) -> dict[str, Any]:

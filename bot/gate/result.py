@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -48,6 +48,11 @@ class GateOptions:
     unreached_once: bool = False
 
 
+def watching(replay: ReplayOptions, candidate) -> ReplayOptions:
+    """``replay`` looking for the delivery of ``candidate`` (a rule) in each trial with it (``bot.replay.delivery``)."""
+    return replace(replay, rule=candidate.rule, rule_paths=tuple(candidate.paths))
+
+
 @dataclass
 class Side:
     """One batch of trials of one scenario with one playbook text."""
@@ -77,6 +82,21 @@ class Side:
     @property
     def unscored(self) -> int:
         return len(self.trials) - self.n
+
+    @property
+    def undelivered(self) -> int:
+        """Trials whose rule under test never reached the agent (unscored: ``bot.replay.delivery``)."""
+        return sum(t.delivered is False for t in self.trials)
+
+    @property
+    def undelivered_cause(self) -> str:
+        """Why the rule did not reach the agent, from the first trial where it did not; empty when it always did."""
+        return next((t.delivery.get("reason") or t.reason for t in self.trials if t.delivered is False), "")
+
+    @property
+    def never_delivered(self) -> str:
+        """Why the rule never reached the agent, when it reached it in no trial of this side; else empty."""
+        return "" if any(t.delivered for t in self.trials) else self.undelivered_cause
 
     @property
     def interval(self) -> tuple[float, float]:
@@ -130,6 +150,12 @@ class GateResult:
     fresh_replays: int = 0  # replays run, not read from the cache (the control and runs ahead included)
     more_replays: float | None = None
     most_replays: int | None = None
+
+    @property
+    def not_delivered(self) -> list[Side]:
+        """The sides replayed with the rule (own scenario, screen, suite) where some trial's rule never arrived."""
+        sides = [*self.screen, self.after, *(e.candidate for e in self.suite)]
+        return [s for s in sides if s is not None and s.arm == "candidate" and s.undelivered]
 
     @property
     def regressions(self) -> list[SuiteEntry]:

@@ -31,7 +31,7 @@ from bot._util.credentials import (
 from bot.errors import BadInput, InfrastructureError
 from bot.replay import agents as agents_mod
 from bot.replay import checks as checks_mod
-from bot.replay import isolation, toolchain
+from bot.replay import delivery, isolation, toolchain
 from bot.replay.gateway import Gateway, ModelCall, Upstream
 from bot.replay.policy import SIMULATED_MODEL, load_policy
 from bot.replay.sandbox import Sandbox, temp_dir, temp_root
@@ -76,6 +76,9 @@ class ReplayOptions:
     keep_runs: int = 200  # run folders kept in runs_dir
     keep_runs_days: int = 30
     max_turns: int | None = None  # caps the scenario's budget.max_turns (a small local model; it never raises it)
+    rule: str = ""  # the rule under test: whether it reached the agent is recorded (bot.replay.delivery)
+    deliver: str = "prompt"  # prompt: the agent's own prompt channel; files: where its host reads a repository's
+    rule_paths: tuple[str, ...] = ()  # the rule's `paths:` scope, for deliver: files (a Claude Code rule file)
 
     @property
     def simulated(self) -> bool:
@@ -100,6 +103,8 @@ class TrialResult:
     run_dir: str | None = None
     sandbox: str = ""
     warnings: list[str] = field(default_factory=list)
+    delivered: bool | None = None  # the rule under test reached the agent's context; None: no rule, or unknown
+    delivery: dict = field(default_factory=dict)  # bot.replay.delivery.Delivery.to_dict(), with a rule under test
 
     @property
     def failed_checks(self) -> list[checks_mod.CheckResult]:
@@ -125,6 +130,7 @@ def trial_seed(seed: int, scenario_id: str, trial: int, playbook_text: str = "")
 
 def _gateway(loaded: sc.LoadedScenario, opts: ReplayOptions, trial: int, on_call, budget: float,
              playbook_text: str) -> Gateway:
+    """The simulated model, or the real one upstream; either way it watches for the rule under test."""
     if opts.simulated:
         policy_file = loaded.folder / "policy.yaml"
         if not policy_file.exists():
@@ -132,13 +138,13 @@ def _gateway(loaded: sc.LoadedScenario, opts: ReplayOptions, trial: int, on_call
                            "write one, or replay with a real --model")
         seed = trial_seed(opts.seed, loaded.scenario.id, trial, playbook_text)
         policy = load_policy(policy_file, noise=opts.noise, seed=seed, follow=opts.follow)
-        return Gateway(policy, latency_s=opts.latency_s, on_call=on_call, max_cost_usd=budget)
+        return Gateway(policy, latency_s=opts.latency_s, on_call=on_call, max_cost_usd=budget, watch=opts.rule)
     if not opts.api_key:
         raise BadInput(f"--model {opts.model} is a hosted model: set ANTHROPIC_API_KEY "
                        "(OPENAI_API_KEY for --agent codex), "
                        "or use --model local for the local model, or --model scripted for the simulated one")
     return Gateway(upstream=Upstream(api_key=opts.api_key, base_url=opts.upstream_url),
-                   on_call=on_call, max_cost_usd=budget)
+                   on_call=on_call, max_cost_usd=budget, watch=opts.rule)
 
 
 def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions, trial: int,
@@ -149,6 +155,8 @@ def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
     a benchmark can time them without a copy of this function.
     """
     agent = agent or agents_mod.make(opts.agent, command=opts.command)
+    if opts.deliver not in delivery.DELIVER:
+        raise BadInput(f"deliver {opts.deliver!r}: choose one of {', '.join(delivery.DELIVER)}")
     for name in opts.env_allow:
         if is_credential_name(name):
             raise BadInput(credential_error(name, "--env-allow"))
@@ -162,6 +170,8 @@ def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
         tools, tools_error = toolchain.HOST, exc
     warnings = trial_warnings(loaded, backend, tools)
     redact = redactor(opts, scenario)
+    files = (delivery.instruction_files(agent.name, playbook_text, loaded.fixture, rule=opts.rule,
+                                        paths=opts.rule_paths) if opts.deliver == "files" else {})
     with ExitStack() as stack:
         run_dir = _run_dir(stack, opts, scenario.id, trial, redact)
         lock = threading.Lock()
@@ -215,7 +225,7 @@ def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
                 extra_env={**scenario.env, **service_env(services)}, backend=backend, toolchain=tools,
                 setup=scenario.setup, limits=limits_of(scenario.budget),
                 service_ports=[svc.port for svc in services.values()], reads=getattr(agent, "reads", lambda: ())(),
-                pristine=any(isinstance(check, sc.Unchanged) for check in scenario.pass_if)))
+                pristine=any(isinstance(check, sc.Unchanged) for check in scenario.pass_if), instructions=files))
         except InfrastructureError as exc:
             return infrastructure(exc)
         phase("sandbox setup")
@@ -223,7 +233,8 @@ def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
         gateway = stack.enter_context(_gateway(loaded, opts, trial, on_call, scenario.budget.max_cost_usd,
                                                       playbook_text))
         phase("gateway start")
-        job = agents_mod.AgentRun(task=scenario.task, system_prompt=playbook_text, sandbox=sandbox, gateway=gateway,
+        job = agents_mod.AgentRun(task=scenario.task, system_prompt=playbook_text if opts.deliver != "files" else "",
+                                  sandbox=sandbox, gateway=gateway,
                                   model=SIMULATED_MODEL if opts.simulated else opts.model,
                                   max_turns=min(scenario.budget.max_turns, opts.max_turns or scenario.budget.max_turns),
                                   timeout_s=scenario.budget.timeout_s,
@@ -233,6 +244,8 @@ def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
         except InfrastructureError as exc:  # e.g. the tracer failed under a tool call
             return infrastructure(exc, gateway)
         phase("agent")
+        got = delivery.judge(agent.name, opts.rule, list(gateway.sightings), deliver=opts.deliver,
+                             root=loaded.fixture, files=files, command=opts.command, loaded=result.loaded)
         http_counts = {env: svc.request_count for env, svc in services.items()}
         commands = checks_mod.attribute_new(read_trace(run_dir.trace), sandbox.trace_events())
         with lock:
@@ -275,9 +288,11 @@ def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
                 failed = [c.check for c in results if not c.passed]
                 verdict = "failed" if failed else "passed"
                 reason = ("failed: " + "; ".join(failed)) if failed else "every check holds"
+        if got.delivered is False and verdict != "unscored":  # never "the agent ignored it": it never had it
+            verdict, reason = "unscored", f"rule not delivered: {got.reason}"
         reason = redact.text(reason)
         with lock:
-            writer.append(RunEndEvent(status=verdict, reason=reason))
+            writer.append(RunEndEvent(status=verdict, reason=reason, delivery=got.to_dict() if opts.rule else None))
         writer.close()
         phase("evaluate")
         return TrialResult(
@@ -287,6 +302,7 @@ def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
             model_calls=len(gateway.calls), duration_s=round(time.monotonic() - started, 3),
             model_s=round(sum(c.duration_ms for c in gateway.calls) / 1000, 3), simulated=opts.simulated,
             run_dir=str(run_dir.path) if opts.runs_dir else None, sandbox=backend.name, warnings=warnings,
+            delivered=got.delivered, delivery=got.to_dict() if opts.rule else {},
         )
 
 
@@ -427,6 +443,7 @@ def rescore(run_path: Path, loaded: sc.LoadedScenario) -> list[checks_mod.CheckR
 
 def summary(results: list[TrialResult]) -> dict:
     counts = {v: sum(r.verdict == v for r in results) for v in ("passed", "failed", "unscored")}
+    counts["not_delivered"] = sum(r.delivered is False for r in results)
     return {**counts, "trials": len(results), "cost_usd": round(sum(r.cost_usd for r in results), 6),
             "input_tokens": sum(r.input_tokens for r in results),
             "output_tokens": sum(r.output_tokens for r in results),

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from bot.model import pricing
-from bot.replay import responses_api
+from bot.replay import delivery, responses_api
 from bot.replay.budget import UNFINISHED, Budget, Reservation, without_provider_tools
 from bot.replay.policy import SIMULATED_MODEL, Reply, estimate_input_tokens
 from bot.replay.wire import (
@@ -93,7 +93,8 @@ class Gateway:
     ``latency_s`` delays every answer; ``fail_next`` lists HTTP statuses
     (e.g. ``[529, 500]``) returned, as Anthropic errors, to the next calls.
     ``on_call`` is called with each ``ModelCall`` once it is answered.
-    ``max_cost_usd`` is the run's budget: each request reserves its worst
+    ``watch`` is the rule under test: ``sightings`` records, per request, whether the agent put its text in
+    the request (``delivery.seen``). ``max_cost_usd`` is the run's budget: each request reserves its worst
     case first (``Budget.reserve``), a request the budget cannot pay for is refused
     in its API's error shape, and ``budget_spent`` is set, so the harness
     reports the run as unscored. Parallel requests cannot spend it twice.
@@ -108,6 +109,7 @@ class Gateway:
         fail_next: Iterable[int] = (),
         on_call: Callable[[ModelCall], None] | None = None,
         max_cost_usd: float | None = None,
+        watch: str = "",
     ) -> None:
         if (policy is None) == (upstream is None):
             raise ValueError("Gateway needs exactly one of policy= (scripted) or upstream= (real model)")
@@ -118,6 +120,9 @@ class Gateway:
         self.max_cost_usd = max_cost_usd
         self.budget = Budget(max_cost_usd)
         self.calls: list[ModelCall] = []
+        # The rule under test (``bot.replay.delivery``): whether each request held its text, in order.
+        self.watch = delivery.normalise(watch)
+        self.sightings: list[bool] = []
         self.callback_errors: list[BaseException] = []
         self._fail_next = deque(fail_next)
         self._on_call = on_call
@@ -326,6 +331,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _messages(self, gateway: Gateway, request: dict[str, Any], raw: bytes, path: str = "/v1/messages") -> None:
         started = time.monotonic()
+        if gateway.watch:
+            hit = delivery.seen(request, gateway.watch)
+            with gateway._lock:
+                gateway.sightings.append(hit)
         stream = bool(request.get("stream"))
         simulated = gateway.mode == "scripted"
         if gateway.latency_s:

@@ -206,7 +206,7 @@ class HarnessGit:
         # An empty --template means no sample hooks and nothing from the user's templates.
         init_env = {k: v for k, v in env.items() if k not in ("GIT_DIR", "GIT_WORK_TREE")}
         self._borrowed: tuple[str, ...] = ()
-        if not self.setup_commands and not os.path.lexists(self.root / ".git"):
+        if not self.setup_commands and not self.instructions and not os.path.lexists(self.root / ".git"):
             # Built once per fixture content; this sandbox borrows its objects (bot.replay.baseline).
             tpl = baseline_mod.template(self.fixture, self.shim_cache or shims.default_cache_dir(), git=self._git_bin,
                                         env=init_env, copy=fixture_mod.copy)

@@ -186,11 +186,14 @@ def _block_texts(content: Any) -> list[str]:
 
 
 def system_text(request: dict[str, Any]) -> str:
-    """All system prompt text: ``system`` and ``role: system`` messages (Claude Code sends both)."""
+    """All system prompt text: ``system`` and ``role: system`` messages (Claude Code sends both), and Claude Code's
+    ``<system-reminder>`` user blocks, which carry the CLAUDE.md and rule files it loaded."""
     parts = _block_texts(request.get("system"))
     for msg in request.get("messages") or []:
         if isinstance(msg, dict) and msg.get("role") == "system":
             parts += _block_texts(msg.get("content"))
+        elif isinstance(msg, dict) and msg.get("role") == "user":
+            parts += [t for t in _block_texts(msg.get("content")) if t.lstrip().startswith("<system-reminder>")]
     return "\n".join(parts)
 
 

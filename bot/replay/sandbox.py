@@ -34,7 +34,7 @@ from typing import Mapping, Sequence
 
 from bot import settings
 from bot.errors import BadInput, InfrastructureError
-from bot.replay import exec_notify, executor, isolation, kernel_trace, launchers, shims, stale
+from bot.replay import delivery, exec_notify, executor, isolation, kernel_trace, launchers, shims, stale
 from bot.replay import fixture as fixture_mod
 from bot.replay.bridge import UnixBridge
 from bot.replay.command_log import CommandLog
@@ -78,6 +78,7 @@ class Sandbox(HarnessGit):
         service_ports: Sequence[int] = (),
         reads: Sequence[str] = (),
         pristine: bool = True,
+        instructions: Mapping[str, str] | None = None,  # files the harness adds to the tree (bot.replay.delivery)
     ):
         self.fixture = Path(fixture)
         self.env_allow = tuple(env_allow)
@@ -88,7 +89,7 @@ class Sandbox(HarnessGit):
         self.tmp_root = tmp_root or temp_root()
         self.backend = backend if backend is not None and not isinstance(backend, str) else isolation.backend(backend)
         self.toolchain = toolchain
-        self.setup_commands = tuple(setup)
+        self.setup_commands, self.instructions = tuple(setup), dict(instructions or {})
         self.limits = limits or isolation.Limits()
         self.service_ports = tuple(service_ports)
         self.reads = tuple(reads)  # host folders the agent program needs (e.g. the Claude Code CLI)
@@ -143,6 +144,7 @@ class Sandbox(HarnessGit):
     def _setup(self) -> None:
         os.chmod(self._base, 0o700)
         fixture_mod.copy(self.fixture, self.root)
+        delivery.write(self.root, self.instructions)  # before the baseline: the tree as the agent gets it
         for d in (self.home, self.tmpdir):
             d.mkdir()
         (self.home / ".gitconfig").write_text(_AGENT_GITCONFIG)

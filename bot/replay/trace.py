@@ -131,6 +131,8 @@ class RunEndEvent(TraceEvent):
     kind: Literal["run_end"] = "run_end"
     status: Literal["passed", "failed", "unscored"]
     reason: str | None = None
+    # whether the rule under test reached the agent (``bot.replay.delivery.Delivery``); absent without one
+    delivery: dict[str, Any] | None = None
 
 
 Event = Annotated[

@@ -67,3 +67,16 @@ def test_a_real_model_is_reached_only_through_the_gateway(cli, monkeypatch, vari
     assert trial["verdict"] == "passed", trial["reason"]
     # The provider's answers were counted by our gateway, priced for the real model id.
     assert trial["model_calls"] == len(provider.calls) and trial["cost_usd"] > 0
+
+
+def test_with_a_rule_each_trial_says_whether_the_rule_reached_the_agent(cli):
+    data = json.loads(cli("replay", "lint-disable", "--rule", RULE, "--json").out)
+    [trial] = data["trials"]
+    assert trial["delivered"] is True and trial["delivery"]["first_request"] == 1
+    assert data["summary"]["not_delivered"] == 0
+    # rendered into AGENTS.md, which the builtin agent never reads: unscored, never a failure
+    result = cli("replay", "lint-disable", "--rule", RULE, "--deliver", "files")
+    assert result.code == 1
+    assert "| 0 | unscored |" in result.out and "rule not delivered: builtin reads no instruction file" in result.out
+    data = json.loads(cli("replay", "lint-disable", "--rule", RULE, "--deliver", "files", "--json").out)
+    assert data["summary"]["not_delivered"] == 1 and data["summary"]["failed"] == 0

@@ -54,3 +54,21 @@ def test_playbook_check_prints_the_warning_and_still_passes(cli, seeded):
     assert "warning:" in result.err and "pkg/AGENTS.md" in result.err and "project_doc_max_bytes" in result.err
     write(seeded / "pkg" / "AGENTS.md", "y" * (limits.CODEX_MAX_BYTES + 1))
     assert cli("playbook", "check", "--target", "agents").code == 1
+
+
+def test_an_agents_override_takes_the_place_of_the_rendered_agents_md(tmp_path):
+    write(tmp_path / "AGENTS.md", "x" * int(limits.CODEX_MAX_BYTES * 0.5))
+    write(tmp_path / "pkg" / "AGENTS.md", "y" * 100)
+    write(tmp_path / "pkg" / "AGENTS.override.md", "z" * int(limits.CODEX_MAX_BYTES * 0.6))
+    over = limits.agents_chains(tmp_path, {})  # Codex reads the override, not pkg/AGENTS.md: past the budget
+    assert over and "pkg/AGENTS.override.md" in over[0] and "AGENTS.md + pkg/AGENTS.override.md" in over[0]
+    warned = limits.agents_overridden(tmp_path, {"pkg/AGENTS.md": b"# Playbook\n"})
+    assert warned and warned[0].startswith("pkg/AGENTS.md: Codex reads pkg/AGENTS.override.md")
+    assert not limits.agents_overridden(tmp_path, {"AGENTS.md": b"# Playbook\n"})
+
+
+def test_playbook_check_warns_when_an_override_hides_the_rendered_agents_md(cli, seeded):
+    assert cli("playbook", "render", "--target", "agents").code == 0
+    write(seeded / "AGENTS.override.md", "Local notes.\n")
+    result = cli("playbook", "check", "--target", "agents")
+    assert result.code == 0 and "AGENTS.md: Codex reads AGENTS.override.md in that folder instead" in result.err

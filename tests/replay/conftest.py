@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from bot.errors import BadInput
-from bot.replay.agents import claude_code
+from bot.replay.agents import claude_code, install
 from bot.scenario import spec as sc
 
 # The autouse fixture in tests/conftest.py gives every test its own HOME, so the
@@ -146,3 +146,39 @@ def claude_code_agent(claude_cli, monkeypatch) -> str:
     """Makes ``agent="claude-code"`` use the session's CLI."""
     monkeypatch.setenv(claude_code.ENV_BINARY, claude_cli)
     return claude_cli
+
+
+# -- the other pinned agent CLIs (Codex, mini-swe-agent, opencode) ------------------------------
+
+def _installed(agent: str) -> str:
+    base = _ORIGINAL_ENV.get("XDG_CACHE_HOME") or os.path.join(_ORIGINAL_ENV.get("HOME") or "~", ".cache")
+    p = install.pin(agent)
+    dest = Path(os.path.expanduser(base)) / "replaybook" / f"{p.agent}-{p.version}"
+    try:
+        return install.install(agent, dest)
+    except BadInput as exc:
+        pytest.fail(f"`replaybook agent install {agent}` failed: {exc}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def codex_cli() -> str:
+    return _installed("codex")
+
+
+@pytest.fixture(scope="session")
+def mini_cli() -> str:
+    return _installed("mini-swe-agent")
+
+
+@pytest.fixture(scope="session")
+def opencode_cli() -> str:
+    return _installed("opencode")
+
+
+@pytest.fixture
+def agent_bin(request, monkeypatch):
+    def use(agent: str) -> None:
+        binary = request.getfixturevalue({"codex": "codex_cli", "mini-swe-agent": "mini_cli", "opencode": "opencode_cli"}[agent])
+        monkeypatch.setenv(install.pin(agent).env, binary)
+
+    return use

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from bot.errors import BadInput
 from bot.playbook import rule as rule_mod
 from bot.replay.agents import install
 from bot.replay.engine import run_trial
@@ -26,42 +25,7 @@ SCENARIOS = ["dynamic-module-delete", "flaky-network-retry", "lint-disable", "mo
 MINI_SCENARIOS = ["monorepo-test-cwd"]
 # opencode (a native binary) starts in seconds, but each replay still takes tens of seconds here: two scenarios.
 OPENCODE_SCENARIOS = ["monorepo-test-cwd", "lint-disable"]
-_CACHE_ENV = {k: os.environ.get(k) for k in ("XDG_CACHE_HOME", "HOME")}  # before any test moves HOME
 AGENT_TOOL = {"codex": "exec_command", "mini-swe-agent": "bash", "opencode": "bash"}
-
-
-def _installed(agent: str) -> str:
-    base = _CACHE_ENV["XDG_CACHE_HOME"] or os.path.join(_CACHE_ENV["HOME"] or "~", ".cache")
-    p = install.pin(agent)
-    dest = Path(os.path.expanduser(base)) / "replaybook" / f"{p.agent}-{p.version}"
-    try:
-        return install.install(agent, dest)
-    except BadInput as exc:
-        pytest.fail(f"`replaybook agent install {agent}` failed: {exc}", pytrace=False)
-
-
-@pytest.fixture(scope="session")
-def codex_cli() -> str:
-    return _installed("codex")
-
-
-@pytest.fixture(scope="session")
-def mini_cli() -> str:
-    return _installed("mini-swe-agent")
-
-
-@pytest.fixture(scope="session")
-def opencode_cli() -> str:
-    return _installed("opencode")
-
-
-@pytest.fixture
-def agent_bin(request, monkeypatch):
-    def use(agent: str) -> None:
-        binary = request.getfixturevalue({"codex": "codex_cli", "mini-swe-agent": "mini_cli", "opencode": "opencode_cli"}[agent])
-        monkeypatch.setenv(install.pin(agent).env, binary)
-
-    return use
 
 
 def bundled(scenario_id: str):

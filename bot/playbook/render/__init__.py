@@ -87,4 +87,5 @@ def warnings(book: Playbook, root: Path, specs: list[str], sections: list[Path] 
         path = Path(file)
         if path.exists() and path.resolve().is_relative_to(root.resolve()):
             out += limits.near(path.resolve().relative_to(root.resolve()).as_posix(), path.read_bytes())
-    return out + limits.agents_chains_near(root, {c.rel: c.new for c in changes})
+    rendered = {c.rel: c.new for c in changes}
+    return out + limits.agents_chains_near(root, rendered) + limits.agents_overridden(root, rendered)

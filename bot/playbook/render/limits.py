@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
 
+from bot.replay import delivery
+
 
 @dataclass(frozen=True)
 class Limit:
@@ -46,11 +48,12 @@ LIMITS: tuple[Limit, ...] = (
 )
 
 #: Codex joins every AGENTS.md from the git root down to the working directory and silently cuts the total at
-#: ``project_doc_max_bytes``, root first, so the most specific file loses (checked 2026-12-02).
-CODEX_MAX_BYTES = 32 * 1024
+#: ``project_doc_max_bytes``, root first, so the most specific file loses (checked 2026-12-02). One number for
+#: rendering and for replay, which measures the chain a trial's Codex read (``bot.replay.delivery``).
+CODEX_MAX_BYTES = delivery.CODEX_MAX_BYTES
 #: ``playbook check`` warns once a file (or a Codex chain) reaches this share of a limit, before the host cuts it.
 WARN_AT = 0.9
-CODEX_SOURCE = "https://github.com/openai/codex/issues/7138, https://github.com/openai/codex/issues/13386"
+CODEX_SOURCE = delivery.CODEX_SOURCE
 _SKIP_DIRS = {".git", "node_modules", ".venv", "venv", "__pycache__", ".replaybook"}
 
 
@@ -75,17 +78,39 @@ def _chain_over(rel: str, chain: list[str], total: int) -> str:
             "rules, or raise project_doc_max_bytes in the Codex config")
 
 
-def _chains(root: Path, rendered: dict[str, bytes | None]) -> list[tuple[str, list[str], int]]:
-    """(the deepest file, the chain Codex reads for it, its joined size) for each AGENTS.md."""
+def agents_overridden(root: Path, rendered: dict[str, bytes | None]) -> list[str]:
+    """One warning per rendered AGENTS.md beside an AGENTS.override.md, which Codex reads in its place."""
+    files = _agents_files(root, rendered)
+    return [f"{rel}: Codex reads {_override(rel)} in that folder instead, so the playbook rendered into {rel} never "
+            f"reaches Codex; move the rules into {_override(rel)} or remove it"
+            for rel, data in sorted(rendered.items()) if data is not None and posixpath.basename(rel) == "AGENTS.md"
+            and files.get(_override(rel)) is not None]
+
+
+def _override(rel: str) -> str:
+    return posixpath.join(posixpath.dirname(rel), "AGENTS.override.md")
+
+
+def _agents_files(root: Path, rendered: dict[str, bytes | None]) -> dict[str, bytes | None]:
     files = dict(rendered)
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = [d for d in dirnames if d not in _SKIP_DIRS]
-        if "AGENTS.md" in filenames:
-            rel = (Path(dirpath) / "AGENTS.md").relative_to(root).as_posix()
-            if rel not in files:
-                files[rel] = (Path(dirpath) / "AGENTS.md").read_bytes()
-    agents = {rel: data for rel, data in files.items()
-              if data is not None and (rel == "AGENTS.md" or rel.endswith("/AGENTS.md"))}  # None: to be removed
+        for name in ("AGENTS.md", "AGENTS.override.md"):
+            rel = (Path(dirpath) / name).relative_to(root).as_posix()
+            if name in filenames and rel not in files:
+                files[rel] = (Path(dirpath) / name).read_bytes()
+    return files
+
+
+def _chains(root: Path, rendered: dict[str, bytes | None]) -> list[tuple[str, list[str], int]]:
+    """(the deepest file, the chain Codex reads for it, its joined size) for each AGENTS.md; in a folder with an
+    AGENTS.override.md, Codex reads that one instead (``bot.replay.delivery.codex_chain``)."""
+    files = _agents_files(root, rendered)
+    agents: dict[str, bytes] = {}  # None: to be removed
+    for rel, data in files.items():
+        if data is not None and posixpath.basename(rel) == "AGENTS.md":
+            override = files.get(_override(rel))
+            agents[_override(rel) if override is not None else rel] = override if override is not None else data
     out = []
     for rel in sorted(agents):
         folder = posixpath.dirname(rel)

@@ -45,6 +45,9 @@ class AgentResult:
     reason: str = ""
     turns: int = 0
     version: str = ""
+    # instruction files the agent says it loaded (Claude Code's InstructionsLoaded hook): {file, how}; None: it
+    # does not say. Only an explanation: whether the rule arrived is the gateway's to tell (bot.replay.delivery).
+    loaded: list[dict[str, str]] | None = None
 
     @property
     def scored(self) -> bool:

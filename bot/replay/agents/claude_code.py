@@ -7,13 +7,16 @@ runs is recorded and sees no key. Pinned to ``PINNED_VERSION``.
 
 from __future__ import annotations
 
+import json
 import os
+import shlex
 import shutil
 from pathlib import Path
 from typing import Any
 
 from bot import settings
 from bot.errors import BadInput
+from bot.replay import confined_files
 from bot.replay.agents import AgentResult, AgentRun, direct_argv, install
 from bot.replay.agents.install import PINS
 
@@ -60,8 +63,10 @@ class ClaudeCodeAgent:
                 f"the Claude Code CLI was not found; install it with `npm install -g {PACKAGE}@{PINNED_VERSION}` "
                 f"or set {ENV_BINARY}"
             )
+        loaded = job.sandbox.tmpdir / "claude-instructions.jsonl"
         argv = [self.binary, "-p", job.task, "--output-format", "stream-json", "--verbose",
-                "--max-turns", str(job.max_turns), "--model", job.model, "--dangerously-skip-permissions"]
+                "--max-turns", str(job.max_turns), "--model", job.model, "--dangerously-skip-permissions",
+                "--settings", json.dumps(instructions_hook(loaded))]
         if job.system_prompt.strip():
             argv += ["--append-system-prompt", job.system_prompt]
         # Started by absolute path; the kernel trace records every command it and its shells run
@@ -72,7 +77,9 @@ class ClaudeCodeAgent:
         env.update({"IS_SANDBOX": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1"})
         done = job.sandbox.run(argv, env=env, timeout_s=max(0.1, job.remaining_s), stdin="",
                                endpoints=(job.gateway.port,))
-        return self.parse(done.stdout, rc=done.rc, timed_out=done.timed_out, stderr=done.stderr, job=job)
+        result = self.parse(done.stdout, rc=done.rc, timed_out=done.timed_out, stderr=done.stderr, job=job)
+        result.loaded = read_loaded(loaded, job.sandbox.root)
+        return result
 
     def parse(self, raw: str, *, rc: int, timed_out: bool, stderr: str = "", job: AgentRun | None = None) -> AgentResult:
         """Read stream-json: tool calls go to the trace; the ``result`` line decides the status."""
@@ -110,6 +117,31 @@ class ClaudeCodeAgent:
             return AgentResult(status="api_error", final_text=text, turns=turns,
                                reason=f"{subtype}: {text[:200]}", **base)
         return AgentResult(status="finished", final_text=text, turns=turns, **base)
+
+
+def instructions_hook(log: Path) -> dict[str, Any]:
+    """Settings whose ``InstructionsLoaded`` hook appends each event (file_path, memory_type, load_reason, globs)
+    to ``log``: which CLAUDE.md and rule files Claude Code loaded, and why (pinned 2.1.328 has the event)."""
+    command = f"cat >> {shlex.quote(str(log))}; echo >> {shlex.quote(str(log))}"
+    return {"hooks": {"InstructionsLoaded": [{"hooks": [{"type": "command", "command": command}]}]}}
+
+
+def read_loaded(log: Path, root: Path) -> list[dict[str, str]]:
+    """The files the hook logged, relative to ``root`` where they are inside it. The agent could write the log, so
+    it only explains, never decides, and is read without following a link out of its folder."""
+    try:
+        text = confined_files.read_file(str(log.parent), log.name)
+    except (confined_files.FileToolError, OSError):
+        return []
+    out: list[dict[str, str]] = []
+    for event in install.json_lines(text):
+        path, how = str(event.get("file_path") or ""), str(event.get("load_reason") or "")
+        try:
+            path = Path(path).relative_to(root).as_posix()
+        except ValueError:
+            pass
+        out.append({"file": path[:200], "how": how[:40]})
+    return out[:50]
 
 
 def _text(content: Any) -> str:

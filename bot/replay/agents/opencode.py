@@ -4,7 +4,8 @@ It speaks the Messages API through its ``anthropic`` provider, pointed at the
 gateway by config (``provider.anthropic.options.baseURL``; the per-run token
 in ``ANTHROPIC_API_KEY``, kept out of the config), all passed in ``OPENCODE_CONFIG_CONTENT``: no file of the
 repository or of a HOME is read for config. The playbook under test is an
-``instructions`` file, the way opencode reads AGENTS.md. It runs offline: no
+``instructions`` file, the way opencode reads AGENTS.md, and so is the repository's own root
+``AGENTS.md`` (which ``OPENCODE_DISABLE_PROJECT_CONFIG`` would otherwise hide). It runs offline: no
 models.dev fetch, no auto-update, no share, no default plugins, no LSP
 download, no Claude Code fallbacks (env switches below). Every permission is
 ``allow``: the replay sandbox (bwrap) is the isolation, and the kernel trace
@@ -49,7 +50,10 @@ class OpencodeAgent(install.PinnedCLI):
 
     def run(self, job: AgentRun) -> AgentResult:
         self.require_binary()
-        instructions = []
+        # The repository's own AGENTS.md, as opencode reads it from the project root: OPENCODE_DISABLE_PROJECT_CONFIG
+        # (no repository config) also stops that read (opencode 1.18.33), so it is named here.
+        own = job.sandbox.root / "AGENTS.md"
+        instructions = [str(own)] if own.is_file() and not own.is_symlink() else []
         if job.system_prompt.strip():
             playbook = job.sandbox.tmpdir / "opencode-playbook.md"
             playbook.write_text(job.system_prompt, encoding="utf-8")

@@ -1,0 +1,215 @@
+"""Delivered or not: did the rule under test reach the agent's context?
+
+A rule that never reaches the agent cannot be followed, so a with-rule trial
+whose rule was not delivered is never "the agent ignored it". The ground
+truth is the gateway: it sees every request an agent sends to the model, and
+``seen`` looks for the rule's text (whitespace collapsed) in what the agent
+put there as instructions — the system prompt, developer and user text,
+Codex's ``# AGENTS.md instructions`` message, Claude Code's system reminders —
+never in a tool's output (an agent that reads a file with the rule in it was
+not given the rule). ``explain`` says, per agent, how the rule was handed
+over and why it may not have arrived (Codex's AGENTS.md chain against
+``project_doc_max_bytes``, root first; a Claude Code rule file with
+``paths:``; an agent that reads no instruction file).
+
+``deliver: files`` puts the playbook where each host reads it in a
+repository (``instruction_files``), so a replay meets the host's own limits.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+Deliver = Literal["prompt", "files"]
+DELIVER = ("prompt", "files")
+#: Codex joins AGENTS.md from the git root down to the working directory and cuts the total at
+#: ``project_doc_max_bytes``, 32 KiB by default, silently, root first (openai/codex#7138, #13386).
+CODEX_MAX_BYTES = 32 * 1024
+CODEX_SOURCE = "https://github.com/openai/codex/issues/7138, https://github.com/openai/codex/issues/13386"
+#: The file each agent reads its repository instructions from, at the repository root (``deliver: files``).
+#: Claude Code reads a scoped rule from ``.claude/rules/`` (``paths:``); builtin, mini-swe-agent and a
+#: ``command`` agent read none: under ``deliver: files`` their rule is never delivered, which is the point.
+HOST_FILE = {"codex": "AGENTS.md", "opencode": "AGENTS.md", "claude-code": "CLAUDE.md"}
+CLAUDE_RULE_FILE = ".claude/rules/replaybook-candidate.md"
+PROMPT_CHANNEL = {
+    "builtin": "the builtin agent's system prompt",
+    "claude-code": "Claude Code's --append-system-prompt",
+    "codex": "Codex's developer_instructions (a developer message, outside project_doc_max_bytes)",
+    "opencode": "an opencode `instructions` file",
+    "mini-swe-agent": "mini-swe-agent's system_template",
+    "command": "the command's {playbook_file}",
+}
+
+
+def normalise(text: str) -> str:
+    """``text`` with every run of whitespace one space: a rule wrapped or re-indented is still the rule."""
+    return " ".join(text.split())
+
+
+def _texts(content: Any, *, skip_tool_output: bool = True) -> list[str]:
+    """The text of a message's content (a string or blocks), tool results and outputs left out."""
+    if isinstance(content, str):
+        return [content]
+    out: list[str] = []
+    if isinstance(content, list):
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            if skip_tool_output and block.get("type") in ("tool_result", "function_call_output",
+                                                          "custom_tool_call_output"):
+                continue
+            if isinstance(block.get("text"), str):
+                out.append(block["text"])
+    return out
+
+
+def context_text(request: dict[str, Any]) -> str:
+    """Everything the agent itself put in a Messages or Responses request as text: system, instructions,
+    and its messages' text, but no tool output."""
+    parts = _texts(request.get("system")) + _texts(request.get("instructions"))
+    for msg in request.get("messages") or []:
+        if isinstance(msg, dict):
+            parts += _texts(msg.get("content"))
+    for item in request.get("input") if isinstance(request.get("input"), list) else []:
+        if isinstance(item, dict) and item.get("type", "message") == "message":
+            parts += _texts(item.get("content"))
+    if isinstance(request.get("input"), str):
+        parts.append(request["input"])
+    return normalise("\n".join(parts))
+
+
+def seen(request: dict[str, Any], needle: str) -> bool:
+    """Whether ``needle`` (already ``normalise``d) is in what the agent sent as instructions or messages."""
+    return bool(needle) and needle in context_text(request)
+
+
+@dataclass
+class Delivery:
+    """Whether the rule reached the agent: True, False, or None (no rule under test, or no request at all)."""
+
+    delivered: bool | None
+    how: str  # the channel it was handed over by
+    reason: str = ""  # why it did not arrive, when it did not
+    requests: int = 0  # requests the gateway saw
+    first: int | None = None  # the first request (1-based) that held it
+    held: int = 0  # requests that held it: fewer than ``requests`` when some (a sub-agent's, say) went without
+    loaded: list[dict[str, str]] | None = None  # what the agent says it loaded (Claude Code's InstructionsLoaded)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"delivered": self.delivered, "how": self.how, "reason": self.reason, "requests": self.requests,
+                "first_request": self.first, "requests_with_rule": self.held, **({"loaded": self.loaded} if self.loaded is not None else {})}
+
+
+def judge(agent: str, rule: str, sightings: list[bool], *, deliver: str, root: Path | None,  # root: the fixture
+          files: dict[str, str], command: str | None = None, loaded: list[dict[str, str]] | None = None) -> Delivery:
+    """The delivery of ``rule`` from the gateway's ``sightings`` (one per request), explained for ``agent``
+    (with ``loaded``, the instruction files the agent itself says it loaded)."""
+    how = channel(agent, deliver, files)
+    if not rule.strip():
+        return Delivery(None, how)
+    first = next((i + 1 for i, hit in enumerate(sightings) if hit), None)
+    if first is not None:
+        return Delivery(True, how, requests=len(sightings), first=first, held=sum(sightings), loaded=loaded)
+    if not sightings:
+        return Delivery(None, how, "the agent sent no request to the model", requests=0, loaded=loaded)
+    why = explain(agent, rule, deliver=deliver, root=root, files=files, command=command)
+    if loaded is not None and files:
+        names = sorted({f"{e['file']} ({e['how']})" for e in loaded})
+        missing = sorted(set(files) - {e["file"] for e in loaded})
+        why += (f"; Claude Code's InstructionsLoaded hook named {', '.join(names) or 'no file'}"
+                + (f", never {', '.join(missing)}" if missing else ""))
+    return Delivery(False, how, why, requests=len(sightings), loaded=loaded)
+
+
+def channel(agent: str, deliver: str, files: dict[str, str]) -> str:
+    if deliver == "files":
+        return ("the repository's " + ", ".join(sorted(files))) if files else "no file (the agent reads none)"
+    return PROMPT_CHANNEL.get(agent, "the system prompt")
+
+
+def explain(agent: str, rule: str, *, deliver: str, root: Path | None, files: dict[str, str],
+            command: str | None = None) -> str:
+    """Why the rule may not have reached ``agent``: the known cause when there is one, else the plain fact."""
+    if deliver == "files" and not files:
+        return f"{agent} reads no instruction file from the repository (AGENTS.md, CLAUDE.md), so a rule rendered there never reaches it"
+    if agent == "command" and command is not None and "{playbook_file}" not in command:
+        return "the --command template has no {playbook_file}, so the agent is never given the playbook"
+    if agent == "codex" and deliver == "files" and root is not None:
+        if (root / "AGENTS.override.md").is_file() and "AGENTS.md" in files:
+            return "the repository has an AGENTS.override.md, which Codex reads instead of the AGENTS.md holding the rule"
+        cut = codex_cut(root, rule, files=files)
+        if cut:
+            return cut
+    if agent == "claude-code" and CLAUDE_RULE_FILE in files:
+        head = files[CLAUDE_RULE_FILE].split("---", 2)[1].strip() if files[CLAUDE_RULE_FILE].startswith("---") else ""
+        return (f"the rule is in {CLAUDE_RULE_FILE} with `{' '.join(head.split())}`: Claude Code loads such a rule "
+                "only when it reads a matching file (and may not load it at all: anthropics/claude-code#87217); "
+                "no request to the model held it")
+    return f"no request to the model held the rule's text (handed over by {channel(agent, deliver, files)})"
+
+
+def codex_chain(root: Path, cwd: Path | None = None, files: dict[str, str] | None = None) -> list[tuple[str, bytes]]:
+    """The AGENTS.md files Codex reads, root first: from the git root (``root``) down to ``cwd``
+    (``AGENTS.override.md`` before ``AGENTS.md`` in each folder), with ``files`` (what the harness wrote) over
+    what is on disk. ``root`` is the fixture, never the tree an agent left: no link is followed."""
+    cwd, files = cwd or root, files or {}
+    parts = cwd.relative_to(root).parts
+    out = []
+    for folder in [root, *[root.joinpath(*parts[:i + 1]) for i in range(len(parts))]]:
+        for name in ("AGENTS.override.md", "AGENTS.md"):
+            rel = (folder / name).relative_to(root).as_posix()
+            if rel in files:
+                out.append((rel, files[rel].encode()))
+                break
+            if (folder / name).is_file() and not (folder / name).is_symlink():
+                out.append((rel, (folder / name).read_bytes()))
+                break
+    return out
+
+
+def codex_cut(root: Path, rule: str, budget: int = CODEX_MAX_BYTES, files: dict[str, str] | None = None) -> str:
+    """Why Codex cut the rule, when its chain passes ``budget``; empty when the chain fits."""
+    chain = codex_chain(root, files=files)
+    joined = b"\n\n".join(data for _, data in chain)
+    if len(joined) <= budget:
+        return ""
+    at = joined.find(rule.strip().encode()) if rule.strip() else -1
+    names = " + ".join(f"{rel} ({len(data):,} bytes)" for rel, data in chain)
+    where = f", and the rule at byte {at:,} was cut" if at >= 0 and at + len(rule.strip().encode()) > budget else ""
+    return (f"Codex's AGENTS.md chain is {len(joined):,} bytes ({names}), over its project_doc_max_bytes of "
+            f"{budget:,} bytes ({CODEX_SOURCE}): Codex cuts the total silently, root first{where}")
+
+
+def instruction_files(agent: str, playbook: str, fixture: Path, *, rule: str = "",
+                      paths: tuple[str, ...] = ()) -> dict[str, str]:
+    """``deliver: files``: the files (relative path -> text) that put ``playbook`` where ``agent``'s host
+    reads it in a repository, each after the fixture's own text of that file. With ``paths`` (the rule's
+    scope), Claude Code gets the rule in its own ``.claude/rules/`` file with ``paths:``, as rendered."""
+    name = HOST_FILE.get(agent)
+    if name is None or not playbook.strip():
+        return {}
+    body = playbook
+    out: dict[str, str] = {}
+    if agent == "claude-code" and paths and rule.strip() and rule.strip() in playbook:
+        body = playbook.replace(rule.strip(), "").strip()
+        scope = "paths:\n" + "".join(f"  - {json.dumps(g)}\n" for g in paths)
+        out[CLAUDE_RULE_FILE] = f"---\n{scope}---\n\n{rule.strip()}\n"
+    own = fixture / name
+    mine = own.read_text(encoding="utf-8", errors="replace") if own.is_file() and not own.is_symlink() else ""
+    if body.strip():
+        out[name] = (mine.rstrip("\n") + "\n\n" if mine.strip() else "") + body.rstrip("\n") + "\n"
+    return out
+
+
+def write(root: Path, files: dict[str, str]) -> None:
+    """Write ``files`` into the sandbox's tree (before its baseline commit: they are the fixture as the agent
+    gets it, in no diff). Their paths are the harness's own, never a scenario's."""
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.is_symlink():
+            path.unlink()
+        path.write_text(text, encoding="utf-8")
