@@ -56,6 +56,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from bot import settings
 from bot.errors import InfrastructureError
 from bot.replay import kernel_trace, procfs
 from bot.replay.trace import CommandEvent, ShellEvent
@@ -99,6 +100,14 @@ MACHINES = {
 
 def machine() -> Machine | None:
     return MACHINES.get(platform.machine())
+
+
+def session_engine() -> Machine | None:
+    """How the trial's one sandbox is traced: by seccomp notification where the kernel allows it (the
+    default), by strace otherwise or when ``REPLAYBOOK_KERNEL_TRACE=strace`` says so."""
+    if (settings.get("REPLAYBOOK_KERNEL_TRACE") or "auto") == "strace" or not available():
+        return None
+    return machine()
 
 
 # -- the filter --------------------------------------------------------------------------------
@@ -187,6 +196,7 @@ class Watch:
         self.listener, self.machine = listener, machine_
         self.procs: dict[int, kernel_trace._Proc] = {}
         self._ns: dict[int, int] = {}  # host pid -> its pid inside the sandbox
+        self.nspids: dict[int, tuple[int, ...]] = {}  # host pid -> its pid in each namespace, outermost first
         self._outside: set[int] = set()  # the executor and its ancestors (``_known_ancestor``)
         self._base = _own_filters(os.getpid())  # the harness's own seccomp filters
         self._pending: dict[int, _Attempt] = {}
@@ -239,6 +249,17 @@ class Watch:
             self._ns.clear()
         events.sort(key=lambda e: e.started_at if isinstance(e, CommandEvent) else kernel_trace._EPOCH)
         return events
+
+    def execs(self, level: int) -> dict[int, list[kernel_trace._Exec]]:
+        """After the run has ended: every exec recorded, by its process's pid in the namespace ``level`` deep
+        (0: the harness's), oldest first (a pid used twice holds both processes' execs, in order)."""
+        with self._lock:
+            self._settle()
+            out: dict[int, list[kernel_trace._Exec]] = {}
+            for tgid, proc in self.procs.items():
+                ns = self.nspids.get(tgid, (tgid,))
+                out.setdefault(ns[min(level, len(ns) - 1)], []).extend(proc.execs)
+        return {pid: sorted(execs, key=lambda e: e.t) for pid, execs in out.items()}
 
     def close(self) -> None:
         """After the sandbox has ended: the thread stops and the listener closes."""
@@ -335,6 +356,7 @@ class Watch:
         proc = self.procs[tgid] = kernel_trace._Proc(tgid, forked_at=now)
         ns = status.get("NSpid", "").split()
         self._ns[tgid] = int(ns[-1]) if ns else tgid
+        self.nspids[tgid] = tuple(int(n) for n in ns) or (tgid,)
         parent = self._known_ancestor(int(status.get("PPid", "0")))
         if parent is not None:
             proc.parent = parent

@@ -124,12 +124,18 @@ class _Proc:
     dirs: list[tuple[float, str]] = field(default_factory=list)  # (time, chdir/fchdir target)
 
 
-def read_run(out_dir: Path, *, cwd: str, root: Path, tool_call: str | None) -> list[CommandEvent | ShellEvent]:
-    """The events of one traced run (see the module docstring); ``cwd`` is where it started (a host path)."""
+def read_run(out_dir: Path, *, cwd: str, root: Path, tool_call: str | None,
+             execs: dict[int, list[_Exec]] | None = None) -> list[CommandEvent | ShellEvent]:
+    """The events of one traced run (see the module docstring); ``cwd`` is where it started (a host path).
+
+    ``execs`` (``bot.replay.exec_images``): every exec below the harness's Landlock step, read from the new
+    images, by pid; strace's own exec lines there are not used (it reads names from the caller's memory)."""
     procs = _read_files(out_dir)
     if not procs:
         return []
     top = min(procs, key=lambda pid: (procs[pid].parent is not None, pid))  # strace's child: no traced parent
+    if execs is not None:
+        _take_images(procs, execs)
     _settle_cwds(procs, top, cwd)
     root_pid, root_t = _run_root(procs, top)
     if root_pid is None:
@@ -157,6 +163,33 @@ def _run_root(procs: dict[int, _Proc], top: int) -> tuple[int | None, float]:
     if proc is None or not proc.execs:
         return None, 0.0
     return proc.pid, proc.execs[0].t
+
+
+def _take_images(procs: dict[int, _Proc], execs: dict[int, list[_Exec]]) -> None:
+    """Below the Landlock step (the process that exec'd it, from that exec on, and all it forked after), each
+    process's execs are the notification's, never strace's; an exec strace saw there and the notification did
+    not is the harness's failure (the filter holds every process there)."""
+    step = next(((proc, i) for proc in procs.values() for i, ex in enumerate(proc.execs)
+                 if CONFINE_NAME in ex.argv[4:6]), None)
+    if step is None:
+        raise InfrastructureError("the trace holds no Landlock step of the harness's; the trial is unscored")
+    proc, i = step
+    since = proc.execs[i].t
+    proc.execs = proc.execs[:i + 1] + _lifetime(proc, execs, since)
+    stack = [child for t, child, _ in proc.children if t >= since]
+    while stack:
+        kid = procs.get(stack.pop())
+        if kid is None:
+            continue
+        seen, kid.execs = kid.execs, _lifetime(kid, execs, kid.forked_at)
+        if len(seen) > len(kid.execs):
+            raise InfrastructureError("strace saw an exec the exec notification did not; the trial is unscored")
+        stack += [child for _, child, _ in kid.children]
+
+
+def _lifetime(proc: _Proc, execs: dict[int, list[_Exec]], since: float) -> list[_Exec]:
+    """The notified execs of ``proc``'s pid while it lived (a pid may name two processes in turn)."""
+    return [e for e in execs.get(proc.pid, []) if e.t >= since and (proc.ended is None or e.t <= proc.ended)]
 
 
 def _walk(procs, pid, since, root, tool_call, events, *, depth, skip_first, shell_id=None) -> None:
@@ -210,7 +243,7 @@ def _settle_cwds(procs: dict[int, _Proc], top: int, start: str) -> None:
                         + [(t, 2, d) for t, d in proc.dirs], key=lambda x: (x[0], x[1]))
         for _, kind, item in events:
             if kind == 0:
-                item.cwd = cwd
+                item.cwd = item.cwd or cwd  # a notified exec's is exact already (its /proc/PID/cwd)
             elif kind == 1:
                 pending.append((item, cwd))
             else:
