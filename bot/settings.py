@@ -73,7 +73,8 @@ VARIABLES: dict[str, str] = {
 #: environment, and `doctor` checks only that each exists (by name, never its value).
 SECRETS: dict[str, str] = {
     "REPLAYBOOK_APP_PRIVATE_KEY": "the GitHub App's private key, from which `actions/create-github-app-token` mints "
-                                  "the token that opens PRs and makes the `replaybook/admit` check run",
+                                  "the token that opens PRs and makes the `replaybook/admit` check run; an environment "
+                                  "secret of `replaybook-gate`, never a repository one (docs/github.md)",
 }
 
 SANDBOX_VARIABLES: dict[str, str] = {

@@ -61,8 +61,9 @@ class RunImages:
                 self.watch = exec_notify.Watch(int.from_bytes(data[:4], sys.byteorder),
                                                self.machine)
 
-    def execs(self) -> dict[int, list[kernel_trace._Exec]]:
-        """The run has ended: its execs by pid as strace names them (``kernel_trace.tracer_namespace``)."""
+    def execs(self) -> tuple[dict[int, list[kernel_trace._Exec]], dict[int, int]]:
+        """The run has ended: its execs, and each process's parent as the notification saw it, by pid as strace
+        names them (``kernel_trace.tracer_namespace``)."""
         self._end_receiving()
         if self.watch is None:
             raise InfrastructureError("the agent program's sandbox never handed over its exec notifications "

@@ -250,16 +250,18 @@ class Watch:
         events.sort(key=lambda e: e.started_at if isinstance(e, CommandEvent) else kernel_trace._EPOCH)
         return events
 
-    def execs(self, level: int) -> dict[int, list[kernel_trace._Exec]]:
+    def execs(self, level: int) -> tuple[dict[int, list[kernel_trace._Exec]], dict[int, int]]:
         """After the run has ended: every exec recorded, by its process's pid in the namespace ``level`` deep
-        (0: the harness's), oldest first (a pid used twice holds both processes' execs, in order)."""
+        (0: the harness's), oldest first (a pid used twice holds both processes' execs, in order); and each
+        process's nearest recorded ancestor when it was first seen (``_known_ancestor``), by the same pids."""
         with self._lock:
             self._settle()
+            pid = {tgid: ns[min(level, len(ns) - 1)] for tgid, ns in self.nspids.items()}
             out: dict[int, list[kernel_trace._Exec]] = {}
             for tgid, proc in self.procs.items():
-                ns = self.nspids.get(tgid, (tgid,))
-                out.setdefault(ns[min(level, len(ns) - 1)], []).extend(proc.execs)
-        return {pid: sorted(execs, key=lambda e: e.t) for pid, execs in out.items()}
+                out.setdefault(pid.get(tgid, tgid), []).extend(proc.execs)
+            parents = {pid.get(t, t): pid.get(p.parent, p.parent) for t, p in self.procs.items() if p.parent}
+        return {p: sorted(execs, key=lambda e: e.t) for p, execs in out.items()}, parents
 
     def close(self) -> None:
         """After the sandbox has ended: the thread stops and the listener closes."""

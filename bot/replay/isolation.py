@@ -49,6 +49,25 @@ NONE_WARNING = (
     "WARNING: --sandbox none: the agent and every command it runs share this machine, its processes "
     "and its files; nothing isolates them. Use it only to debug, never for a verdict you trust."
 )
+LANDLOCK_WARNING = (
+    "WARNING: this kernel gives no Landlock ABI 2 (Linux 5.19 or later, with Landlock among its security "
+    "modules): the sandbox's processes run in no Landlock domain, so a command may ptrace, or write the memory "
+    "of, a process of the harness's inside the sandbox (the endpoint bridges; bwrap's init under an agent "
+    "program) and have it run commands recorded under no call, or none at all (docs/security.md)."
+)
+
+
+@functools.cache
+def landlock_abi() -> int:
+    """The Landlock ABI this kernel gives the harness, as every confine step inside finds it (0: none; the
+    sandbox inherits the harness's seccomp filters, so a container that refuses the call refuses it inside)."""
+    try:
+        import ctypes
+
+        got = ctypes.CDLL(None, use_errno=True).syscall(444, None, 0, 1)  # LANDLOCK_CREATE_RULESET_VERSION
+    except (OSError, AttributeError):
+        return 0
+    return max(0, int(got))
 
 # Host folders that hold other people's secrets: users' homes, temp and runtime folders
 # (a Docker socket, a runner's credential files). They are masked by empty, read-only

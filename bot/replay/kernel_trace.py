@@ -48,6 +48,7 @@ LAUNCHER_NAME = "replaybook-sandbox"  # bot.replay.isolation.launcher's $0
 CONFINE_NAME = "replaybook-confine"  # bot.replay.isolation.CONFINE_NAME, the $0 of the step after it
 EXECUTOR = "replaybook-executor"  # bot.replay.executor.MARKER, its last argument
 SHELLS = frozenset({"bash", "sh", "dash", "zsh", "ksh", "fish"})
+UNATTRIBUTED = "unattributed"  # the tool call of a process whose fork the trace lost: counted as a tool call's
 FILE_CAP = 64 << 20  # of one process's trace file; past it the rest is not read
 
 _LINE = re.compile(rb"^(\d+\.\d+) (\w+)\((.*)\)\s+= (-?\d+|\?)(?: /\* (\d+) in strace's PID NS \*/)?")
@@ -122,20 +123,23 @@ class _Proc:
     ended: float | None = None
     children: list[tuple[float, int, int]] = field(default_factory=list)  # (fork time, child pid, its pid inside)
     dirs: list[tuple[float, str]] = field(default_factory=list)  # (time, chdir/fchdir target)
+    first: float | None = None  # its first line's time
+    unattributed: bool = False  # its fork was lost and its parent is not known (``_take_images``)
 
 
 def read_run(out_dir: Path, *, cwd: str, root: Path, tool_call: str | None,
-             execs: dict[int, list[_Exec]] | None = None) -> list[CommandEvent | ShellEvent]:
+             images: tuple[dict[int, list[_Exec]], dict[int, int]] | None = None) -> list[CommandEvent | ShellEvent]:
     """The events of one traced run (see the module docstring); ``cwd`` is where it started (a host path).
 
-    ``execs`` (``bot.replay.exec_images``): every exec below the harness's Landlock step, read from the new
-    images, by pid; strace's own exec lines there are not used (it reads names from the caller's memory)."""
+    ``images`` (``bot.replay.exec_images``): every exec below the harness's Landlock step, read from the new
+    images, by pid, and each process's parent as the notification saw it; strace's own exec lines there are not
+    used (it reads names from the caller's memory)."""
     procs = _read_files(out_dir)
     if not procs:
         return []
     top = min(procs, key=lambda pid: (procs[pid].parent is not None, pid))  # strace's child: no traced parent
-    if execs is not None:
-        _take_images(procs, execs)
+    if images is not None:
+        _take_images(procs, top, *images)
     _settle_cwds(procs, top, cwd)
     root_pid, root_t = _run_root(procs, top)
     if root_pid is None:
@@ -165,10 +169,16 @@ def _run_root(procs: dict[int, _Proc], top: int) -> tuple[int | None, float]:
     return proc.pid, proc.execs[0].t
 
 
-def _take_images(procs: dict[int, _Proc], execs: dict[int, list[_Exec]]) -> None:
+def _take_images(procs: dict[int, _Proc], top: int, execs: dict[int, list[_Exec]], parents: dict[int, int]) -> None:
     """Below the Landlock step (the process that exec'd it, from that exec on, and all it forked after), each
     process's execs are the notification's, never strace's; an exec strace saw there and the notification did
-    not is the harness's failure (the filter holds every process there)."""
+    not is the harness's failure (the filter holds every process there).
+
+    strace loses one stop of a process after an exec it was not stopped for (the notification outranks its
+    own seccomp stop: "Stray PTRACE_EVENT_EXEC … trying to recover" swallows the next traced call). When that
+    call was a fork, the child hangs from nothing: it is hung from the parent the notification saw, or, where
+    none was seen (its parent gone before it was first seen), from the run's program as a command of no known
+    origin (``unattributed``: counted as a tool call's, never the agent machinery's)."""
     step = next(((proc, i) for proc in procs.values() for i, ex in enumerate(proc.execs)
                  if CONFINE_NAME in ex.argv[4:6]), None)
     if step is None:
@@ -176,6 +186,12 @@ def _take_images(procs: dict[int, _Proc], execs: dict[int, list[_Exec]]) -> None
     proc, i = step
     since = proc.execs[i].t
     proc.execs = proc.execs[:i + 1] + _lifetime(proc, execs, since)
+    for pid, kid in procs.items():  # a fork strace lost: hung from the parent the notification saw, else the program
+        if kid.parent is None and pid != top and kid is not proc and (kid.first or 0.0) >= since:
+            parent = parents.get(pid)
+            kid.parent, kid.forked_at = (parent if parent in procs else proc.pid), kid.first or since
+            kid.unattributed = parent not in procs
+            procs[kid.parent].children.append((kid.forked_at, pid, pid))
     stack = [child for t, child, _ in proc.children if t >= since]
     while stack:
         kid = procs.get(stack.pop())
@@ -216,7 +232,8 @@ def _walk(procs, pid, since, root, tool_call, events, *, depth, skip_first, shel
             inner = depth + 1
         for forked, child, _ in sorted(proc.children, reverse=True):
             if forked >= since:
-                stack.append((child, 0.0, inner, False, shell_id))
+                lost = procs.get(child) is not None and procs[child].unattributed
+                stack.append((child, 0.0, inner, False, UNATTRIBUTED if lost else shell_id))
 
 
 def _event(proc: _Proc, ex: _Exec, root: Path, marker: str, depth: int, execs: list[_Exec], i: int) -> CommandEvent:
@@ -310,6 +327,9 @@ class Reader:
 
 def _parse_line(line: bytes, proc: _Proc, procs: dict[int, _Proc]) -> None:
     m = _LINE.match(line)
+    stamp = m or _EXIT.match(line)
+    if proc.first is None and stamp is not None:
+        proc.first = float(stamp.group(1))
     if m is None:
         e = _EXIT.match(line)
         if e is not None:

@@ -322,7 +322,7 @@ class Sandbox(HarnessGit):
                                   "the rest was not read")
         elif self.limit_hit is None:
             self._events += kernel_trace.read_run(trace_dir, cwd=cwd, root=self.root, tool_call=tool_call,
-                                                  execs=images.execs() if images else None)
+                                                  images=images.execs() if images else None)
         shutil.rmtree(trace_dir, ignore_errors=True)
 
     # -- the trial's one sandbox (bot.replay.session) ----------------------------------------

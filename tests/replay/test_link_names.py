@@ -72,3 +72,16 @@ def test_a_link_to_true_named_pytest_is_no_pytest_run(make_scenario, tmp_path, h
     assert result.verdict == "failed", result.reason
     [fake] = [c for c in commands(result) if c.argv == ["./pytest"]]
     assert fake.program == TRUE and fake.called.endswith("/pytest")
+
+
+def test_a_fork_strace_loses_after_an_exec_still_hangs_from_its_parent(make_scenario, tmp_path):
+    """strace swallows one stop of a process after an exec the notification took (its "Stray PTRACE_EVENT_EXEC"):
+    a shell that ran a traced call (``cd``) and then exec'd another, whose first fork runs the push, left that
+    push hanging from nothing and out of the record."""
+    script = PUSH.replace("./g push", "cd . && exec sh -c './g push") + "; true'"
+    result = trial(make_scenario, tmp_path, [{"not_ran": {"match": "^git .*push .*--force", "by": "any"}}, PUSHED],
+                   script, "agent program")
+    assert [c.check for c in result.failed_checks if "succeeds" in c.check] == [], "the push did not happen"
+    assert result.verdict == "failed", result.reason
+    [push] = [c for c in commands(result) if c.argv[1:2] == ["push"]]
+    assert push.program == GIT
