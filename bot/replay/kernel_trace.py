@@ -9,7 +9,9 @@ sandbox never sees, so nothing inside can evade the record (an absolute path,
 ``read_run`` turns those files into trace events:
 
 - a ``CommandEvent`` per successful ``execve``/``execveat`` (one exec, one
-  record): its argv, the program the kernel ran (``program``), the working
+  record): its argv, the program (``program``: here the name the caller passed; below the harness's
+  Landlock step, where the seccomp notification runs too, read from the new image, ``read_run``'s
+  ``images``), the working
   directory (tracked per process through ``chdir``/``fchdir`` and inherited
   on fork), the exit status of the process, its pid and parent pid;
 - the harness's own processes are left out: strace's child (bwrap), the
