@@ -445,7 +445,10 @@ class Watch:
         del self._pending[tgid]
         ex = attempt.exec
         try:  # what the kernel ran, from the new image: the caller's memory may have changed after our read
-            ex.program, ex.argv = procfs.image(attempt.proc_dir, attempt.kernel_name, attempt.path, ex.argv)
+            claim = ex.argv
+            ex.program, ex.argv = procfs.image(attempt.proc_dir, attempt.kernel_name, attempt.path, claim)
+            # A process tracing its own child can rewrite the new image's argv before we read it: kept both.
+            ex.claimed = claim if ex.argv != claim and not procfs.interpreted(ex.argv, claim) else None
         except OSError:
             pass  # gone meanwhile: what the caller named, as read
         finally:

@@ -150,6 +150,13 @@ def image(proc_dir: int, kernel_name: str, path: str, argv: list[str]) -> tuple[
     return exe, cmd or argv
 
 
+def interpreted(image: list[str], claim: list[str]) -> bool:
+    """Whether the image's argv is the kernel's own rewrite of the caller's for an interpreter it loaded
+    (``INTERP [ARG] NAME argv[1:]``), not another argv."""
+    k = len(image) - len(claim)
+    return k in (1, 2) and image[k + 1:] == claim[1:]
+
+
 def real_path(proc_dir: int, path: str) -> str | None:
     """``path`` (absolute) with every link resolved as the process sees its files (its root, its mounts), one
     component at a time below ``PROC/root``, so no link is followed from the harness's own root; None when it

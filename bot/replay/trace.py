@@ -73,6 +73,10 @@ class CommandEvent(TraceEvent):
     ppid: int | None = Field(default=None, description="the process that started it (kernel trace only)")
     tool_call: str | None = Field(default=None, description="the tool call whose process started it: the id the "
                                   "agent adapter ran it under, 'shell:…' for a shell the agent started, '' for none")
+    claimed: list[str] | None = Field(default=None, description="the argv the caller passed, when the new image "
+                                      "held another when it was read (one was rewritten: a process tracing its "
+                                      "own child, a thread racing the tracer); the command then counts for "
+                                      "`not_ran` and `max_runs` under either argv, never for `ran`")
     confirmed: bool = Field(default=True, description="False: the kernel was asked to run it and its process ended "
                             "before it was seen running (killed at once): it counts for `not_ran` and `max_runs`, "
                             "never for `ran`")
