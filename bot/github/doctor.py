@@ -336,10 +336,11 @@ def check_app_key(workflows: Workflows, context: Context, branch: Any, secrets: 
     a PR's edited one too, can read those). docs/github.md, "Where the App's key lives"."""
     env_name, out = init_mod.APP_ENVIRONMENT, []
     where = f"environment `{env_name}`"
-    fix_env = (f"Settings → Environments → `{env_name}` → Deployment branches and tags: *Selected branches and tags*, "
-               f"add {branch if isinstance(branch, str) else 'the default branch'} (with a merge queue also "
-               f"`gh-readonly-queue/{branch if isinstance(branch, str) else '<default>'}/*`), nothing else; or "
-               "*Protected branches only* (docs/github.md, \"Where the App's key lives\")")
+    default = branch if isinstance(branch, str) else "<default>"
+    policy = (f"Deployment branches and tags: *Selected branches and tags*, add {default} (with a merge queue also "
+              f"`gh-readonly-queue/{default}/*`), nothing else; or *Protected branches only*")
+    why = "docs/github.md, \"Where the App's key lives\""
+    fix_env = f"Settings → Environments → `{env_name}` → {policy} ({why})"
     loose = [f"{init_mod.WORKFLOWS.get(w, w)} job `{j}`" for w, j, env in workflows.jobs_reading(APP_KEY_SECRET)
              if env != env_name]
     out.append(Finding("App key: the jobs that read it", "fail", f"{', '.join(loose)} read {APP_KEY_SECRET} outside "
@@ -357,8 +358,8 @@ def check_app_key(workflows: Workflows, context: Context, branch: Any, secrets: 
     if env is None:
         out.append(Finding(f"App key: {where}", "fail", "it does not exist, so no job can read the key from it "
                            "(and GitHub makes it, open to every branch, the first time a job names it)",
-                           f"Settings → Environments → New environment `{env_name}`, then: {fix_env}; add the "
-                           f"secret {APP_KEY_SECRET} to it"))
+                           f"Settings → Environments → New environment `{env_name}`; {policy}; then add the "
+                           f"environment secret {APP_KEY_SECRET} ({why})"))
     else:
         out.append(_branch_policy(env, branch, where, fix_env))
         names = _read(lambda: context.port.environment_secret_names(env_name))

@@ -858,7 +858,8 @@ def test_the_doctor_step_checks_the_set_up_on_the_runner_into_the_step_summary(t
     sim = doctor_sim(tmp_path, gh)
     repo = setup(gh)
     repo.add_ruleset("main", required=[("replaybook/admit", 904213)])  # pinned to the App
-    repo.secrets += ["ANTHROPIC_API_KEY", "REPLAYBOOK_APP_PRIVATE_KEY"]
+    repo.secrets += ["ANTHROPIC_API_KEY"]
+    repo.add_environment("replaybook-gate", policy=["main"], secrets=["REPLAYBOOK_APP_PRIVATE_KEY"])
     result = sim.run("doctor", "workflow_dispatch", {"inputs": {}}, vars={"REPLAYBOOK_APP_ID": "904213"},
                      secrets={"GITHUB_TOKEN": "ghs_workflow"})
     job = only_job(result, "doctor")
