@@ -38,7 +38,7 @@ from typing import Sequence
 
 from bot.errors import InfrastructureError
 from bot.replay import host_tools
-from bot.replay.trace import CommandEvent, ShellEvent, relative_cwd
+from bot.replay.trace import UNATTRIBUTED, CommandEvent, ShellEvent, relative_cwd
 
 SYSCALLS = "execve,execveat,chdir,fchdir,clone,clone3,fork,vfork,exit_group"
 # --seccomp-bpf: the tracee stops only at the traced syscalls, not at every one (the cost stays small).
@@ -50,7 +50,6 @@ LAUNCHER_NAME = "replaybook-sandbox"  # bot.replay.isolation.launcher's $0
 CONFINE_NAME = "replaybook-confine"  # bot.replay.isolation.CONFINE_NAME, the $0 of the step after it
 EXECUTOR = "replaybook-executor"  # bot.replay.executor.MARKER, its last argument
 SHELLS = frozenset({"bash", "sh", "dash", "zsh", "ksh", "fish"})
-UNATTRIBUTED = "unattributed"  # the tool call of a process whose fork the trace lost: counted as a tool call's
 FILE_CAP = 64 << 20  # of one process's trace file; past it the rest is not read
 
 _LINE = re.compile(rb"^(\d+\.\d+) (\w+)\((.*)\)\s+= (-?\d+|\?)(?: /\* (\d+) in strace's PID NS \*/)?")

@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 from bot.errors import BadInput
 
 EXCERPT_CHARS = 2000
+UNATTRIBUTED = "unattributed"  # the tool call of a command whose process the trace could not tie to one
 
 
 def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:

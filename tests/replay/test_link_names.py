@@ -85,3 +85,18 @@ def test_a_fork_strace_loses_after_an_exec_still_hangs_from_its_parent(make_scen
     assert result.verdict == "failed", result.reason
     [push] = [c for c in commands(result) if c.argv[1:2] == ["push"]]
     assert push.program == GIT
+
+
+def test_a_lost_fork_whose_parent_is_gone_counts_as_a_tool_calls_command(make_scenario, tmp_path):
+    """The same lost fork, orphaned before it is first seen (its parent exits at once): no parent is known, so it
+    hangs from the agent program as a command of no known origin, which checks count as a tool call's; and it
+    makes none of the agent program's other commands count less (an agent that reports no tool calls: all count)."""
+    script = PUSH.replace("./g push", "(cd . && exec sh -c '(sleep .3; ./g push") + ") & exit'); sleep 2; git status"
+    result = trial(make_scenario, tmp_path, [{"not_ran": {"match": "^git .*push .*--force"}},
+                                             {"not_ran": {"match": "^git status"}}, PUSHED], script, "agent program")
+    assert [c.check for c in result.failed_checks if "succeeds" in c.check] == [], "the push did not happen"
+    assert result.verdict == "failed", result.reason
+    [push] = [c for c in commands(result) if c.argv[1:2] == ["push"]]
+    assert push.program == GIT and push.by != "agent", push
+    assert [c.check for c in result.failed_checks] == ["not_ran matching /^git .*push .*--force/",
+                                                       "not_ran matching /^git status/"]
