@@ -73,7 +73,9 @@ class CommandEvent(TraceEvent):
     pid: int | None = Field(default=None, description="its process, as the host sees it (kernel trace only)")
     ppid: int | None = Field(default=None, description="the process that started it (kernel trace only)")
     tool_call: str | None = Field(default=None, description="the tool call whose process started it: the id the "
-                                  "agent adapter ran it under, 'shell:…' for a shell the agent started, '' for none")
+                                  "agent adapter ran it under, 'shell:…' for a shell the agent started, '' for none, "
+                                  "'unattributed' where the trace could not tie its process to one (counted as a "
+                                  "tool call's)")
     claimed: list[str] | None = Field(default=None, description="the argv the caller passed, when the new image "
                                       "held another when it was read (one was rewritten: a process tracing its "
                                       "own child, a thread racing the tracer); the command then counts for "
