@@ -191,7 +191,9 @@ def _take_images(procs: dict[int, _Proc], top: int, execs: dict[int, list[_Exec]
     for pid, kid in procs.items():  # a fork strace lost: hung from the parent the notification saw, else the program
         if kid.parent is None and pid != top and kid is not proc and (kid.first or 0.0) >= since:
             parent = parents.get(pid)
-            kid.parent, kid.forked_at = (parent if parent in procs else proc.pid), kid.first or since
+            # Its first exec may come before strace's first line of it (strace lost that exec too).
+            seen = [e.t for e in execs.get(pid, []) if e.t >= since] + [kid.first or since]
+            kid.parent, kid.forked_at = (parent if parent in procs else proc.pid), min(seen)
             kid.unattributed = parent not in procs
             procs[kid.parent].children.append((kid.forked_at, pid, pid))
     stack = [child for t, child, _ in proc.children if t >= since]
