@@ -448,7 +448,7 @@ class Watch:
             claim = ex.argv
             ex.program, ex.argv = procfs.image(attempt.proc_dir, attempt.kernel_name, attempt.path, claim)
             # A process tracing its own child can rewrite the new image's argv before we read it: kept both.
-            ex.claimed = claim if ex.argv != claim and not procfs.interpreted(ex.argv, claim) else None
+            ex.claimed = None if procfs.same_argv(ex.argv, claim) else claim
         except OSError:
             pass  # gone meanwhile: what the caller named, as read
         finally:
