@@ -27,8 +27,8 @@ VARIABLES: dict[str, str] = {
     "REPLAYBOOK_SANDBOX": "the isolation backend when neither `--sandbox` nor `replay.sandbox` says: `bwrap`, "
                           "`docker` or `none`",
     "REPLAYBOOK_KERNEL_TRACE": "how the trial's sandbox is traced: `auto` (seccomp user notification where the "
-                               "kernel allows it, else strace; the default) or `strace`; agent programs are always "
-                               "traced by strace",
+                               "kernel allows it, else strace; the default) or `strace` (strace alone); agent programs "
+                               "are traced by strace, their execs by the notification where the kernel allows it",
     "REPLAYBOOK_DOCKER_IMAGE": "the image of the `docker` backend",
     "REPLAYBOOK_TMPDIR": "where trial sandboxes are made (default: a tmpfs when there is one)",
     "REPLAYBOOK_CACHE_DIR": "the replay cache (shims, baselines, toolchains; default `$XDG_CACHE_HOME/replaybook`)",
@@ -73,7 +73,8 @@ VARIABLES: dict[str, str] = {
 #: environment, and `doctor` checks only that each exists (by name, never its value).
 SECRETS: dict[str, str] = {
     "REPLAYBOOK_APP_PRIVATE_KEY": "the GitHub App's private key, from which `actions/create-github-app-token` mints "
-                                  "the token that opens PRs and makes the `replaybook/admit` check run",
+                                  "the token that opens PRs and makes the `replaybook/admit` check run; an environment "
+                                  "secret of `replaybook-gate`, never a repository one (docs/github.md)",
 }
 
 SANDBOX_VARIABLES: dict[str, str] = {

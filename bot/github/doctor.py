@@ -111,6 +111,7 @@ def run(root: Path, context: Context = Context(), *, local_actions: bool = False
     findings.append(check_merge_queue(workflows, branch, rules))
     secrets = _read(context.port.secret_names) if context.port else None
     findings += check_secrets(workflows, secrets, app_configured=_app_configured(context, variables))
+    findings += check_app_key(workflows, context, branch, secrets, app_configured=_app_configured(context, variables))
     return Report(tuple(findings), context.port.calls if context.port else 0)
 
 
@@ -200,6 +201,17 @@ class Workflows:
         return any(f"steps.{i}.outputs.token" in str((s.get("with") or {}).get("github-token", ""))
                    for s in steps for i in ids)
 
+    def jobs_reading(self, secret: str) -> list[tuple[str, str, Any]]:
+        """(workflow, job, its ``environment:``) of every job whose text reads ``secrets.<secret>``."""
+        out = []
+        for name, doc in self.docs.items():
+            jobs = (doc or {}).get("jobs")
+            for job_id, job in (jobs.items() if isinstance(jobs, dict) else []):
+                if isinstance(job, dict) and re.search(rf"\bsecrets\.{secret}\b", str(job)):
+                    env = job.get("environment")
+                    out.append((name, str(job_id), env.get("name") if isinstance(env, dict) else env))
+        return out
+
     def secrets(self) -> list[str]:
         return sorted({m for text in self.texts.values() for m in _SECRET_REF.findall(text)} - {"GITHUB_TOKEN"})
 
@@ -226,7 +238,7 @@ def check_app_token(workflows: Workflows, context: Context, variables: Any) -> F
             return Finding(check, "ok", f"{path} mints an App token; vars.{APP_VARIABLE} is set")
         return Finding(check, "fail", f"vars.{APP_VARIABLE} is not set, so {path} falls back to GITHUB_TOKEN: {why}",
                        f"create and install a GitHub App, then set the variable {APP_VARIABLE} and the secret "
-                       f"{APP_KEY_SECRET} ({INSTALL}, section 2); until then dispatch replaybook-admit for each rule PR")
+                       f"{APP_KEY_SECRET} in the environment `{init_mod.APP_ENVIRONMENT}` ({INSTALL}, section 2); until then dispatch replaybook-admit for each rule PR")
     if variables is None:
         return Finding(check, "skip", f"{path} mints an App token when vars.{APP_VARIABLE} is set; whether it is "
                        "needs a GitHub token", f"{_WITH_TOKEN} → Secrets and variables → Actions")
@@ -304,8 +316,8 @@ def check_secrets(workflows: Workflows, names: Any, *, app_configured: bool | No
                            f"grant `secrets: read` (a workflow's GITHUB_TOKEN never can), or {_WITH_TOKEN}"))
     for secret in wanted if isinstance(names, frozenset) else ():
         check = f"secret `{secret}`"
-        if secret == APP_KEY_SECRET and app_configured is False:
-            out.append(Finding(check, "skip", f"needed only with the App (vars.{APP_VARIABLE})"))
+        if secret == APP_KEY_SECRET:
+            continue  # an environment's secret, never the repository's: ``check_app_key``
         elif secret in names:
             out.append(Finding(check, "ok", "set"))
         else:
@@ -315,6 +327,79 @@ def check_secrets(workflows: Workflows, names: Any, *, app_configured: bool | No
         out.append(Finding(f"secret `{CACHE_SECRET}`", "skip", "the workflows keep no replay cache between runs, "
                            "so none is needed (a cache kept between runs must be signed with it)"))
     return out
+
+
+def check_app_key(workflows: Workflows, context: Context, branch: Any, secrets: Any, *,
+                  app_configured: bool | None) -> list[Finding]:
+    """Where the App's key lives: an environment only the default branch (and its merge queue) may enter, read by
+    every job that mints the App's token; no repository or organisation secret of that name (every workflow,
+    a PR's edited one too, can read those). docs/github.md, "Where the App's key lives"."""
+    env_name, out = init_mod.APP_ENVIRONMENT, []
+    where = f"environment `{env_name}`"
+    default = branch if isinstance(branch, str) else "<default>"
+    policy = (f"Deployment branches and tags: *Selected branches and tags*, add {default} (with a merge queue also "
+              f"`gh-readonly-queue/{default}/*`), nothing else; or *Protected branches only*")
+    why = "docs/github.md, \"Where the App's key lives\""
+    fix_env = f"Settings → Environments → `{env_name}` → {policy} ({why})"
+    loose = [f"{init_mod.WORKFLOWS.get(w, w)} job `{j}`" for w, j, env in workflows.jobs_reading(APP_KEY_SECRET)
+             if env != env_name]
+    out.append(Finding("App key: the jobs that read it", "fail", f"{', '.join(loose)} read {APP_KEY_SECRET} outside "
+                       f"the {where}: a repository secret there is readable by every workflow a PR edits",
+                       f"`replaybook init` (its jobs declare `environment: {env_name}`), or add that line to each")
+               if loose else Finding("App key: the jobs that read it", "ok", f"every one declares the {where}"))
+    if app_configured is False:
+        return [*out, Finding(f"App key: {where}", "skip", f"needed only with the App (vars.{APP_VARIABLE})")]
+    if context.port is None:
+        return [*out, Finding(f"App key: {where}", "skip", "needs a GitHub token", _WITH_TOKEN + " → Environments")]
+    env = _read(lambda: context.port.environment(env_name))
+    if isinstance(env, GitHubError):
+        return [*out, Finding(f"App key: {where}", "unknown", _cannot_read("the environment", env),
+                              f"grant `actions: read`, or {_WITH_TOKEN} → Environments")]
+    if env is None:
+        out.append(Finding(f"App key: {where}", "fail", "it does not exist, so no job can read the key from it "
+                           "(and GitHub makes it, open to every branch, the first time a job names it)",
+                           f"Settings → Environments → New environment `{env_name}`; {policy}; then add the "
+                           f"environment secret {APP_KEY_SECRET} ({why})"))
+    else:
+        out.append(_branch_policy(env, branch, where, fix_env))
+        names = _read(lambda: context.port.environment_secret_names(env_name))
+        check = f"App key: secret `{APP_KEY_SECRET}` in the {where}"
+        if isinstance(names, GitHubError):
+            out.append(Finding(check, "unknown", _cannot_read("the environment's secrets", names),
+                               f"grant `secrets: read`, or {_WITH_TOKEN} → Environments → `{env_name}`"))
+        elif APP_KEY_SECRET in names:
+            out.append(Finding(check, "ok", "set"))
+        else:
+            out.append(Finding(check, "fail", "not set: the jobs that mint the App's token get no key",
+                               f"Settings → Environments → `{env_name}` → Environment secrets → Add `{APP_KEY_SECRET}` "
+                               "(the App's private key, the whole .pem)"))
+    if isinstance(secrets, frozenset) and APP_KEY_SECRET in secrets:
+        out.append(Finding(f"App key: no repository secret `{APP_KEY_SECRET}`", "fail", "a repository (or "
+                           "organisation) secret of that name exists: every workflow can read it, a PR's edited "
+                           "`pull_request` workflow too, and post as the App",
+                           f"delete it (Settings → Secrets and variables → Actions; an organisation's: remove this "
+                           f"repository from its access) and keep the key in the {where} only"))
+    elif isinstance(secrets, frozenset):
+        out.append(Finding(f"App key: no repository secret `{APP_KEY_SECRET}`", "ok", "none: only the environment's"))
+    return out
+
+
+def _branch_policy(env: Any, branch: Any, where: str, fix: str) -> Finding:
+    check = f"App key: {where}"
+    if env.branches == "protected":
+        return Finding(check, "ok", "protected branches only may enter it")
+    if env.branches != "custom":
+        return Finding(check, "fail", "every branch may enter it: a workflow on any branch a PR pushes reads the key",
+                       fix)
+    allowed = {branch, f"gh-readonly-queue/{branch}/*"} if isinstance(branch, str) else set()
+    extra = [p for p in env.patterns if p not in allowed]
+    if extra or not isinstance(branch, str) or branch not in env.patterns:
+        what = [f"it also lets in {', '.join(f'`{p}`' for p in extra)}"] if extra else []
+        what.append(f"it does not let in {branch}" if isinstance(branch, str) and branch not in env.patterns
+                    else "" if isinstance(branch, str) else "the default branch could not be read")
+        return Finding(check, "fail", "; ".join(w for w in what if w) + ": only the default branch (and its merge "
+                       "queue) may read the key", fix)
+    return Finding(check, "ok", f"only {', '.join(f'`{p}`' for p in env.patterns)} may enter it")
 
 
 def _app_configured(context: Context, variables: Any) -> bool | None:

@@ -35,6 +35,7 @@ from bot.gate.stats import SequentialTest
 
 #: Where the composite actions live: ``<ACTIONS_REPO>/actions/<name>@<commit>``.
 ACTIONS_REPO = "replaybook/replaybook"
+APP_ENVIRONMENT = "replaybook-gate"  # the GitHub environment holding the App's key, limited to the default branch
 
 #: The commit each release tag ``v<version>`` of ACTIONS_REPO points at. Workflows pin the actions to it,
 #: never to the tag (a tag can be moved). Optional: every build records its own commit (hatch_build.py,
@@ -296,7 +297,8 @@ def render(root: Path, *, local_actions: bool = False, watched: list[str] | None
                "agent_model": cfg.models.agent, "playbook_dir": cfg.paths.playbook.strip("/"),
                "defaults": config_mod.Config(),
                "render_targets": agent_files(root),  # seeded once, with .replaybook.yml
-               "trials_budget": SequentialTest().after_n,  # `/replaybook replay --trials N`: 1..this
+               "trials_budget": SequentialTest().after_n,
+               "app_environment": APP_ENVIRONMENT,  # where the App's key lives (doctor checks its branch policy)  # `/replaybook replay --trials N`: 1..this
                # a member pinned to an org repository: its admit and distill jobs check the tier out (docs/org.md)
                "org_repo": bool(cfg.org is not None and cfg.org.repo)}
     out: list[tuple[str, str, bool]] = []

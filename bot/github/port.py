@@ -239,6 +239,18 @@ class BranchRules:
     merge_queue: bool = False
 
 
+@dataclass(frozen=True)
+class DeployEnvironment:
+    """A GitHub deployment environment as ``doctor`` reads it: which runs may enter it (and read its secrets).
+
+    ``branches``: "all" (no deployment branch policy), "protected" (protected branches only) or "custom"
+    (``patterns``: branch name patterns; a tag pattern is kept as ``tag:PATTERN``)."""
+
+    name: str
+    branches: str
+    patterns: tuple[str, ...] = ()
+
+
 @runtime_checkable
 class SetupPort(Protocol):
     """What ``replaybook doctor`` reads of a repository's settings; each method raises GitHubError (403/404 when
@@ -255,6 +267,10 @@ class SetupPort(Protocol):
     def secret_names(self) -> frozenset[str]: ...
 
     def variable_names(self) -> frozenset[str]: ...
+
+    def environment(self, name: str) -> DeployEnvironment | None: ...
+
+    def environment_secret_names(self, name: str) -> frozenset[str]: ...
 
 
 @runtime_checkable

@@ -16,6 +16,7 @@ from bot.github.port import (
     BranchRules,
     CommentRef,
     CommitRef,
+    DeployEnvironment,
     GatedPull,
     GitHubError,
     IssueRef,
@@ -228,6 +229,33 @@ class SetupReads:
     def variable_names(self) -> frozenset[str]:
         """Names of the Actions variables, the repository's and its organisation's (their values are not kept)."""
         return self._names("variables")
+
+    def environment(self, name: str) -> DeployEnvironment | None:
+        """The environment ``name`` and its deployment branch policy; None when it does not exist (404)."""
+        url = f"{self._repo.url}/environments/{quote(name, safe='')}"
+        try:
+            data = self._get(url)
+        except GitHubError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        policy = data.get("deployment_branch_policy") if isinstance(data, dict) else None
+        if not isinstance(policy, dict):
+            return DeployEnvironment(name, "all")
+        if policy.get("protected_branches") is True:
+            return DeployEnvironment(name, "protected")
+        if policy.get("custom_branch_policies") is not True:
+            return DeployEnvironment(name, "all")
+        items = self._pages(f"{url}/deployment-branch-policies", "branch_policies")
+        return DeployEnvironment(name, "custom", tuple(
+            ("tag:" if item.get("type") == "tag" else "") + item["name"] for item in items
+            if isinstance(item, dict) and isinstance(item.get("name"), str)))
+
+    def environment_secret_names(self, name: str) -> frozenset[str]:
+        """Names of the environment's own secrets (GitHub lists no value)."""
+        return frozenset(item["name"] for item in
+                         self._pages(f"{self._repo.url}/environments/{quote(name, safe='')}/secrets", "secrets")
+                         if isinstance(item, dict) and isinstance(item.get("name"), str))
 
     def _names(self, what: str) -> frozenset[str]:
         return frozenset(item["name"] for path in (what, f"organization-{what}")

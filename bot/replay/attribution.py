@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 from typing import Any, Iterable
 
-from bot.replay.trace import CommandEvent, ShellEvent, ToolCallEvent, TraceEvent
+from bot.replay.trace import UNATTRIBUTED, CommandEvent, ShellEvent, ToolCallEvent, TraceEvent
 
 
 def attribute(events: Iterable[TraceEvent]) -> list[TraceEvent]:
@@ -21,8 +21,8 @@ def attribute(events: Iterable[TraceEvent]) -> list[TraceEvent]:
     """
     events = list(events)
     commands = [e for e in events if isinstance(e, CommandEvent)]
-    if not any(c.tool_call for c in commands):
-        return events
+    if not any(c.tool_call and c.tool_call != UNATTRIBUTED for c in commands):
+        return events  # (a command of no known origin says nothing of the others: they all still count)
     tools = [e for e in events if isinstance(e, ToolCallEvent)]
     runs_of = {e.id: next((t.id for t in tools if _runs(e.argv, t)), None)
                for e in events if isinstance(e, ShellEvent)}

@@ -188,7 +188,13 @@ def spelled(event: CommandEvent) -> list[str]:
 
 
 def matches(event: CommandEvent, want: sc.CommandMatch) -> bool:
-    argv = spelled(event)
+    """Whether ``event`` is the command ``want`` names; one whose argv was rewritten matches under either."""
+    if event.claimed and _matches(spelled(event.model_copy(update={"argv": event.claimed})), event, want):
+        return True
+    return _matches(spelled(event), event, want)
+
+
+def _matches(argv: list[str], event: CommandEvent, want: sc.CommandMatch) -> bool:
     name, args = normalise(argv)
     if want.command is not None and name != want.command:
         return False
@@ -258,7 +264,8 @@ def evaluate(scenario: sc.Scenario, events: list[TraceEvent], state: EndState) -
 
 
 def _ran(check: sc.Ran, events, state) -> CheckResult:
-    events = [e for e in events if not isinstance(e, CommandEvent) or e.confirmed]  # an attempt proves no run
+    # An attempt proves no run, nor does a run whose argv was rewritten before the tracer read it.
+    events = [e for e in events if not isinstance(e, CommandEvent) or (e.confirmed and not e.claimed)]
     runs = matching_runs(events, check.ran)
     others = matching_runs(events, check.ran.model_copy(update={"cwd": None, "args": None})) \
         if check.ran.command is not None else []

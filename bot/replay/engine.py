@@ -322,6 +322,8 @@ def trial_warnings(loaded: sc.LoadedScenario, backend, tools: toolchain.Toolchai
     out = []
     if not backend.isolated:
         out.append(isolation.NONE_WARNING)
+    elif backend.name == "bwrap" and isolation.landlock_abi() < 2:
+        out.append(isolation.LANDLOCK_WARNING)
     if not tools.hermetic:
         out.append(f"scenario `{loaded.scenario.id}` {toolchain.HOST_WARNING}")
     return out

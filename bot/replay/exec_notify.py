@@ -37,7 +37,8 @@ and kills everything of a call before it answers, so every exec between a
 request and its answer is that call's (``Watch.request``), an orphan's too
 (its parent gone, it hangs from the executor, the sandbox's pid 1). The parent links
 read from ``/proc`` give ``ppid`` and ``depth``. Agent programs, which need the
-tree to tell their own commands from their tool calls', keep strace.
+tree to tell their own commands from their tool calls', keep strace for the tree, and a ``Watch`` of
+their own for each exec's program and argv (``bot.replay.exec_images``, ``Watch.execs``).
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from bot import settings
 from bot.errors import InfrastructureError
 from bot.replay import kernel_trace, procfs
 from bot.replay.trace import CommandEvent, ShellEvent
@@ -99,6 +101,14 @@ MACHINES = {
 
 def machine() -> Machine | None:
     return MACHINES.get(platform.machine())
+
+
+def session_engine() -> Machine | None:
+    """How the trial's one sandbox is traced: by seccomp notification where the kernel allows it (the
+    default), by strace otherwise or when ``REPLAYBOOK_KERNEL_TRACE=strace`` says so."""
+    if (settings.get("REPLAYBOOK_KERNEL_TRACE") or "auto") == "strace" or not available():
+        return None
+    return machine()
 
 
 # -- the filter --------------------------------------------------------------------------------
@@ -187,6 +197,7 @@ class Watch:
         self.listener, self.machine = listener, machine_
         self.procs: dict[int, kernel_trace._Proc] = {}
         self._ns: dict[int, int] = {}  # host pid -> its pid inside the sandbox
+        self.nspids: dict[int, tuple[int, ...]] = {}  # host pid -> its pid in each namespace, outermost first
         self._outside: set[int] = set()  # the executor and its ancestors (``_known_ancestor``)
         self._base = _own_filters(os.getpid())  # the harness's own seccomp filters
         self._pending: dict[int, _Attempt] = {}
@@ -239,6 +250,19 @@ class Watch:
             self._ns.clear()
         events.sort(key=lambda e: e.started_at if isinstance(e, CommandEvent) else kernel_trace._EPOCH)
         return events
+
+    def execs(self, level: int) -> tuple[dict[int, list[kernel_trace._Exec]], dict[int, int]]:
+        """After the run has ended: every exec recorded, by its process's pid in the namespace ``level`` deep
+        (0: the harness's), oldest first (a pid used twice holds both processes' execs, in order); and each
+        process's nearest recorded ancestor when it was first seen (``_known_ancestor``), by the same pids."""
+        with self._lock:
+            self._settle()
+            pid = {tgid: ns[min(level, len(ns) - 1)] for tgid, ns in self.nspids.items()}
+            out: dict[int, list[kernel_trace._Exec]] = {}
+            for tgid, proc in self.procs.items():
+                out.setdefault(pid.get(tgid, tgid), []).extend(proc.execs)
+            parents = {pid.get(t, t): pid.get(p.parent, p.parent) for t, p in self.procs.items() if p.parent}
+        return {p: sorted(execs, key=lambda e: e.t) for p, execs in out.items()}, parents
 
     def close(self) -> None:
         """After the sandbox has ended: the thread stops and the listener closes."""
@@ -335,6 +359,7 @@ class Watch:
         proc = self.procs[tgid] = kernel_trace._Proc(tgid, forked_at=now)
         ns = status.get("NSpid", "").split()
         self._ns[tgid] = int(ns[-1]) if ns else tgid
+        self.nspids[tgid] = tuple(int(n) for n in ns) or (tgid,)
         parent = self._known_ancestor(int(status.get("PPid", "0")))
         if parent is not None:
             proc.parent = parent
@@ -420,7 +445,10 @@ class Watch:
         del self._pending[tgid]
         ex = attempt.exec
         try:  # what the kernel ran, from the new image: the caller's memory may have changed after our read
-            ex.program, ex.argv = procfs.image(attempt.proc_dir, attempt.kernel_name, attempt.path, ex.argv)
+            claim = ex.argv
+            ex.program, ex.argv = procfs.image(attempt.proc_dir, attempt.kernel_name, attempt.path, claim)
+            # A process tracing its own child can rewrite the new image's argv before we read it: kept both.
+            ex.claimed = None if procfs.same_argv(ex.argv, claim) else claim
         except OSError:
             pass  # gone meanwhile: what the caller named, as read
         finally:

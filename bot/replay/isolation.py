@@ -49,6 +49,25 @@ NONE_WARNING = (
     "WARNING: --sandbox none: the agent and every command it runs share this machine, its processes "
     "and its files; nothing isolates them. Use it only to debug, never for a verdict you trust."
 )
+LANDLOCK_WARNING = (
+    "WARNING: this kernel gives no Landlock ABI 2 (Linux 5.19 or later, with Landlock among its security "
+    "modules): the sandbox's processes run in no Landlock domain, so a command may ptrace, or write the memory "
+    "of, a process of the harness's inside the sandbox (the endpoint bridges; bwrap's init under an agent "
+    "program) and have it run commands recorded under no call, or none at all (docs/security.md)."
+)
+
+
+@functools.cache
+def landlock_abi() -> int:
+    """The Landlock ABI this kernel gives the harness, as every confine step inside finds it (0: none; the
+    sandbox inherits the harness's seccomp filters, so a container that refuses the call refuses it inside)."""
+    try:
+        import ctypes
+
+        got = ctypes.CDLL(None, use_errno=True).syscall(444, None, 0, 1)  # LANDLOCK_CREATE_RULESET_VERSION
+    except (OSError, AttributeError):
+        return 0
+    return max(0, int(got))
 
 # Host folders that hold other people's secrets: users' homes, temp and runtime folders
 # (a Docker socket, a runner's credential files). They are masked by empty, read-only
@@ -92,6 +111,7 @@ class Plan:
     limits: Limits = field(default_factory=Limits)
     hide: tuple[str, ...] = ()  # paths inside a bind covered by an empty read-only folder (or file, for a file)
     confine: str | None = None  # a Python inside: the program runs in a Landlock domain (``confined``; bwrap only)
+    notify: tuple[str, ...] = ()  # with ``confine``: ``--notify NR HEX FD``, the exec filter it installs first
 
 
 class Backend(Protocol):
@@ -159,13 +179,22 @@ _CONFINE = ("import ctypes,os,sys\n"
             " if f>=0 and a<6:\n"
             "  r=os.open('/',os.O_PATH);c.syscall(445,f,1,b(w(8192)+w(r,4)),0);os.close(r)\n"
             " f>=0 and c.syscall(446,f,0)\n"
-            "os.execvp(sys.argv[2],sys.argv[2:])\n")  # sys.argv: -c, CONFINE_NAME, then the program's argv
+            "if sys.argv[2]=='--notify':\n"
+            " import socket;p=bytes.fromhex(sys.argv[4])\n"
+            " class F(ctypes.Structure):_fields_=[('n',ctypes.c_ushort),('f',ctypes.c_char_p)]\n"
+            " l=c.syscall(int(sys.argv[3]),1,8,ctypes.byref(F(len(p)//8,p)));s=socket.socket(fileno=int(sys.argv[5]))\n"
+            " l>=0 and s.sendmsg([b'1'],[(1,1,l.to_bytes(4,sys.byteorder))]);s.close()\n"
+            " if l<0:sys.exit('replaybook: the exec notification filter could not be installed')\n"
+            " os.close(l);del sys.argv[2:6]\n"
+            "os.execvp(sys.argv[2],sys.argv[2:])\n")  # sys.argv: -c, CONFINE_NAME, [--notify NR HEX FD], the argv
 
 
-def confined(python: str, argv: Sequence[str]) -> list[str]:
+def confined(python: str, argv: Sequence[str], notify: Sequence[str] = ()) -> list[str]:
     """``argv`` run in a Landlock domain of its own (see ``_CONFINE``), by ``python`` inside the sandbox: for a
-    run whose program is not the executor (which confines its calls itself), e.g. an agent program."""
-    return [python, "-I", "-S", "-c", _CONFINE, CONFINE_NAME, *argv]
+    run whose program is not the executor (which confines its calls itself), e.g. an agent program.
+    ``notify`` (``--notify NR HEX FD``): it first installs that seccomp program with a listener and sends the
+    listener over the socket ``FD`` (``bot.replay.exec_images``), keeping no copy of either."""
+    return [python, "-I", "-S", "-c", _CONFINE, CONFINE_NAME, *notify, *argv]
 
 
 class Bubblewrap:
@@ -210,7 +239,7 @@ class Bubblewrap:
         if direct and not plan.endpoints:  # no bash between: bwrap says it started (its --info-fd JSON, then closed)
             args += [*(("--info-fd", str(status_fd)) if status_fd is not None else ()), "--chdir", cwd, "--", *argv]
         else:
-            inner = confined(plan.confine, argv) if plan.confine and not direct else argv
+            inner = confined(plan.confine, argv, plan.notify) if plan.confine and not direct else argv
             args += ["--chdir", cwd, "--",
                      *launcher(inner, plan, bash=self.bash, socat=self.socat, started_fd=status_fd)]
         return args, {}  # an empty environment: PID 1 inside is bwrap, and its environ is readable

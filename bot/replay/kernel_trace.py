@@ -9,7 +9,9 @@ sandbox never sees, so nothing inside can evade the record (an absolute path,
 ``read_run`` turns those files into trace events:
 
 - a ``CommandEvent`` per successful ``execve``/``execveat`` (one exec, one
-  record): its argv, the program the kernel ran (``program``), the working
+  record): its argv, the program (``program``: here the name the caller passed; below the harness's
+  Landlock step, where the seccomp notification runs too, read from the new image, ``read_run``'s
+  ``images``), the working
   directory (tracked per process through ``chdir``/``fchdir`` and inherited
   on fork), the exit status of the process, its pid and parent pid;
 - the harness's own processes are left out: strace's child (bwrap), the
@@ -36,7 +38,7 @@ from typing import Sequence
 
 from bot.errors import InfrastructureError
 from bot.replay import host_tools
-from bot.replay.trace import CommandEvent, ShellEvent, relative_cwd
+from bot.replay.trace import UNATTRIBUTED, CommandEvent, ShellEvent, relative_cwd
 
 SYSCALLS = "execve,execveat,chdir,fchdir,clone,clone3,fork,vfork,exit_group"
 # --seccomp-bpf: the tracee stops only at the traced syscalls, not at every one (the cost stays small).
@@ -109,6 +111,7 @@ class _Exec:
     cwd: str
     confirmed: bool = True  # False: asked for, never seen running (``bot.replay.exec_notify``)
     called: str | None = None  # the file as the caller named it, when ``program`` is read from the new image
+    claimed: list[str] | None = None  # the caller's argv, when the new image held another
 
 
 @dataclass
@@ -122,14 +125,23 @@ class _Proc:
     ended: float | None = None
     children: list[tuple[float, int, int]] = field(default_factory=list)  # (fork time, child pid, its pid inside)
     dirs: list[tuple[float, str]] = field(default_factory=list)  # (time, chdir/fchdir target)
+    first: float | None = None  # its first line's time
+    unattributed: bool = False  # its fork was lost and its parent is not known (``_take_images``)
 
 
-def read_run(out_dir: Path, *, cwd: str, root: Path, tool_call: str | None) -> list[CommandEvent | ShellEvent]:
-    """The events of one traced run (see the module docstring); ``cwd`` is where it started (a host path)."""
+def read_run(out_dir: Path, *, cwd: str, root: Path, tool_call: str | None,
+             images: tuple[dict[int, list[_Exec]], dict[int, int]] | None = None) -> list[CommandEvent | ShellEvent]:
+    """The events of one traced run (see the module docstring); ``cwd`` is where it started (a host path).
+
+    ``images`` (``bot.replay.exec_images``): every exec below the harness's Landlock step, read from the new
+    images, by pid, and each process's parent as the notification saw it; strace's own exec lines there are not
+    used (it reads names from the caller's memory)."""
     procs = _read_files(out_dir)
     if not procs:
         return []
     top = min(procs, key=lambda pid: (procs[pid].parent is not None, pid))  # strace's child: no traced parent
+    if images is not None:
+        _take_images(procs, top, *images)
     _settle_cwds(procs, top, cwd)
     root_pid, root_t = _run_root(procs, top)
     if root_pid is None:
@@ -159,6 +171,47 @@ def _run_root(procs: dict[int, _Proc], top: int) -> tuple[int | None, float]:
     return proc.pid, proc.execs[0].t
 
 
+def _take_images(procs: dict[int, _Proc], top: int, execs: dict[int, list[_Exec]], parents: dict[int, int]) -> None:
+    """Below the Landlock step (the process that exec'd it, from that exec on, and all it forked after), each
+    process's execs are the notification's, never strace's; an exec strace saw there and the notification did
+    not is the harness's failure (the filter holds every process there).
+
+    strace loses one stop of a process after an exec it was not stopped for (the notification outranks its
+    own seccomp stop: "Stray PTRACE_EVENT_EXEC … trying to recover" swallows the next traced call). When that
+    call was a fork, the child hangs from nothing: it is hung from the parent the notification saw, or, where
+    none was seen (its parent gone before it was first seen), from the run's program as a command of no known
+    origin (``unattributed``: counted as a tool call's, never the agent machinery's)."""
+    step = next(((proc, i) for proc in procs.values() for i, ex in enumerate(proc.execs)
+                 if CONFINE_NAME in ex.argv[4:6]), None)
+    if step is None:
+        raise InfrastructureError("the trace holds no Landlock step of the harness's; the trial is unscored")
+    proc, i = step
+    since = proc.execs[i].t
+    proc.execs = proc.execs[:i + 1] + _lifetime(proc, execs, since)
+    for pid, kid in procs.items():  # a fork strace lost: hung from the parent the notification saw, else the program
+        if kid.parent is None and pid != top and kid is not proc and (kid.first or 0.0) >= since:
+            parent = parents.get(pid)
+            # Its first exec may come before strace's first line of it (strace lost that exec too).
+            seen = [e.t for e in execs.get(pid, []) if e.t >= since] + [kid.first or since]
+            kid.parent, kid.forked_at = (parent if parent in procs else proc.pid), min(seen)
+            kid.unattributed = parent not in procs
+            procs[kid.parent].children.append((kid.forked_at, pid, pid))
+    stack = [child for t, child, _ in proc.children if t >= since]
+    while stack:
+        kid = procs.get(stack.pop())
+        if kid is None:
+            continue
+        seen, kid.execs = kid.execs, _lifetime(kid, execs, kid.forked_at)
+        if len(seen) > len(kid.execs):
+            raise InfrastructureError("strace saw an exec the exec notification did not; the trial is unscored")
+        stack += [child for _, child, _ in kid.children]
+
+
+def _lifetime(proc: _Proc, execs: dict[int, list[_Exec]], since: float) -> list[_Exec]:
+    """The notified execs of ``proc``'s pid while it lived (a pid may name two processes in turn)."""
+    return [e for e in execs.get(proc.pid, []) if e.t >= since and (proc.ended is None or e.t <= proc.ended)]
+
+
 def _walk(procs, pid, since, root, tool_call, events, *, depth, skip_first, shell_id=None) -> None:
     """Record ``pid``'s execs from ``since`` on, then its children forked since then (a stack, not recursion:
     a chain of generations can be longer than Python's recursion limit)."""
@@ -183,7 +236,8 @@ def _walk(procs, pid, since, root, tool_call, events, *, depth, skip_first, shel
             inner = depth + 1
         for forked, child, _ in sorted(proc.children, reverse=True):
             if forked >= since:
-                stack.append((child, 0.0, inner, False, shell_id))
+                lost = procs.get(child) is not None and procs[child].unattributed
+                stack.append((child, 0.0, inner, False, UNATTRIBUTED if lost else shell_id))
 
 
 def _event(proc: _Proc, ex: _Exec, root: Path, marker: str, depth: int, execs: list[_Exec], i: int) -> CommandEvent:
@@ -194,7 +248,7 @@ def _event(proc: _Proc, ex: _Exec, root: Path, marker: str, depth: int, execs: l
         duration_ms=round(max(0.0, end - ex.t) * 1000, 3),
         started_at=datetime.fromtimestamp(ex.t, tz=timezone.utc), depth=depth, tool_call=marker,
         pid=proc.pid, ppid=proc.parent, confirmed=ex.confirmed,
-        called=ex.called if ex.called not in (None, ex.program) else None,
+        called=ex.called if ex.called not in (None, ex.program) else None, claimed=ex.claimed,
     )
 
 
@@ -210,7 +264,7 @@ def _settle_cwds(procs: dict[int, _Proc], top: int, start: str) -> None:
                         + [(t, 2, d) for t, d in proc.dirs], key=lambda x: (x[0], x[1]))
         for _, kind, item in events:
             if kind == 0:
-                item.cwd = cwd
+                item.cwd = item.cwd or cwd  # a notified exec's is exact already (its /proc/PID/cwd)
             elif kind == 1:
                 pending.append((item, cwd))
             else:
@@ -277,6 +331,9 @@ class Reader:
 
 def _parse_line(line: bytes, proc: _Proc, procs: dict[int, _Proc]) -> None:
     m = _LINE.match(line)
+    stamp = m or _EXIT.match(line)
+    if proc.first is None and stamp is not None:
+        proc.first = float(stamp.group(1))
     if m is None:
         e = _EXIT.match(line)
         if e is not None:

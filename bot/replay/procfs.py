@@ -150,6 +150,21 @@ def image(proc_dir: int, kernel_name: str, path: str, argv: list[str]) -> tuple[
     return exe, cmd or argv
 
 
+def same_argv(image: list[str], claim: list[str]) -> bool:
+    """Whether the new image's argv is the one the caller passed: equal, or the kernel's own rewrite of it for an
+    interpreter it loaded (``INTERP [ARG] NAME argv[1:]``), or equal as far as the caller's was read (its caps)."""
+    if image == claim:
+        return True
+    k = len(image) - len(claim)
+    if k in (1, 2) and image[k + 1:] == claim[1:]:
+        return True
+    if len(image) < len(claim) or (len(image) > len(claim) and len(claim) < ARGV_CAP):
+        return False
+    # A string read up to ARG_CAP bytes was cut there: the image's may go on past it, nothing else may differ.
+    return all(i == c or (len(c.encode("utf-8", "replace")) >= ARG_CAP and i.startswith(c[:-4]))
+               for i, c in zip(image, claim))
+
+
 def real_path(proc_dir: int, path: str) -> str | None:
     """``path`` (absolute) with every link resolved as the process sees its files (its root, its mounts), one
     component at a time below ``PROC/root``, so no link is followed from the harness's own root; None when it

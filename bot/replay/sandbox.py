@@ -22,6 +22,8 @@ from outside: the trace is the record of what ran, whatever route it took.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
 import itertools
 import os
@@ -34,7 +36,7 @@ from typing import Mapping, Sequence
 
 from bot import settings
 from bot.errors import BadInput, InfrastructureError
-from bot.replay import delivery, exec_notify, executor, isolation, kernel_trace, launchers, shims, stale
+from bot.replay import delivery, exec_images, exec_notify, executor, isolation, kernel_trace, launchers, shims, stale
 from bot.replay import fixture as fixture_mod
 from bot.replay.bridge import UnixBridge
 from bot.replay.command_log import CommandLog
@@ -297,19 +299,21 @@ class Sandbox(HarnessGit):
             endpoints=tuple((port, str(self._bridge(port).path)) for port in (*self.service_ports, *endpoints)),
             limits=self.limits, confine=sys.executable,  # its processes cannot take over bwrap's init or a bridge
         )
-        trace_dir = None
+        trace_dir, images = None, None
         if record and self.traced:  # on the host, beside root: no bind reaches it
             trace_dir = self._base / "kernel" / str(next(self._runs))
             trace_dir.mkdir(parents=True, mode=0o700)
-        done = self._start(argv, cwd=workdir, env=env, plan=plan, stdin=stdin, timeout_s=timeout_s,
-                           output_cap=output_cap, watch=watch, trace_dir=trace_dir)
-        if trace_dir is not None:
-            self._read_trace(trace_dir, str(workdir), tool_call)
+            images = exec_images.RunImages.start() if self.backend.name == "bwrap" else None
+        with images or contextlib.nullcontext():  # strace names what the caller named; these, what the kernel ran
+            done = self._start(argv, cwd=workdir, env=env, plan=plan, stdin=stdin, timeout_s=timeout_s,
+                               output_cap=output_cap, watch=watch, trace_dir=trace_dir, images=images)
+            if trace_dir is not None:
+                self._read_trace(trace_dir, str(workdir), tool_call, images)
         if done.limit and self.limit_hit is None:
             self.limit_hit = done.limit
         return done
 
-    def _read_trace(self, trace_dir: Path, cwd: str, tool_call: str | None) -> None:
+    def _read_trace(self, trace_dir: Path, cwd: str, tool_call: str | None, images=None) -> None:
         """Parse one run's kernel trace into ``trace_events()``; past the cap the trial is unscored."""
         size = tree_bytes([str(trace_dir)], 1 << 62)
         cap = min(COMMAND_LOG_CAP, self.limits.max_disk_bytes)
@@ -319,7 +323,8 @@ class Sandbox(HarnessGit):
                 self.limit_hit = (f"the kernel trace passed {cap >> 20 or 1} MiB (max_disk_mb bounds it too); "
                                   "the rest was not read")
         elif self.limit_hit is None:
-            self._events += kernel_trace.read_run(trace_dir, cwd=cwd, root=self.root, tool_call=tool_call)
+            self._events += kernel_trace.read_run(trace_dir, cwd=cwd, root=self.root, tool_call=tool_call,
+                                                  images=images.execs() if images else None)
         shutil.rmtree(trace_dir, ignore_errors=True)
 
     # -- the trial's one sandbox (bot.replay.session) ----------------------------------------
@@ -333,7 +338,7 @@ class Sandbox(HarnessGit):
         if self._session is not None and (self._session.dead or self._session.plan != plan):
             self._end_session()  # setup changed the binds (the baseline's objects), or the agent ended it
         if self._session is None:
-            trace_dir, notify = self._base / "kernel" / f"s{next(self._runs)}", _notify_engine()
+            trace_dir, notify = self._base / "kernel" / f"s{next(self._runs)}", exec_notify.session_engine()
             if notify is None:  # strace writes one file per process there; the listener needs no folder
                 trace_dir.mkdir(parents=True, mode=0o700)
             self._session = Session(self.backend, plan, cwd=self.root, python=sys.executable, trace_dir=trace_dir,
@@ -418,19 +423,21 @@ class Sandbox(HarnessGit):
         return [*shims.read_shells(self.shim_log), *shims.read_shim_log(self.shim_log, self.root)]
 
     def _start(self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], plan: isolation.Plan,
-               trace_dir: Path | None = None, **run: object) -> Completed:
+               trace_dir: Path | None = None, images: exec_images.RunImages | None = None, **run: object) -> Completed:
         """Start ``argv`` through the backend; a sandbox that never started is InfrastructureError, not an exit code.
 
         The launcher writes to the status fd once it runs inside, the namespaces and
         mounts up; without that byte, whatever failed was the sandbox, not the command.
         """
         status_r, status_w = os.pipe() if self.backend.name == "bwrap" else (-1, -1)
+        plan = dataclasses.replace(plan, notify=images.confine_args()) if images else plan
         try:
             host_argv, host_env = self.backend.command(argv, cwd=str(cwd), env=env, plan=plan,
                                                        status_fd=status_w if status_w >= 0 else None)
             if trace_dir is not None:
                 host_argv = kernel_trace.command(host_argv, trace_dir)
-            done = run_process(host_argv, cwd=cwd, env=host_env, pass_fds=(status_w,) if status_w >= 0 else (), **run)
+            fds = ((status_w,) if status_w >= 0 else ()) + (images.pass_fds() if images else ())
+            done = run_process(host_argv, cwd=cwd, env=host_env, pass_fds=fds, **run)
         finally:
             if status_w >= 0:
                 os.close(status_w)
@@ -488,10 +495,3 @@ def _relative(path: str) -> str:
         raise BadInput(f"{path!r}: paths in checks are relative to the repo root and stay inside it")
     return norm
 
-
-def _notify_engine() -> exec_notify.Machine | None:
-    """How the trial's one sandbox is traced: by seccomp notification where the kernel allows it (the
-    default), by strace otherwise or when ``REPLAYBOOK_KERNEL_TRACE=strace`` says so."""
-    if (settings.get("REPLAYBOOK_KERNEL_TRACE") or "auto") == "strace" or not exec_notify.available():
-        return None
-    return exec_notify.machine()

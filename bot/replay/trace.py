@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 from bot.errors import BadInput
 
 EXCERPT_CHARS = 2000
+UNATTRIBUTED = "unattributed"  # the tool call of a command whose process the trace could not tie to one
 
 
 def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
@@ -72,7 +73,13 @@ class CommandEvent(TraceEvent):
     pid: int | None = Field(default=None, description="its process, as the host sees it (kernel trace only)")
     ppid: int | None = Field(default=None, description="the process that started it (kernel trace only)")
     tool_call: str | None = Field(default=None, description="the tool call whose process started it: the id the "
-                                  "agent adapter ran it under, 'shell:…' for a shell the agent started, '' for none")
+                                  "agent adapter ran it under, 'shell:…' for a shell the agent started, '' for none, "
+                                  "'unattributed' where the trace could not tie its process to one (counted as a "
+                                  "tool call's)")
+    claimed: list[str] | None = Field(default=None, description="the argv the caller passed, when the new image "
+                                      "held another when it was read (one was rewritten: a process tracing its "
+                                      "own child, a thread racing the tracer); the command then counts for "
+                                      "`not_ran` and `max_runs` under either argv, never for `ran`")
     confirmed: bool = Field(default=True, description="False: the kernel was asked to run it and its process ended "
                             "before it was seen running (killed at once): it counts for `not_ran` and `max_runs`, "
                             "never for `ran`")

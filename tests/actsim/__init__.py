@@ -29,7 +29,10 @@ them ``stub_python(...)`` as setup-python's ``python-path`` (through ``uses=``,
 which overrides the built-ins) and they run the code under test, offline.
 ``check_expressions(path)`` parses every expression of a workflow or action.
 
-Not simulated (ignored): permissions, concurrency, environment, runs-on,
+Deployment environments are simulated as far as secrets go (``run_workflow``'s ``environments``: a job
+naming one starts only on a ref its branch policy lets in, and only it sees that environment's secrets).
+
+Not simulated (ignored): permissions, concurrency, an environment's other protection rules, runs-on,
 max-parallel, ``paths`` filters and cron (both reported in ``why``),
 ``::add-mask::`` (nothing is masked) and ``::stop-commands::``; ``cancelled()``
 is always false and the fake GitHub does not check tokens.

@@ -62,7 +62,8 @@ def run_workflow(workflow: Path, event_name: str, payload: dict, *, workspace: P
                  secrets: dict[str, str] | None = None, vars: dict[str, str] | None = None, inputs: dict | None = None,
                  repository: str = "octo/app", api_url: str | None = None, shims: dict[str, str] | None = None,
                  uses: dict[str, Callable | str | Path] | None = None, timeout: float = SAFETY_NET_S, run_id: int = 1,
-                 ref: str | None = None, sha: str | None = None) -> WorkflowResult:
+                 ref: str | None = None, sha: str | None = None,
+                 environments: dict[str, dict] | None = None) -> WorkflowResult:
     """Run ``workflow`` for one event. See the module docstring.
 
     ``timeout`` is a safety net against a hung step, never a speed test: a workflow here takes seconds to a
@@ -74,6 +75,10 @@ def run_workflow(workflow: Path, event_name: str, payload: dict, *, workspace: P
     ``uses`` maps "owner/repo" (or "owner/repo/path") to a callable(with_inputs, ActionContext) -> outputs,
     or to the folder of a composite action; it overrides the built-ins (e.g. to make setup-python's
     ``python-path`` output a stub). A callable fails its step by raising ActionFailed.
+    ``environments`` maps a deployment environment's name to ``{"branches": [patterns] or None (every branch),
+    "secrets": {...}}``: a job naming one runs only on a ref its branch policy lets in (else it fails, never
+    started), and only such a job sees its secrets, as on GitHub. A job naming an environment not given gets
+    none of its own (GitHub makes it, empty and open, on first use).
     """
     doc = load_yaml(Path(workflow))
     on = doc.get("on")
@@ -87,7 +92,8 @@ def run_workflow(workflow: Path, event_name: str, payload: dict, *, workspace: P
     with tempfile.TemporaryDirectory(prefix="actsim-") as tmp:
         run = _Run(doc, event_name, payload, workspace=workspace, env=env, secrets=secrets, vars=vars, inputs=ctx_inputs,
                    repository=repository, api_url=(api_url or "http://127.0.0.1:9").rstrip("/"), shims=shims,
-                   uses=uses, timeout=timeout, run_dir=Path(tmp), run_id=run_id, ref=ref, sha=sha)
+                   uses=uses, timeout=timeout, run_dir=Path(tmp), run_id=run_id, ref=ref, sha=sha,
+                   environments=environments)
         result = run.run()
     result.why = why
     return result

@@ -32,6 +32,7 @@ class JobResult:
     outputs: dict = field(default_factory=dict)
     summary: str = ""
     matrix: dict | None = None
+    refused: str = ""  # why GitHub never started it (an environment's deployment branch policy)
 
     def step(self, key: str) -> StepResult:
         """A step by id or name."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import itertools
 import json
 import os
@@ -104,10 +105,11 @@ class _Job:
 
 class _Run:
     def __init__(self, doc, event_name, payload, *, workspace, env, secrets, vars, inputs, repository, api_url,
-                 shims, uses, timeout, run_dir, run_id, ref, sha):
+                 shims, uses, timeout, run_dir, run_id, ref, sha, environments=None):
         self.doc, self.workspace, self.caller_env, self.uses = doc, Path(workspace).resolve(), dict(env or {}), uses or {}
         self.run_dir, self.deadline, self.job_count = run_dir, time.monotonic() + timeout, 0
         self.secrets = {"GITHUB_TOKEN": "ghs_fake_workflow_token", **(secrets or {})}
+        self.environments = environments or {}
         self.vars = dict(vars or {})
         self.inputs = inputs
         self.artifacts = run_dir / "artifacts"
@@ -181,10 +183,15 @@ class _Run:
                 results[jid] = JobResult(str(job.get("name", jid)), "skipped")
                 agg[jid], outs[jid] = "skipped", {}
                 continue
+            secrets, refused = self._environment(job, ev)
+            if refused:
+                results[jid] = JobResult(str(job.get("name", jid)), "failure", refused=refused)
+                agg[jid], outs[jid] = "failure", {}
+                continue
             strategy = job.get("strategy") or {}
             if set(strategy) - {"matrix", "fail-fast", "max-parallel"}:
                 raise NotImplementedError(f"job {jid}: strategy keys {sorted(strategy)}")
-            legs = self._matrix(jid, strategy["matrix"], Evaluator({**contexts, "secrets": self.secrets}, None,
+            legs = self._matrix(jid, strategy["matrix"], Evaluator({**contexts, "secrets": secrets}, None,
                                 self.workspace)) if "matrix" in strategy else [None]
             fail_fast = _truthy(strategy.get("fail-fast", True))
             leg_results, outs[jid] = [], {}
@@ -196,7 +203,7 @@ class _Run:
                     continue
                 strat = {"fail-fast": fail_fast, "job-index": index, "job-total": len(legs),
                          "max-parallel": strategy.get("max-parallel", len(legs))}
-                res = self._job(jid, key, job, combo, {**contexts, "secrets": self.secrets, "strategy": strat})
+                res = self._job(jid, key, job, combo, {**contexts, "secrets": secrets, "strategy": strat})
                 results[key] = res
                 leg_results.append(res.result)
                 outs[jid].update({k: v for k, v in res.outputs.items() if v != ""})
@@ -205,6 +212,23 @@ class _Run:
         artifacts = {d.name: {str(f.relative_to(d)): f.read_bytes() for f in sorted(d.rglob("*")) if f.is_file()}
                      for d in sorted(self.artifacts.iterdir())}
         return WorkflowResult(True, "", results, artifacts)
+
+    def _environment(self, job, ev) -> tuple[dict, str]:
+        """The secrets a job sees, and why GitHub would refuse to start it ("" when it starts)."""
+        named = job.get("environment")
+        named = named.get("name") if isinstance(named, dict) else named
+        if not named:
+            return self.secrets, ""
+        name = to_string(ev.template(named))
+        env = self.environments.get(name)
+        if env is None:
+            return self.secrets, ""
+        branches = env.get("branches")
+        ref = self.github["ref_name"]
+        if branches is not None and not any(fnmatch.fnmatchcase(ref, p) for p in branches):
+            return self.secrets, (f"Branch \"{ref}\" is not allowed to deploy to {name} due to environment "
+                                  "protection rules.")
+        return {**self.secrets, **(env.get("secrets") or {})}, ""
 
     def _matrix(self, jid, spec, ev) -> list[dict]:
         spec = ev.template(spec)

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlencode, urlsplit
+from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
 
 SECONDARY_LIMIT = "You have exceeded a secondary rate limit. Please wait a few minutes before you try again."
 DOCS = "https://docs.github.com/rest"
@@ -1287,6 +1287,11 @@ def _graphql(fake: FakeGitHub, base: str, body: Any) -> _Reply:
 # checks (GET /branches/{branch}/protection/required_status_checks; 404 "Branch not protected" when it has none),
 # and the names of Actions secrets and variables, the repository's and those its organisation shares with it
 # (GET /actions/secrets, /actions/organization-secrets, /actions/variables, /actions/organization-variables).
+# Deployment environments as GitHub's REST docs shape them (GET /environments/{name}: ``deployment_branch_policy``
+# null for every branch, else ``{protected_branches, custom_branch_policies}``, and a ``branch_policy`` protection
+# rule; GET /environments/{name}/deployment-branch-policies: ``{total_count, branch_policies: [{id, node_id, name,
+# type}]}``; GET /environments/{name}/secrets: ``{total_count, secrets: [{name, created_at, updated_at}]}``; 404
+# "Not Found" for an environment that does not exist).
 # A token without the permission is ``fail_next(path, 403, message="Resource not accessible by integration")``.
 
 
@@ -1298,6 +1303,12 @@ class Setup:
     org_secrets: list[str] = field(default_factory=list)
     variables: dict[str, str] = field(default_factory=dict)
     org_variables: dict[str, str] = field(default_factory=dict)
+    environments: dict[str, dict] = field(default_factory=dict)  # name -> {"policy", "secrets"}
+
+    def add_environment(self, name: str, *, policy: str | list[str] | None = None, secrets: list[str] = ()) -> None:
+        """An environment: ``policy`` None (every branch), "protected" (protected branches), or a list of custom
+        branch name patterns (a ``tag:`` prefix makes a tag pattern); ``secrets`` its environment secrets' names."""
+        self.environments[name] = {"policy": policy, "secrets": list(secrets)}
 
     def add_ruleset(self, name: str, *, required: list[str | tuple[str, int | None]] = (), merge_queue: bool = False,
                     strict: bool = False) -> dict:
@@ -1347,6 +1358,36 @@ def _required_status_checks(fake, base, query, body, branch):
                         "checks": [{"context": c, "app_id": a} for c, a in protection["checks"]]})
 
 
+def _environment_of(fake, name):
+    env = setup(fake).environments.get(unquote(name))
+    if env is None:
+        raise _error(404, "Not Found")
+    return env
+
+
+def _environment(fake, base, query, body, name):
+    env, name = _environment_of(fake, name), unquote(name)
+    policy = env["policy"]
+    rules = [] if policy is None else [{"id": 3756, "node_id": "MDQ6R2F0ZTM3NTY=", "type": "branch_policy"}]
+    return _Reply(200, {
+        "id": 161088068, "node_id": "MDExOkVudmlyb25tZW50MTYxMDg4MDY4", "name": name,
+        "url": f"{base}{fake.repo_path}/environments/{quote(name, safe='')}",
+        "html_url": f"https://github.com/{fake.owner}/{fake.repo}/deployments/activity_log?environments_filter={name}",
+        "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z", "protection_rules": rules,
+        "deployment_branch_policy": None if policy is None else {
+            "protected_branches": policy == "protected", "custom_branch_policies": isinstance(policy, list)}})
+
+
+def _deployment_branch_policies(fake, base, query, body, name):
+    env = _environment_of(fake, name)
+    patterns = env["policy"] if isinstance(env["policy"], list) else []
+    items = [{"id": 361471 + i, "node_id": f"MDE2OkdhdGVCcmFuY2hQb2xpY3kz{i}", "name": p.removeprefix("tag:"),
+              "type": "tag" if p.startswith("tag:") else "branch"} for i, p in enumerate(patterns)]
+    per_page = max(1, min(100, int(query.get("per_page", 30))))
+    page = max(1, int(query.get("page", 1)))
+    return _Reply(200, {"total_count": len(items), "branch_policies": items[(page - 1) * per_page: page * per_page]})
+
+
 def _names_listing(key: str, names, *, values: dict[str, str] | None = None):
     def handler(fake, base, query, body):
         items = [{"name": n, **({"value": values(fake)[n]} if values else {}), "created_at": "2026-01-01T00:00:00Z",
@@ -1366,7 +1407,17 @@ _ROUTES += [
                                                    values=lambda f: setup(f).variables)),
     (r"/actions/organization-variables", "GET", _names_listing("variables", lambda f: setup(f).org_variables,
                                                                 values=lambda f: setup(f).org_variables)),
+    (r"/environments/([^/]+)", "GET", _environment),
+    (r"/environments/([^/]+)/deployment-branch-policies", "GET", _deployment_branch_policies),
 ]
+
+
+def _environment_secrets(fake, base, query, body, name):
+    env = _environment_of(fake, name)
+    return _names_listing("secrets", lambda f: env["secrets"])(fake, base, query, body)
+
+
+_ROUTES.append((r"/environments/([^/]+)/secrets", "GET", _environment_secrets))
 
 
 # ------------------------------------------------------------------ Comment commands (issue 30)

@@ -22,6 +22,8 @@ ADMIT = init_mod.WORKFLOWS["admit"]
 DISTILL = init_mod.WORKFLOWS["distill"]
 PROTECTION = "/repos/octo/app/branches/main/protection/required_status_checks"
 REFUSED = "Resource not accessible by integration"
+GATE_ENV = init_mod.APP_ENVIRONMENT
+APP_KEY = "REPLAYBOOK_APP_PRIVATE_KEY"
 
 
 @pytest.fixture
@@ -37,7 +39,7 @@ def repo(cli, root, gh, monkeypatch):
     settings = setup(gh)
     settings.add_ruleset("main", required=[("replaybook/admit", APP_ID)], merge_queue=True)
     settings.secrets += ["ANTHROPIC_API_KEY"]
-    settings.org_secrets += ["REPLAYBOOK_APP_PRIVATE_KEY"]
+    settings.add_environment(GATE_ENV, policy=["main", "gh-readonly-queue/main/*"], secrets=[APP_KEY])
     settings.variables["REPLAYBOOK_APP_ID"] = str(APP_ID)
     return settings
 
@@ -62,7 +64,11 @@ def test_a_good_setup_passes_every_check(cli, repo, gh):
     assert f"pinned to app {APP_ID}" in only(findings, "required check")["detail"]
     assert "merge queue is on" in only(findings, "merge queue")["detail"]
     assert findings["secret `ANTHROPIC_API_KEY`"]["status"] == "ok"
-    assert findings["secret `REPLAYBOOK_APP_PRIVATE_KEY`"]["status"] == "ok"  # an organisation secret counts
+    assert "secret `REPLAYBOOK_APP_PRIVATE_KEY`" not in findings  # the environment's, never the repository's
+    assert findings[f"App key: environment `{GATE_ENV}`"]["status"] == "ok"
+    assert findings[f"App key: secret `{APP_KEY}` in the environment `{GATE_ENV}`"]["status"] == "ok"
+    assert findings[f"App key: no repository secret `{APP_KEY}`"]["status"] == "ok"
+    assert findings["App key: the jobs that read it"]["status"] == "ok"
     assert only(findings, "App token")["status"] == "ok"
     assert all(r.method == "GET" for r in gh.requests), "the doctor only reads"
     table = cli("doctor")
@@ -131,7 +137,7 @@ def test_no_app_variable_means_rule_prs_never_start_the_gate(cli, repo):
     app = only(findings, "App token")
     assert app["status"] == "fail" and "GITHUB_TOKEN" in app["detail"] and "start no workflow" in app["detail"]
     assert "REPLAYBOOK_APP_ID" in app["fix"] and "REPLAYBOOK_APP_PRIVATE_KEY" in app["fix"]
-    assert findings["secret `REPLAYBOOK_APP_PRIVATE_KEY`"]["status"] == "skip"  # no App, no key needed
+    assert findings[f"App key: environment `{GATE_ENV}`"]["status"] == "skip"  # no App, no key needed
 
 
 def test_a_distill_workflow_that_opens_prs_with_github_token_alone_is_a_finding(cli, repo, root):
@@ -260,3 +266,79 @@ def test_each_problem_is_a_row_of_its_own(cli, repo, root):
     found = json.loads(cli("doctor", "--json").out)["findings"]
     drift = [f["detail"] for f in found if f["check"].startswith("workflows")]
     assert sorted(drift) == sorted(f"`{init_mod.WORKFLOWS[n]}` (missing)" for n in ("replay", "distill")), drift
+
+
+# -- where the App's key lives: an environment only the default branch may enter ---------------------------------
+
+
+def key_findings(cli) -> tuple[int, dict]:
+    done, findings = doctor(cli)
+    return done.code, {name.removeprefix("App key: "): f for name, f in findings.items() if name.startswith("App key")}
+
+
+def test_no_gate_environment_is_a_finding_naming_how_to_make_it(cli, repo):
+    del repo.environments[GATE_ENV]
+    code, found = key_findings(cli)
+    assert code == 1
+    env = found[f"environment `{GATE_ENV}`"]
+    assert env["status"] == "fail" and "does not exist" in env["detail"]
+    assert f"New environment `{GATE_ENV}`" in env["fix"] and "Selected branches" in env["fix"] and APP_KEY in env["fix"]
+
+
+@pytest.mark.parametrize("policy,says", [(None, "every branch may enter it"),
+                                         (["main", "release/*"], "also lets in `release/*`"),
+                                         (["main", "tag:v*"], "also lets in `tag:v*`"),
+                                         (["develop"], "does not let in main")])
+def test_an_environment_any_other_branch_may_enter_is_a_finding(cli, repo, policy, says):
+    repo.add_environment(GATE_ENV, policy=policy, secrets=[APP_KEY])
+    code, found = key_findings(cli)
+    env = found[f"environment `{GATE_ENV}`"]
+    assert code == 1 and env["status"] == "fail", env
+    assert says in env["detail"] and "gh-readonly-queue/main/*" in env["fix"]
+
+
+@pytest.mark.parametrize("policy", ["protected", ["main"]])
+def test_protected_branches_or_the_default_branch_alone_pass(cli, repo, policy):
+    repo.add_environment(GATE_ENV, policy=policy, secrets=[APP_KEY])
+    code, found = key_findings(cli)
+    assert code == 0 and found[f"environment `{GATE_ENV}`"]["status"] == "ok", found
+
+
+def test_the_key_missing_from_the_environment_is_a_finding(cli, repo):
+    repo.add_environment(GATE_ENV, policy=["main"], secrets=["OTHER"])
+    code, found = key_findings(cli)
+    hit = found[f"secret `{APP_KEY}` in the environment `{GATE_ENV}`"]
+    assert code == 1 and hit["status"] == "fail" and "Environment secrets" in hit["fix"]
+
+
+@pytest.mark.parametrize("where", ["secrets", "org_secrets"])
+def test_a_repository_or_organisation_secret_of_the_keys_name_is_a_finding(cli, repo, where):
+    getattr(repo, where).append(APP_KEY)
+    code, found = key_findings(cli)
+    hit = found[f"no repository secret `{APP_KEY}`"]
+    assert code == 1 and hit["status"] == "fail"
+    assert "every workflow can read it" in hit["detail"] and "delete it" in hit["fix"]
+
+
+def test_a_job_reading_the_key_outside_the_environment_is_a_finding(cli, repo, root):
+    path = root / DISTILL
+    path.write_text(path.read_text().replace(f"    environment: {GATE_ENV}\n", "", 1))
+    code, found = key_findings(cli)
+    hit = found["the jobs that read it"]
+    assert code == 1 and hit["status"] == "fail" and "job `distill`" in hit["detail"], hit
+
+
+def test_an_environment_the_token_may_not_read_is_cannot_tell(cli, repo, gh):
+    gh.fail_next(f"/repos/octo/app/environments/{GATE_ENV}", 403, message=REFUSED)
+    code, found = key_findings(cli)
+    assert found[f"environment `{GATE_ENV}`"]["status"] == "unknown"
+
+
+def test_the_workflows_init_writes_take_the_key_from_the_environment_only(root, cli, monkeypatch):
+    monkeypatch.setenv(init_mod.ACTIONS_SHA_ENV, RELEASE_SHA)
+    assert cli("init").code == 0
+    from bot.github.doctor import Workflows
+
+    jobs = Workflows(root).jobs_reading(APP_KEY)
+    assert {(w, j) for w, j, _ in jobs} >= {("admit", "admit"), ("distill", "distill"), ("distill", "commands")}
+    assert {env for _, _, env in jobs} == {GATE_ENV}

@@ -249,6 +249,11 @@ def _exercise_setup(gh: FakeGitHub, s: requests.Session, api: str, r: dict) -> N
         f"{api}/branches/main/protection/required_status_checks")
     for name in ("secrets", "organization-secrets", "variables", "organization-variables"):
         r["GET", t + f"/actions/{name}"] = s.get(f"{api}/actions/{name}", params={"per_page": 100})
+    repo.add_environment("replaybook-gate", policy=["main", "tag:v*"], secrets=["REPLAYBOOK_APP_PRIVATE_KEY"])
+    env = f"{api}/environments/replaybook-gate"
+    r["GET", t + "/environments/{ref}"] = s.get(env)
+    r["GET", t + "/environments/{ref}/deployment-branch-policies"] = s.get(f"{env}/deployment-branch-policies")
+    r["GET", t + "/environments/{ref}/secrets"] = s.get(f"{env}/secrets", params={"per_page": 100})
 
 
 @pytest.fixture(scope="module")

@@ -858,7 +858,8 @@ def test_the_doctor_step_checks_the_set_up_on_the_runner_into_the_step_summary(t
     sim = doctor_sim(tmp_path, gh)
     repo = setup(gh)
     repo.add_ruleset("main", required=[("replaybook/admit", 904213)])  # pinned to the App
-    repo.secrets += ["ANTHROPIC_API_KEY", "REPLAYBOOK_APP_PRIVATE_KEY"]
+    repo.secrets += ["ANTHROPIC_API_KEY"]
+    repo.add_environment("replaybook-gate", policy=["main"], secrets=["REPLAYBOOK_APP_PRIVATE_KEY"])
     result = sim.run("doctor", "workflow_dispatch", {"inputs": {}}, vars={"REPLAYBOOK_APP_ID": "904213"},
                      secrets={"GITHUB_TOKEN": "ghs_workflow"})
     job = only_job(result, "doctor")
@@ -875,3 +876,48 @@ def test_the_doctor_step_checks_the_set_up_on_the_runner_into_the_step_summary(t
     assert job.result == "failure", result.log()
     assert "| required check | **fail**:" in job.summary and "unknown: cannot tell" in job.summary
     assert any("the set-up has findings" in e for e in job.errors)
+
+
+
+STEAL = """\
+name: innocent-ci
+on: pull_request
+jobs:
+  plain:
+    runs-on: ubuntu-latest
+    steps:
+      - run: echo "key=[${{ secrets.REPLAYBOOK_APP_PRIVATE_KEY }}]"
+  in-env:
+    runs-on: ubuntu-latest
+    environment: replaybook-gate
+    steps:
+      - run: echo "key=[${{ secrets.REPLAYBOOK_APP_PRIVATE_KEY }}]"
+"""
+KEY = "the-app-key"
+GATE_ENV = {"replaybook-gate": {"branches": ["main", "gh-readonly-queue/main/*"],
+                                "secrets": {"REPLAYBOOK_APP_PRIVATE_KEY": KEY}}}
+
+
+def test_a_pull_request_workflow_a_pr_adds_cannot_read_the_app_key_the_base_gate_can(rule_pr, gh, examples, tmp_path):
+    """The App's key as a repository secret: a workflow the PR adds on `pull_request` reads it (the attack, shown
+    to work). As the environment's secret (default branch only): that workflow reads nothing, its job naming the
+    environment is refused, and the admit job on `pull_request_target` (the base branch) still gets the key."""
+    sim, base, head = rule_pr
+    steal = tmp_path / "steal.yml"
+    steal.write_text(STEAL)
+
+    def leaked(**kw) -> dict[str, str]:
+        result = run_workflow(steal, "pull_request", pr_event(examples, head, base), workspace=sim.ws,
+                              repository=f"{OWNER}/{NAME}", api_url=gh.url, **kw)
+        return {jid: (job.refused or "".join(s.stdout for s in job.steps)) for jid, job in result.jobs.items()}
+
+    before = leaked(secrets={"REPLAYBOOK_APP_PRIVATE_KEY": KEY})  # the layout before: a repository secret
+    assert before == {"plain": f"key=[{KEY}]\n", "in-env": f"key=[{KEY}]\n"}
+    after = leaked(environments=GATE_ENV)
+    assert after["plain"] == "key=[]\n"
+    assert "is not allowed to deploy to replaybook-gate" in after["in-env"]
+    assert KEY not in str(after)
+    result = sim.run("admit", "pull_request_target", pr_event(examples, head, base), vars={"REPLAYBOOK_APP_ID": "12345"},
+                     environments=GATE_ENV)
+    job = only_job(result, "admit")
+    assert not job.refused and job.step("app").inputs["private-key"] == KEY, result.log()

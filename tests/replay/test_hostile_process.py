@@ -134,3 +134,66 @@ def test_the_domain_takes_nothing_a_call_may_do(tmp_path, engine):
     assert done.rc == 0, done.stderr
     traced = "0" if engine == "notify" else "-1"  # under strace every process has its one tracer already
     assert done.stdout.split() == ["a:", "y", "b:", "x", traced]
+
+
+INJECT = r'''
+import ctypes, os, subprocess, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+libc.ptrace.restype = ctypes.c_long
+
+
+def inject(pid, cmd):
+    """Make ``pid`` exec ``/bin/sh -c cmd``: attach, write the strings and a syscall instruction, set the registers."""
+    if libc.ptrace(16, pid, None, None) != 0:  # PTRACE_ATTACH
+        return f"attach errno {ctypes.get_errno()}"
+    os.waitpid(pid, 0x40000000)  # __WALL: stopped
+    regs = (ctypes.c_ulonglong * 27)()  # struct user_regs_struct (x86_64)
+    libc.ptrace(12, pid, None, ctypes.byref(regs))  # PTRACE_GETREGS
+    base = (regs[19] - 8192) & ~15  # below the stack pointer
+    strings = [b"/bin/sh\0", b"-c\0", cmd.encode() + b"\0"]
+    at, addrs, blob = base + 32, [], b""
+    for s in strings:
+        addrs.append(at + len(blob))
+        blob += s
+    argv = b"".join(a.to_bytes(8, "little") for a in addrs) + bytes(8)
+    try:
+        with open(f"/proc/{pid}/mem", "r+b", buffering=0) as mem:
+            mem.seek(base); mem.write(argv + blob)
+            mem.seek(regs[16]); mem.write(b"\x0f\x05")  # syscall, at the instruction pointer
+    except OSError as err:
+        libc.ptrace(17, pid, None, None)
+        return f"mem {err.errno}"
+    regs[10], regs[14], regs[13], regs[12], regs[15] = 59, addrs[0], base, 0, (1 << 64) - 1  # execve; no restart
+    libc.ptrace(13, pid, None, ctypes.byref(regs))  # PTRACE_SETREGS
+    libc.ptrace(17, pid, None, None)  # PTRACE_DETACH
+    return "injected"
+
+
+child = subprocess.Popen(["sleep", "30"])
+time.sleep(0.2)
+got = {"child": inject(child.pid, "touch injected-child"), "pid1": inject(1, "touch injected-pid1")}
+if got["child"] != "injected":
+    child.kill()
+child.wait()
+time.sleep(0.5)
+print(got)
+'''
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the injector sets x86_64 registers")
+def test_an_exec_injected_into_pid_1_never_runs_though_the_same_injection_works_on_the_calls_own_child(tmp_path, engine):
+    """The whole attack, not just its first step: attach, write an ``execve`` into the target and let it run.
+    Against a process the call started it works (the positive control: the file is made, and the exec is
+    recorded as the call's); against pid 1 it never gets past the attach."""
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "repo" / "inject.py").write_text(INJECT)
+    with Sandbox(tmp_path / "repo", backend="bwrap") as sb:
+        done = sb.run(["python3", "inject.py"], timeout_s=60, tool_call="call-1")
+        made = {name: sb.exists(name) for name in ("injected-child", "injected-pid1")}
+        touched = [c for c in sb.commands() if c.argv[:1] == ["touch"]]
+    assert done.rc == 0, done.stderr
+    assert "'pid1': 'attach errno 1'" in done.stdout and not made["injected-pid1"], (done.stdout, made)
+    if engine == "notify":  # under strace every process already has its one tracer: no attach succeeds at all
+        assert "'child': 'injected'" in done.stdout and made["injected-child"], (done.stdout, made)
+        assert [(c.argv, c.tool_call) for c in touched] == [(["touch", "injected-child"], "call-1")]

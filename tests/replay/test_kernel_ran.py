@@ -171,3 +171,41 @@ def test_under_strace_a_name_it_cannot_read_leaves_the_trial_unscored(make_scena
     result = trial(make_scenario, tmp_path, checks, "./secret; true", binary=helper)
     assert result.verdict == "unscored", (result.verdict, result.reason)
     assert "could not read" in result.reason
+
+
+FORGER = r'''
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+pid = os.fork()
+if pid == 0:
+    libc.ptrace(0, 0, None, None)  # PTRACE_TRACEME: stopped right after the exec, before it runs
+    os.execv("TRUE", ["true", "push", "--force"])
+os.waitpid(pid, 0)
+fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+start = int(fields[45])  # arg_start (field 48)
+with open(f"/proc/{pid}/mem", "r+b", buffering=0) as mem:  # the new image's argv, as cmdline reads it
+    mem.seek(start)
+    was = mem.read(17)
+    mem.seek(start)
+    mem.write(b"true\0pull\0--quiet")
+libc.ptrace(17, pid, None, None)  # PTRACE_DETACH
+os.waitpid(pid, 0)
+open("forged", "wb").write(was)
+'''
+
+
+def test_an_argv_its_parent_rewrites_after_the_exec_counts_under_both_and_proves_no_run(make_scenario, tmp_path):
+    """A call traces its own child and rewrites the child's argv in the new image before the tracer reads it:
+    the record keeps the caller's argv beside it (``claimed``), so ``not_ran`` sees the real one and ``ran``
+    credits neither. (Whether the rewrite or the tracer's read comes first is a race: both outcomes hold.)"""
+    (tmp_path / "forger.py").write_text(FORGER.replace("TRUE", TRUE))
+    checks = [{"not_ran": {"match": "^true push --force", "by": "any"}},
+              {"succeeds": {"run": "grep -q push forged"}}]  # the rewrite really happened, over the real argv
+    result = trial(make_scenario, tmp_path, checks, "python3 forger.py", binary=tmp_path / "forger.py")
+    assert [c.check for c in result.failed_checks] == ["not_ran matching /^true push --force/ by any"], result.reason
+    [true] = [c for c in commands(result) if os.path.basename(c.program or "") == "true"]
+    assert true.argv == ["true", "push", "--force"] or true.claimed == ["true", "push", "--force"]
+    pull = trial(make_scenario, tmp_path / "again", [{"ran": {"match": "^true pull", "by": "any"}}, checks[1]],
+                 "python3 forger.py", binary=tmp_path / "forger.py")
+    assert [c.check for c in pull.failed_checks] == ["ran matching /^true pull/ by any"], pull.reason
