@@ -79,3 +79,23 @@ def test_no_module_is_over_500_lines():
     long = {str(p.relative_to(ROOT.parent)): n for p in ROOT.rglob("*.py")
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > 500}
     assert not long, long
+
+
+def _imported(path: Path) -> set[str]:
+    """What ``path`` imports, each ``from a.b import c`` also as ``a.b.c`` (``c`` may be a module)."""
+    import ast
+
+    names = set(module_imports(path))
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("bot."):
+            names |= {f"{node.module}.{a.name}" for a in node.names}
+    return names
+
+
+def test_the_adapters_reach_replay_only_through_the_use_cases():
+    """The CLI and GitHub go through ``gate/`` (and what owns validation) to replay: never into the engine."""
+    internals = ("bot.replay.engine", "bot.replay.validate")
+    reached = [f"{path.relative_to(ROOT.parent)} imports {name}"
+               for package in ("github", "cli") for path in sorted((ROOT / package).rglob("*.py"))
+               for name in sorted(_imported(path)) if name in internals or name.startswith(tuple(i + "." for i in internals))]
+    assert not reached, reached

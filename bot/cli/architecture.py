@@ -65,6 +65,16 @@ change not yet written, `OverlayTree`).
 
 The environment is read in one module, `bot/settings.py` (its table is `docs/settings.md`); what is
 built from it and the config (replay options, the model adapter) is built in `bot/config.py`.
+
+## The gate has one front door
+
+The command line (`bot/cli/`) and GitHub (`bot/github/`) are adapters: they read their input, call a use
+case, and show or post what it returns. A rule PR is judged by `bot/gate/pull_request.py` (what the PR
+changes, `gate/playbook_diff.py` and `gate/instructions.py`, then the replay) into one verdict
+(`gate/verdict.py`) that `bot/github/gate.py` only posts: a check run or a status, one comment, the job
+summary. Both build the gate's options in `gate/options.py`; the default agent is a parameter. Neither
+imports the replay's engine or its scenario validation: they go through `bot/gate/`, `playbook/check.py` and
+the replay's public entry points (`bot/replay/__init__.py`; `tests/test_layers.py` checks it).
 """
 
 OUTRO = """\
@@ -131,14 +141,40 @@ def concepts() -> list[dict]:
     return rows
 
 
+def sub_packages() -> list[dict]:
+    """One row per package inside a concept (``bot/replay/sandbox/``…), in layer order: what it is, its modules."""
+    rows = []
+    for name in LAYERS:
+        package = ROOT / name
+        if not package.is_dir():
+            continue
+        for init in sorted(package.rglob("*/__init__.py")):
+            folder = init.parent
+            rows.append({"path": f"bot/{folder.relative_to(ROOT).as_posix()}/", "what": _first_sentence(_doc(init)),
+                         "modules": sorted(f.relative_to(folder).with_suffix("").as_posix() for f in folder.rglob("*.py")
+                                           if f.name != "__init__.py")})
+    return rows
+
+
+def _top_modules(modules: list[str]) -> list[str]:
+    """A concept's modules, each sub-package's shown once as ``name/`` (the table below lists what is in it)."""
+    return list(dict.fromkeys(m if "/" not in m else m.split("/", 1)[0] + "/" for m in modules))
+
+
 def render() -> str:
     lines = [INTRO, "## Where each concept lives", "",
-             "Bottom layer first: each imports only the rows above it (`tests/test_layers.py` checks it).", "",
+             "Bottom layer first: each imports only the rows above it (`tests/test_layers.py` checks it). A module "
+             "ending in `/` is a sub-package (next table).", "",
              "| concept | what it is | imports | modules |", "|---|---|---|---|"]
     for row in concepts():
-        modules = ", ".join(f"`{m}`" for m in row["modules"]) or "—"
+        modules = ", ".join(f"`{m}`" for m in _top_modules(row["modules"])) or "—"
         imports = ", ".join(row["imports"]) or "—"
         lines.append(f"| `{row['path']}` | {row['what'].replace('|', '/')} | {imports} | {modules} |")
+    lines += ["", "## Sub-packages", "", "Inside a concept, a few modules that belong together are a package of "
+              "their own.", "", "| sub-package | what it is | modules |", "|---|---|---|"]
+    for row in sub_packages():
+        modules = ", ".join(f"`{m}`" for m in row["modules"]) or "—"
+        lines.append(f"| `{row['path']}` | {row['what'].replace('|', '/')} | {modules} |")
     return "\n".join(lines) + "\n\n" + OUTRO
 
 

@@ -38,7 +38,7 @@ from bot.playbook import rule as rules_mod
 from bot.playbook.store import Playbook
 from bot.replay.answers import AnswerBook
 from bot.model.served import LOCAL, SCRIPTED
-from bot.replay.engine import ReplayOptions
+from bot.replay import ReplayOptions
 from bot.replay.gateway import Gateway
 from bot.scenario import suite as suite_mod
 from bot.settings import Environment

@@ -24,7 +24,7 @@ from bot.playbook import org as org_mod
 from bot.playbook import rule as rules_mod
 from bot.playbook.rule import Rule
 from bot.playbook.store import Playbook
-from bot.replay.engine import ReplayOptions
+from bot.replay import ReplayOptions
 
 Say = Callable[[str], None]
 MEMBERS = {

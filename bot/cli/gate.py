@@ -11,12 +11,12 @@ import click
 from bot import config as config_mod
 from bot.cli.output import emit_json
 from bot.cli.playbook import open_playbook
-from bot.config import replay_options
 from bot.errors import BadInput, CheckFailed
 from bot.gate import decision as gate_mod
 from bot.gate import ledger as gate_log
 from bot.gate import report as gate_report
-from bot.gate import reuse, stats
+from bot.gate import options as gate_options
+from bot.gate import reuse
 from bot.gate.pool import cores
 from bot.playbook.store import Playbook
 from bot.replay.agents import AGENTS
@@ -83,19 +83,19 @@ def command(ctx: click.Context, rule_file: Path, playbook_dir: Path | None, suit
     if playbook_dir is not None:
         book = Playbook(playbook_dir, root=settings.root, cap=settings.cap, incidents=book.incidents, org=book.org,
                         half_life_days=book.half_life_days)
-    chosen = list(dict.fromkeys(agents)) or settings.config.replay.agents or ["builtin"]
+    chosen = gate_options.agents(settings, agents)
     agent = chosen[0]
     config_mod.require_key(ctx.obj.env, agent, model, screen_model)
     if screen_model and LOCAL in (model, screen_model) and screen_model not in (model, SCRIPTED):
         raise BadInput(f"--model {model} with --screen-model {screen_model}: the local model screens only a gate "
                        "on the local model; give --screen-model local or scripted with --model local")
     _, key, _ = config_mod.for_agent(ctx.obj.env, agent)  # the screen model may be hosted when the agent's is not
-    replay = replay_options(settings, ctx.obj.env, model=model, runs_dir=runs_dir, sandbox=sandbox, api_key=key,
-                            agent=agent, command=command_template, noise=noise, seed=seed)
-    _gateable(book, rule_file, policy=replay.simulated)
-    opts = gate_mod.GateOptions(replay=replay, test=stats.own_test(settings.config.gate.own_test), suite_trials=trials,
-                                jobs=jobs or cores(), max_cost_usd=max_cost_usd, **settings.config.gate.options(),
-                                screen_model=screen_model, cache_dir=None if no_cache else (cache_dir or settings.path("cache")))
+    opts = gate_options.options(settings, ctx.obj.env, default_agent=agent, model=model, suite_trials=trials,
+                                jobs=jobs, max_cost_usd=max_cost_usd, screen_model=screen_model,
+                                cache_dir=None if no_cache else (cache_dir or settings.path("cache")),
+                                runs_dir=runs_dir, sandbox=sandbox, api_key=key, command=command_template,
+                                noise=noise, seed=seed)
+    gate_options.gateable(book, rule_file, policy=opts.replay.simulated)
     if only_estimate:
         _estimate(book, rule_file, suite_dir or settings.path("scenarios"), opts, chosen, as_json)
         return
@@ -113,35 +113,6 @@ def command(ctx: click.Context, rule_file: Path, playbook_dir: Path | None, suit
                            "retired_itself": admission.retired_itself}
         reuse.carry_over(book, result, suite_dir or settings.path("scenarios"), opts)  # the next baseline, free
     _report(result, gate_report.markdown(result, opts.test), gate_report.as_json, report_file, as_json)
-
-
-def _gateable(book: Playbook, rule_file: Path, *, policy: bool) -> None:
-    """Bad input before any replay, as `rule validate` and `scenario validate` say it (exit 2, nothing replayed,
-    nothing in the ledger): a rule that does not load, an id in use, a scenario with a problem (a misspelt key;
-    ``policy``: the simulated agent's policy too), or a rule already admitted. The ledger counts decisions only."""
-    from bot.playbook import rule as rules_mod
-    from bot.replay import validate as sv
-
-    try:
-        rule_id = rules_mod.load(rule_file, named_by_id=False).id
-    except BadInput:
-        rule_id = None
-    admitted = {e.rule.id: e.path for e in book.entries(("rules",))}
-    in_rules = rule_file.resolve().parent == book.dir("rules").resolve()
-    if in_rules or (rule_id in admitted and admitted[rule_id].resolve() == rule_file.resolve()):
-        raise BadInput(f"{rule_file}: {rule_id or 'this rule'} is already admitted (it is in {book.dir('rules')}/); "
-                       "the gate decides candidates. To replay an admitted rule again, run `replaybook playbook "
-                       f"retest {rule_id or 'RULE_ID'}`; to change it, propose the new text under a new id")
-    try:
-        rule = book.vet(rule_file)
-        problems = sv.validate(book.root / rule.replay, empty_playbook=book.render_text([]), control=False,
-                               policy=policy).problems if rule.replay else []
-    except BadInput as exc:
-        problems = exc.problems or [exc.message]
-    if problems:
-        raise BadInput(f"{rule_file}: not a candidate the gate can replay; nothing was replayed or recorded in "
-                       "the gate ledger (`replaybook rule validate` and `replaybook scenario validate` check it)",
-                       problems=problems)
 
 
 def _estimate(book: Playbook, rule_file: Path, suite_dir: Path, opts: gate_mod.GateOptions, agents: list[str],

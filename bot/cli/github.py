@@ -90,7 +90,7 @@ def handle(ctx: click.Context, event_name: str | None, event_path: Path | None, 
     break. Give such a job a GitHub App token: PRs opened with the workflow's
     own GITHUB_TOKEN start no workflow, so the admit gate would never run.
     """
-    from bot.github.gate import check_options
+    from bot.gate.options import check_options
 
     check_options(gate_agent, gate_trials)  # before anything is read or called
     if not event_name:

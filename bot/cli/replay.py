@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 
+from bot import replay as replay_api  # the replay's front door (its public entry points), never its engine
 from bot._util import bundled
 from bot.cli.output import emit_json, table
 from bot.cli.playbook import open_playbook
@@ -21,7 +22,6 @@ from bot.model import served
 from bot.playbook import rule as rules_mod
 from bot.playbook.render.system_prompt import system_prompt
 from bot.playbook.store import Playbook
-from bot.replay import engine
 from bot.replay import matrix as replay_suite
 from bot.replay import process as process_mod
 from bot.replay.agents import AGENTS
@@ -140,20 +140,20 @@ def run(ctx: click.Context, scenario: str, agent: str, command_template: str | N
                       if opts.model_label else "")
                    + "\n")
 
-    def progress(result: engine.TrialResult) -> None:
+    def progress(result: replay_api.TrialResult) -> None:
         if trials > 1:
             done = progress.count = getattr(progress, "count", 0) + 1
             click.echo(f"[{done}/{trials}] trial {result.trial}: {result.verdict}", err=True)
 
-    finished: list[engine.TrialResult] = []
+    finished: list[replay_api.TrialResult] = []
 
-    def keep(result: engine.TrialResult) -> None:
+    def keep(result: replay_api.TrialResult) -> None:
         finished.append(result)
         progress(result)
 
     try:
         with stop_on_sigint():
-            results = engine.run_trials(loaded, text, opts, trials=trials, jobs=jobs, progress=keep)
+            results = replay_api.run_trials(loaded, text, opts, trials=trials, jobs=jobs, progress=keep)
     except (KeyboardInterrupt, process_mod.Interrupted):
         _interrupted(sorted(finished, key=lambda r: r.trial), trials, as_json)
     finally:
@@ -161,7 +161,7 @@ def run(ctx: click.Context, scenario: str, agent: str, command_template: str | N
     if as_json:
         emit_json({"scenario": loaded.scenario.id, "agent": agent, "model": model,
                    "simulated": opts.simulated, **({"model_label": opts.model_label} if opts.model_label else {}),
-                   "summary": engine.summary(results),
+                   "summary": replay_api.summary(results),
                    "trials": [r.to_dict() for r in results]})
     else:
         _report(results)
@@ -169,17 +169,17 @@ def run(ctx: click.Context, scenario: str, agent: str, command_template: str | N
         raise CheckFailed(_closing(results))
 
 
-def _interrupted(finished: list[engine.TrialResult], trials: int, as_json: bool) -> None:
+def _interrupted(finished: list[replay_api.TrialResult], trials: int, as_json: bool) -> None:
     """Ctrl-C: the trials that finished, reported as usual, and exit 130."""
     if as_json:
-        emit_json({"interrupted": True, "summary": engine.summary(finished), "trials": [r.to_dict() for r in finished]})
+        emit_json({"interrupted": True, "summary": replay_api.summary(finished), "trials": [r.to_dict() for r in finished]})
     elif finished:
         _report(finished)
     raise Interrupted(f"interrupted: {len(finished)} of {trials} trial(s) finished"
                       + (" (reported above)" if finished and not as_json else "") + "; the rest were stopped")
 
 
-def _report(results: list[engine.TrialResult]) -> None:
+def _report(results: list[replay_api.TrialResult]) -> None:
     rows = []
     for r in results:
         failed = r.failed_checks if r.delivered is not False else []  # the rule never arrived: no check is news
@@ -192,7 +192,7 @@ def _report(results: list[engine.TrialResult]) -> None:
                 click.echo(f"- trial {r.trial}, `{check.check}`: {evidence_line(item)}")
     for warning in dict.fromkeys(w for r in results for w in r.warnings):
         click.echo(f"\n> **{warning}**")
-    s = engine.summary(results)
+    s = replay_api.summary(results)
     cpu = served.cpu_seconds()  # the local model's engine, when it answered: its cost is CPU, not money
     kind = " (simulated estimate)" if s["simulated"] else f" ({cpu:.0f} CPU seconds of the local model)" if cpu else ""
     missed = f" ({s['not_delivered']} with the rule not delivered)" if s["not_delivered"] else ""
@@ -218,8 +218,8 @@ def evidence_line(item: dict) -> str:
     return str(item)
 
 
-def _closing(results: list[engine.TrialResult]) -> str:
-    s = engine.summary(results)
+def _closing(results: list[replay_api.TrialResult]) -> str:
+    s = replay_api.summary(results)
     return f"not every trial passed ({s['failed']} failed, {s['unscored']} unscored)"
 
 

@@ -9,9 +9,8 @@ import click
 from bot.cli.output import emit_json
 from bot.errors import BadInput, ReplaybookError
 from bot.playbook import rule as rules_mod
-from bot.playbook.check import validate_folders
+from bot.playbook.check import exit_code, validate_folders
 from bot.playbook.store import Playbook
-from bot.replay import validate as sv
 from bot.replay.cache import ReplayCache
 from bot.scenario import suite as suite_mod
 
@@ -66,7 +65,7 @@ def validate(ctx: click.Context, paths: tuple[Path, ...], no_control: bool, cach
                 click.echo(f"  - {line}")
             for line in f.warnings:
                 click.echo(f"  - warning: {line}")
-    code = sv.exit_code(findings)
+    code = exit_code(findings)
     if code:
         bad = [f.scenario for f in findings if not f.ok]
         error = BadInput if code == 2 else Unsound

@@ -6,13 +6,17 @@ measured cost (``GateResult.cost_usd``, a simulated estimate when the
 simulated model answered), the decision and its reason. Appends are one
 ``write`` of one line with ``O_APPEND``, so concurrent gates never interleave
 a record; a line that does not parse (a crash mid-write, a hand edit) is
-skipped by the reader and counted.
+skipped by the reader and counted. :func:`detail_of` keeps each failing trial of a gate, small, for
+``/replaybook explain`` (on GitHub the records live in the PR's gate comment: ``bot.github.ledger``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shlex
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Literal
@@ -20,6 +24,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bot._util.records import SLUG
+from bot._util.text_safety import neutralise, one_line
 from bot.playbook.rule import GLOB
 
 LEDGER = Path(".replaybook") / "gates.jsonl"
@@ -28,6 +33,8 @@ ReasonKind = Literal["admitted", "cheap_checks", "unsound_scenario", "already_fo
 
 
 Command = Annotated[str, Field(max_length=200)]
+MAX_NOTES = 6  # failing trials kept per gate (GateDetail.trials)
+COMMANDS = 5  # commands kept around each failing check
 MAX_SCOPE = 8  # task types, and paths, kept of a rule's scope: a wider scope is recorded as unknown
 TaskType = Annotated[str, Field(pattern=SLUG)]  # a rule's own slug: at most 80 characters
 Glob = Annotated[str, Field(max_length=120, pattern=GLOB.pattern)]  # a rule's own glob (no space, <, >, $, `)
@@ -133,3 +140,98 @@ def read(root: Path) -> tuple[list[GateRecord], int]:
             except (ValueError, ValidationError):
                 skipped += 1
     return sorted(records, key=lambda r: r.at), skipped
+
+
+# ------------------------------------------------------------------ each failing trial, for `/replaybook explain`
+
+
+def detail_of(result, redact: Callable[[str], str] = str) -> GateDetail:
+    """What ``explain`` shows of a ``bot.gate.result.GateResult``: each failing trial with the rule, kept small.
+
+    The trials the agent ran with the rule in its prompt (the own scenario's after side, then each regressed suite
+    scenario's), at most ``MAX_NOTES``: the first check that failed, its detail, and at most ``COMMANDS`` commands
+    around it (from the trial's trace when its run folder is kept, else the check's own evidence). Redacted,
+    neutralised and cut to the fields' sizes; whoever shows it neutralises it again (that changes nothing more).
+    """
+    sides = [result.after, *(e.candidate for e in result.suite if e.regressed)]
+    failed = [t for side in sides if side is not None for t in side.trials if t.verdict != "passed"]
+    notes = [_note(t, redact) for t in failed[:MAX_NOTES]]
+    text = result.rule_text or ""
+    return GateDetail(rule_hash=hashlib.sha256(text.encode("utf-8")).hexdigest()[:16],
+                      rule_text=_cut(redact(text), 600), task_types=_scope(result.task_types, redact, "task_types"),
+                      paths=_scope(result.paths, redact, "paths"), trials=notes, more=max(0, len(failed) - MAX_NOTES))
+
+
+def _scope(values, redact: Callable[[str], str], field: str) -> list[str] | None:
+    """The rule's task types or paths as kept, or None (unknown) when they do not fit: more than ``MAX_SCOPE``,
+    one too long or not a rule's own slug or glob, or one redaction would change. Never cut: a cut scope would
+    read as another, and unknown is what distill treats as safe (``bot.distill.refusals.narrower``)."""
+    if values is None or len(values) > MAX_SCOPE:
+        return None
+    kept = [str(v) for v in values]
+    try:
+        GateDetail.model_validate({field: kept})
+    except ValidationError:
+        return None
+    return kept if all(redact(v) == v for v in kept) else None
+
+
+def _cut(text: str, limit: int) -> str:
+    """One line, neutralised (it sits in a comment anyone can read), then cut: a cut never rejoins what it broke."""
+    return one_line(neutralise(one_line(text)), limit)
+
+
+def _note(trial, redact: Callable[[str], str]) -> TrialNote:
+    check = next((c for c in trial.checks if not c.passed), None)
+    name = check.check if check is not None else trial.verdict
+    detail = check.detail if check is not None else trial.reason
+    return TrialNote(scenario=_cut(trial.scenario, 120), trial=max(0, int(trial.trial)), check=_cut(redact(name), 160),
+                     detail=_cut(redact(detail), 240), commands=[_cut(redact(c), 160) for c in _around(trial, check)])
+
+
+def _around(trial, check) -> list[str]:
+    """At most ``COMMANDS`` of the agent's commands: those around the check's first piece of evidence, else its last.
+
+    From the trial's trace when its run folder is kept (the agent's tool calls, else the commands the kernel saw),
+    else the check's own evidence."""
+    evidence = [e for e in (check.evidence if check is not None else []) if isinstance(e, dict)]
+    traced = _traced(trial.run_dir)
+    if not traced:
+        return [_command(e.get("argv"), e.get("cwd")) for e in evidence if isinstance(e.get("argv"), list)][:COMMANDS]
+    first = evidence[0] if evidence else {}
+    at = next((i for i, (seq, call, _) in enumerate(traced) if first.get("tool_call") and call == first["tool_call"]),
+              None)
+    if at is None and isinstance(first.get("seq"), int):  # the last step that started before the evidence
+        at = max((i for i, (seq, _, _) in enumerate(traced) if seq is not None and seq <= first["seq"]), default=None)
+    start = len(traced) - COMMANDS if at is None else at - 2
+    return [text for _, _, text in traced[max(0, start): max(0, start) + COMMANDS]]
+
+
+def _traced(run_dir: str | None) -> list[tuple[int | None, str | None, str]]:
+    """(seq, tool call id, text) of each step the agent took in the trial's trace, in order; [] when it is not kept.
+
+    Its tool calls (a shell call as its command), else the outermost commands the kernel saw."""
+    from bot.errors import BadInput
+    from bot.replay.trace import CommandEvent, ToolCallEvent, read_trace
+
+    if not run_dir:
+        return []
+    try:
+        events = read_trace(Path(run_dir) / "trace.jsonl")
+    except (BadInput, OSError):
+        return []
+    calls = [(e.seq, e.id, _call(e)) for e in events if isinstance(e, ToolCallEvent)]
+    return calls or [(e.seq, e.tool_call, _command(e.argv, e.cwd)) for e in events
+                     if isinstance(e, CommandEvent) and e.depth == 0 and e.by != "agent"]
+
+
+def _call(event) -> str:
+    given = event.input.get("command") if isinstance(event.input, dict) else None
+    if isinstance(given, str):
+        return given
+    return f"{event.name} {json.dumps(event.input, ensure_ascii=False)[:200]}" if event.input else str(event.name)
+
+
+def _command(argv, cwd) -> str:
+    text = shlex.join(str(a) for a in argv or [])
+    return text + (f"  (in {cwd})" if cwd not in (None, "", ".") else "")

@@ -62,10 +62,12 @@ def summary(report: str, run_url: str | None, limit: int = CHECK_TEXT_LIMIT) -> 
 
 
 def check_run(verdict: Any, sha: str, run_url: str | None, name: str) -> CheckRun:
-    """The completed check run of ``verdict`` (a :class:`~bot.github.context.GateVerdict`) on ``sha``."""
+    """The completed check run of ``verdict`` (a :class:`~bot.gate.verdict.GateVerdict`) on ``sha``, annotated
+    where each rule it judged rests."""
+    notes = [a for j in verdict.judged for a in annotations(j.result, j.root, j.rule_file, j.scenarios)]
     return CheckRun(name=name, head_sha=sha, conclusion=conclusion(verdict.state),  # type: ignore[arg-type]
                     title=neutralise(one_line(verdict.description, 200)) or verdict.state,
-                    summary=summary(verdict.report, run_url), annotations=tuple(verdict.annotations),
+                    summary=summary(verdict.report, run_url), annotations=tuple(notes),
                     actions=(REPLAY_ACTION,), details_url=run_url)
 
 

@@ -18,7 +18,7 @@ What each command does:
   maintainer's dispatch and "Replay again" already take (so the gate runs on the PR's head, in its own job),
   and with ``agent`` and ``trials`` when given: ``--agent`` must be one of ``replay.agents`` (the gate
   replays with it alone), ``--trials`` is capped by the gate's after-side budget
-  (:func:`bot.github.gate.gate_test`). The reply says what the re-gate runs.
+  (:func:`bot.gate.options.gate_test`). The reply says what the re-gate runs.
 - ``retest`` dispatches the distill workflow with ``reason: retest``: the monthly re-test, on demand.
 - ``retire rule-NNNN [reason]`` opens (or updates) the retirement PR, with the reason neutralised.
 - ``explain`` answers from the gate's ledger in the PR's gate comment: each gate's decision, and for the newest
@@ -41,7 +41,7 @@ from bot.github.context import Outcome, RunContext, code
 from bot.github.events import RunCommand
 from bot.github.port import GitHubError, fit_body, marker, written_by
 from bot.github.pulls import bot_logins, find_mine, pr_url, upsert_pr
-from bot.replay.engine import SCRIPTED
+from bot.model.served import SCRIPTED
 
 ALLOWED = ("admin", "maintain", "write")
 HANDLED = ("eyes", "+1", "-1", "confused")  # any of these, left by the bot, marks a command comment handled
@@ -112,7 +112,7 @@ def _one(command: commands.Parsed, action: RunCommand, ctx: RunContext) -> tuple
 
 
 def _replay(command: commands.Command, action: RunCommand, ctx: RunContext) -> tuple[str, Outcome]:
-    from bot.github.gate import DEFAULT_AGENT, gate_test, what_runs
+    from bot.gate.options import DEFAULT_AGENT, gate_test, what_runs
 
     if not action.is_pr:
         return "runs on a pull request; this is an issue.", Outcome(action.kind, "skipped", "replay on an issue")
@@ -207,7 +207,7 @@ def _inert(text: str, limit: int) -> str:
 
 
 def _trials(record) -> list[str]:
-    """One rule's failing trials with the rule, as the gate kept them (bot.github.ledger.detail_of)."""
+    """One rule's failing trials with the rule, as the gate kept them (bot.gate.ledger.detail_of)."""
     detail = record.detail
     head = (f"**{code(record.rule_id, 40)}**, latest gate: {record.decision}. The rule text the agent saw "
             f"(sha256 `{detail.rule_hash}`): {_inert(detail.rule_text, 600)}")

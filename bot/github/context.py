@@ -8,13 +8,13 @@ cannot close), both of which :func:`~bot._util.text_safety.neutralise` it first:
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 from typing import Any, Literal
 
 from bot._util.text_safety import code, fenced  # noqa: F401 (the handlers import them from here)
+from bot.gate.verdict import GateRunner, GateVerdict  # noqa: F401 (the handlers import them from here)
 from bot.github.port import GitHubPort
 from bot.incident import capture as capture_mod
 
@@ -31,24 +31,6 @@ class Outcome:
     summary: str
     url: str | None = None
     verdict: str | None = None  # a gate's commit status: success | failure | error
-
-
-@dataclass(frozen=True)
-class GateVerdict:
-    """A gate run's answer: the commit status state, its one-line description, and the markdown report.
-
-    ``annotations`` point at the files the decision rests on (the check run shows them), and ``records``
-    are the ledger records of each rule the gate replayed (kept in the gate comment: bot.github.ledger).
-    """
-
-    state: Literal["success", "failure", "error", "inconclusive"]  # inconclusive: the gate's budget ended first
-    description: str
-    report: str
-    annotations: tuple[Any, ...] = ()  # bot.github.port.Annotation
-    records: tuple[Any, ...] = ()  # bot.gate.ledger.GateRecord
-
-
-GateRunner = Callable[[Any], GateVerdict]  # called with a bot.github.events.GateRulePr
 
 
 @dataclass

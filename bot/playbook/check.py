@@ -106,6 +106,11 @@ def validate_folders(folders: list[Path], book: Playbook, *, control: bool,
     return findings
 
 
+def exit_code(findings: list[sv.Finding]) -> int:
+    """What ``scenario validate`` exits with for ``findings``: 2 on a problem, 1 when only unsound, else 0."""
+    return sv.exit_code(findings)
+
+
 def leak_warnings(folder: Path, rules: list[str]) -> list[str]:
     """``leakage.find`` for each rule text (once each), and for the checks alone when no rule is known."""
     loaded = sc.load(folder)

@@ -3,6 +3,6 @@
 See docs/replay.md. The public entry points are re-exported here.
 """
 
-from bot.replay.engine import ReplayOptions, TrialResult, rescore, run_trial, run_trials
+from bot.replay.engine import ReplayOptions, TrialResult, rescore, run_trial, run_trials, summary
 
-__all__ = ["ReplayOptions", "TrialResult", "rescore", "run_trial", "run_trials"]
+__all__ = ["ReplayOptions", "TrialResult", "rescore", "run_trial", "run_trials", "summary"]

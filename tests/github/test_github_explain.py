@@ -20,6 +20,7 @@ from support.github import REPOSITORY, handle
 
 from bot import config as config_mod
 from bot._util.text_safety import neutralise
+from bot.gate import ledger as gate_ledger
 from bot.gate.ledger import MAX_SCOPE, GateRecord
 from bot.gate.result import GateResult, Side, SuiteEntry
 from bot.github import ledger
@@ -63,7 +64,7 @@ def test_each_failing_trial_with_the_rule_is_kept_small():
                                     Side("with the rule", "victim", [failing(0, ["rm", "-rf", "."], scenario="victim",
                                                                              check="unchanged src/")]),
                                     judged=True, regressed=True)])
-    detail = ledger.detail_of(gate)
+    detail = gate_ledger.detail_of(gate)
     assert detail.rule_text == neutralise(RULE_TEXT) and len(detail.rule_hash) == 16  # kept neutralised
     assert [(n.scenario, n.trial, n.check) for n in detail.trials] == [
         ("own", 0, "succeeds test -f right.txt"), ("own", 2, "succeeds test -f right.txt"),
@@ -77,9 +78,9 @@ def test_the_detail_is_bounded_however_many_trials_fail_and_the_block_stays_smal
     many = [failing(i, ["bash", "-c", f"{HOSTILE} {'y' * 900}"], check="c" * 900, detail="d" * 900) for i in range(40)]
     widest = dataclasses.replace(result(many), task_types=tuple(f"{i}" + "t" * 79 for i in range(MAX_SCOPE)),
                                  paths=tuple(f"{i}" + "p" * 119 for i in range(MAX_SCOPE)))
-    detail = ledger.detail_of(widest)
+    detail = gate_ledger.detail_of(widest)
     assert len(detail.task_types) == len(detail.paths) == MAX_SCOPE
-    assert len(detail.trials) == ledger.MAX_NOTES and detail.more == 40 - ledger.MAX_NOTES
+    assert len(detail.trials) == gate_ledger.MAX_NOTES and detail.more == 40 - gate_ledger.MAX_NOTES
     record = GateRecord(at=datetime(2026, 12, 1, tzinfo=timezone.utc), rule_id="rule-0001", decision="reject",
                         reason="r", detail=detail)
     line = ledger.block(7, [record] * ledger.MAX_RECORDS)
@@ -93,7 +94,7 @@ def test_the_detail_is_bounded_however_many_trials_fail_and_the_block_stays_smal
 
 def test_the_rules_scope_is_kept_as_the_gate_saw_it_or_as_unknown():
     def scope(task_types, paths):
-        detail = ledger.detail_of(dataclasses.replace(result([failing(0, ["ls"])]), task_types=task_types, paths=paths))
+        detail = gate_ledger.detail_of(dataclasses.replace(result([failing(0, ["ls"])]), task_types=task_types, paths=paths))
         return detail.task_types, detail.paths
 
     assert scope(("testing",), ("packages/worker/**",)) == (["testing"], ["packages/worker/**"])
@@ -106,7 +107,7 @@ def test_the_rules_scope_is_kept_as_the_gate_saw_it_or_as_unknown():
 
 def test_a_block_with_a_detail_that_is_not_exactly_ours_is_unreadable():
     record = GateRecord(at=datetime(2026, 12, 1, tzinfo=timezone.utc), rule_id="rule-0001", decision="reject",
-                        reason="r", detail=ledger.detail_of(result([failing(0, ["ls"])])))
+                        reason="r", detail=gate_ledger.detail_of(result([failing(0, ["ls"])])))
     line = ledger.block(7, [record])
     data = json.loads(line.split(" ", 3)[3].rsplit(" ", 1)[0])
     data["records"][0]["detail"]["trials"][0]["admitted_by"] = "mallory"
@@ -142,7 +143,7 @@ def test_explain_shows_each_failing_trial_neutralised(cli, gh, event):
     gh.add_pull(3)
     record = GateRecord(at=datetime(2026, 12, 1, tzinfo=timezone.utc), rule_id="rule-0001", decision="reject",
                         reason="replay not discriminative", replays=9,
-                        detail=ledger.detail_of(result([failing(0, ["bash", "-c", HOSTILE]), passing(1)])))
+                        detail=gate_ledger.detail_of(result([failing(0, ["bash", "-c", HOSTILE]), passing(1)])))
     gh.state.comments[999] = {"id": 999, "issue_number": 3, "body": f"{GATE_MARKER}\nreport\n{ledger.block(3, [record])}",
                               "created_at": "2026-12-01T00:00:00Z", "updated_at": "2026-12-01T00:00:00Z",
                               "user": BOT_LOGIN}

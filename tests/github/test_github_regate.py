@@ -23,7 +23,8 @@ from bot.gate.stats import AutoTest, PairedTest, SequentialTest
 from bot.github import command_run
 from bot.github.command_run import reply_key
 from bot.github.events import GateRulePr
-from bot.github.gate import PrGate, gate_test
+from bot.gate.options import gate_test
+from bot.gate.pull_request import PrGate
 from bot.github.handle import execute
 from bot.github.port import marker
 from bot.replay.engine import ReplayOptions

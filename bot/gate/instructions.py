@@ -1,6 +1,6 @@
 """Everything else a PR changes in what agents read: generated files, hand-written instructions, removed rules.
 
-:mod:`bot.github.playbook_diff` judges the rule files; this module judges the
+:mod:`bot.gate.playbook_diff` judges the rule files; this module judges the
 rest, read from git objects like it:
 
 - **generated content** (``PLAYBOOK.md``, the marked section of every render
@@ -27,7 +27,7 @@ from pathlib import Path, PurePosixPath
 from bot import config as config_mod
 from bot._util import yamlfile
 from bot.errors import BadInput
-from bot.github.playbook_diff import _LINK_MODES, Git, GitTree, Meaning
+from bot.gate.playbook_diff import _LINK_MODES, Git, GitTree, Meaning
 from bot.playbook.render import hosts as hosts_mod
 from bot.playbook.render import sync
 from bot.playbook.rule import Rule
