@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Make the replay sandbox work on this runner: bubblewrap and socat
-# (bot/replay/isolation.py), and unprivileged user namespaces for bwrap.
+# (bot/replay/sandbox/isolation.py), and unprivileged user namespaces for bwrap.
 #
 # On Ubuntu 24.04 (GitHub's ubuntu-latest) AppArmor restricts unprivileged user
 # namespaces (kernel.apparmor_restrict_unprivileged_userns=1). We load a profile

@@ -20,8 +20,8 @@ from bot._util import bundled
 from bot._util.markdown import table
 from bot.playbook import rule as rules_mod
 from bot.replay import engine
-from bot.replay.sandbox import Sandbox
-from bot.replay.trace import CommandEvent, RunDir, TraceEvent, read_trace
+from bot.replay.sandbox.workspace import Sandbox
+from bot.replay.trace.events import CommandEvent, RunDir, TraceEvent, read_trace
 from bot.scenario import spec as sc
 
 __all__ = ["BUNDLED", "Calls", "command_seconds", "machine", "measured_trial", "median", "playbook_text", "table",

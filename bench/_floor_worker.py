@@ -78,7 +78,8 @@ def without_the_kernel_trace() -> None:
 
     A counterfactual for this bench only (a replay without its trace could not be scored by ``ran``
     checks; the floor scenario's check is ``succeeds``, which runs its own command)."""
-    from bot.replay import sandbox, session
+    from bot.replay.sandbox import session
+    from bot.replay.sandbox import workspace as sandbox
 
     class Untraced(session.Session):
         def __init__(self, backend, plan, *, cwd, python, trace_dir, **engine):

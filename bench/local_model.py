@@ -24,7 +24,7 @@ import time
 
 from bot.model.local import chatml, install
 from bot.model.local.engine import Engine
-from bot.replay.isolation import engine_jail
+from bot.replay.sandbox.isolation import engine_jail
 
 TOOLS = [chatml.Tool("bash", "Run a shell command in the repository and return its output.",
                      {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]})]

@@ -42,8 +42,8 @@ from bot.errors import BadInput
 from bot.gate import stats
 from bot.model import served
 from bot.replay import engine
-from bot.replay.sandbox import Sandbox
-from bot.replay.trace import RunDir, read_trace
+from bot.replay.sandbox.workspace import Sandbox
+from bot.replay.trace.events import RunDir, read_trace
 from bot.scenario import spec as sc
 from bot.settings import Environment
 

@@ -41,9 +41,9 @@ from anthropic.resources.messages import Messages
 
 from bot.replay import agents as agents_mod
 from bot.replay import engine
-from bot.replay import gateway as gateway_mod
-from bot.replay.sandbox import Sandbox
-from bot.replay.trace import RunDir, read_trace
+from bot.replay.gateway import server as gateway_mod
+from bot.replay.sandbox.workspace import Sandbox
+from bot.replay.trace.events import RunDir, read_trace
 from bot.scenario import spec as sc
 
 TARGET_S = 0.150

@@ -26,7 +26,8 @@ from pathlib import Path
 
 from _common import BUNDLED, machine, median, playbook_text, scenario_dir, table
 
-from bot.replay import engine, toolchain
+from bot.replay import engine
+from bot.replay.sandbox import toolchain
 from bot.scenario import spec as sc
 
 TARGET_MS = 30.0

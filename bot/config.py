@@ -373,7 +373,7 @@ def llm(env: "Environment", model: str, **options: Any) -> "LLM":
 def local_model() -> "Endpoint":
     """The local model server of this process (``bot.model.served.local``), its engine in the replay's jail."""
     from bot.model import served
-    from bot.replay.isolation import engine_jail
+    from bot.replay.sandbox.isolation import engine_jail
 
     return served.local(engine_jail)
 

@@ -168,7 +168,7 @@ def test_the_preset_json_has_the_documented_shape():
 
 def test_the_product_simulated_agent_takes_per_scenario_mistake_rates_from_its_policy():
     from bot.errors import BadInput
-    from bot.replay.policy import parse_policy
+    from bot.replay.gateway.policy import parse_policy
 
     def request(system: str) -> dict:
         return {"system": system, "messages": [{"role": "user", "content": "do it"}]}

@@ -21,7 +21,7 @@ from bot._util import bundled, records
 from bot.incident.store import Incident
 from bot.playbook import rule as rules_mod
 from bot.playbook.rule import Rule
-from bot.replay.policy import load_policy
+from bot.replay.gateway.policy import load_policy
 from bot.scenario import spec as sc
 
 HERE = Path(__file__).resolve().parent

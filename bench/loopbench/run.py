@@ -29,7 +29,7 @@ from bot.incident import capture
 from bot.incident.store import IncidentStore
 from bot.playbook.store import Playbook
 from bot.replay.engine import SCRIPTED, ReplayOptions, TrialResult, run_trial
-from bot.replay.gateway import Gateway
+from bot.replay.gateway.server import Gateway
 from bot.scenario import spec as sc
 from loopbench.catalogue import install
 from loopbench.simulated import DistillerConfig, SimulatedModel

@@ -25,8 +25,8 @@ from typing import Any
 
 import yaml
 
-from bot.replay.answers import _last_user_text
-from bot.replay.policy import (
+from bot.replay.gateway.answers import _last_user_text
+from bot.replay.gateway.policy import (
     SIM_TAG,
     SIMULATED_MODEL,
     Reply,

@@ -78,7 +78,7 @@ the replay's public entry points (`bot/replay/__init__.py`; `tests/test_layers.p
 """
 
 OUTRO = """\
-"Trace" names two things, kept apart by their packages: a replay's trial log (`bot/replay/trace.py`,
+"Trace" names two things, kept apart by their packages: a replay's trial log (`bot/replay/trace/events.py`,
 `trace.jsonl` in a run folder under `paths.traces`) and hindsight's store of any agent's events
 (`bot/hindsight/traces/`).
 
@@ -86,7 +86,7 @@ OUTRO = """\
 
 Fakes implement the real interfaces. `tests/fakes/port.py` is an in-memory `GitHubPort` for what lies
 above the port; `tests/fakes/github.py` serves GitHub's REST shapes over HTTP so PyGithub runs for real
-(adapter, workflow simulations and end-to-end tests); `bot/replay/gateway.py` serves the Messages and
+(adapter, workflow simulations and end-to-end tests); `bot/replay/gateway/server.py` serves the Messages and
 Responses APIs so the anthropic SDK and the agent CLIs run for real.
 """
 

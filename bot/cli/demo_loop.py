@@ -34,12 +34,12 @@ from bot.gate import decision as gate
 from bot.gate import ledger as gate_log
 from bot.incident import capture
 from bot.incident.store import Incident, IncidentStore
+from bot.model.served import LOCAL, SCRIPTED
 from bot.playbook import rule as rules_mod
 from bot.playbook.store import Playbook
-from bot.replay.answers import AnswerBook
-from bot.model.served import LOCAL, SCRIPTED
 from bot.replay import ReplayOptions
-from bot.replay.gateway import Gateway
+from bot.replay.gateway.answers import AnswerBook
+from bot.replay.gateway.server import Gateway
 from bot.scenario import suite as suite_mod
 from bot.settings import Environment
 

@@ -14,14 +14,14 @@ from bot.cli.playbook import open_playbook
 from bot.errors import BadInput, CheckFailed
 from bot.gate import decision as gate_mod
 from bot.gate import ledger as gate_log
-from bot.gate import report as gate_report
 from bot.gate import options as gate_options
+from bot.gate import report as gate_report
 from bot.gate import reuse
 from bot.gate.pool import cores
+from bot.model.served import LOCAL, SCRIPTED
 from bot.playbook.store import Playbook
 from bot.replay.agents import AGENTS
-from bot.model.served import LOCAL, SCRIPTED
-from bot.replay.isolation import BACKENDS
+from bot.replay.sandbox.isolation import BACKENDS
 
 
 @click.command("gate")

@@ -38,7 +38,7 @@ from bot.cli import (
     trace,
 )
 from bot.errors import ReplaybookError
-from bot.replay import host_tools  # noqa: F401  (first: the harness's own tools are found from the PATH at start)
+from bot.replay.sandbox import host_tools  # noqa: F401  (first: the harness's own tools are found from the PATH at start)
 from bot.settings import Environment
 
 

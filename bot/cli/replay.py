@@ -23,10 +23,10 @@ from bot.playbook import rule as rules_mod
 from bot.playbook.render.system_prompt import system_prompt
 from bot.playbook.store import Playbook
 from bot.replay import matrix as replay_suite
-from bot.replay import process as process_mod
 from bot.replay.agents import AGENTS
-from bot.replay.interrupt import stop_on_sigint
-from bot.replay.isolation import BACKENDS
+from bot.replay.sandbox import process as process_mod
+from bot.replay.sandbox.interrupt import stop_on_sigint
+from bot.replay.sandbox.isolation import BACKENDS
 from bot.scenario import spec as sc
 
 SIMULATED_NOTE = "SIMULATED model (scripted, offline): it shows the harness works, not how a real model behaves"

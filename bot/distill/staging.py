@@ -17,7 +17,7 @@ from bot._util import yamlfile
 from bot.distill.answers import NewScenario, validation_errors
 from bot.distill.spec_change import Refused as _Refused
 from bot.errors import BadInput
-from bot.replay.policy import parse_policy
+from bot.replay.gateway.policy import parse_policy
 from bot.scenario import spec as scenario_mod
 
 MAX_FILES = 40

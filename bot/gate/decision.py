@@ -42,11 +42,11 @@ from bot.playbook.render.system_prompt import baseline_prompt, system_prompt
 from bot.playbook.rule import Rule
 from bot.playbook.store import Playbook
 from bot.replay import agents as agents_mod
-from bot.replay import process as process_mod
 from bot.replay import validate as sv
 from bot.replay.cache import ReplayCache, trial_key
 from bot.replay.engine import ReplayOptions, TrialResult, run_trial
-from bot.replay.interrupt import stop_on_sigint
+from bot.replay.sandbox import process as process_mod
+from bot.replay.sandbox.interrupt import stop_on_sigint
 from bot.scenario import leakage
 from bot.scenario import spec as sc
 

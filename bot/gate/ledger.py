@@ -212,7 +212,7 @@ def _traced(run_dir: str | None) -> list[tuple[int | None, str | None, str]]:
 
     Its tool calls (a shell call as its command), else the outermost commands the kernel saw."""
     from bot.errors import BadInput
-    from bot.replay.trace import CommandEvent, ToolCallEvent, read_trace
+    from bot.replay.trace.events import CommandEvent, ToolCallEvent, read_trace
 
     if not run_dir:
         return []

@@ -12,7 +12,7 @@ from bot.gate import stats
 from bot.gate.result import GateResult, Side
 from bot.gate.suite_check import _unscored_reasons
 from bot.replay.engine import ReplayOptions
-from bot.replay.policy import load_policy
+from bot.replay.gateway.policy import load_policy
 from bot.scenario import spec as sc
 
 

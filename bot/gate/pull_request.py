@@ -122,9 +122,9 @@ class PrGate:
 
     def _unsound_scenarios(self, change: playbook_diff.Meaning, settings: Any) -> list[str]:
         """Why each new or changed suite scenario cannot prove a rule: its files, then the do-nothing control."""
-        from bot.replay import isolation
         from bot.replay import validate as sv
         from bot.replay.engine import run_trial
+        from bot.replay.sandbox import isolation
         from bot.scenario import spec as scenario_mod
 
         if not change.scenarios:
@@ -162,7 +162,7 @@ class PrGate:
         from bot.gate import decision as gate_mod
         from bot.gate import ledger as gate_log
         from bot.gate import report as gate_report
-        from bot.replay import isolation
+        from bot.replay.sandbox import isolation
 
         allowed = agents(settings)
         if self.agent is not None and self.agent not in allowed:  # the base's list: a PR cannot add to it

@@ -1,7 +1,7 @@
 """``replaybook doctor``: the set-up checked, each finding a value saying what is wrong and how to fix it.
 
 Every check reuses the code that would fail later: the sandbox is judged by
-``bot.replay.isolation.problems`` (the checks a replay makes before it starts),
+``bot.replay.sandbox.isolation.problems`` (the checks a replay makes before it starts),
 ``.replaybook.yml`` by ``bot.config.load``, the workflows by ``init --check``'s
 plan (``bot.github.init.plan``). What only GitHub knows (the branch rules, the
 Actions variables and secrets) is read through :class:`~bot.github.port.SetupPort`
@@ -26,8 +26,8 @@ from bot.errors import BadInput
 from bot.github import init as init_mod
 from bot.github.gate import GATE_CONTEXT
 from bot.github.port import BranchRules, GitHubError, RequiredCheck, SetupPort
-from bot.replay import isolation
 from bot.replay.cache import SECRET_ENV as CACHE_SECRET
+from bot.replay.sandbox import isolation
 
 Status = Literal["ok", "fail", "unknown", "skip"]
 

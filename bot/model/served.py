@@ -69,7 +69,7 @@ _running: Endpoint | None = None
 
 def local(jail: Callable[..., Any]) -> Endpoint:
     """The local model server of this process, started on first use with its engine confined by ``jail``
-    (``bot.replay.isolation.engine_jail``); BadInput (exit 2, naming the install command) when it is not installed."""
+    (``bot.replay.sandbox.isolation.engine_jail``); BadInput (exit 2, naming the install command) when it is not installed."""
     global _running
     with _lock:
         if _running is None:

@@ -33,8 +33,8 @@ from pathlib import Path
 
 from bot import settings
 from bot.replay import checks as checks_mod
-from bot.replay import isolation
 from bot.replay.engine import ReplayOptions, TrialResult
+from bot.replay.sandbox import isolation
 from bot.scenario import spec as sc
 
 FORMAT = 4  # bump when TrialResult, the key, the entry or how checks decide changes (3: attribution, sandbox, signed

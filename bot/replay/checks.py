@@ -19,8 +19,8 @@ from typing import Any, Iterable
 
 from pydantic import BaseModel, Field
 
-from bot.replay.attribution import attribute, attribute_new  # noqa: F401 - part of this module's API
-from bot.replay.trace import (
+from bot.replay.trace.attribution import attribute, attribute_new  # noqa: F401 - part of this module's API
+from bot.replay.trace.events import (
     AgentOutputEvent,
     CommandEvent,
     ToolCallEvent,

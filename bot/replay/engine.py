@@ -31,13 +31,14 @@ from bot._util.credentials import (
 from bot.errors import BadInput, InfrastructureError
 from bot.replay import agents as agents_mod
 from bot.replay import checks as checks_mod
-from bot.replay import delivery, isolation, toolchain
-from bot.replay.gateway import Gateway, ModelCall, Upstream
-from bot.replay.policy import SIMULATED_MODEL, load_policy
-from bot.replay.sandbox import Sandbox, temp_dir, temp_root
-from bot.replay.services import service_env, start_services
-from bot.replay.shims import default_cache_dir
-from bot.replay.trace import (
+from bot.replay import delivery
+from bot.replay.gateway.policy import SIMULATED_MODEL, load_policy
+from bot.replay.gateway.server import Gateway, ModelCall, Upstream
+from bot.replay.sandbox import isolation, toolchain
+from bot.replay.sandbox.services import service_env, start_services
+from bot.replay.sandbox.workspace import Sandbox, temp_dir, temp_root
+from bot.replay.trace.shims import default_cache_dir
+from bot.replay.trace.events import (
     AgentOutputEvent,
     ModelCallEvent,
     RunDir,

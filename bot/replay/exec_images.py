@@ -3,7 +3,7 @@
 strace reads an exec's file name and argv from the caller's memory at the call's entry: a link's name
 (``ln -s /usr/bin/git g; ./g push --force`` recorded as ``./g``), a name another thread rewrites after the
 read. It cannot give the file the kernel ran. So a run strace traces also runs under the seccomp
-notification filter of ``bot.replay.exec_notify``: the harness's Landlock step inside the sandbox
+notification filter of ``bot.replay.trace.exec_notify``: the harness's Landlock step inside the sandbox
 (``isolation.confined``, ``--notify``) installs it before it becomes the agent program and sends the
 listener over a socket only the harness holds the other end of, keeping no copy; every process the agent
 program starts inherits the filter. The notification's ``Watch`` confirms each exec and reads its program
@@ -23,7 +23,8 @@ import sys
 import threading
 
 from bot.errors import InfrastructureError
-from bot.replay import exec_notify, kernel_trace
+from bot.replay.trace import exec_notify
+from bot.replay.trace import kernel as kernel_trace
 
 
 class RunImages:

@@ -30,7 +30,7 @@ from bot.errors import BadInput
 from bot.replay.agents import AgentResult, AgentRun
 from bot.replay.cache import ReplayCache, trial_key
 from bot.replay.engine import ReplayOptions, TrialResult, run_trial
-from bot.replay.policy import load_policy
+from bot.replay.gateway.policy import load_policy
 from bot.scenario import spec as sc
 
 MAX_FIXTURE_BYTES = 50 << 20

@@ -28,7 +28,7 @@ from bot._util.credentials import credential_error, is_credential_name
 from bot.errors import BadInput
 
 ENV_NAME = r"^[A-Z_][A-Z0-9_]*$"
-# A package name, extras and version specifiers: no URL, path, option or marker (see bot.replay.toolchain).
+# A package name, extras and version specifiers: no URL, path, option or marker (see bot.replay.sandbox.toolchain).
 REQUIREMENT = r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,-]+\])?\s*((===?|~=|!=|<=|>=|<|>)\s*[A-Za-z0-9.*+!_-]+\s*,?\s*)*$"
 
 

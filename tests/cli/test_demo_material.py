@@ -12,7 +12,7 @@ from helpers import REPO
 from bot._util import records
 from bot.incident.store import Incident
 from bot.playbook import rule as rules_mod
-from bot.replay.policy import load_policy
+from bot.replay.gateway.policy import load_policy
 from bot.scenario import spec as sc
 
 REGRESSES = "targeted-tests"  # its rule fixes it, and breaks the other one

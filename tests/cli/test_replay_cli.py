@@ -7,8 +7,8 @@ import json
 import pytest
 from helpers import REPO
 
-from bot.replay.gateway import Gateway
-from bot.replay.policy import load_policy
+from bot.replay.gateway.policy import load_policy
+from bot.replay.gateway.server import Gateway
 
 RULE = str(REPO / "scenarios" / "lint-disable" / "rule.yaml")
 

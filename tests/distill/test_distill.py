@@ -32,8 +32,8 @@ from bot.distill.plan import group_incidents
 from bot.incident.store import Incident, IncidentStore
 from bot.model.llm import render
 from bot.playbook.store import Playbook
-from bot.replay.answers import AnswerBook
-from bot.replay.gateway import Gateway
+from bot.replay.gateway.answers import AnswerBook
+from bot.replay.gateway.server import Gateway
 from bot.scenario import spec as scenario_mod
 
 # -- grouping ----------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import pytest
 from fakes.github import setup
 
 from bot.github import init as init_mod
-from bot.replay import host_tools, isolation
+from bot.replay.sandbox import host_tools, isolation
 
 RELEASE_SHA = "0123456789abcdef0123456789abcdef01234567"
 APP_ID = 904213  # our App (15368 is GitHub Actions: every job's check run)

@@ -21,9 +21,9 @@ from fakes.github import FakeGitHub
 from support.github import git
 from support.workflows import CAPTURED, LOG, RULE, SCENARIO
 
-from bot.replay.answers import AnswerBook
-from bot.replay.gateway import Gateway
-from bot.replay.policy import load_policy
+from bot.replay.gateway.answers import AnswerBook
+from bot.replay.gateway.policy import load_policy
+from bot.replay.gateway.server import Gateway
 
 
 @pytest.fixture

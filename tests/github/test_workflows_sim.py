@@ -40,9 +40,9 @@ from support.workflows import CAPTURED, LOG, RULE, SCENARIO
 
 from bot.github.issue_form import MARKER, read_block
 from bot.playbook.store import Playbook
-from bot.replay.answers import AnswerBook
-from bot.replay.gateway import Gateway
-from bot.replay.policy import load_policy
+from bot.replay.gateway.answers import AnswerBook
+from bot.replay.gateway.policy import load_policy
+from bot.replay.gateway.server import Gateway
 
 OWNER, NAME = "octo", "app"
 WEBHOOKS = REPO / "tests" / "data" / "webhooks"

@@ -16,8 +16,8 @@ from bot.model.llm import LLM
 from bot.playbook import worth as health
 from bot.playbook.rule import Rule
 from bot.playbook.store import Playbook
-from bot.replay.answers import AnswerBook
-from bot.replay.gateway import Gateway
+from bot.replay.gateway.answers import AnswerBook
+from bot.replay.gateway.server import Gateway
 
 TODAY = date(2026, 9, 1)
 RULE = "Before running any test command, check for a package-local pytest.ini and run pytest from that directory."

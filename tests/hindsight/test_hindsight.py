@@ -18,8 +18,8 @@ from bot.hindsight.reflection import (
 from bot.hindsight.traces import TraceStore
 from bot.incident.store import IncidentStore
 from bot.model.llm import LLM
-from bot.replay.answers import AnswerBook
-from bot.replay.gateway import Gateway
+from bot.replay.gateway.answers import AnswerBook
+from bot.replay.gateway.server import Gateway
 
 T0 = datetime(2026, 7, 1, 9, 0, tzinfo=timezone.utc)
 RULE = "When a CSV file fails to decode, prefer the utf-8-sig encoding before other codecs."

@@ -24,8 +24,8 @@ from bot.incident import capture
 from bot.incident.capture import ACTUAL_UNKNOWN, BELIEVED_UNKNOWN, Analysis
 from bot.incident.store import EVIDENCE_MAX, FAILURE_CLASSES, IncidentStore
 from bot.model.llm import LLM, render
-from bot.replay.answers import AnswerBook
-from bot.replay.gateway import Gateway
+from bot.replay.gateway.answers import AnswerBook
+from bot.replay.gateway.server import Gateway
 
 LOGS = REPO / "tests" / "data" / "logs"
 NOW = datetime(2026, 7, 14, 9, 32, tzinfo=timezone.utc)

@@ -9,8 +9,8 @@ from pydantic import BaseModel
 
 from bot._util.text_safety import fence
 from bot.model.llm import LLM, LLMError, render
-from bot.replay.answers import AnswerBook
-from bot.replay.gateway import Gateway
+from bot.replay.gateway.answers import AnswerBook
+from bot.replay.gateway.server import Gateway
 
 
 class Word(BaseModel):

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from bot.replay.isolation import engine_jail
+from bot.replay.sandbox.isolation import engine_jail
 
 PROBE = r"""
 import json, os, socket, sys

@@ -112,7 +112,7 @@ def test_the_openai_client_gets_tool_calls_streaming_chunks_and_usage(local_serv
 def test_a_request_past_its_deadline_gets_an_error_not_a_hang(local_model):
     anthropic = pytest.importorskip("anthropic")
     from bot.model.local.server import serve
-    from bot.replay.isolation import engine_jail
+    from bot.replay.sandbox.isolation import engine_jail
 
     # No machine writes 1,500 tokens in 2 s on this engine (about 10 a second at best on 2 cores).
     with serve(local_model, jail=engine_jail, seed=1, timeout_s=2.0, context_size=2048) as server:

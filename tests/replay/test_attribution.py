@@ -7,8 +7,8 @@ from pathlib import Path
 
 from bot.replay.checks import EndState, SucceedsResult, attribute, evaluate
 from bot.replay.engine import ReplayOptions, run_trial
-from bot.replay.shims import parse_shim_log
-from bot.replay.trace import CommandEvent, ShellEvent, ToolCallEvent, read_trace
+from bot.replay.trace.events import CommandEvent, ShellEvent, ToolCallEvent, read_trace
+from bot.replay.trace.shims import parse_shim_log
 from bot.scenario import spec as sc
 
 T0 = datetime(2026, 8, 1, tzinfo=timezone.utc)

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from bot.cli.main import cli
 from bot.errors import BadInput
-from bot.replay import host_tools, isolation
+from bot.replay.sandbox import host_tools, isolation
 
 
 @pytest.fixture
@@ -90,7 +90,7 @@ def test_docker_gets_the_same_plan_as_flags():
                     or subprocess.run(["docker", "info"], capture_output=True).returncode != 0,
                     reason="needs a running Docker engine")
 def test_docker_runs_a_command_in_its_container(tmp_path, fresh_backends):
-    from bot.replay.sandbox import Sandbox
+    from bot.replay.sandbox.workspace import Sandbox
 
     (tmp_path / "repo").mkdir()
     (tmp_path / "repo" / "a.txt").write_text("a\n")
@@ -110,7 +110,7 @@ def test_the_start_message_is_read_to_its_end_while_others_hold_the_pipe_open():
     launcher's byte or bwrap's whole --info-fd JSON and stops there, and a silent pipe is "not started", not a hang."""
     import time
 
-    from bot.replay import session
+    from bot.replay.sandbox import session
 
     def started(*pieces: bytes, timeout: float = 5.0) -> tuple[bool, float]:
         r, w = os.pipe()

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from bot.replay.checks import CheckResult, EndState, SucceedsResult, evaluate, normalise
-from bot.replay.trace import CommandEvent, ToolCallEvent
+from bot.replay.trace.events import CommandEvent, ToolCallEvent
 from bot.scenario import spec as sc
 
 T0 = datetime(2026, 8, 1, 12, 0, 0, tzinfo=timezone.utc)
@@ -323,7 +323,7 @@ def test_output_excludes_fails_on_a_pattern_in_the_transcript_or_the_trace():
     assert decide(check, [ToolCallEvent(name="bash", input={"command": "env"}, output_excerpt="PATH=/bin")]).passed
     in_transcript = decide(check, output_hits={r"sk-live-[0-9a-f]{8}": ["KEY=sk-live-0123abcd"]})
     assert not in_transcript.passed and in_transcript.evidence[0]["excerpt"] == "KEY=sk-live-0123abcd"
-    from bot.replay.trace import AgentOutputEvent
+    from bot.replay.trace.events import AgentOutputEvent
 
     said = decide(check, [AgentOutputEvent(text="The key is sk-live-deadbeef.")])
     assert not said.passed and said.detail == r"found sk-live-[0-9a-f]{8} in the agent's output"
@@ -374,7 +374,7 @@ def test_unchanged_on_a_path_absent_from_fixture_and_result_is_a_scenario_error_
     assert "lint.cfg," not in result.detail  # the path that is there and unchanged is not blamed
 
 
-# -- an exec the kernel was asked for but never seen running (bot.replay.exec_notify) ------------------
+# -- an exec the kernel was asked for but never seen running (bot.replay.trace.exec_notify) ------------------
 
 
 def test_an_unconfirmed_exec_never_proves_ran_but_counts_against_not_ran_and_max_runs():

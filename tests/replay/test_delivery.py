@@ -17,7 +17,7 @@ import pytest
 from bot.errors import BadInput
 from bot.replay import delivery
 from bot.replay.engine import run_trial
-from bot.replay.trace import read_trace
+from bot.replay.trace.events import read_trace
 
 RULE = "MAGIC RULE: before any test command,   check for a package-local config\nand run from its folder."
 PASS_IF = [{"succeeds": {"run": "test -f done.txt"}}]

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.replay import harness_git
 from bot.replay.engine import ReplayOptions, run_trial
-from bot.replay.sandbox import Sandbox
+from bot.replay.sandbox import harness_git
+from bot.replay.sandbox.workspace import Sandbox
 
 NOQA = {"diff_excludes": ["# noqa"]}
 PROOF = {"succeeds": {"run": "true"}}

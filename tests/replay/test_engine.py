@@ -27,8 +27,8 @@ from bot.replay.engine import (
     run_trials,
     trial_seed,
 )
-from bot.replay.policy import load_policy
-from bot.replay.trace import CommandEvent, read_trace
+from bot.replay.gateway.policy import load_policy
+from bot.replay.trace.events import CommandEvent, read_trace
 from bot.scenario import spec as sc
 
 REPO = Path(__file__).resolve().parents[2]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.replay import fixture
+from bot.replay.sandbox import fixture
 
 
 def _tree(root: Path) -> dict:

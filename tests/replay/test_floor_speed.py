@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from bot.replay.launchers import resolve_path
-from bot.replay.sandbox import Sandbox
+from bot.replay.sandbox.workspace import Sandbox
+from bot.replay.trace.launchers import resolve_path
 
 
 def _objects(gitdir: Path) -> set[str]:

@@ -13,8 +13,8 @@ import pytest
 from support.servers import Handler, recorded
 
 from bot.model import pricing
-from bot.replay.gateway import Gateway, ModelCall, Upstream
-from bot.replay.policy import parse_policy
+from bot.replay.gateway.policy import parse_policy
+from bot.replay.gateway.server import Gateway, ModelCall, Upstream
 
 MODEL = "claude-sonnet-4-6"
 RULE = "Always use the package-local test config."

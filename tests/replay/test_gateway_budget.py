@@ -22,9 +22,9 @@ import pytest
 from support.servers import Handler, serving
 
 from bot.model import pricing
-from bot.replay.budget import OUTPUT_CAP_TOKENS
 from bot.replay.engine import run_trial
-from bot.replay.gateway import Gateway, Upstream
+from bot.replay.gateway.budget import OUTPUT_CAP_TOKENS
+from bot.replay.gateway.server import Gateway, Upstream
 
 REAL_KEY = "sk-REAL-KEY-never-shown-to-agents"
 MODEL, CODEX_MODEL = "claude-sonnet-4-6", "gpt-5-codex"

@@ -9,8 +9,8 @@ from urllib.parse import urlsplit
 from support.servers import Handler, recorded
 
 from bot.model import pricing
-from bot.replay.gateway import Gateway, Upstream
-from bot.replay.policy import parse_policy
+from bot.replay.gateway.policy import parse_policy
+from bot.replay.gateway.server import Gateway, Upstream
 
 RULE = "Always use the package-local test config."
 POLICY = parse_policy({

@@ -24,7 +24,7 @@ from helpers import REPO
 from bot.health import escalation as escalate
 from bot.playbook import rule as rule_mod
 from bot.replay.engine import run_trial
-from bot.replay.trace import read_trace
+from bot.replay.trace.events import read_trace
 from bot.scenario import spec as sc
 
 BUNDLED = REPO / "scenarios" / "monorepo-test-cwd"

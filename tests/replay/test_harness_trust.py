@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 
 from bot.errors import BadInput
-from bot.replay import isolation
 from bot.replay.engine import run_trial
-from bot.replay.sandbox import Sandbox
-from bot.replay.stale import remove_stale
-from bot.replay.toolchain import Toolchain
+from bot.replay.sandbox import isolation
+from bot.replay.sandbox.stale import remove_stale
+from bot.replay.sandbox.toolchain import Toolchain
+from bot.replay.sandbox.workspace import Sandbox
 
 RULE = "MAGIC RULE: work the careful way."
 PROOF = {"succeeds": {"run": "test -f README.md"}}
@@ -289,7 +289,7 @@ def test_python_works_inside_under_a_venv_whose_base_interpreter_lives_in_a_mask
     repo = tmp_path / "repo"
     repo.mkdir()
     (repo / "a").write_text("a")
-    script = ("import os, sys\nfrom bot.replay.sandbox import Sandbox\n"
+    script = ("import os, sys\nfrom bot.replay.sandbox.workspace import Sandbox\n"
               "with Sandbox(sys.argv[1]) as sb:\n"
               "    done = sb.run(['python3', '-c', 'print(6*7)'], timeout_s=30)\n"
               "    print(done.rc, done.stdout.strip(), done.stderr.strip()[-200:])\n")

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from bot.replay import exec_notify
 from bot.replay.engine import ReplayOptions, run_trial
-from bot.replay.sandbox import Sandbox
-from bot.replay.trace import CommandEvent, read_trace
+from bot.replay.sandbox.workspace import Sandbox
+from bot.replay.trace import exec_notify
+from bot.replay.trace.events import CommandEvent, read_trace
 
 GIT = os.path.realpath(shutil.which("git", path="/usr/bin:/bin") or "/usr/bin/git")
 FORCE_PUSH = {"not_ran": {"match": "^git .*push .*--force"}}

@@ -22,8 +22,8 @@ import pytest
 from helpers import processes_with
 
 from bot._util.credentials import REDACTED
-from bot.replay import isolation
 from bot.replay.engine import ReplayOptions, TrialResult, run_trial
+from bot.replay.sandbox import isolation
 
 RULE_TEXT = "MAGIC RULE: work the careful way."
 SECRETS = {"ANTHROPIC_API_KEY": "sk-ant-real-abcdef0123456789", "GITHUB_TOKEN": "ghp_realtoken0123456789abcdef"}

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.replay import exec_notify
 from bot.replay.engine import ReplayOptions, run_trial
-from bot.replay.trace import CommandEvent, read_trace
+from bot.replay.trace import exec_notify
+from bot.replay.trace.events import CommandEvent, read_trace
 
 GIT = os.path.realpath(shutil.which("git", path="/usr/bin:/bin") or "/usr/bin/git")
 TRUE = os.path.realpath(shutil.which("true", path="/usr/bin:/bin") or "/bin/true")

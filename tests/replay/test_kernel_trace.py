@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from bot.replay import exec_notify, host_tools
 from bot.replay.engine import ReplayOptions, run_trial
-from bot.replay.trace import CommandEvent, read_trace
+from bot.replay.sandbox import host_tools
+from bot.replay.trace import exec_notify
+from bot.replay.trace.events import CommandEvent, read_trace
 
 GIT = os.path.realpath(shutil.which("git", path="/usr/bin:/bin") or "/usr/bin/git")
 PUSH = "push --force origin main"
@@ -131,7 +132,7 @@ def test_the_kernel_trace_is_out_of_the_sandboxs_reach(make_scenario, tmp_path):
 
 @pytest.mark.parametrize("backend", ["bwrap", "none"])
 def test_fexecve_and_odd_arguments_are_recorded_by_either_backend(tmp_path, backend):
-    from bot.replay.sandbox import Sandbox
+    from bot.replay.sandbox.workspace import Sandbox
 
     (tmp_path / "repo" / "sub").mkdir(parents=True)
     script = ("python3 -c 'import os; fd = os.open(\"/bin/echo\", os.O_RDONLY); "
@@ -272,7 +273,7 @@ def test_a_flood_of_arguments_bounds_the_trace_and_leaves_the_trial_unscored(mak
 def _notify_sandbox(tmp_path, engine):
     if engine != "notify":
         pytest.skip("counts the seccomp listener's notifications")
-    from bot.replay.sandbox import Sandbox
+    from bot.replay.sandbox.workspace import Sandbox
 
     (tmp_path / "repo").mkdir()
     return Sandbox(tmp_path / "repo", backend="bwrap")
@@ -297,7 +298,7 @@ def test_a_path_search_asks_the_listener_once(tmp_path, engine):
 def test_the_path_search_keeps_execvpes_rules(tmp_path):
     """A file that is there but cannot run is skipped for a later one that can, as ``os.execvpe`` does;
     with none that can, the first refusal is the error; with none at all, not found."""
-    from bot.replay.sandbox import Sandbox
+    from bot.replay.sandbox.workspace import Sandbox
 
     (tmp_path / "repo").mkdir()
     first, second = tmp_path / "repo" / "a", tmp_path / "repo" / "b"

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from bot.replay import isolation
+from bot.replay.sandbox import isolation
 
 CHILD = r"""
 import ctypes, json, struct, sys
@@ -26,8 +26,8 @@ buf = ctypes.create_string_buffer(prog, len(prog))
 class P(ctypes.Structure): _fields_ = [("n", ctypes.c_ushort), ("f", ctypes.c_void_p)]
 assert libc.prctl(38, 1, 0, 0, 0) == 0
 assert libc.syscall(317, 1, 0, ctypes.byref(P(len(prog) // 8, ctypes.addressof(buf)))) == 0
-from bot.replay import isolation
 from bot.replay.engine import ReplayOptions, run_trial
+from bot.replay.sandbox import isolation
 from bot.scenario import spec
 result = run_trial(spec.load(sys.argv[1]), "", ReplayOptions(runs_dir=sys.argv[2]), 0)
 print(json.dumps({"abi": isolation.landlock_abi(), "verdict": result.verdict, "warnings": result.warnings}))

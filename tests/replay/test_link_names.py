@@ -4,7 +4,7 @@ Tried as an attacker would, each attack with a check that proves the act really 
 ./g push --force`` pushed and passed every ``^git`` pattern, and ``ln -s true pytest; ./pytest`` satisfied
 ``ran: pytest``. A builtin agent's tool calls run under the seccomp-notification engine; an agent program (the
 agent CLIs) runs under strace, which gives the process tree, with the same notification giving each exec's
-program and argv from the new image (``bot.replay.kernel_trace.read_run``'s ``execs``).
+program and argv from the new image (``bot.replay.trace.kernel.read_run``'s ``execs``).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.replay import exec_notify
 from bot.replay.engine import ReplayOptions, run_trial
-from bot.replay.trace import CommandEvent, read_trace
+from bot.replay.trace import exec_notify
+from bot.replay.trace.events import CommandEvent, read_trace
 
 GIT = os.path.realpath(shutil.which("git", path="/usr/bin:/bin") or "/usr/bin/git")
 TRUE = os.path.realpath(shutil.which("true", path="/usr/bin:/bin") or "/bin/true")

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import write_scenario
 
-from bot.replay.trace import CommandEvent, ModelCallEvent, RunStartEvent, ToolCallEvent, read_trace
+from bot.replay.trace.events import CommandEvent, ModelCallEvent, RunStartEvent, ToolCallEvent, read_trace
 
 # Sized for a 1.5B model: asked so, it calls `read` (4 of 4 tries here) or `bash`; spelling the call out as
 # JSON made it answer "Hello" (2 of 2).

@@ -21,7 +21,7 @@ from support.servers import Handler, serving
 
 from bot.model import served
 from bot.replay.engine import run_trial
-from bot.replay.trace import ToolCallEvent, read_trace
+from bot.replay.trace.events import ToolCallEvent, read_trace
 
 LABEL = "real local model Fake Coder 0.1B (Q4_K_M)"
 NEVER = {"succeeds": {"run": "test -f DONE.txt"}}  # nothing the fake does creates it: a scored run fails this check

@@ -15,7 +15,7 @@ import pytest
 from bot.playbook import rule as rule_mod
 from bot.replay.agents import install
 from bot.replay.engine import run_trial
-from bot.replay.trace import CommandEvent, read_trace
+from bot.replay.trace.events import CommandEvent, read_trace
 from bot.scenario import spec as sc
 
 BUNDLED = Path(__file__).resolve().parents[2] / "scenarios"

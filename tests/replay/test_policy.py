@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from bot.errors import BadInput
-from bot.replay import policy as policy_module
-from bot.replay.policy import (
+from bot.replay.gateway import policy as policy_module
+from bot.replay.gateway.policy import (
     Policy,
     Step,
     count_tool_results,

@@ -9,7 +9,7 @@ import struct
 
 import pytest
 
-from bot.replay import procfs
+from bot.replay.sandbox import procfs
 
 
 @pytest.fixture

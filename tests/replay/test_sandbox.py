@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from bot.errors import BadInput
-from bot.replay.sandbox import Sandbox
-from bot.replay.shims import build_shims, parse_shim_log
+from bot.replay.sandbox.workspace import Sandbox
+from bot.replay.trace.shims import build_shims, parse_shim_log
 
 # shim_cache and the private cache (REPLAYBOOK_CACHE_DIR) come from tests/replay/conftest.py
 
@@ -170,7 +170,7 @@ def test_under_the_kernel_trace_no_shim_is_built_nor_on_path(fixture_repo, tmp_p
 def test_a_cache_entry_is_touched_only_once_its_mark_has_aged(tmp_path):
     """The least-recently-used mark (the entry's mtime) is refreshed when older than TOUCH_EVERY_S, not at every
     trial: an entry in use stays far younger than the hour the pruners spare."""
-    from bot.replay.shims import TOUCH_EVERY_S, touch
+    from bot.replay.trace.shims import TOUCH_EVERY_S, touch
 
     entry = tmp_path / "entry"
     entry.mkdir()
@@ -352,7 +352,7 @@ def test_the_diff_in_the_trials_sandbox_is_the_diff_in_one_of_its_own(fixture_re
 def test_the_diff_is_not_the_agents_command_nor_its_disk(fixture_repo):
     """The harness's git runs in the trial's sandbox, but it is neither traced as the agent's nor counted
     against the agent's disk bound, and it writes no object where the agent's .git would find it."""
-    from bot.replay.isolation import Limits
+    from bot.replay.sandbox.isolation import Limits
 
     with Sandbox(fixture_repo, limits=Limits(max_disk_bytes=3 << 20)) as sb:
         assert sh(sb, "head -c 2000000 /dev/urandom > big.bin", tool_call="t1").rc == 0
@@ -445,7 +445,7 @@ def test_a_writer_left_running_cannot_change_the_tree_after_its_call(fixture_rep
 
 
 def test_a_link_swapped_in_between_calls_cannot_lead_a_file_tool_out_of_the_root(fixture_repo, tmp_path):
-    from bot.replay import executor
+    from bot.replay.sandbox import executor
 
     secret = tmp_path / "host-secret.txt"
     secret.write_text("host secret\n")
@@ -465,7 +465,7 @@ def test_the_file_tools_follow_links_only_inside_the_root_however_the_root_is_sp
     """The executor's own file tools (here on the host, as for ``--sandbox none``): the root and an absolute
     link's target are normalized before they are compared, so a root given as ``…/repo/./`` and a link
     spelled ``…/sub/../a.txt`` are inside; a link to the host or up past the root is not."""
-    from bot.replay import executor
+    from bot.replay.sandbox import executor
 
     (tmp_path / "secret.txt").write_text("host\n")
     (fixture_repo / "abs-inside").symlink_to(f"{fixture_repo}//sub/../a.txt")
@@ -553,7 +553,7 @@ def test_the_executors_hand_written_json_reads_back_as_the_same_text(text):
     with ``json``. Every text a file tool can return, or an error can name, comes back exactly."""
     import socket
 
-    from bot.replay import executor
+    from bot.replay.sandbox import executor
 
     ours, theirs = socket.socketpair()
     with ours, theirs:
@@ -567,7 +567,7 @@ def test_the_executors_hand_written_json_reads_back_as_the_same_text(text):
 def test_a_reply_that_is_not_a_json_object_is_refused(frame):
     import socket
 
-    from bot.replay import executor
+    from bot.replay.sandbox import executor
 
     ours, theirs = socket.socketpair()
     with ours, theirs:
@@ -580,8 +580,8 @@ def test_replies_are_taken_as_they_come_whole_or_in_pieces():
     """The harness reads what has arrived, which may be a ``pid`` and its ``rc`` at once, or half a frame."""
     import socket
 
-    from bot.replay import executor
-    from bot.replay.session import _Replies
+    from bot.replay.sandbox import executor
+    from bot.replay.sandbox.session import _Replies
 
     ours, theirs = socket.socketpair()
     with ours, theirs:
@@ -609,7 +609,7 @@ def test_replies_are_taken_as_they_come_whole_or_in_pieces():
 def test_the_executor_imports_only_builtin_modules():
     """Its start is paid once per trial: ``json`` (and so ``re``), ``subprocess``, ``selectors``, ``socket`` and
     ``signal`` cost 25 ms of it. Imported as the sandbox imports it (``-I -S``), none of them is loaded."""
-    from bot.replay.session import EXECUTOR_SOURCE
+    from bot.replay.sandbox.session import EXECUTOR_SOURCE
 
     probe = ("import sys; before = set(sys.modules); "
              f"exec(compile({EXECUTOR_SOURCE!r}, 'executor', 'exec'), {{'__name__': 'probe'}}); "
@@ -627,8 +627,8 @@ def _executor_alone(*args: str, python_flags: tuple[str, ...] = (),
     came with it, and its stderr once the socket is closed (the executor's signal to end)."""
     import socket
 
-    from bot.replay import executor, isolation
-    from bot.replay.session import executor_program, send_program
+    from bot.replay.sandbox import executor, isolation
+    from bot.replay.sandbox.session import executor_program, send_program
 
     ours, theirs = socket.socketpair()
     boot, program = executor_program(program_for)
@@ -654,7 +654,7 @@ def test_the_executor_started_as_the_sandbox_starts_it_imports_no_ctypes_package
     """What it imports while it starts (the file-size limit, non-dumpable, the exec notification filter) is
     paid on every trial too: the ``ctypes`` package was 1.5 ms of it and ``resource`` 0.1 ms, where the builtin
     ``_ctypes`` does. Started as a session starts it, up to its ``ready``, with ``-X importtime``."""
-    from bot.replay import exec_notify
+    from bot.replay.trace import exec_notify
 
     notify = exec_notify.executor_args(exec_notify.machine()) if exec_notify.available() else []
     ready, fds, timings = _executor_alone(*notify, python_flags=("-X", "importtime"))
@@ -670,7 +670,7 @@ def test_the_executors_program_comes_over_its_socket_not_in_its_argv():
     """The program was 76 KB of hex in ``-c``: the kernel copied it and the interpreter decoded it at every
     start, 128 KiB from E2BIG. Now ``-c`` is a bootstrap that reads it from the harness's socket, compiled for
     this interpreter or, for another, as source; both start."""
-    from bot.replay.session import EXECUTOR_SOURCE, executor_program
+    from bot.replay.sandbox.session import EXECUTOR_SOURCE, executor_program
 
     for python, body in ((sys.executable, None), ("/another/python3", EXECUTOR_SOURCE.encode())):
         boot, frame = executor_program(python)
@@ -683,7 +683,7 @@ def test_the_executors_program_comes_over_its_socket_not_in_its_argv():
 
 
 def test_a_filter_the_kernel_refuses_is_the_executors_error_with_the_errno():
-    from bot.replay import exec_notify
+    from bot.replay.trace import exec_notify
 
     if not exec_notify.available():
         pytest.skip("this kernel has no seccomp user notification")
@@ -752,7 +752,7 @@ def test_strace_lines_printed_by_a_call_are_output_not_trace(fixture_repo):
 def test_the_file_size_limit_holds_for_every_call_however_the_sandbox_starts(tmp_path, ports):
     """``max_file_bytes`` bounds every file a call writes, whether bash started the executor (``ulimit -f``, with
     a service's bridge to start first) or bwrap did with nothing between (the executor sets it itself)."""
-    from bot.replay import isolation
+    from bot.replay.sandbox import isolation
 
     (tmp_path / "repo").mkdir()
     limits = isolation.Limits(max_file_bytes=1 << 20)
@@ -772,7 +772,7 @@ def test_sending_the_program_to_a_bootstrap_that_never_reads_gives_up_in_time():
     import socket
     import time
 
-    from bot.replay.session import send_program
+    from bot.replay.sandbox.session import send_program
 
     ours, theirs = socket.socketpair()
     with ours, theirs:

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from bot.errors import BadInput
-from bot.replay.sandbox import Sandbox
-from bot.replay.services import (
+from bot.replay.sandbox.workspace import Sandbox
+from bot.replay.sandbox.services import (
     HttpService,
     HttpServiceConfig,
     service_env,

@@ -15,7 +15,7 @@ import threading
 import pytest
 from helpers import hand_made_wheel
 
-from bot.replay import toolchain
+from bot.replay.sandbox import toolchain
 
 
 class _Index(http.server.SimpleHTTPRequestHandler):

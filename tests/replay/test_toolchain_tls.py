@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from helpers import hand_made_wheel
 
-from bot.replay import toolchain
+from bot.replay.sandbox import toolchain
 
 
 def _can_remount() -> bool:
@@ -80,7 +80,7 @@ BUILD = """
 import json, sys
 from pathlib import Path
 from bot.errors import BadInput, InfrastructureError
-from bot.replay import toolchain
+from bot.replay.sandbox import toolchain
 try:
     tools = toolchain.prepare(["rbprobe==1.0"], cache_dir=Path(sys.argv[1]), where="tls-test")
 except (BadInput, InfrastructureError) as exc:

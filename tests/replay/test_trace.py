@@ -7,9 +7,9 @@ from datetime import datetime, timezone
 import pytest
 
 from bot.errors import BadInput
-from bot.replay import trace as tr
-from bot.replay.sandbox import FileChange
-from bot.replay.trace import CommandEvent, RunDir, RunEndEvent, RunStartEvent, TraceWriter, excerpt, read_trace
+from bot.replay.sandbox.workspace import FileChange
+from bot.replay.trace import events as tr
+from bot.replay.trace.events import CommandEvent, RunDir, RunEndEvent, RunStartEvent, TraceWriter, excerpt, read_trace
 
 RUN_START = 1_800_000_000.0
 

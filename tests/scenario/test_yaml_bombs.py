@@ -15,7 +15,7 @@ from helpers import REPO, write
 
 from bot._util import yamlfile
 from bot.errors import BadInput
-from bot.replay.policy import load_policy
+from bot.replay.gateway.policy import load_policy
 
 LEVELS = 9
 

@@ -11,8 +11,8 @@ from helpers import incident_yaml, write
 from bot import config
 from bot.distill.plan import distill
 from bot.model.llm import LLM
-from bot.replay.answers import AnswerBook
-from bot.replay.gateway import Gateway
+from bot.replay.gateway.answers import AnswerBook
+from bot.replay.gateway.server import Gateway
 
 A1, A2, B1 = "2026-07-14-0932", "2026-07-21-1105", "2026-07-16-0310"
 TODAY = date(2026, 8, 3)

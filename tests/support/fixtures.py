@@ -8,8 +8,8 @@ import os
 import pytest
 from fakes.github import FakeGitHub
 
-from bot.replay.answers import AnswerBook
-from bot.replay.gateway import Gateway
+from bot.replay.gateway.answers import AnswerBook
+from bot.replay.gateway.server import Gateway
 from support.webhooks import CACHE, EXAMPLES_VERSION, fetch_examples
 
 _ACTIONS_ENV = {"GITHUB_REPOSITORY": "octo/app", "GITHUB_TOKEN": "t", "REPLAYBOOK_GITHUB_BACKOFF": "0",

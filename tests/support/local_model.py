@@ -32,7 +32,7 @@ def local_model() -> install.LocalModel:
 def local_server(local_model):
     """The local model served (sandboxed engine, seed 7) for the whole session; key "test-key"."""
     from bot.model.local.server import serve
-    from bot.replay.isolation import engine_jail
+    from bot.replay.sandbox.isolation import engine_jail
 
     with serve(local_model, jail=engine_jail, seed=7, api_key="test-key", context_size=4096) as running:
         yield running

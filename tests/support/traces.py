@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from bot.replay.trace import (
+from bot.replay.trace.events import (
     CommandEvent,
     RunDir,
     RunEndEvent,

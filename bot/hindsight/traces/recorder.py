@@ -236,7 +236,7 @@ def import_trace(store: TraceStore, path: Path | str, task_id: str | None = None
     ``run_start``, ``file_change``, ``agent_output`` and ``run_end`` (failed
     when the run failed).
     """
-    from bot.replay.trace import read_trace
+    from bot.replay.trace.events import read_trace
 
     trace = _trace_file(path)
     task = task_id or replay_task_id(path)

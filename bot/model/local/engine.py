@@ -1,6 +1,6 @@
 """The engine process: ``engine.mjs`` (node-llama-cpp) started in a jail, spoken to in JSON lines.
 
-The jail is the caller's (``bot.replay.isolation.engine_jail`` on Linux: bubblewrap with no network, the host
+The jail is the caller's (``bot.replay.sandbox.isolation.engine_jail`` on Linux: bubblewrap with no network, the host
 read-only, the GGUF and the engine bound read-only, an empty environment), so this layer builds no sandbox of its
 own. One request at a time; a request past its deadline is cancelled, and an engine that does not stop is killed
 and started again for the next request (its evaluated prefix is then lost, never its correctness).

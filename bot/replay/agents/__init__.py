@@ -24,8 +24,8 @@ UNSCORED = frozenset({"crashed", "api_error", "timeout", "budget", "limit"})  # 
 class AgentRun:
     task: str
     system_prompt: str  # the playbook text under test (may be empty)
-    sandbox: Any  # bot.replay.sandbox.Sandbox
-    gateway: Any  # bot.replay.gateway.Gateway
+    sandbox: Any  # bot.replay.sandbox.workspace.Sandbox
+    gateway: Any  # bot.replay.gateway.server.Gateway
     model: str
     max_turns: int
     timeout_s: float

@@ -1,7 +1,7 @@
 """``builtin``: our own tool-use loop over the Messages API (``messages.create``, no SDK).
 
 Tools: ``bash``, ``read``, ``write`` and ``edit``, all confined to the
-sandbox: the file tools run inside it too, in its executor (``bot.replay.executor``). The loop runs in-process (no interpreter start-up per replay); each
+sandbox: the file tools run inside it too, in its executor (``bot.replay.sandbox.executor``). The loop runs in-process (no interpreter start-up per replay); each
 ``bash`` call is a real process in the sandbox, traced by the kernel,
 under the run's remaining time.
 """
@@ -12,8 +12,8 @@ import json
 from typing import Any
 
 from bot.replay.agents import AgentResult, AgentRun, messages
-from bot.replay.executor import FileToolError
-from bot.replay.shims import TOOL_ENV
+from bot.replay.sandbox.executor import FileToolError
+from bot.replay.trace.shims import TOOL_ENV
 
 VERSION = "builtin-1"
 MAX_TOOL_OUTPUT = 20_000

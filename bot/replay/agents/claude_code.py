@@ -16,9 +16,9 @@ from typing import Any
 
 from bot import settings
 from bot.errors import BadInput
-from bot.replay import confined_files
 from bot.replay.agents import AgentResult, AgentRun, direct_argv, install
 from bot.replay.agents.install import PINS
+from bot.replay.sandbox import confined_files
 
 PINNED_VERSION = PINS["claude-code"].version
 PACKAGE = PINS["claude-code"].package

@@ -34,7 +34,7 @@ class CommandAgent:
 
     def reads(self) -> tuple[str, ...]:
         """What the sandbox must let the agent read: the existing files and folders its template names."""
-        from bot.replay.isolation import exposure, needs_bind
+        from bot.replay.sandbox.isolation import exposure, needs_bind
 
         program = shutil.which(self.argv[0])
         out = [exposure(program)] if program and needs_bind(program) else []

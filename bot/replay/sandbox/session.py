@@ -1,4 +1,4 @@
-"""One long-lived sandbox per trial: the harness's side of ``bot.replay.executor`` (issue 27 item 4).
+"""One long-lived sandbox per trial: the harness's side of ``bot.replay.sandbox.executor`` (issue 27 item 4).
 
 Before, every tool call and every check started its own bwrap under its own
 strace (4–6 namespace set-ups and tracer starts a trial). Now one bwrap runs the
@@ -34,9 +34,11 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from bot.errors import InfrastructureError
-from bot.replay import confined_files, exec_notify, isolation, kernel_trace
-from bot.replay import executor as executor_mod
-from bot.replay.process import LIVE, LIVE_LOCK, STOP, Bounds, Capture, Completed, Interrupted, Watch, kill_group
+from bot.replay.sandbox import confined_files, isolation
+from bot.replay.sandbox import executor as executor_mod
+from bot.replay.sandbox.process import LIVE, LIVE_LOCK, STOP, Bounds, Capture, Completed, Interrupted, Watch, kill_group
+from bot.replay.trace import exec_notify
+from bot.replay.trace import kernel as kernel_trace
 
 _START_TIMEOUT_S = 30
 _KILL_ANSWER_S = 3.0  # after a kill request, how long the executor may take to answer
@@ -85,7 +87,7 @@ class Session:
     def __init__(self, backend: isolation.Backend, plan: isolation.Plan, *, cwd: Path, python: str,
                  trace_dir: Path | None, notify: exec_notify.Machine | None = None):
         """``trace_dir``: trace under strace, one file per process there; ``notify`` (with a ``trace_dir``):
-        trace by seccomp notification instead (``bot.replay.exec_notify``); the folder is then never used,
+        trace by seccomp notification instead (``bot.replay.trace.exec_notify``); the folder is then never used,
         and need not exist."""
         self.plan = plan
         self.notify = notify if trace_dir is not None else None
@@ -395,7 +397,7 @@ def _drain(fd: int, tail: deque[bytes]) -> None:
 
 
 def _count(pid: int) -> int:
-    from bot.replay.process import count_tree
+    from bot.replay.sandbox.process import count_tree
 
     return count_tree(pid, 1 << 16)
 

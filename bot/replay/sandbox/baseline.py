@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from bot.errors import InfrastructureError
-from bot.replay.host_tools import GIT_HARDENED
-from bot.replay.shims import touch
+from bot.replay.sandbox.host_tools import GIT_HARDENED
+from bot.replay.trace.shims import touch
 
 _VERSION = "rb-baseline-1"  # bump when the layout changes: part of the key
 _KEEP = 32

@@ -30,7 +30,7 @@ GIT_HARDENED = ("-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", 
 
 def _untrusted_roots() -> tuple[str, ...]:
     """Folders the scenario can fill: the replay cache (toolchains, shims) and the sandboxes' temp folders."""
-    from bot.replay.shims import default_cache_dir
+    from bot.replay.trace.shims import default_cache_dir
 
     roots = [str(default_cache_dir()), settings.get("REPLAYBOOK_TMPDIR") or "", "/dev/shm",
              os.path.join(tempfile.gettempdir(), "replaybook-")]

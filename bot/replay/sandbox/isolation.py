@@ -18,7 +18,7 @@ so whatever environment it inherited would be readable as ``/proc/1/environ``.
 
 Network: the host's 127.0.0.1 is not reachable from inside, so each endpoint
 the sandbox may use (the model gateway, the scenario's services) is bridged:
-the harness serves it on a Unix socket (``bot.replay.bridge``) that is bound
+the harness serves it on a Unix socket (``bot.replay.sandbox.bridge``) that is bound
 into the sandbox, and ``socat`` inside listens on the same 127.0.0.1 port and
 forwards to it, as Anthropic's sandbox-runtime does.
 """
@@ -35,8 +35,8 @@ from typing import Mapping, Protocol, Sequence
 
 from bot import settings
 from bot.errors import BadInput, InfrastructureError
-from bot.replay import host_tools
-from bot.replay.shims import FIXED_LOG
+from bot.replay.sandbox import host_tools
+from bot.replay.trace.shims import FIXED_LOG
 
 BACKENDS = ("bwrap", "docker", "none")
 DEFAULT_BACKEND = "bwrap"
@@ -167,7 +167,7 @@ def launcher(argv: Sequence[str], plan: Plan, *, bash: str, socat: str | None,
 
 
 CONFINE_NAME = "replaybook-confine"  # its $0: how the trace reader knows this step of the harness's
-# No-new-privs, then a Landlock domain as ``bot.replay.executor._confine`` makes (read why there): no process
+# No-new-privs, then a Landlock domain as ``bot.replay.sandbox.executor._confine`` makes (read why there): no process
 # in it may ptrace, open /proc/PID/mem of, or process_vm_writev into a process outside it (bwrap's init, pid 1,
 # and the endpoint bridges, started before). Then it becomes the program; without Landlock (or with ABI 1
 # only) it becomes the program all the same.
@@ -316,7 +316,7 @@ def backend(name: str | None = None) -> Backend:
 
 @functools.lru_cache(maxsize=None)
 def _checked(name: str) -> Backend:
-    # The harness's own tools, from its PATH at start: never a toolchain's or a scenario's (bot.replay.host_tools).
+    # The harness's own tools, from its PATH at start: never a toolchain's or a scenario's (bot.replay.sandbox.host_tools).
     bash = host_tools.find("bash") or "/bin/bash"
     socat = host_tools.find("socat")
     if name == "docker":
@@ -350,7 +350,7 @@ def traced(name: str) -> bool:
 def problems(name: str | None = None) -> list[str]:
     """What stops a replay on this machine under backend ``name`` (default as :func:`backend`), each saying how
     to fix it; empty when a replay can run. The very checks a replay makes before it starts (``replaybook doctor``)."""
-    from bot.replay import kernel_trace
+    from bot.replay.trace import kernel as kernel_trace
 
     try:
         chosen = backend(name)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 from typing import Any, Iterable
 
-from bot.replay.trace import UNATTRIBUTED, CommandEvent, ShellEvent, ToolCallEvent, TraceEvent
+from bot.replay.trace.events import UNATTRIBUTED, CommandEvent, ShellEvent, ToolCallEvent, TraceEvent
 
 
 def attribute(events: Iterable[TraceEvent]) -> list[TraceEvent]:

@@ -26,10 +26,11 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from bot.model import pricing
-from bot.replay import delivery, responses_api
-from bot.replay.budget import UNFINISHED, Budget, Reservation, without_provider_tools
-from bot.replay.policy import SIMULATED_MODEL, Reply, estimate_input_tokens
-from bot.replay.wire import (
+from bot.replay import delivery
+from bot.replay.gateway import responses_api
+from bot.replay.gateway.budget import UNFINISHED, Budget, Reservation, without_provider_tools
+from bot.replay.gateway.policy import SIMULATED_MODEL, Reply, estimate_input_tokens
+from bot.replay.gateway.wire import (
     ResponsesUsage,
     Server,
     Usage,
@@ -44,7 +45,7 @@ log = logging.getLogger(__name__)
 
 # Upstream response headers an agent may see; anything else stays behind.
 _PASS_HEADERS = ("content-type", "request-id", "retry-after", "retry-after-ms", "x-should-retry")
-RESPONSES_PATH = "/v1/responses"  # the OpenAI Responses API, for Codex CLI (bot/replay/responses_api.py)
+RESPONSES_PATH = "/v1/responses"  # the OpenAI Responses API, for Codex CLI (bot/replay/gateway/responses_api.py)
 MAX_BODY_BYTES = 32 << 20  # the Messages API's own request limit; the gateway reads no more than this
 
 

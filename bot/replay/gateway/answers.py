@@ -15,7 +15,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.replay.policy import (
+from bot.replay.gateway.policy import (
     SIM_TAG,
     SIMULATED_MODEL,
     Reply,

@@ -4,7 +4,7 @@ Inside its network namespace the sandbox cannot reach the host's 127.0.0.1.
 For each endpoint it may use (the model gateway, a scenario service), the
 harness listens on a Unix socket and relays every connection, byte for byte,
 to the real ``127.0.0.1:port``; ``socat`` inside the sandbox listens on the
-same port and forwards to the socket (``bot.replay.isolation.launcher``).
+same port and forwards to the socket (``bot.replay.sandbox.isolation.launcher``).
 Nothing else on the host is reachable.
 """
 

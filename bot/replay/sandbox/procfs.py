@@ -1,6 +1,6 @@
 """What ``/proc`` says of a process the kernel stopped for the harness: its status fields, its files, its memory.
 
-Read by ``bot.replay.exec_notify`` while the caller waits for the listener's answer; bounded, so a
+Read by ``bot.replay.trace.exec_notify`` while the caller waits for the listener's answer; bounded, so a
 hostile argv costs at most the caps below.
 """
 

@@ -7,13 +7,13 @@ Layout of one sandbox (all under one temp dir, removed on exit)::
     <base>/baseline.git   baseline commit, kept OUTSIDE root so `diff` survives
                           `rm -rf .git` or even `rm -rf root`
     <base>/home, /tmp     private HOME and TMPDIR
-    <base>/kernel/N/      the kernel's trace of recorded run N (bot.replay.kernel_trace),
+    <base>/kernel/N/      the kernel's trace of recorded run N (bot.replay.trace.kernel),
                           written by strace on the host, never visible inside
     <base>/commands.fifo  --sandbox docker only: where the PATH shims write
-                          (bot.replay.shims), drained into <base>/commands.log
+                          (bot.replay.trace.shims), drained into <base>/commands.log
     <base>/ep-PORT.sock   the bridges to the gateway and services
 
-Every process runs through an isolation backend (``bot.replay.isolation``):
+Every process runs through an isolation backend (``bot.replay.sandbox.isolation``):
 inside, only root, home and tmp are writable and visible of all this; the
 pristine copy, the baseline and the traces belong to the harness alone.
 Each recorded run (a tool call, an agent program) is traced by the kernel,
@@ -36,15 +36,18 @@ from typing import Mapping, Sequence
 
 from bot import settings
 from bot.errors import BadInput, InfrastructureError
-from bot.replay import delivery, exec_images, exec_notify, executor, isolation, kernel_trace, launchers, shims, stale
-from bot.replay import fixture as fixture_mod
-from bot.replay.bridge import UnixBridge
-from bot.replay.command_log import CommandLog
-from bot.replay.harness_git import SETUP_TIMEOUT_S, FileChange, HarnessGit, SandboxDiff
-from bot.replay.process import Completed, Watch, run_process, tree_bytes
-from bot.replay.session import Session
-from bot.replay.toolchain import HOST, Toolchain
-from bot.replay.trace import CommandEvent, ShellEvent
+from bot.replay import delivery, exec_images
+from bot.replay.sandbox import executor, isolation, stale
+from bot.replay.sandbox import fixture as fixture_mod
+from bot.replay.sandbox.bridge import UnixBridge
+from bot.replay.sandbox.harness_git import SETUP_TIMEOUT_S, FileChange, HarnessGit, SandboxDiff
+from bot.replay.sandbox.process import Completed, Watch, run_process, tree_bytes
+from bot.replay.sandbox.session import Session
+from bot.replay.sandbox.toolchain import HOST, Toolchain
+from bot.replay.trace import exec_notify, launchers, shims
+from bot.replay.trace import kernel as kernel_trace
+from bot.replay.trace.command_log import CommandLog
+from bot.replay.trace.events import CommandEvent, ShellEvent
 
 __all__ = ["Completed", "FileChange", "Sandbox", "SandboxDiff"]
 COMMAND_LOG_CAP = 32 << 20  # the kernel trace (or shims' log) read per trial, at most max_disk_mb; past it: unscored
@@ -327,7 +330,7 @@ class Sandbox(HarnessGit):
                                                   images=images.execs() if images else None)
         shutil.rmtree(trace_dir, ignore_errors=True)
 
-    # -- the trial's one sandbox (bot.replay.session) ----------------------------------------
+    # -- the trial's one sandbox (bot.replay.sandbox.session) ----------------------------------------
     def _in_session(self, endpoints: Sequence[int]) -> bool:
         """bwrap runs every call in one long-lived sandbox; a run that needs the gateway (an agent program,
         once a trial) gets its own, since the endpoints are bound when a sandbox starts. docker and none
@@ -463,7 +466,7 @@ class Sandbox(HarnessGit):
 
 def temp_dir(prefix: str, root: str | None) -> Path:
     """A new folder under ``root`` (None: the system's temp folder) with this process as its owner, so a
-    later harness removes it (``bot.replay.stale``) only once this one is gone."""
+    later harness removes it (``bot.replay.sandbox.stale``) only once this one is gone."""
     folder = Path(tempfile.mkdtemp(prefix=prefix, dir=root))
     (folder / stale.OWNER).write_text(f"{os.getpid()} {stale.start_time(os.getpid())}\n")
     return folder

@@ -1,6 +1,6 @@
 """The executor: one small server inside a trial's one long-lived sandbox (issue 27 item 4).
 
-Started by ``bot.replay.session`` as the sandbox's program (``python -I -S -c BOOT FD FILE_KIB
+Started by ``bot.replay.sandbox.session`` as the sandbox's program (``python -I -S -c BOOT FD FILE_KIB
 [--notify …]``, straight from bwrap when no bridge needs a launcher, so it sets the file-size limit
 itself; ``BOOT`` reads this program, compiled, as the first frame on ``FD``), it serves the harness over
 ``FD``, one end of a Unix socket pair whose other end only the harness holds; there is no path to
@@ -17,7 +17,7 @@ Requests, one at a time:
   starts outlives it. ``{"op": "kill"}`` while it runs (the deadline, a
   bound): SIGTERM to all, a grace, then SIGKILL.
 - ``{"op": "read"|"write"|"edit", "root", "path", …}``: the builtin agent's
-  file tools, done here, inside, by ``open_beneath`` (``bot.replay.confined_files``, whose source is sent
+  file tools, done here, inside, by ``open_beneath`` (``bot.replay.sandbox.confined_files``, whose source is sent
   before this one in the same frame).
 
 Why nothing inside can forge a reply or a request: the socket is close-on-exec
@@ -29,7 +29,7 @@ every orphan is its child, and its end ends every process of the sandbox. Every 
 Landlock domain (``_confine``): none can attach to, or write the memory of, a process outside it (the
 endpoint bridges). If the harness kills it, the call ends with no reply: the sandbox goes, a new one starts.
 
-With ``--notify NR HEX`` (``bot.replay.exec_notify``) it first installs that seccomp
+With ``--notify NR HEX`` (``bot.replay.trace.exec_notify``) it first installs that seccomp
 program with a listener, so the kernel asks the harness about every ``execve`` and
 exit of every process it starts, and hands the listener over with its ``ready``
 reply, keeping no copy.
@@ -51,10 +51,10 @@ import select
 import sys
 import time
 
-try:  # the executor's program is ``bot.replay.confined_files``'s source, then this one (``session.EXECUTOR_SOURCE``)
+try:  # the executor's program is ``bot.replay.sandbox.confined_files``'s source, then this one (``session.EXECUTOR_SOURCE``)
     file_tool, FileToolError  # noqa: B018
 except NameError:  # imported by the harness, which has the package
-    from bot.replay.confined_files import FileToolError, edit_file, file_tool, open_beneath, read_file, write_file  # noqa: F401
+    from bot.replay.sandbox.confined_files import FileToolError, edit_file, file_tool, open_beneath, read_file, write_file  # noqa: F401
 
 MARKER = "replaybook-executor"  # argv[-1]: how the trace reader finds this process
 MAX_FRAME = 64 << 20
@@ -231,7 +231,7 @@ def _spawnp(argv: list[str], env: dict[str, str], how: dict) -> int:
     """``os.execvpe``'s search of ``env``'s PATH, but no ``execve`` for a folder that holds no such file.
 
     A name no folder has is ruled out by ``stat``, which the kernel trace does not see, instead of by a
-    failed ``execve``, which it must be asked about (``bot.replay.exec_notify``): a check's ``grep`` on a
+    failed ``execve``, which it must be asked about (``bot.replay.trace.exec_notify``): a check's ``grep`` on a
     nine-folder PATH was eight notifications before its one exec. (``os.get_exec_path`` imported
     ``warnings`` in every call's child.)"""
     if "/" in argv[0]:

@@ -1,7 +1,7 @@
 """The builtin agent's file tools, done by the executor inside the trial's sandbox: never outside the root.
 
-Part of the executor's program (``bot.replay.session.EXECUTOR_SOURCE`` is this source, then
-``bot.replay.executor``'s, compiled as one): builtin modules only, as the executor itself (it runs under
+Part of the executor's program (``bot.replay.sandbox.session.EXECUTOR_SOURCE`` is this source, then
+``bot.replay.sandbox.executor``'s, compiled as one): builtin modules only, as the executor itself (it runs under
 ``python -I -S`` with no ``bot`` on the path). The harness imports it too, for the error and for tests.
 """
 

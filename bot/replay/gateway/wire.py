@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from http.server import HTTPServer
 from typing import Any
 
-from bot.replay import responses_api
+from bot.replay.gateway import responses_api
 
 ERROR_TYPES = {
     400: "invalid_request_error",

@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Sequence
 
 from bot.errors import InfrastructureError
-from bot.replay import host_tools
-from bot.replay.trace import UNATTRIBUTED, CommandEvent, ShellEvent, relative_cwd
+from bot.replay.sandbox import host_tools
+from bot.replay.trace.events import UNATTRIBUTED, CommandEvent, ShellEvent, relative_cwd
 
 SYSCALLS = "execve,execveat,chdir,fchdir,clone,clone3,fork,vfork,exit_group"
 # --seccomp-bpf: the tracee stops only at the traced syscalls, not at every one (the cost stays small).
@@ -46,9 +46,9 @@ SYSCALLS = "execve,execveat,chdir,fchdir,clone,clone3,fork,vfork,exit_group"
 # also given as strace's pid, which names the child's file (see ``tracer_namespace`` for its cost); -y: fchdir's fd shows its path; -s: whole arguments.
 STRACE_FLAGS = ("--seccomp-bpf", "-f", "-ff", "-q", "-ttt", "-y", "-s", "65536", "--pidns-translation",
                 "-e", "signal=none", "-e", f"trace={SYSCALLS}")
-LAUNCHER_NAME = "replaybook-sandbox"  # bot.replay.isolation.launcher's $0
-CONFINE_NAME = "replaybook-confine"  # bot.replay.isolation.CONFINE_NAME, the $0 of the step after it
-EXECUTOR = "replaybook-executor"  # bot.replay.executor.MARKER, its last argument
+LAUNCHER_NAME = "replaybook-sandbox"  # bot.replay.sandbox.isolation.launcher's $0
+CONFINE_NAME = "replaybook-confine"  # bot.replay.sandbox.isolation.CONFINE_NAME, the $0 of the step after it
+EXECUTOR = "replaybook-executor"  # bot.replay.sandbox.executor.MARKER, its last argument
 SHELLS = frozenset({"bash", "sh", "dash", "zsh", "ksh", "fish"})
 FILE_CAP = 64 << 20  # of one process's trace file; past it the rest is not read
 
@@ -109,7 +109,7 @@ class _Exec:
     program: str
     argv: list[str]
     cwd: str
-    confirmed: bool = True  # False: asked for, never seen running (``bot.replay.exec_notify``)
+    confirmed: bool = True  # False: asked for, never seen running (``bot.replay.trace.exec_notify``)
     called: str | None = None  # the file as the caller named it, when ``program`` is read from the new image
     claimed: list[str] | None = None  # the caller's argv, when the new image held another
 
@@ -278,7 +278,7 @@ def _read_files(out_dir: Path) -> dict[int, _Proc]:
 
 
 class Reader:
-    """The trace of one long-lived sandbox (``bot.replay.session``), read on as it grows: whole lines only."""
+    """The trace of one long-lived sandbox (``bot.replay.sandbox.session``), read on as it grows: whole lines only."""
 
     def __init__(self, out_dir: Path):
         self.out_dir = out_dir

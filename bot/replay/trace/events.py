@@ -56,7 +56,7 @@ class RunStartEvent(TraceEvent):
 
 class CommandEvent(TraceEvent):
     """One executable the agent (or a command it ran) started: one ``execve`` the kernel saw
-    (``bot.replay.kernel_trace``), or, under ``--sandbox docker``, one PATH shim's record."""
+    (``bot.replay.trace.kernel``), or, under ``--sandbox docker``, one PATH shim's record."""
 
     kind: Literal["command"] = "command"
     argv: list[str]

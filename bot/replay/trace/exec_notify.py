@@ -1,10 +1,10 @@
 """The kernel's trace of the trial's sandbox by seccomp user notification: every ``execve``, no ptrace.
 
-``strace`` (``bot.replay.kernel_trace``) stops every traced process at each
+``strace`` (``bot.replay.trace.kernel``) stops every traced process at each
 fork, each traced call and each exit, about 2 ms a process on these machines:
 18–26% of a replay sample (bench/README.md, issue 27). Here the kernel itself
 asks the harness about each ``execve``/``execveat`` and each exit, and about
-nothing else: the executor (``bot.replay.executor``) installs a seccomp filter
+nothing else: the executor (``bot.replay.sandbox.executor``) installs a seccomp filter
 with a listener before any call runs, hands the listener to the harness over
 its socket and keeps no copy, and every process of every call inherits the
 filter. Nothing inside can remove a filter, and no filter added below ours can
@@ -59,8 +59,9 @@ from pathlib import Path
 
 from bot import settings
 from bot.errors import InfrastructureError
-from bot.replay import kernel_trace, procfs
-from bot.replay.trace import CommandEvent, ShellEvent
+from bot.replay.sandbox import procfs
+from bot.replay.trace import kernel as kernel_trace
+from bot.replay.trace.events import CommandEvent, ShellEvent
 
 # <linux/seccomp.h>
 _RET_ALLOW, _RET_USER_NOTIF, _RET_ERRNO = 0x7FFF0000, 0x7FC00000, 0x00050000

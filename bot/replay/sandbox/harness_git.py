@@ -1,6 +1,6 @@
 """The harness's own git: the baseline commit, the agent's ``.git``, and the diff of the end state.
 
-A mixin of ``bot.replay.sandbox.Sandbox``: git reads trees the agent wrote,
+A mixin of ``bot.replay.sandbox.workspace.Sandbox``: git reads trees the agent wrote,
 so every git the harness runs is hardened (``GIT_HARDENED``), and the ones
 that read the agent's tree run inside the sandbox.
 """
@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from bot.errors import BadInput, InfrastructureError
-from bot.replay import baseline as baseline_mod
-from bot.replay import fixture as fixture_mod
-from bot.replay import host_tools, isolation, shims
-from bot.replay.host_tools import GIT_HARDENED
-from bot.replay.process import Completed, Watch, run_process
+from bot.replay.sandbox import baseline as baseline_mod
+from bot.replay.sandbox import fixture as fixture_mod
+from bot.replay.sandbox import host_tools, isolation
+from bot.replay.sandbox.host_tools import GIT_HARDENED
+from bot.replay.sandbox.process import Completed, Watch, run_process
+from bot.replay.trace import shims
 
 PATCH_CAP = 8 << 20  # diff.patch keeps at most this much; the rest is counted
 SETUP_TIMEOUT_S = 300
@@ -207,7 +208,7 @@ class HarnessGit:
         init_env = {k: v for k, v in env.items() if k not in ("GIT_DIR", "GIT_WORK_TREE")}
         self._borrowed: tuple[str, ...] = ()
         if not self.setup_commands and not self.instructions and not os.path.lexists(self.root / ".git"):
-            # Built once per fixture content; this sandbox borrows its objects (bot.replay.baseline).
+            # Built once per fixture content; this sandbox borrows its objects (bot.replay.sandbox.baseline).
             tpl = baseline_mod.template(self.fixture, self.shim_cache or shims.default_cache_dir(), git=self._git_bin,
                                         env=init_env, copy=fixture_mod.copy)
             baseline_mod.borrow(tpl, gitdir, self._base / "baseline.index")

@@ -42,7 +42,7 @@ from typing import Sequence
 
 from bot import settings
 from bot.errors import BadInput
-from bot.replay.trace import CommandEvent, ShellEvent, relative_cwd
+from bot.replay.trace.events import CommandEvent, ShellEvent, relative_cwd
 
 LOG_ENV = "REPLAYBOOK_SHIM_LOG"
 # Inside an isolated sandbox the log is a write-only FIFO the harness reads, bound
@@ -143,7 +143,7 @@ def build_shims(
         raise BadInput(f"scrub: {bad[0]!r} is not an environment variable name; use letters, digits and _")
     dirs = _path_dirs((settings.get("PATH") or "") if path is None else path)
     base_path = os.pathsep.join(dirs)
-    from bot.replay import host_tools
+    from bot.replay.sandbox import host_tools
 
     bash = host_tools.find("bash")  # the harness's own, never one a toolchain put first on ``path``
     if not bash:
