@@ -17,7 +17,6 @@ from bot.gate import ledger as gate_log
 from bot.gate import options as gate_options
 from bot.gate import report as gate_report
 from bot.gate import reuse
-from bot.gate.pool import cores
 from bot.model.served import LOCAL, SCRIPTED
 from bot.playbook.store import Playbook
 from bot.replay.agents import AGENTS
