@@ -1,5 +1,5 @@
 """What reading an agent program's execs from their new images costs (issue 47): one trial's wall time with and
-without ``bot.replay.exec_images`` beside strace, interleaved rounds, the median of the ratios.
+without ``bot.replay.trace.exec_images`` beside strace, interleaved rounds, the median of the ratios.
 
 The agent program is a shell script of 62 execs (60 ``/bin/true``, a ``python3``, a ``git``); "off" makes
 ``RunImages.start`` return None, as on a kernel without seccomp user notification. Run from the repository's
@@ -8,7 +8,7 @@ import statistics, sys, tempfile, time
 from pathlib import Path
 sys.path.insert(0, "tests"); sys.path.insert(0, "tests/replay")
 from conftest import write_scenario
-from bot.replay import exec_images
+from bot.replay.trace import exec_images
 from bot.replay.engine import ReplayOptions, run_trial
 
 start = exec_images.RunImages.start

@@ -193,7 +193,7 @@ def confined(python: str, argv: Sequence[str], notify: Sequence[str] = ()) -> li
     """``argv`` run in a Landlock domain of its own (see ``_CONFINE``), by ``python`` inside the sandbox: for a
     run whose program is not the executor (which confines its calls itself), e.g. an agent program.
     ``notify`` (``--notify NR HEX FD``): it first installs that seccomp program with a listener and sends the
-    listener over the socket ``FD`` (``bot.replay.exec_images``), keeping no copy of either."""
+    listener over the socket ``FD`` (``bot.replay.trace.exec_images``), keeping no copy of either."""
     return [python, "-I", "-S", "-c", _CONFINE, CONFINE_NAME, *notify, *argv]
 
 

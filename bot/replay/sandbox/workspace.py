@@ -36,7 +36,7 @@ from typing import Mapping, Sequence
 
 from bot import settings
 from bot.errors import BadInput, InfrastructureError
-from bot.replay import delivery, exec_images
+from bot.replay import delivery
 from bot.replay.sandbox import executor, isolation, stale
 from bot.replay.sandbox import fixture as fixture_mod
 from bot.replay.sandbox.bridge import UnixBridge
@@ -44,7 +44,7 @@ from bot.replay.sandbox.harness_git import SETUP_TIMEOUT_S, FileChange, HarnessG
 from bot.replay.sandbox.process import Completed, Watch, run_process, tree_bytes
 from bot.replay.sandbox.session import Session
 from bot.replay.sandbox.toolchain import HOST, Toolchain
-from bot.replay.trace import exec_notify, launchers, shims
+from bot.replay.trace import exec_images, exec_notify, launchers, shims
 from bot.replay.trace import kernel as kernel_trace
 from bot.replay.trace.command_log import CommandLog
 from bot.replay.trace.events import CommandEvent, ShellEvent

@@ -38,7 +38,7 @@ request and its answer is that call's (``Watch.request``), an orphan's too
 (its parent gone, it hangs from the executor, the sandbox's pid 1). The parent links
 read from ``/proc`` give ``ppid`` and ``depth``. Agent programs, which need the
 tree to tell their own commands from their tool calls', keep strace for the tree, and a ``Watch`` of
-their own for each exec's program and argv (``bot.replay.exec_images``, ``Watch.execs``).
+their own for each exec's program and argv (``bot.replay.trace.exec_images``, ``Watch.execs``).
 """
 
 from __future__ import annotations

@@ -133,7 +133,7 @@ def read_run(out_dir: Path, *, cwd: str, root: Path, tool_call: str | None,
              images: tuple[dict[int, list[_Exec]], dict[int, int]] | None = None) -> list[CommandEvent | ShellEvent]:
     """The events of one traced run (see the module docstring); ``cwd`` is where it started (a host path).
 
-    ``images`` (``bot.replay.exec_images``): every exec below the harness's Landlock step, read from the new
+    ``images`` (``bot.replay.trace.exec_images``): every exec below the harness's Landlock step, read from the new
     images, by pid, and each process's parent as the notification saw it; strace's own exec lines there are not
     used (it reads names from the caller's memory)."""
     procs = _read_files(out_dir)
