@@ -82,12 +82,13 @@ class AnswerSet(_Loose):
 
 
 def answer_schema(incident_ids: list[str], scenario_ids: list[str], checks: dict[str, type[BaseModel]],
-                  most: int = 4) -> dict[str, Any]:
+                  most: int = 2) -> dict[str, Any]:
     """The JSON schema a grammar holds the local model's answer to (``bot.model.json_schema``): ``AnswerSet``'s
     shape, narrowed to this batch. ``cites`` may hold only the batch's incident ids, ``existing`` only a scenario
     that exists (none: a new scenario it must be), each check one of ``checks``' shapes, and a new scenario
-    carries no ``policy`` (a script for the simulated model, which a real model's distill does not write). The
-    answer is still validated in full afterwards: this only narrows what a small model can say wrong."""
+    carries no ``policy`` (a script for the simulated model, which a real model's distill does not write), and the
+    whole answer fits the local model's 2,048-token cap (``most`` proposals, at most 6 files of 2,000 characters).
+    The answer is still validated in full afterwards: this only narrows what a small model can say wrong."""
     from bot.model.json_schema import for_grammar
 
     text = {"type": "string", "minLength": 1}
@@ -95,10 +96,10 @@ def answer_schema(incident_ids: list[str], scenario_ids: list[str], checks: dict
     cites = {"type": "array", "items": {"enum": list(incident_ids)}, "minItems": 1, "maxItems": len(incident_ids)}
     check = {"oneOf": [for_grammar(model.model_json_schema()) for model in checks.values()]}
     new = {"type": "object", "required": ["id", "task", "pass_if", "files"], "properties": {
-        "id": {"type": "string", "minLength": 3, "maxLength": 60}, "task": text, "task_type": text,
-        "pass_if": {"type": "array", "items": check, "minItems": 1, "maxItems": 8},
-        "files": {"type": "object", "additionalProperties": {"type": "string"}, "minProperties": 1,
-                  "maxProperties": 12}}}
+        "id": {"type": "string", "minLength": 3, "maxLength": 60}, "task": {**text, "maxLength": 600},
+        "task_type": text, "pass_if": {"type": "array", "items": check, "minItems": 1, "maxItems": 6},
+        "files": {"type": "object", "additionalProperties": {"type": "string", "maxLength": 2000}, "minProperties": 1,
+                  "maxProperties": 6}}}
     choices = [{"type": "object", "required": ["new"], "properties": {"new": new}}]
     if scenario_ids:
         choices.insert(0, {"type": "object", "required": ["existing"],
