@@ -8,7 +8,10 @@ failures into impossibilities. The engine reads a subset of JSON Schema (``type`
 ``enum``, ``const``, ``oneOf``); ``for_grammar`` turns what pydantic writes into that subset:
 
 - ``$ref`` is inlined from ``$defs`` (pydantic's models here are not recursive; a cycle is refused);
-- ``anyOf`` becomes ``oneOf``, and an optional field's ``anyOf [X, null]`` becomes ``X`` (it may be left out);
+- ``anyOf`` becomes ``oneOf``;
+- the grammar writes every property it lists (node-llama-cpp has no optional key), so a field that may be
+  ``null`` is written, as its value or ``null``, and a field that is neither required nor nullable (it has a
+  default) is left out, its default applying;
 - annotations the grammar cannot use (``title``, ``default``, ``description``, ``minimum``, ``pattern``…)
   are dropped: the answer is validated against the full pydantic model afterwards, so a grammar only
   narrows what the model may say, it never widens what we accept;
@@ -49,19 +52,22 @@ def _convert(node: Any, defs: dict[str, Any], seen: tuple[str, ...], where: str)
         return _convert(defs[name], defs, (*seen, name), f"{where}->{name}")
     options = node.get("anyOf", node.get("oneOf"))
     if options is not None:
-        kept = [o for o in options if o != {"type": "null"}]
-        if not kept:
-            return {"type": "null"}
-        if len(kept) == 1:
-            return _convert(kept[0], defs, seen, where)
-        return {"oneOf": [_convert(o, defs, seen, f"{where}|{i}") for i, o in enumerate(kept)]}
+        if len(options) == 1:
+            return _convert(options[0], defs, seen, where)
+        return {"oneOf": [_convert(o, defs, seen, f"{where}|{i}") for i, o in enumerate(options)]}
     out: dict[str, Any] = {}
     for key in KEEP:
-        if key not in node:
-            continue
+        if key not in node or key == "required":
+            continue  # required: set with the properties
         value = node[key]
         if key == "properties":
-            out[key] = {name: _convert(sub, defs, seen, f"{where}.{name}") for name, sub in value.items()}
+            required = set(node.get("required", ()))
+            props, must = {}, []
+            for name, sub in value.items():
+                if name in required or _nullable(sub, defs):
+                    props[name] = _convert(sub, defs, seen, f"{where}.{name}")
+                    must.append(name)
+            out[key], out["required"] = props, must
         elif key == "items":
             out[key] = _convert(value, defs, seen, f"{where}[]")
         elif key == "additionalProperties" and isinstance(value, dict):
@@ -80,3 +86,8 @@ def _convert(node: Any, defs: dict[str, Any], seen: tuple[str, ...], where: str)
     if out.get("type") == "object" and "properties" not in out and not isinstance(out.get("additionalProperties"), dict):
         raise Unsupported(f"{where}: an object of any keys; a grammar needs its properties")
     return out
+
+
+def _nullable(node: Any, defs: dict[str, Any]) -> bool:
+    options = node.get("anyOf", node.get("oneOf")) if isinstance(node, dict) else None
+    return isinstance(options, list) and {"type": "null"} in options

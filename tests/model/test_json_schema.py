@@ -24,13 +24,15 @@ class _Outer(BaseModel):
     tags: list[str] = []
 
 
-def test_pydantic_refs_are_inlined_and_an_optional_field_is_its_own_type():
+def test_refs_are_inlined_a_nullable_field_is_written_and_one_with_a_default_left_out():
+    """node-llama-cpp's grammar writes every property it lists: a nullable field is listed (its value or null),
+    a field with a default (``tags``) is not, so the default applies."""
     out = for_grammar(_Outer.model_json_schema())
     assert out == {"type": "object", "required": ["inner"], "properties": {
-        "inner": {"type": "object", "required": ["name"], "properties": {
-            "name": {"type": "string"}, "size": {"type": "integer"}}},
-        "tags": {"type": "array", "items": {"type": "string"}}}}
+        "inner": {"type": "object", "required": ["name", "size"], "properties": {
+            "name": {"type": "string"}, "size": {"oneOf": [{"type": "integer"}, {"type": "null"}]}}}}}
     assert "$ref" not in json.dumps(out) and "title" not in json.dumps(out)
+    assert _Outer.model_validate({"inner": {"name": "x", "size": None}}).tags == []
 
 
 class _Loose(BaseModel):
@@ -38,7 +40,7 @@ class _Loose(BaseModel):
 
 
 class _Node(BaseModel):
-    children: list["_Node"] = []
+    children: list["_Node"]
 
 
 @pytest.mark.parametrize("model, says", [(_Loose, "any shape"), (_Node, "refers to itself"),
@@ -81,8 +83,8 @@ def test_the_local_model_answers_only_what_the_schema_allows_through_the_anthrop
     assert answer["colour"] in ("teal", "mauve") and isinstance(answer["count"], int)
     with pytest.raises(anthropic.BadRequestError, match="output_config.format.schema: .*any shape"):
         client.messages.create(model="local", max_tokens=8, messages=[{"role": "user", "content": "hi"}],
-                               output_config={"format": {"type": "json_schema", "schema": {"type": "object",
-                                                                                           "properties": {"x": {}}}}})
+                               output_config={"format": {"type": "json_schema", "schema": {
+                                   "type": "object", "properties": {"x": {}}, "required": ["x"]}}})
 
 
 @pytest.mark.local_model
@@ -94,3 +96,16 @@ def test_the_openai_clients_response_format_holds_the_answer_too(local_server):
         response_format={"type": "json_schema", "json_schema": {"name": "colour", "schema": COLOUR}})
     answer = json.loads(done.choices[0].message.content)
     assert answer["colour"] in ("teal", "mauve") and isinstance(answer["count"], int)
+
+
+@pytest.mark.local_model
+def test_distills_grammar_compiles_in_the_engine(local_server):
+    """llama.cpp refuses a grammar whose repetitions multiply past its limits (a 2,000-character string bound
+    did, and every distill prompt failed with a 400): distill's whole schema must compile and be answered."""
+    anthropic = pytest.importorskip("anthropic")
+    client = anthropic.Anthropic(base_url=local_server.base_url, api_key="test-key", max_retries=0)
+    schema = answer_schema(["2026-07-09-1640", "2026-07-10-1200"], ["monorepo-test-cwd"], spec.CHECKS)
+    reply = client.messages.create(model="local", max_tokens=24, extra_body={"temperature": 0},
+                                   output_config={"format": {"type": "json_schema", "schema": schema}},
+                                   messages=[{"role": "user", "content": "Propose a rule as JSON."}])
+    assert "".join(reply.content[0].text.split()).startswith('{"proposals":[{"')  # 24 tokens: the grammar's start
