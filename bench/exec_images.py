@@ -8,8 +8,8 @@ import statistics, sys, tempfile, time
 from pathlib import Path
 sys.path.insert(0, "tests"); sys.path.insert(0, "tests/replay")
 from conftest import write_scenario
-from bot.replay.trace import exec_images
 from bot.replay.engine import ReplayOptions, run_trial
+from bot.replay.trace import exec_images
 
 start = exec_images.RunImages.start
 tmp = Path(tempfile.mkdtemp())
