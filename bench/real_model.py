@@ -40,6 +40,7 @@ from bot import config
 from bot._util import bundled
 from bot.errors import BadInput
 from bot.gate import stats
+from bot.incident.store import IncidentStore
 from bot.model import served
 from bot.replay import engine
 from bot.replay.sandbox.workspace import Sandbox
@@ -170,7 +171,7 @@ def distill_phase(out: Path) -> None:
     started = time.perf_counter()
     report = distill_mod.distill(settings, llm)
     seconds = time.perf_counter() - started
-    book = config.playbook(settings)
+    book = config.playbook(settings, incidents=IncidentStore(settings.path("incidents")))  # as `rule validate`
     proposals = []
     for p in report.proposals:
         problems: list[str] = []

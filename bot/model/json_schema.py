@@ -64,7 +64,7 @@ def _convert(node: Any, defs: dict[str, Any], seen: tuple[str, ...], where: str)
             required = set(node.get("required", ()))
             props, must = {}, []
             for name, sub in value.items():
-                if name in required or _nullable(sub, defs):
+                if name in required or _nullable(sub):
                     props[name] = _convert(sub, defs, seen, f"{where}.{name}")
                     must.append(name)
             out[key], out["required"] = props, must
@@ -88,6 +88,6 @@ def _convert(node: Any, defs: dict[str, Any], seen: tuple[str, ...], where: str)
     return out
 
 
-def _nullable(node: Any, defs: dict[str, Any]) -> bool:
+def _nullable(node: Any) -> bool:
     options = node.get("anyOf", node.get("oneOf")) if isinstance(node, dict) else None
     return isinstance(options, list) and {"type": "null"} in options
