@@ -150,6 +150,9 @@ def test_a_rule_that_breaks_a_scenario_it_reaches_is_still_caught(root):
 @pytest.mark.parametrize("how,footprint,touched", [
     ("read", {"reads": ["web/app.js"], "writes": [], "cwds": ["."], "commands": []}, True),
     ("read", {"reads": ["api/x.py"], "writes": [], "cwds": ["web"], "commands": []}, False),
+    # a test run at the root writes web/__pycache__: Claude Code loads nothing for that
+    ("read", {"reads": [], "writes": ["web/__pycache__/a.pyc"], "cwds": ["."], "commands": [["python"]]}, False),
+    ("touch", {"reads": [], "writes": ["web/__pycache__/a.pyc"], "cwds": ["."], "commands": []}, True),
     ("cwd", {"reads": ["web/app.js"], "writes": [], "cwds": ["."], "commands": []}, False),
     ("cwd", {"reads": [], "writes": [], "cwds": ["web/src"], "commands": []}, True),
     ("touch", {"reads": [], "writes": [], "cwds": ["."], "commands": [["ls", "web"]]}, True),
@@ -164,3 +167,22 @@ def test_the_bound_is_the_exact_zero_count_bound():
     assert reach.harm_bound(40) == pytest.approx(0.0722, abs=1e-4)
     assert reach.harm_bound(20) == pytest.approx(0.1391, abs=1e-4)
     assert 3 / 40 > reach.harm_bound(40)  # the rule of three rounds it up
+
+
+def test_a_trial_keeps_its_footprint_from_the_kernel_trace_and_its_tool_calls(root):
+    """`cd web && cat app.js`: the kernel's exec trace gives `cat`'s working folder, so the read is web/app.js."""
+    from bot.replay import agents
+    from bot.replay.engine import ReplayOptions, run_trial
+    from bot.scenario import spec as sc
+
+    folder = _scenario(root, "web", "app.js", files={"web/app.js": "app\n"})
+    policy = yaml.safe_load((folder / "policy.yaml").read_text())
+    policy["without_rule"][0] = {"bash": "cd web && cat app.js"}
+    (folder / "policy.yaml").write_text(yaml.safe_dump(policy))
+    trial = run_trial(sc.load(folder), "# Playbook\n", ReplayOptions(), 0, agents.make("builtin"))
+    assert trial.verdict == "passed", trial.reason
+    fp = trial.footprint
+    assert "web" in fp["cwds"] and ["cat", "app.js"] in fp["commands"]
+    assert "web/app.js" in fp["reads"] and fp["writes"] == ["right.txt"]
+    assert reach.touches(fp, ["web/**"], "read") and reach.touches(fp, ["web/**"], "cwd")
+    assert not reach.touches(fp, ["api/**"], "touch")
