@@ -318,8 +318,8 @@ def estimate(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions
     if candidate is None or problems:
         return None
     loaded = sc.load(book.root / candidate.replay)
-    return gate_estimate.estimate(loaded, baseline_prompt(book, candidate), system_prompt(book, candidate),
-                                  suite_dir, opts, candidate)
+    before_text, after_text, texts = prompts(book, candidate, loaded, opts)
+    return gate_estimate.estimate(loaded, before_text, after_text, suite_dir, opts, candidate, texts)
 
 
 def _with_eta(progress: Callable[[str], None], plan, runner: Runner) -> Callable[[str], None]:

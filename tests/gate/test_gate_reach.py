@@ -186,3 +186,17 @@ def test_a_trial_keeps_its_footprint_from_the_kernel_trace_and_its_tool_calls(ro
     assert "web/app.js" in fp["reads"] and fp["writes"] == ["right.txt"]
     assert reach.touches(fp, ["web/**"], "read") and reach.touches(fp, ["web/**"], "cwd")
     assert not reach.touches(fp, ["api/**"], "touch")
+
+
+def test_the_plan_of_a_gate_counts_no_replay_where_reach_will_skip(root):
+    from bot.gate import decision as gate_mod
+    from bot.replay.engine import ReplayOptions
+
+    first = _suite(root)
+    opts = gate_mod.GateOptions(replay=ReplayOptions(), cache_dir=root / ".cache", suite_trials=3,
+                                scope_reach=True, reach_trigger="read", jobs=1, test=SequentialTest())
+    before = gate_mod.estimate(book(root), first, root / "scenarios", opts)
+    assert before.scenarios.get("api", 0) >= 3  # its baseline is not cached yet: planned, with the full test
+    gate(root, first, **SCOPED)
+    after = gate_mod.estimate(book(root), first, root / "scenarios", opts)
+    assert after.scenarios.get("api", 0) == 0 and after.replays == 0  # every trial cached, and api skipped
