@@ -76,6 +76,7 @@ def test_a_candidate_in_scope_a_replays_no_scenario_of_scope_b_and_b_keeps_its_b
     first = _suite(root)
     result = gate(root, first, **SCOPED)
     assert result.decision == "admit", result.reason
+    assert result.reason.endswith("were not replayed (harm at most 63.2% each, 95%)"), result.reason
     api, web = _entry(result, "api"), _entry(result, "web")
     assert api.candidate is None and not api.judged  # no trial of `api` with the web rule
     assert api.reach_trials == 3 and api.reach_bound == pytest.approx(1 - 0.05 ** (1 / 3))
