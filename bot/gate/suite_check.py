@@ -63,7 +63,7 @@ def scoped_prompts(book: Playbook, candidate: Rule, loaded: sc.LoadedScenario,
 def prompts(book: Playbook, candidate: Rule, loaded: sc.LoadedScenario, opts: GateOptions):
     """(before, after, texts): the own scenario's instructions without and with the candidate, and each suite
     scenario's (``scoped_prompts``; None: the whole playbook everywhere). Where the host delivers by scope
-    (``result.scoped``), each scenario gets only the admitted rules whose scope reaches it, so its cached trials,
+    (``bot.gate.result.scoped``), each scenario gets only the admitted rules whose scope reaches it, so its cached trials,
     keyed by those instructions (``trial_key``), survive admissions and retirements in other scopes; the own
     scenario's baseline is then the very one its suite checks read."""
     if not scoped(opts):
