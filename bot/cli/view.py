@@ -54,7 +54,12 @@ def command(ctx: click.Context, gate_json: Path, out_dir: Path, runs_dir: Path |
 def _serve(folder: Path, port: int) -> None:
     """Serve ``folder`` on 127.0.0.1 (stdlib http.server) until Ctrl-C."""
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
-    with http.server.ThreadingHTTPServer(("127.0.0.1", port), handler) as server:
+    try:
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+    except OSError as exc:
+        raise BadInput(f"--port {port}: cannot serve there ({exc.strerror}); give another port, or --port 0 for "
+                       "any free one") from None
+    with server:
         click.echo(f"serving http://127.0.0.1:{server.server_address[1]}/ (Ctrl-C stops)")
         try:
             server.serve_forever()

@@ -213,18 +213,24 @@ def _pair(view: ScenarioView) -> tuple[Trial | None, Trial | None]:
     return first(without, want[0]), first(with_rule, want[1])
 
 
+@jinja2.pass_context
+def _redacted(context, value):
+    """Every value the template prints goes through the page's redactor before autoescape; Markup is what the
+    template made itself (a macro's output, whose values came through here already)."""
+    if isinstance(value, str) and not isinstance(value, Markup):
+        return context["redact"](value)
+    return value
+
+
 _env = jinja2.Environment(loader=jinja2.PackageLoader("bot.view", "templates"), autoescape=True,
-                          undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+                          undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True, finalize=_redacted)
 
 
 def render(page: Page, redactor: Redactor) -> str:
-    """The page's HTML; ``redact`` is applied to every value before it is escaped."""
-    redact = redactor.text
-    # Markup is what the template made (a macro's output, its values already through here): kept as it is.
-    env = _env.overlay(finalize=lambda v: v if isinstance(v, Markup) else redact(v) if isinstance(v, str) else v)
-    text = env.get_template("page.html.j2").render(p=page, g=page.gate, pct=_pct, rate=_rate, ratio=_ratio,
-                                                    points=_points, anchor=anchor, arms=ARMS)
-    return redact(text)  # a second pass: nothing the template itself wrote holds a secret either
+    """The page's HTML; the redactor is applied to every value before it is escaped."""
+    text = _env.get_template("page.html.j2").render(p=page, g=page.gate, pct=_pct, rate=_rate, ratio=_ratio,
+                                                     points=_points, anchor=anchor, arms=ARMS, redact=redactor.text)
+    return redactor.text(text)  # a second pass: nothing the template itself wrote holds a secret either
 
 
 def _pct(side: SideDoc | None) -> str:

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from bot.errors import BadInput
-from bot.replay import engine
+from bot.replay import checks as checks_mod
 from bot.replay.checks import CheckResult
 from pydantic import ValidationError
 
-from bot._util.credentials import Redactor, redact_data
+from bot._util.credentials import Redactor
 from bot.replay.trace.events import AgentOutputEvent, CommandEvent, RunEndEvent, ToolCallEvent, parse_event
 from bot.scenario import spec as sc
 
@@ -127,37 +127,37 @@ def _read(path: Path, redact: Callable[[str], str]) -> str | None:
 def read(path: Path, loaded: sc.LoadedScenario | None, redactor: Redactor) -> RunView:
     """Read one run folder; ``loaded``: its scenario, to decide the checks again from the folder."""
     view = RunView(path.name)
-    events = _events(path, view, redactor.text)
-    calls = {e.id: e for e in events if isinstance(e, ToolCallEvent) and e.id}
-    view.turns = _turns(_read(path / "agent.raw", redactor.text), events)
+    events = _events(path, view, redactor.text)  # None: no trace, or one that does not parse
+    calls = {e.id: e for e in events or [] if isinstance(e, ToolCallEvent) and e.id}
+    view.turns = _turns(_read(path / "agent.raw", redactor.text), events or [])
     where = {c.id: f"turn {t.n} · {c.name}" for t in view.turns for c in t.calls}
-    commands = [e for e in events if isinstance(e, CommandEvent)]
+    commands = [e for e in events or [] if isinstance(e, CommandEvent)]
     view.commands = [_command(e, where, calls) for e in commands[:COMMANDS_CAP]]
     view.commands_cut = max(0, len(commands) - COMMANDS_CAP)
-    view.final = next((e.text for e in reversed(events) if isinstance(e, AgentOutputEvent)), "")
-    end = next((e for e in events if isinstance(e, RunEndEvent)), None)
+    view.final = next((e.text for e in reversed(events or []) if isinstance(e, AgentOutputEvent)), "")
+    end = next((e for e in events or [] if isinstance(e, RunEndEvent)), None)
     view.delivery = end.delivery if end else None
     patch = _read(path / "diff.patch", redactor.text)
     if patch is None:
         view.missing.append("diff.patch")
     else:
         view.diff = clip(patch, DIFF_CAP, DIFF_CAP)
-    view.checks = _checks(path, loaded, patch or "", view, redactor)
+    view.checks = _checks(path, loaded, events, patch or "", view, redactor)
     return view
 
 
-def _events(path: Path, view: RunView, redact: Callable[[str], str]) -> list:
+def _events(path: Path, view: RunView, redact: Callable[[str], str]) -> list | None:
     text = _read(path / "trace.jsonl", redact)
     if text is None:
         view.missing.append("trace.jsonl")
-        return []
+        return None
     events = []
     for n, line in enumerate(text.splitlines(), start=1):
         try:
             events.append(parse_event(line)) if line.strip() else None
         except (ValidationError, ValueError):
-            view.missing.append(f"trace.jsonl line {n} (not a trace event)")
-            break
+            view.missing.append(f"trace.jsonl from line {n} (not a trace event)")
+            return None
     return events
 
 
@@ -227,21 +227,22 @@ def _from_messages(raw: str) -> list[Turn]:
     return turns
 
 
-def _checks(path: Path, loaded: sc.LoadedScenario | None, patch: str, view: RunView,
+def _checks(path: Path, loaded: sc.LoadedScenario | None, events: list | None, patch: str, view: RunView,
             redactor: Redactor) -> list[Check]:
+    if events is None:
+        return []
     if loaded is None:
         view.missing.append("the checks (the scenario is not in the suite given)")
         return []
-    if not (path / "end_state.json").is_file():
+    state = _read(path / "end_state.json", redactor.text)
+    if state is None:
         view.missing.append("the checks (no end_state.json: the trial was unscored)")
         return []
-    try:
-        results = engine.rescore(path, loaded)
+    try:  # as engine.rescore decides them, from the events already read (and redacted)
+        results = checks_mod.evaluate(loaded.scenario, events, checks_mod.EndState.model_validate_json(state))
     except (BadInput, ValueError) as exc:
         view.missing.append(f"the checks ({redactor.text(str(exc))[:200]})")
         return []
-    for r in results:  # the trace and end state are read again there, so redacted again here
-        r.detail, r.evidence = redactor.text(r.detail), redact_data(r.evidence, redactor)
     return [_check(r, patch) for r in results]
 
 
