@@ -175,8 +175,13 @@ def _argv(argv: list[str]) -> str:
 
 
 def _show(value: Any) -> str:
+    """A tool call's input as a reader wants it: a command as it is, a file's content unescaped under its path."""
     if isinstance(value, dict) and set(value) == {"command"} and isinstance(value["command"], str):
         return value["command"]
+    if isinstance(value, dict) and value and all(isinstance(v, (str, int, float, bool)) for v in value.values()):
+        short = [f"{k}: {v}" for k, v in value.items() if "\n" not in str(v)]
+        long = [f"{k}:\n{v}" for k, v in value.items() if "\n" in str(v)]
+        return "\n".join(short + long)
     return value if isinstance(value, str) else json.dumps(value, indent=1, ensure_ascii=False)
 
 
