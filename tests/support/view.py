@@ -18,7 +18,7 @@ SECRET = "pl&nted<tok>-9f3a1c77e2"
 SECRET_VAR = "VIEW_PLANTED_TOKEN"
 HOSTILE = ('<script>alert(1)</script> <img src=x onerror=alert(2)> <a href="javascript:alert(3)">x</a> '
            '<style>body{display:none}</style>')
-ARTIFACTS = REPO / "tests" / "artifacts"
+ARTIFACTS = REPO / "tests" / ".artifacts"  # gitignored; a dot folder is no test package
 
 
 def plant(policy: Path) -> None:

@@ -57,7 +57,7 @@ def chromium() -> str:
 
 @pytest.fixture(scope="session")
 def artifacts() -> Path:
-    """Where the screenshots are kept (tests/artifacts/, gitignored), printed so a reviewer finds them."""
+    """Where the screenshots are kept (tests/.artifacts/, gitignored), printed so a reviewer finds them."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     print(f"\nscreenshots of the gate page: {ARTIFACTS}")
     return ARTIFACTS
