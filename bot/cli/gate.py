@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import click
 
@@ -80,6 +81,8 @@ def command(ctx: click.Context, rule_file: Path, playbook_dir: Path | None, suit
     settings = ctx.obj.settings
     if not rule_file.is_file():
         raise BadInput(f"{rule_file}: no such rule file")
+    if page_url is not None and urlsplit(page_url).scheme not in ("https", "http", "file"):
+        raise BadInput(f"--page-url {page_url!r}: not an https, http or file URL; give the page's address")
     book = open_playbook(ctx)
     if playbook_dir is not None:
         book = Playbook(playbook_dir, root=settings.root, cap=settings.cap, incidents=book.incidents, org=book.org,

@@ -90,3 +90,10 @@ def test_the_markdown_links_only_when_a_page_url_is_known(gate):
     assert f"]({url}#summary)" in linked and f"]({url}#scenario-monorepo-test-cwd)" in linked
     plain = re.sub(r"\[([^\]]*)\]\(" + re.escape(url) + r"#[^)]*\)", r"\1", linked)
     assert "](" not in plain and "`monorepo-test-cwd`" in plain
+
+
+def test_a_page_url_that_is_not_a_web_or_file_address_is_refused(cli, root):
+    rule = root / "rule.yaml"
+    rule.write_text("id: rule-0001\n", encoding="utf-8")
+    result = cli("gate", str(rule), "--page-url", "javascript:alert(1)")
+    assert result.code == 2 and "not an https, http or file URL" in result.err, result
