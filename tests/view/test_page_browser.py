@@ -46,11 +46,13 @@ class _Tags(HTMLParser):
     def __init__(self):
         super().__init__()
         self.tags: set[str] = set()
+        self.styles = 0
         self.urls: list[str] = []
         self.handlers: list[str] = []
 
     def handle_starttag(self, tag, attrs):
         self.tags.add(tag)
+        self.styles += tag == "style"
         for name, value in attrs:
             if name in ("href", "src", "action", "formaction", "srcset"):
                 self.urls.append(value or "")
@@ -73,7 +75,7 @@ def test_the_page_shows_hostile_text_as_text_and_never_a_planted_secret(gate, pa
     tags = _Tags()
     tags.feed(dom)
     assert not tags.tags & {"script", "img", "iframe", "object", "embed", "form", "link", "base"}, tags.tags
-    assert tags.handlers == []
+    assert tags.handlers == [] and tags.styles == 1  # the page's own style sheet, and no planted one
     assert tags.urls and all(u.startswith("#") for u in tags.urls), [u for u in tags.urls if not u.startswith("#")]
     assert "default-src 'none'" in raw and 'http-equiv="Content-Security-Policy"' in raw
     assert tags.tags >= {"details", "summary", "table", "pre"}
