@@ -20,7 +20,6 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from bot._util.credentials import Redactor
 from bot.errors import BadInput
 from bot.gate.report import anchor
-from bot.scenario import spec as sc
 from bot.scenario import suite as suite_mod
 from bot.view import run_folder
 from bot.view.run_folder import RunView
@@ -181,13 +180,14 @@ def build(gate: GateDoc, runs_root: Path | None, suite: Path | None, redactor: R
 
 
 def _own_verdict(gate: GateDoc) -> str:
-    """The own scenario's verdict, from its two sides: the rule must turn fails into passes."""
+    """The own scenario's verdict: fixed when the gate admitted, or when both sides' tests held (failing without
+    the rule, passing with it: a rule rejected for a regression elsewhere); else what its sides show."""
     before, after = gate.before, gate.after
-    if before and before.passed:
+    if gate.decision == "admit" or (before and after and before.outcome == after.outcome == "pass"):
+        return "fixed"
+    if before and before.passed and before.outcome != "pass":
         return "passes without"
-    if after and after.scored and after.passed < after.scored * 0.8:
-        return "still fails with"
-    return "fixed" if after and after.scored else "not run with"
+    return "not fixed" if after and after.scored else "not run with"
 
 
 def _scenario(sid: str, role: str, without: SideDoc | None, with_rule: SideDoc | None, verdict: str, note: str,
