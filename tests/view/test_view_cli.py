@@ -97,3 +97,14 @@ def test_a_page_url_that_is_not_a_web_or_file_address_is_refused(cli, root):
     rule.write_text("id: rule-0001\n", encoding="utf-8")
     result = cli("gate", str(rule), "--page-url", "javascript:alert(1)")
     assert result.code == 2 and "not an https, http or file URL" in result.err, result
+
+
+def test_a_gate_of_several_agents_shows_the_one_named(cli, root, gate):
+    doc = json.loads(gate.json.read_text())
+    both = root / "agents.json"
+    both.write_text(json.dumps({"decision": doc["decision"], "agents": {"builtin": doc, "codex": doc}}))
+    result = _view(cli, both, "--out", root / "page")
+    assert result.code == 2 and "a gate of 2 agents (builtin, codex); name one with --agent" in result.err
+    result = _view(cli, both, "--out", root / "page", "--agent", "codex", "--runs-dir", gate.root / ".replaybook" / "traces")
+    assert result.code == 0, result.err
+    assert 'id="scenario-monorepo-test-cwd"' in (root / "page" / "index.html").read_text()
