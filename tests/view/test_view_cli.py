@@ -74,8 +74,9 @@ def test_serve_serves_the_page_on_loopback(root, gate):
         with urllib.request.urlopen(url + "index.html", timeout=30) as response:
             assert response.read() == (out / "index.html").read_bytes()
     finally:
-        proc.terminate()
+        proc.terminate()  # the server this test started, by its handle
         proc.wait(timeout=30)
+        proc.stdout.close()
 
 
 def test_anchors_are_stable_and_safe_for_any_scenario_name():
