@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]  # bot/
 #: Bottom to top: a package imports only itself and the ones before it (tests/test_layers.py).
 LAYERS = (
     "settings", "errors", "_util", "change", "model", "scenario", "replay", "incident", "playbook", "config",
-    "gate", "health", "distill", "hindsight", "github", "cli", "__main__",
+    "gate", "view", "health", "distill", "hindsight", "github", "cli", "__main__",
 )
 
 INTRO = """\

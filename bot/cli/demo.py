@@ -26,7 +26,7 @@ from bot.errors import BadInput, CheckFailed
 def command(ctx: click.Context, workspace: Path | None, org: bool, model: str | None) -> None:
     """Run the whole loop on bundled material: capture, distill, admit.
 
-    It builds a scratch repository from the four seed failures, captures
+    It builds a scratch repository from the six seed failures, captures
     incidents from their CI logs and PR exports, distills rules, gates each by
     replay (the builtin agent) and admits what is proven, under a cap of 3
     (small on purpose, to show a retirement). Two proposals are made to be

@@ -1,6 +1,6 @@
 """The demo: the whole local loop, end to end, on bundled material.
 
-Capture turns the bundled CI logs and PR exports of the four seed failures
+Capture turns the bundled CI logs and PR exports of the six seed failures
 into incidents; distill proposes rules from the unresolved incidents; the
 admit gate replays each proposal and admits what it proves, under a cap;
 the admitted playbook and a summary table close the run.

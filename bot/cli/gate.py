@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import click
 
@@ -55,6 +56,8 @@ from bot.replay.sandbox.isolation import BACKENDS
 @click.option("--seed", type=int, default=0, help="Simulated model: seed for the noise.")
 @click.option("--report", "report_file", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the markdown report to this file.")
+@click.option("--page-url", help="The gate's page (`replaybook view`) at this URL: each line of the markdown links "
+              "to its place there.")
 @click.option("--admit", "do_admit", is_flag=True,
               help="On admit: move the rule into playbook/rules/, retire past the cap, re-render, resolve its incidents.")
 @click.option("--estimate", "only_estimate", is_flag=True,
@@ -66,7 +69,7 @@ def command(ctx: click.Context, rule_file: Path, playbook_dir: Path | None, suit
             command_template: str | None, model: str, screen_model: str | None, trials: int | None, jobs: int | None,
             max_cost_usd: float | None, cache_dir: Path | None, no_cache: bool, runs_dir: Path | None,
             noise: float, seed: int, report_file: Path | None, do_admit: bool, only_estimate: bool, as_json: bool,
-            sandbox: str | None) -> None:
+            sandbox: str | None, page_url: str | None) -> None:
     """Decide admit or reject for RULE_FILE by replay.
 
     Cheap checks first (form, citations, scenario, no twin), then the rule's
@@ -78,6 +81,8 @@ def command(ctx: click.Context, rule_file: Path, playbook_dir: Path | None, suit
     settings = ctx.obj.settings
     if not rule_file.is_file():
         raise BadInput(f"{rule_file}: no such rule file")
+    if page_url is not None and urlsplit(page_url).scheme not in ("https", "http", "file"):
+        raise BadInput(f"--page-url {page_url!r}: not an https, http or file URL; give the page's address")
     book = open_playbook(ctx)
     if playbook_dir is not None:
         book = Playbook(playbook_dir, root=settings.root, cap=settings.cap, incidents=book.incidents, org=book.org,
@@ -111,7 +116,7 @@ def command(ctx: click.Context, rule_file: Path, playbook_dir: Path | None, suit
         result.admitted = {"retired": retired, "resolved": admission.resolved_incidents,
                            "retired_itself": admission.retired_itself}
         reuse.carry_over(book, result, suite_dir or settings.path("scenarios"), opts)  # the next baseline, free
-    _report(result, gate_report.markdown(result, opts.test), gate_report.as_json, report_file, as_json)
+    _report(result, gate_report.markdown(result, opts.test, page_url), gate_report.as_json, report_file, as_json)
 
 
 def _estimate(book: Playbook, rule_file: Path, suite_dir: Path, opts: gate_mod.GateOptions, agents: list[str],

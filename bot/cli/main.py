@@ -36,6 +36,7 @@ from bot.cli import (
     scenario,
     schema,
     trace,
+    view,
 )
 from bot.errors import ReplaybookError
 from bot.replay.sandbox import host_tools  # noqa: F401  (first: the harness's own tools are found from the PATH at start)
@@ -110,6 +111,7 @@ cli.add_command(agent.group)
 cli.add_command(model.group)
 cli.add_command(report.command)
 cli.add_command(org.group)
+cli.add_command(view.command)
 
 
 def _same_help_everywhere(command: click.Command) -> None:

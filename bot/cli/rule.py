@@ -8,7 +8,8 @@ import click
 
 from bot.cli.output import each_valid
 from bot.cli.playbook import open_playbook
-from bot.errors import BadInput
+from bot.errors import BadInput, CheckFailed
+from bot.gate import decision as gate_mod
 
 
 @click.group("rule")
@@ -20,13 +21,23 @@ def group() -> None:
 @click.argument("paths", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
 @click.pass_context
 def validate(ctx: click.Context, paths: tuple[Path, ...]) -> None:
-    """Check rule files: the format, an unused id, cited incidents that exist, a scenario that loads.
+    """Check rule files as the gate's cheap checks do: the format, an unused id, cited incidents that exist, a
+    scenario that loads, and no twin of an admitted rule (the same advice in other words).
 
-    Exit 2 when any file is invalid; nothing is changed either way.
+    Exit 2 when any file is invalid, 1 when a valid one is a twin (the gate would reject it before any
+    replay); nothing is changed either way.
     """
     book = open_playbook(ctx)
     problems: list[str] = []
+    twins: list[str] = []
+    repeating = 0
     for path, rule in each_valid(paths, book.vet, problems):
-        click.echo(f"{path}: ok{' (provisional: cites fewer than two incidents)' if rule.provisional else ''}")
+        found = gate_mod.twins(book, rule)  # the gate's own check, so both say the same
+        twins += [f"{path}: {why}; the gate rejects it before any replay" for why in found]
+        repeating += bool(found)
+        if not found:
+            click.echo(f"{path}: ok{' (provisional: cites fewer than two incidents)' if rule.provisional else ''}")
     if problems:
-        raise BadInput(f"{len(problems)} of {len(paths)} rule file(s) are invalid", problems=problems)
+        raise BadInput(f"{len(problems)} of {len(paths)} rule file(s) are invalid", problems=problems + twins)
+    if twins:
+        raise CheckFailed(f"{repeating} of {len(paths)} rule file(s) repeat an admitted rule", problems=twins)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
+from urllib.parse import quote
 
 import jinja2
 
@@ -55,9 +57,25 @@ def _rate(sides: list[Side], rate: float | None) -> str:
     return "–" if not n or rate is None else f"{sum(s.passes for s in sides)}/{n} ({rate:.0%})"
 
 
-def markdown(result: GateResult, test: SequentialTest) -> str:
+def anchor(scenario: str, arm: str | None = None, trial: int | None = None) -> str:
+    """The gate page's anchor (``bot.view``) of a scenario (``scenario-<id>``) or of one of its trials
+    (``trial-<id>-<arm>-<n>``, arm ``without`` or ``with``): the page and the markdown's links share it."""
+    slug = re.sub(r"[^a-z0-9._-]", "-", str(scenario).lower())[:80] or "-"
+    return f"scenario-{slug}" if arm is None else f"trial-{slug}-{arm}-{int(trial or 0)}"
+
+
+def _linker(page_url: str | None):
+    """``link(text, target)``: ``text`` as a markdown link to ``#target`` on the gate's page at ``page_url``;
+    ``text`` as it is when no page URL is known."""
+    base = quote(page_url.split("#")[0], safe=":/?&=%@+,;~") if page_url else None
+    return lambda text, target: f"[{text}]({base}#{target})" if base else text
+
+
+def markdown(result: GateResult, test: SequentialTest, page_url: str | None = None) -> str:
+    """The report; with ``page_url`` (the page ``replaybook view`` writes), each line links to its place there."""
     template = _templates.get_template("gate_report.md.j2")
     text = template.render(r=result, test=result.own_test or test.describe(), pct=_pct, cell=_cell,
+                           link=_linker(page_url), anchor=anchor,
                            eff=efficiency_mod.of(result), types=task_types_mod.breakdown(result), ratio=_ratio,
                            points=_points, rate=_rate, metrics=list(efficiency_mod.METRICS), marks=_MARKS)
     return "\n".join(line.rstrip() for line in text.splitlines()).strip() + "\n"
@@ -75,7 +93,7 @@ def _side(side: Side | None) -> dict[str, Any] | None:
 
 def as_json(result: GateResult) -> dict[str, Any]:
     return {
-        "rule": result.rule_id, "decision": result.decision, "reason": result.reason,
+        "rule": result.rule_id, "decision": result.decision, "reason": result.reason, "rule_text": result.rule_text,
         "provisional": result.provisional, "simulated": result.simulated,
         **({"model_label": result.model_label, "tokens": result.tokens} if result.model_label else {}),
         "own_test": result.own_test, "own_task_type": result.own_task_type,
@@ -102,4 +120,4 @@ def as_json(result: GateResult) -> dict[str, Any]:
     }
 
 
-__all__ = ["as_json", "markdown"]
+__all__ = ["anchor", "as_json", "markdown"]

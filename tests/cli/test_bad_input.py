@@ -157,7 +157,9 @@ def test_rule_validate_names_missing_incidents_and_reused_ids(cli, seeded):
 
 
 def test_rule_validate_accepts_a_sound_candidate(cli, seeded):
-    candidate = write(seeded / "playbook" / "proposed" / "rule-0002.yaml", rule_yaml("rule-0002", cites=("2026-07-14-0932",)))
+    candidate = write(seeded / "playbook" / "proposed" / "rule-0002.yaml", rule_yaml(
+        "rule-0002", cites=("2026-07-14-0932",),  # not admitted rule-0001's text: that is a twin (exit 1)
+        text="When a linter reports an error, change the code so the check passes and leave the rule enabled."))
     result = cli("rule", "validate", str(candidate))
     assert result.code == 0, result.err
     assert "provisional" in result.out
