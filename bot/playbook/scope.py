@@ -106,9 +106,10 @@ def folder_of(glob: str) -> str | None:
     return "/".join(literal) or None
 
 
-def folders(rule: Rule) -> list[str] | None:
-    """The folders a folder-file host renders ``rule`` into; None when one glob has no folder (whole-file)."""
-    out = [folder_of(g) for g in rule.paths]
+def folders(rule: Rule | list[str]) -> list[str] | None:
+    """The folders a folder-file host renders ``rule`` (or these globs) into; None when one glob has no folder
+    (whole-file)."""
+    out = [folder_of(g) for g in (rule if isinstance(rule, list) else rule.paths)]
     if not out or any(f is None for f in out):
         return None
     return sorted(set(out))  # type: ignore[arg-type]
@@ -117,13 +118,18 @@ def folders(rule: Rule) -> list[str] | None:
 def effective_globs(rule: Rule, host: str) -> list[str] | None:
     """The globs ``host`` really scopes ``rule`` to; None: everywhere (no paths, no dependable form, or a glob a
     folder-file host cannot map to a folder)."""
+    return effective(list(rule.paths), host)
+
+
+def effective(paths: list[str], host: str) -> list[str] | None:
+    """:func:`effective_globs` of a rule with these ``paths``."""
     delivery = DELIVERY.get(host)
-    if not rule.paths or delivery is None or delivery.scoped_by is None:
+    if not paths or delivery is None or delivery.scoped_by is None:
         return None
     if delivery.form == "folder-file":
-        found = folders(rule)
+        found = folders(paths)
         return None if found is None else [f"{f}/**" for f in found]
-    return list(rule.paths)
+    return list(paths)
 
 
 def matches(rel: str, globs: list[str] | tuple[str, ...]) -> bool:
