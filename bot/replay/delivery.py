@@ -210,7 +210,9 @@ def instruction_files(agent: str, playbook: str, fixture: Path, *, rule: str = "
                       paths: tuple[str, ...] = ()) -> dict[str, str]:
     """``deliver: files``: the files (relative path -> text) that put ``playbook`` where ``agent``'s host
     reads it in a repository, each after the fixture's own text of that file. With ``paths`` (the rule's
-    scope), Claude Code gets the rule in its own ``.claude/rules/`` file with ``paths:``, as rendered."""
+    scope), Claude Code gets the rule in its own ``.claude/rules/`` file with ``paths:``, and Codex in each
+    folder's ``AGENTS.md`` (``bot.playbook.scope.folders``; a glob with no folder keeps it in the root file), as
+    rendered."""
     name = HOST_FILE.get(agent)
     if name is None or not playbook.strip():
         return {}
@@ -220,11 +222,22 @@ def instruction_files(agent: str, playbook: str, fixture: Path, *, rule: str = "
         body = playbook.replace(rule.strip(), "").strip()
         scope = "paths:\n" + "".join(f"  - {json.dumps(g)}\n" for g in paths)
         out[CLAUDE_RULE_FILE] = f"---\n{scope}---\n\n{rule.strip()}\n"
-    own = fixture / name
-    mine = own.read_text(encoding="utf-8", errors="replace") if own.is_file() and not own.is_symlink() else ""
+    if agent == "codex" and paths and rule.strip() and rule.strip() in playbook:
+        from bot.playbook.scope import folders  # Codex reads a folder's AGENTS.md: one per folder, as rendered
+
+        for folder in folders(list(paths)) or []:
+            body = playbook.replace(rule.strip(), "").strip()
+            out[f"{folder}/{name}"] = _after_own(fixture, f"{folder}/{name}", rule.strip())
     if body.strip():
-        out[name] = (mine.rstrip("\n") + "\n\n" if mine.strip() else "") + body.rstrip("\n") + "\n"
+        out[name] = _after_own(fixture, name, body)
     return out
+
+
+def _after_own(fixture: Path, rel: str, body: str) -> str:
+    """``body`` after the fixture's own text of ``rel`` (none when it is missing or a link)."""
+    own = fixture / rel
+    mine = own.read_text(encoding="utf-8", errors="replace") if own.is_file() and not own.is_symlink() else ""
+    return (mine.rstrip("\n") + "\n\n" if mine.strip() else "") + body.rstrip("\n") + "\n"
 
 
 def write(root: Path, files: dict[str, str]) -> None:

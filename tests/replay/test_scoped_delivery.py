@@ -105,3 +105,17 @@ def test_claude_code_loads_the_rendered_rule_after_a_read_and_not_before(claude_
     other = run_trial(_scenario(make_scenario, {"read": "docs/guide.md"}), PLAYBOOK,
                       opts(agent="claude-code", rule=RULE, deliver="files", rule_paths=("packages/api/**",)), 0)
     assert other.delivered is False and other.verdict == "unscored", other.delivery
+
+
+def test_codex_never_reads_a_folder_agents_md_below_where_it_started(agent_bin, make_scenario, opts):
+    # Codex 0.169.0 joins AGENTS.md from the root down to its start folder, once: started at the root, the rule
+    # rendered into packages/api/AGENTS.md never arrives, even after it reads a file there.
+    agent_bin("codex")
+    loaded = _scenario(make_scenario, {"bash": "cat packages/api/app.py"})
+    result = run_trial(loaded, PLAYBOOK, opts(agent="codex", rule=RULE, deliver="files",
+                                              rule_paths=("packages/api/**",)), 0)
+    run = Path(result.run_dir)
+    assert result.delivered is False and result.delivery["requests"] >= 2, result.delivery
+    assert "never started in a folder matching packages/api/**" in result.reason
+    assert "rule-0001" in result.delivery["how"] or "AGENTS.md" in result.delivery["how"]
+    assert run.exists()

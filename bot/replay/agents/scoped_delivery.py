@@ -132,7 +132,8 @@ class Scoped:
                          "but the gateway never saw it")
         elif first is None and not fired and got.delivered is False:
             got.reason = (f"its trigger never fired: the agent never {_never(self.trigger)} matching "
-                          f"{', '.join(self.globs)} (scoped as {self.host} scopes it)")
+                          f"{', '.join(self.globs)} (scoped as {self.host} scopes it)"
+                          + (f"; {got.reason}" if got.reason else ""))
         got.trigger = {"scoped_by": self.trigger, "globs": list(self.globs), "fired_by": self.fired_by or None,
                        "fired_at": self.fired_at}
         return got
@@ -156,8 +157,8 @@ def plan(agent: str, rule: str, paths: tuple[str, ...], deliver: str) -> Scoped 
         return None
     if agent in scope.HARNESS_AGENTS and deliver == "prompt":
         return Scoped(rule, tuple(globs), delivery.host, agent)
-    if agent == "claude-code" and deliver == "files":  # its own .claude/rules file delivers it; the check holds
-        return Scoped(rule, tuple(globs), delivery.host, agent, inject=False)
+    if agent in ("claude-code", "codex") and deliver == "files":  # the host's own files deliver it; the check holds
+        return Scoped(rule, tuple(globs), delivery.host, agent, inject=False)  # (the replay starts at the root)
     return None
 
 
