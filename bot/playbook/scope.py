@@ -83,6 +83,9 @@ STANDS_FOR: dict[str, str] = {"claude-code": "claude", "builtin": "claude", "cod
                               "mini-swe-agent": "agents", "opencode": "agents"}
 #: The agents the harness gives a scoped rule by its trigger itself (the others get it from the host's files).
 HARNESS_AGENTS = ("builtin", "mini-swe-agent")
+#: Agents of a host whose scoped reading is not checked for them: opencode reads AGENTS.md, but whether it reads a
+#: folder's own is not known here, and the harness gives it the root file alone. Priced as global.
+UNSCOPED_AGENTS = frozenset({"opencode"})
 _GLOB_CHARS = re.compile(r"[*?\[\]{}!]")
 
 
@@ -161,7 +164,7 @@ def priced(rule: Rule, agent: str) -> Priced:
         return Priced(rule, bool(rule.task_types), "no paths: " + (
             "task types are kept by the gate's prompt; a host's file gives it to every task" if rule.task_types
             else "global"))
-    delivery = for_agent(agent)
+    delivery = None if agent in UNSCOPED_AGENTS else for_agent(agent)
     if delivery is None or delivery.scoped_by is None:
         name = delivery.host if delivery else agent
         return Priced(as_global(rule), False, f"{name} has no dependable scoped form: priced as global")
