@@ -117,13 +117,14 @@ class Delivery:
     # a path-scoped rule: its trigger, what fired it and the request it was first put in (agents.scoped_delivery)
     trigger: dict[str, Any] | None = None
     error: str = ""  # a delivery error: a scoped rule seen where its trigger did not fire; the trial is unscored
+    withheld: bool = False  # not delivered because its trigger never fired: the host's own trial, scored
 
     def to_dict(self) -> dict[str, Any]:
         return {"delivered": self.delivered, "how": self.how, "reason": self.reason, "requests": self.requests,
                 "first_request": self.first, "requests_with_rule": self.held,
                 **({"loaded": self.loaded} if self.loaded is not None else {}),
                 **({"trigger": self.trigger} if self.trigger is not None else {}),
-                **({"error": self.error} if self.error else {})}
+                **({"error": self.error} if self.error else {}), **({"withheld": True} if self.withheld else {})}
 
 
 def judge(agent: str, rule: str, sightings: list[bool], *, deliver: str, root: Path | None,  # root: the fixture

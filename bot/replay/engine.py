@@ -296,7 +296,7 @@ def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
                 failed = [c.check for c in results if not c.passed]
                 verdict = "failed" if failed else "passed"
                 reason = ("failed: " + "; ".join(failed)) if failed else "every check holds"
-        if got.delivered is False and verdict != "unscored":  # never "the agent ignored it": it never had it
+        if got.delivered is False and not got.withheld and verdict != "unscored":  # it never had it: not ignored
             verdict, reason = "unscored", f"rule not delivered: {got.reason}"
         if got.error:  # a scoped rule where its trigger did not fire: not the trial the gate asked for
             verdict, reason = "unscored", got.error

@@ -46,8 +46,10 @@ def test_builtin_gets_a_scoped_rule_only_after_reading_a_matching_file(make_scen
 def test_builtin_never_gets_it_when_it_reads_elsewhere(make_scenario, opts):
     loaded = _scenario(make_scenario, {"read": "docs/guide.md"})
     result = run_trial(loaded, PLAYBOOK, opts(rule=RULE, rule_paths=("packages/api/**",)), 0)
-    assert result.delivered is False and result.verdict == "unscored", result.delivery
-    assert "its trigger never fired" in result.reason and "packages/api/**" in result.reason
+    # Withheld by its scope, as Claude Code would: the trial the host gives, scored (here: without the rule's help)
+    assert result.delivered is False and result.delivery["withheld"] is True, result.delivery
+    assert result.verdict == "failed", result.reason
+    assert "its trigger never fired" in result.delivery["reason"] and "packages/api/**" in result.delivery["reason"]
     assert result.delivery["trigger"]["fired_by"] is None
 
 
@@ -89,7 +91,8 @@ def test_mini_swe_agent_as_codex_never_gets_a_folder_rule_from_the_root(agent_bi
     loaded = _scenario(make_scenario, {"bash": "cat packages/api/app.py"})
     result = run_trial(loaded, PLAYBOOK, opts(agent="mini-swe-agent", rule=RULE, rule_paths=("packages/api/**",)), 0)
     assert result.delivered is False and result.delivery["requests"] >= 1, result.delivery
-    assert "never started in a folder" in result.reason and "packages/api/**" in result.reason
+    assert result.delivery["withheld"] and result.verdict == "failed"
+    assert "never started in a folder" in result.delivery["reason"] and "packages/api/**" in result.delivery["reason"]
     # A glob with no folder is Codex's root AGENTS.md, whole: given at start.
     whole = run_trial(loaded, PLAYBOOK, opts(agent="mini-swe-agent", rule=RULE, rule_paths=("**/*.py",)), 0)
     assert whole.delivered is True and whole.delivery["first_request"] == 1, whole.delivery
@@ -104,7 +107,7 @@ def test_claude_code_loads_the_rendered_rule_after_a_read_and_not_before(claude_
     assert result.delivery["trigger"]["fired_by"].endswith("opened packages/api/app.py")
     other = run_trial(_scenario(make_scenario, {"read": "docs/guide.md"}), PLAYBOOK,
                       opts(agent="claude-code", rule=RULE, deliver="files", rule_paths=("packages/api/**",)), 0)
-    assert other.delivered is False and other.verdict == "unscored", other.delivery
+    assert other.delivered is False and other.delivery["withheld"] and other.verdict == "failed", other.delivery
 
 
 def test_codex_never_reads_a_folder_agents_md_below_where_it_started(agent_bin, make_scenario, opts):
@@ -116,6 +119,6 @@ def test_codex_never_reads_a_folder_agents_md_below_where_it_started(agent_bin, 
                                               rule_paths=("packages/api/**",)), 0)
     run = Path(result.run_dir)
     assert result.delivered is False and result.delivery["requests"] >= 2, result.delivery
-    assert "never started in a folder matching packages/api/**" in result.reason
+    assert "never started in a folder matching packages/api/**" in result.delivery["reason"]
     assert "rule-0001" in result.delivery["how"] or "AGENTS.md" in result.delivery["how"]
     assert run.exists()

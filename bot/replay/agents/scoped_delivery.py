@@ -12,7 +12,8 @@ The harness's own agents stand for a host and get the rule as that host would gi
 The engine builds a :class:`Scoped` (:func:`plan`), puts it on the ``AgentRun``, feeds it every tool call
 (:meth:`Scoped.observe`, also for Claude Code, whose own files deliver the rule), and after the run holds the
 gateway's sightings against it (:meth:`Scoped.settle`): a rule seen before its trigger fired, or with no trigger
-at all, is a delivery error, never a scored trial.
+at all, is a delivery error, never a scored trial; a rule withheld because its trigger never fired is the trial the
+host would give, scored as it is (``withheld``).
 """
 
 from __future__ import annotations
@@ -130,7 +131,8 @@ class Scoped:
         elif first is None and fired and self.inject and self.fired_at is not None:
             got.error = (f"delivery error: the harness added the rule to request {self.fired_at} ({self.fired_by}) "
                          "but the gateway never saw it")
-        elif first is None and not fired and got.delivered is False:
+        elif first is None and not fired and got.delivered is False:  # what the host gives: scored as it is
+            got.withheld = True
             got.reason = (f"its trigger never fired: the agent never {_never(self.trigger)} matching "
                           f"{', '.join(self.globs)} (scoped as {self.host} scopes it)"
                           + (f"; {got.reason}" if got.reason else ""))
