@@ -76,9 +76,6 @@ IDS_FILE = rule_ids.MARKS_FILE
 EVIDENCE_IN_PROMPT = 1200
 
 
-# -- the answer's shape (checked loosely: the constraints are enforced afterwards) --------
-
-
 # -- the report ----------------------------------------------------------------------------
 
 
@@ -155,9 +152,6 @@ class _RulePlan:
     paths: list[str] = field(default_factory=list)
     refused: list[refusals_mod.Refused] = field(default_factory=list)  # what the group's prompt showed as refused
     scope_reason: str = ""  # why it has its scope (bot.distill.scoping)
-
-
-# -- grouping --------------------------------------------------------------------------------
 
 
 # -- the run ---------------------------------------------------------------------------------
@@ -317,9 +311,6 @@ def _rule_plan(group: Group, answer: RuleAnswer, scenarios_dir: Path, staging: P
     assert new is not None
     return _RulePlan(group, text, answer.cites, answer.task_types, new.id, stage_scenario(new, text, staging),
                      answer.paths, scope_reason=why)
-
-
-# -- a generated scenario ----------------------------------------------------------------------
 
 
 # -- the plans as one change, under the lock ----------------------------------------------------

@@ -224,7 +224,7 @@ def instruction_files(agent: str, playbook: str, fixture: Path, *, rule: str = "
         scope = "paths:\n" + "".join(f"  - {json.dumps(g)}\n" for g in paths)
         out[CLAUDE_RULE_FILE] = f"---\n{scope}---\n\n{rule.strip()}\n"
     if agent == "codex" and paths and rule.strip() and rule.strip() in playbook:
-        from bot.playbook.scope import folders  # Codex reads a folder's AGENTS.md: one per folder, as rendered
+        from bot.replay.host_scope import folders  # Codex reads a folder's AGENTS.md: one per folder, as rendered
 
         for folder in folders(list(paths)) or []:
             body = playbook.replace(rule.strip(), "").strip()

@@ -84,7 +84,7 @@ def _nested(target: Target, rules: list[Rule]) -> dict[str, list[Rule]]:
     name = posixpath.basename(target.host.main)
     out: dict[str, list[Rule]] = {}
     for rule in rules:
-        for folder in scope.folders(rule) or []:
+        for folder in scope.folders(list(rule.paths)) or []:
             rel = f"{folder}/{name}"
             if rel != target.main:
                 out.setdefault(rel, []).append(rule)

@@ -23,7 +23,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.playbook import scope
+from bot.replay import host_scope as scope
 from bot.replay.delivery import Delivery, normalise
 
 #: Shell programs whose file arguments Claude Code treats as reading the file (seen: cat, head, sed -n).
