@@ -9,6 +9,7 @@ import yaml
 from helpers import rule_yaml, write
 
 from bot.playbook import scope
+from bot.playbook.render import HOSTS
 from bot.playbook.render.sync import GENERATED
 from bot.playbook.rule import Rule
 
@@ -35,18 +36,18 @@ def test_each_host_gets_the_rule_in_its_own_scoped_form(cli, seeded):
     configure(seeded, ALL)
     add_rule(seeded, "rule-0002", "['packages/api/**', 'services/web/src/**/*.ts']")
     assert cli("playbook", "render").code == 0
-    files = {
-        "claude": ".claude/rules/replaybook-rule-0002.md", "copilot": ".github/instructions/replaybook-rule-0002.instructions.md",
-        "cursor": ".cursor/rules/replaybook-rule-0002.mdc", "windsurf": ".windsurf/rules/replaybook-rule-0002.md"}
+    files = {"claude": ".claude/rules/replaybook-rule-0002.md", "windsurf": ".windsurf/rules/replaybook-rule-0002.md"}
     want = {"claude": {"paths": ["packages/api/**", "services/web/src/**/*.ts"]},
-            "copilot": {"applyTo": "packages/api/**,services/web/src/**/*.ts"},
-            "cursor": {"description": "Replaybook playbook rule for packages/api/**,services/web/src/**/*.ts",
-                       "globs": "packages/api/**,services/web/src/**/*.ts", "alwaysApply": False},
             "windsurf": {"trigger": "glob", "globs": "packages/api/**,services/web/src/**/*.ts"}}
     for host, rel in files.items():
         data = (seeded / rel).read_bytes()
         assert front_matter(data) == want[host], host
         assert b"[rule-0002] " + TEXT.encode() in data and GENERATED.encode() in data
+        assert b"rule-0002" not in (seeded / HOSTS[host].main).read_bytes()
+    # Copilot and Cursor have no dependable scoped form for agents: the rule goes whole into the main file
+    for host in ("copilot", "cursor"):
+        assert f"[rule-0002] {TEXT}".encode() in (seeded / HOSTS[host].main).read_bytes(), host
+        assert not list((seeded / HOSTS[host].scoped_dir).glob("replaybook-rule-0002*")), host
     # Codex and Gemini scope by folder: one nested file per folder, the glob widened to its folder
     for name in ("AGENTS.md", "GEMINI.md"):
         for folder in ("packages/api", "services/web/src"):

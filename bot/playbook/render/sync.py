@@ -4,7 +4,9 @@
 main file of each host keeps its bytes outside the markers exactly as they
 were (line endings, a missing trailing newline, anything); a file using CRLF
 gets the section in CRLF too. Path-scoped rules get one generated file each
-where the host scopes by path; a generated file we did not write is never
+where the host scopes by path dependably (Claude, Windsurf; Copilot and Cursor,
+whose scoped forms are not dependable for agents, get it whole in the main
+file); a generated file we did not write is never
 overwritten, and only files we generated are ever deleted. A host that scopes
 by folder (Codex's nested ``AGENTS.md``, Gemini's ``GEMINI.md``) gets a marked
 section in ``FOLDER/AGENTS.md`` for each folder its path-scoped rules name
@@ -45,6 +47,12 @@ class FileChange:
         return self.old != self.new
 
 
+def dependable(host: Host) -> bool:
+    """Whether ``host``'s scoped form reliably delivers a scoped rule (``bot.replay.host_scope.DELIVERY``)."""
+    delivery = scope.DELIVERY.get(host.name)
+    return delivery is not None and delivery.scoped_by is not None
+
+
 def proven_for(rule: Rule, host: Host) -> bool:
     """A rule with ``agents`` recorded goes only to hosts one of those agents reads."""
     return not rule.agents or bool(set(rule.agents) & set(host.agents))
@@ -59,8 +67,8 @@ def plan(book: Playbook, root: Path, targets: list[Target], rules: list[Rule] | 
         if host.folder_file:
             nested = _nested(target, [r for r in mine if r.paths])
             scoped = [r for rules_in in nested.values() for r in rules_in]
-        else:
-            scoped = [r for r in mine if r.paths] if host.scope else []
+        else:  # a host with no dependable scoped form (Copilot, Cursor) gets the rule whole-file, priced as global
+            scoped = [r for r in mine if r.paths] if host.scope and dependable(host) else []
         in_section = [r for r in mine if r not in scoped]
         block = _block(book, in_section)
         old = _read(root, target.main)
