@@ -55,22 +55,22 @@ def as_global(rule: Rule) -> Rule:
 
 def priced(rule: Rule, agent: str) -> Priced:
     """``rule`` as its host really delivers it to ``agent``: its own paths on a host that honours them (a
-    folder-file host's folders), its task types only where the harness gives it by prompt; global where the host
-    reads it whole. The gate prices and replays the suite with ``priced(...).rule``."""
+    folder-file host's folders, ``packages/api/**``), global where the host reads it whole. No host knows a task's
+    type, so ``task_types`` never narrow it here: a host's file gives it to every task, under its heading. The gate
+    prices (and replays the suite) with ``priced(...).rule``."""
+    typed = " (task types: no host knows a task's type)" if rule.task_types else ""
     if not rule.paths:
-        return Priced(rule, bool(rule.task_types), "no paths: " + (
-            "task types are kept by the gate's prompt; a host's file gives it to every task" if rule.task_types
-            else "global"))
+        return Priced(as_global(rule), False, "no paths: global" + typed)
     delivery = None if agent in UNSCOPED_AGENTS else for_agent(agent)
     if delivery is None or delivery.scoped_by is None:
         name = delivery.host if delivery else agent
-        return Priced(as_global(rule), False, f"{name} has no dependable scoped form: priced as global")
+        return Priced(as_global(rule), False, f"{name} has no dependable scoped form: priced as global{typed}")
     globs = effective_globs(rule, delivery.host)
     if globs is None:
         return Priced(as_global(rule), False, f"{delivery.host} scopes by folder and a glob of {rule.paths} names "
-                      "no folder: rendered whole-file, priced as global")
-    return Priced(rule.model_copy(update={"paths": globs}), True,
-                  f"{delivery.host} delivers it by `{delivery.scoped_by}` for {', '.join(globs)}")
+                      f"no folder: rendered whole-file, priced as global{typed}")
+    return Priced(rule.model_copy(update={"paths": globs, "task_types": []}), True,
+                  f"{delivery.host} delivers it by `{delivery.scoped_by}` for {', '.join(globs)}{typed}")
 
 
 @dataclass(frozen=True)

@@ -121,5 +121,7 @@ def test_the_gate_prices_a_rule_as_its_host_delivers_it():
     whole = scope.priced(_rule(["**/*.sql"]), "codex")
     assert not whole.scoped and whole.rule.paths == [] and "priced as global" in whole.reason
     assert not scope.priced(rule, "command").scoped
+    typed = scope.priced(_rule(task_types=["api"]), "builtin")  # no host knows a task's type
+    assert not typed.scoped and typed.rule.task_types == [] and "no host knows" in typed.reason
     cost = scope.global_cost(rule, "builtin", lambda r: 4.0 if r.paths else 40.0)
     assert (cost.scoped, cost.global_) == (4.0, 40.0) and "90% less" in cost.line()
