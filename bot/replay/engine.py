@@ -191,7 +191,7 @@ def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
                                   cost_usd=call.cost_usd, simulated=call.simulated))
 
         def on_tool_call(*, name, input, id, is_error, output):
-            if scoped is not None:
+            if scoped is not None and not is_error:  # a failed read opened nothing
                 scoped.observe(name, input, str(sandbox.root))
             append(ToolCallEvent(name=name, input=input, id=id, is_error=is_error, output_excerpt=excerpt(output, 500)))
 
