@@ -74,6 +74,11 @@ def test_a_scoped_rule_seen_without_its_trigger_is_a_delivery_error(make_scenari
     sc.pending(2)
     got = sc.settle(Delivery(True, "x", first=1, requests=3, held=3), [True, True, True])
     assert "before its trigger fired" in got.error
+    late = scoped_delivery.Scoped(RULE, ("packages/api/**",), "claude", "builtin")
+    late.observe("read", {"path": "packages/api/app.py"})
+    late.pending(3)  # fired on the last turn: no third request ever came
+    got = late.settle(Delivery(False, "x", requests=2), [False, False])
+    assert not got.error and got.withheld and "on the agent's last turn" in got.reason
     result = run_trial(loaded, leaked, opts(rule=RULE, rule_paths=("packages/api/**",)), 0)
     assert result.verdict == "unscored" and result.reason.startswith("delivery error"), result.reason
 

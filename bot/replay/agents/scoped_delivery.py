@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import posixpath
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from bot.replay import host_scope as scope
@@ -88,7 +88,6 @@ class Scoped:
     inject: bool = True             # the harness delivers it (builtin, mini-swe-agent); else the host's files do
     fired_by: str = ""              # the tool call that fired the trigger
     fired_at: int | None = None     # the request (1-based) the harness first put it in
-    _calls: int = field(default=0, repr=False)
 
     @property
     def trigger(self) -> str | None:
@@ -96,7 +95,6 @@ class Scoped:
 
     def observe(self, name: str, args: Any, root: str = "") -> None:
         """One tool call the agent made; the first that opens a matching file fires a ``read`` trigger."""
-        self._calls += 1
         if self.fired_by or self.trigger != "read":
             return
         hit = next((p for p in opened(name, args, root) if scope.matches(p, self.globs)), None)
@@ -128,14 +126,15 @@ class Scoped:
         elif first is not None and self.inject and self.fired_at is not None and first < self.fired_at:
             got.error = (f"delivery error: the rule reached the agent at request {first}, before its trigger fired "
                          f"({self.fired_by}, for request {self.fired_at})")
-        elif first is None and fired and self.inject and self.fired_at is not None:
+        elif first is None and fired and self.inject and (self.fired_at or 0) <= len(sightings):
             got.error = (f"delivery error: the harness added the rule to request {self.fired_at} ({self.fired_by}) "
                          "but the gateway never saw it")
-        elif first is None and not fired and got.delivered is False:  # what the host gives: scored as it is
+        elif first is None and got.delivered is False and (not fired or self.inject):  # the host's own trial: scored
             got.withheld = True
-            got.reason = (f"its trigger never fired: the agent never {_never(self.trigger)} matching "
-                          f"{', '.join(self.globs)} (scoped as {self.host} scopes it)"
-                          + (f"; {got.reason}" if got.reason else ""))
+            why = (f"its trigger fired ({self.fired_by}) on the agent's last turn: no request came after it" if fired
+                   else f"its trigger never fired: the agent never {_never(self.trigger)} matching "
+                        f"{', '.join(self.globs)} (scoped as {self.host} scopes it)")
+            got.reason = why + (f"; {got.reason}" if got.reason else "")
         got.trigger = {"scoped_by": self.trigger, "globs": list(self.globs), "fired_by": self.fired_by or None,
                        "fired_at": self.fired_at}
         return got
