@@ -92,3 +92,17 @@ def global_cost(rule: Rule, agent: str, cost: Callable[[Rule], float]) -> ScopeC
     priced for ``agent`` and of the same rule global."""
     chosen = priced(rule, agent)
     return ScopeCost(cost(chosen.rule), cost(as_global(rule)), chosen.reason)
+
+
+def fixture_reach(fixture_files: list[str]) -> Callable[[Rule], float]:
+    """A ``cost`` for :func:`global_cost` with no replay: 1 when the rule can reach a fixture holding
+    ``fixture_files`` (relative paths), as the gate's ``suite_check.reaches`` reads it; summed over the suite's
+    scenarios, it is the number of suite scenarios the rule is replayed in."""
+    return lambda rule: float(not rule.paths or any(matches(f, list(rule.paths)) for f in fixture_files))
+
+
+def suite_cost(rule: Rule, agent: str, fixtures: dict[str, list[str]]) -> ScopeCost:
+    """How many suite scenarios (id -> its fixture's files) ``rule`` reaches as its host delivers it to ``agent``,
+    beside the same rule global: the gate report's "scope" line before any replay."""
+    reach = {sid: fixture_reach(files) for sid, files in fixtures.items()}
+    return global_cost(rule, agent, lambda r: sum(f(r) for f in reach.values()))

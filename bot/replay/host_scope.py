@@ -126,9 +126,13 @@ def effective(paths: list[str], host: str) -> list[str] | None:
 
 
 def matches(rel: str, globs: list[str] | tuple[str, ...]) -> bool:
-    """Whether the path ``rel`` (relative to the root) matches one of ``globs`` (``*`` crosses folders, as the
-    gate's ``reaches`` reads them; ``DIR/**`` also matches ``DIR`` itself)."""
+    """Whether the path ``rel`` (relative to the root) matches one of ``globs`` as the hosts read them: ``*`` crosses
+    folders (as the gate's ``reaches`` reads it), ``**/`` also matches no folder (``a/**/*.py`` holds ``a/x.py``),
+    and ``DIR/**`` also matches ``DIR`` itself."""
     rel = rel.strip("/")
-    return any(fnmatchcase(rel, g) or (g.endswith("/**") and rel == g[:-3]) for g in globs)
+    return any(fnmatchcase(rel, form) for g in globs for form in _forms(g)) or any(
+        g.endswith("/**") and rel == g[:-3] for g in globs)
 
 
+def _forms(glob: str) -> set[str]:
+    return {glob, glob.replace("/**/", "/"), glob[3:] if glob.startswith("**/") else glob}

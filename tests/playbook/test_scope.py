@@ -125,3 +125,11 @@ def test_the_gate_prices_a_rule_as_its_host_delivers_it():
     assert not typed.scoped and typed.rule.task_types == [] and "no host knows" in typed.reason
     cost = scope.global_cost(rule, "builtin", lambda r: 4.0 if r.paths else 40.0)
     assert (cost.scoped, cost.global_) == (4.0, 40.0) and "90% less" in cost.line()
+
+
+def test_the_suite_cost_counts_the_scenarios_a_scoped_rule_reaches():
+    fixtures = {"api": ["packages/api/app.py", "README.md"], "web": ["packages/web/x.ts"], "docs": ["docs/a.md"]}
+    rule = _rule(["packages/api/**/*.py"])
+    assert scope.suite_cost(rule, "builtin", fixtures).scoped == 1.0
+    assert scope.suite_cost(rule, "builtin", fixtures).global_ == 3.0
+    assert scope.suite_cost(rule, "copilot-less-agent", fixtures).scoped == 3.0  # no host: priced global
