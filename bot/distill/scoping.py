@@ -25,6 +25,7 @@ from typing import Any
 from bot.playbook.rule import GLOB, MAX_GLOBS
 from bot.playbook.scope import matches
 
+REASON_MAX = 300  # the rule's `scope_reason` field holds at most this much
 _PATH = re.compile(r"(?<![\w./-])((?:/?[A-Za-z0-9_.@+-]+/)*[A-Za-z0-9_@+-][A-Za-z0-9_.@+-]*\.[A-Za-z0-9]{1,10})(?![\w/])")
 _RUNNER = re.compile(r"^/(?:home/runner|__w|github/workspace|Users/runner)/(?:work/)?(?:[^/]+/){0,2}")
 _NOT_REPO = ("site-packages/", "dist-packages/", "node_modules/", ".venv/", "venv/", "/usr/", "/opt/", "/tmp/",
@@ -120,4 +121,5 @@ def narrowest(incidents: list[Any], answer: Any) -> tuple[Any, str]:
     """``answer`` (a ``RuleAnswer``) with the scope :func:`propose` gives for the incidents it cites, and why."""
     cited = [i for i in incidents if i.id in answer.cites] or list(incidents)
     scope = propose(cited, answer.paths, answer.task_types)
-    return answer.model_copy(update={"paths": scope.paths, "task_types": scope.task_types}), scope.reason
+    reason = scope.reason if len(scope.reason) <= REASON_MAX else scope.reason[:REASON_MAX - 1] + "…"
+    return answer.model_copy(update={"paths": scope.paths, "task_types": scope.task_types}), reason

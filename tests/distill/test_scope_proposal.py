@@ -61,3 +61,18 @@ def test_files_in_reads_repository_files_only():
     assert scoping.incident_glob(["pytest.ini"]) == "pytest.ini"
     assert scoping.incident_glob(["setup.py", "src/a.py"]) is None
     assert scoping.incident_glob(["a/b/c.py", "a/b/d/e.py"]) == "a/b/**"
+
+
+def test_a_long_reason_is_cut_to_the_rules_field():
+    class Incident:
+        def __init__(self, n):
+            self.id, self.evidence, self.task_type = f"2026-07-{n:02d}-0000-with-a-long-suffix", "no file here", "api"
+
+    class Answer:
+        cites, paths, task_types = [], [], []
+
+        def model_copy(self, update):
+            return update
+
+    _, reason = scoping.narrowest([Incident(n) for n in range(1, 20)], Answer())
+    assert len(reason) == scoping.REASON_MAX and reason.startswith("global: the evidence of") and reason.endswith("…")
