@@ -51,6 +51,7 @@ from bot._util.similarity import similarity
 from bot.change import Change, Journal, OverlayTree, apply_local, locked, relative
 from bot.config import Settings
 from bot.distill import refusals as refusals_mod
+from bot.distill import scoping
 from bot.distill import spec_change
 from bot.distill.answers import AnswerSet, AsksJson, RuleAnswer, answer_schema, validate_rule
 from bot.distill.grouping import (
@@ -73,9 +74,6 @@ from bot.scenario import spec as scenario_mod
 
 IDS_FILE = rule_ids.MARKS_FILE
 EVIDENCE_IN_PROMPT = 1200
-
-
-# -- the answer's shape (checked loosely: the constraints are enforced afterwards) --------
 
 
 # -- the report ----------------------------------------------------------------------------
@@ -153,9 +151,7 @@ class _RulePlan:
     staged: Path | None  # a validated new scenario folder, outside the repo until written
     paths: list[str] = field(default_factory=list)
     refused: list[refusals_mod.Refused] = field(default_factory=list)  # what the group's prompt showed as refused
-
-
-# -- grouping --------------------------------------------------------------------------------
+    scope_reason: str = ""  # why it has its scope (bot.distill.scoping)
 
 
 # -- the run ---------------------------------------------------------------------------------
@@ -299,6 +295,8 @@ def _plan(group: Group, answer: RuleAnswer | SpecChangeAnswer, scenarios_dir: Pa
 def _rule_plan(group: Group, answer: RuleAnswer, scenarios_dir: Path, staging: Path) -> _RulePlan:
     text = " ".join(answer.rule.split())
     validate_rule(text, answer.task_types, answer.paths)
+    answer, why = scoping.narrowest(group.incidents, answer)  # the narrowest scope the evidence supports
+    validate_rule(text, answer.task_types, answer.paths)
     choice = answer.scenario
     if choice.existing is not None:
         scenario_id = choice.existing.strip()
@@ -308,14 +306,11 @@ def _rule_plan(group: Group, answer: RuleAnswer, scenarios_dir: Path, staging: P
             scenario_mod.load(scenarios_dir / scenario_id)
         except BadInput as exc:
             raise _Refused(f"existing scenario {scenario_id!r} does not load: {exc.render()}") from None
-        return _RulePlan(group, text, answer.cites, answer.task_types, scenario_id, None, answer.paths)
+        return _RulePlan(group, text, answer.cites, answer.task_types, scenario_id, None, answer.paths, scope_reason=why)
     new = choice.new
     assert new is not None
     return _RulePlan(group, text, answer.cites, answer.task_types, new.id, stage_scenario(new, text, staging),
-                     answer.paths)
-
-
-# -- a generated scenario ----------------------------------------------------------------------
+                     answer.paths, scope_reason=why)
 
 
 # -- the plans as one change, under the lock ----------------------------------------------------
@@ -425,6 +420,8 @@ def _rule_files(plan: _RulePlan, cites: list[str], ids: rule_ids.Allocator, book
             "created": today}
     if plan.paths:
         data["paths"] = plan.paths
+    if plan.scope_reason:
+        data["scope_reason"] = plan.scope_reason
     rule = Rule.model_validate(data)
     header = (f"# Proposed by `replaybook distill` from {len(plan.group.incidents)} incident(s) "
               f"({plan.group.key}); the gate decides.\n")

@@ -1,7 +1,7 @@
 """Reach: whether a path-scoped rule can reach the agent in a suite scenario, read from its baseline trials.
 
 A host that delivers a rule by scope does not put it in the prompt: it loads it when the agent does what triggers
-that scope (``TRIGGERS``, from ``/work/shared/field-notes.md``): Claude Code when the agent *reads* a file the
+that scope (``trigger``, from the host table ``bot.replay.host_scope``): Claude Code when the agent *reads* a file the
 rule's ``paths:`` match, Codex when the working folder is under the folder of a nested ``AGENTS.md``, Gemini CLI
 (and Windsurf) when a tool touches the folder. Until the trigger, a trial with the rule is the same trial as one
 without it: same prompt, same distribution. So if none of a scenario's *n* baseline trials did what triggers the
@@ -13,7 +13,7 @@ The footprint each trial keeps (``bot.replay.footprint``): its reads (tool calls
 arguments, not the kernel: a lower bound), its writes (the sandbox diff), its working folders and commands (the
 kernel's exec trace). A trial recorded before footprints (``footprint`` None) counts as a touch: it proves nothing.
 
-Whether a host delivers by scope at all comes from the renderer's description of hosts (``host_scopes``); a host
+Whether a host delivers by scope at all comes from the host table (``host_scopes``); a host
 that reads one whole file gets every rule everywhere, so nothing is skipped there.
 """
 
@@ -25,32 +25,33 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Iterable, Literal
 
+from bot.replay import host_scope
 from bot.replay.engine import TrialResult
 
 Trigger = Literal["read", "cwd", "touch"]
-TRIGGERS: dict[str, Trigger] = {"claude-code": "read", "codex": "cwd", "gemini": "touch", "windsurf": "touch"}
+# The host table's trigger (``bot.replay.host_scope.HostDelivery.scoped_by``) as reach reads it in a footprint.
+# Codex's ``start-cwd`` is read as any working folder under the scope: wider than the host (which reads the chain
+# once, from the start folder), so reach replays more, never less.
+_BY_SCOPED = {"read": "read", "start-cwd": "cwd", "touch": "touch"}
 TRIGGER_WORDS = {"read": "read a file the rule's paths match (Claude Code's trigger)",
                  "cwd": "ran in a folder under the rule's paths (Codex's nested AGENTS.md chain)",
                  "touch": "touched a file or folder under the rule's paths (Gemini's folder GEMINI.md)"}
 CONFIDENCE = 0.95
 
 
-def host_scopes(host: str) -> bool:
-    """Whether ``host`` delivers a rule only within its scope (nested files, ``paths:``, ``applyTo``, globs).
-
-    The hosts' descriptions belong to the renderer (``bot.playbook.render.hosts``, issue 54 item 1); until it says
-    so, every host is taken to read one whole file: the fallback is global, so nothing is skipped."""
-    try:
-        from bot.playbook.render import hosts
-    except ImportError:  # pragma: no cover - the renderer is part of the package
-        return False
-    described = getattr(hosts, "host_scopes", None)
-    return bool(described(host)) if callable(described) else False
+def host_scopes(agent: str) -> bool:
+    """Whether the host ``agent`` reads its instructions through delivers a rule only within its scope (nested
+    files, ``paths:``): the host table's ``scoped_by`` (``bot.replay.host_scope``). A host with no dependable scoped
+    form, or an agent whose scoped reading is not checked, gets every rule everywhere: nothing is skipped."""
+    return trigger(agent) is not None
 
 
-def trigger(host: str) -> Trigger | None:
-    """What makes ``host`` load a path-scoped rule; None where it is not known (then path scopes skip nothing)."""
-    return TRIGGERS.get(host)
+def trigger(agent: str) -> Trigger | None:
+    """What makes ``agent``'s host load a path-scoped rule; None where it has no dependable trigger."""
+    delivery = host_scope.for_agent(agent)
+    if delivery is None or delivery.scoped_by is None or agent in host_scope.UNSCOPED_AGENTS:
+        return None
+    return _BY_SCOPED[delivery.scoped_by]  # type: ignore[return-value]
 
 
 def harm_bound(n: int, confidence: float = CONFIDENCE) -> float:

@@ -43,7 +43,7 @@ class GateOptions:
     # default): where the replayed agent's host delivers by scope (``reach.host_scopes``); a whole-file host
     # (AGENTS.md read whole) gets every rule everywhere, so nothing is skipped there.
     scope_reach: bool | None = None
-    # What makes the host load a path-scoped rule (``reach.TRIGGERS``: read, cwd, touch); None: the host's own.
+    # What makes the host load a path-scoped rule (``reach.trigger``: read, cwd, touch); None: the host's own.
     # With scope on and a trigger known, a suite scenario whose baseline trials never did it is not replayed with
     # a path-scoped candidate, and its bound on harm is reported (``bot.gate.reach``).
     reach_trigger: str | None = None

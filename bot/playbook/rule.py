@@ -72,6 +72,11 @@ class Rule(records.Record):
         description="Globs of the files it applies to (e.g. `src/**/*.py`); empty: every file. Hosts with path "
         "scoping (Claude rules, Copilot applyTo, Cursor and Windsurf globs) get it scoped.",
     )
+    scope_reason: str | None = Field(
+        default=None, max_length=300,
+        description="Why the rule has the scope it has (set by distill): the files its incidents' evidence names, "
+        "or why it must be global. Never shown to agents.",
+    )
     agents: list[str] = Field(
         default_factory=list,
         description="Agents the gate proved it on (`claude-code`, `codex`, ...); empty: not recorded, rendered for "
@@ -115,6 +120,11 @@ class Rule(records.Record):
         if dupes:
             raise ValueError(f"cites {', '.join(dupes)} more than once; cite each incident once")
         return value
+
+    @field_validator("scope_reason")
+    @classmethod
+    def _one_line(cls, value: str | None) -> str | None:
+        return None if value is None else " ".join(value.split())[:300]
 
     @field_validator("task_types", "agents")
     @classmethod

@@ -19,6 +19,7 @@ repository (``instruction_files``), so a replay meets the host's own limits.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -49,8 +50,22 @@ def normalise(text: str) -> str:
     return " ".join(text.split())
 
 
+_LOADED_RULE = re.compile(r"\n<system-reminder>\nContents of /[^\n]*/" + re.escape(CLAUDE_RULE_FILE)
+                          + r":\n\n(.*?)\n</system-reminder>", re.DOTALL)
+
+
+def loaded_rules(content: Any) -> list[str]:
+    """The harness's scoped rule file as Claude Code appends it to a tool's result once a matching file was opened
+    (2.1.328: ``<system-reminder>`` ``Contents of …/.claude/rules/replaybook-candidate.md:``). Only that file's
+    header counts: any other text in a tool's output is the tool's, not instructions."""
+    if isinstance(content, list):
+        content = "\n".join(b.get("text", "") for b in content if isinstance(b, dict) and isinstance(b.get("text"), str))
+    return _LOADED_RULE.findall(content) if isinstance(content, str) else []
+
+
 def _texts(content: Any, *, skip_tool_output: bool = True) -> list[str]:
-    """The text of a message's content (a string or blocks), tool results and outputs left out."""
+    """The text of a message's content (a string or blocks), tool results and outputs left out (but for the
+    scoped rule file Claude Code appends to one, ``loaded_rules``)."""
     if isinstance(content, str):
         return [content]
     out: list[str] = []
@@ -58,6 +73,8 @@ def _texts(content: Any, *, skip_tool_output: bool = True) -> list[str]:
         for block in content:
             if not isinstance(block, dict):
                 continue
+            if block.get("type") == "tool_result":
+                out += loaded_rules(block.get("content"))
             if skip_tool_output and block.get("type") in ("tool_result", "function_call_output",
                                                           "custom_tool_call_output"):
                 continue
@@ -97,10 +114,17 @@ class Delivery:
     first: int | None = None  # the first request (1-based) that held it
     held: int = 0  # requests that held it: fewer than ``requests`` when some (a sub-agent's, say) went without
     loaded: list[dict[str, str]] | None = None  # what the agent says it loaded (Claude Code's InstructionsLoaded)
+    # a path-scoped rule: its trigger, what fired it and the request it was first put in (agents.scoped_delivery)
+    trigger: dict[str, Any] | None = None
+    error: str = ""  # a delivery error: a scoped rule seen where its trigger did not fire; the trial is unscored
+    withheld: bool = False  # not delivered because its trigger never fired: the host's own trial, scored
 
     def to_dict(self) -> dict[str, Any]:
         return {"delivered": self.delivered, "how": self.how, "reason": self.reason, "requests": self.requests,
-                "first_request": self.first, "requests_with_rule": self.held, **({"loaded": self.loaded} if self.loaded is not None else {})}
+                "first_request": self.first, "requests_with_rule": self.held,
+                **({"loaded": self.loaded} if self.loaded is not None else {}),
+                **({"trigger": self.trigger} if self.trigger is not None else {}),
+                **({"error": self.error} if self.error else {}), **({"withheld": True} if self.withheld else {})}
 
 
 def judge(agent: str, rule: str, sightings: list[bool], *, deliver: str, root: Path | None,  # root: the fixture
@@ -187,7 +211,9 @@ def instruction_files(agent: str, playbook: str, fixture: Path, *, rule: str = "
                       paths: tuple[str, ...] = ()) -> dict[str, str]:
     """``deliver: files``: the files (relative path -> text) that put ``playbook`` where ``agent``'s host
     reads it in a repository, each after the fixture's own text of that file. With ``paths`` (the rule's
-    scope), Claude Code gets the rule in its own ``.claude/rules/`` file with ``paths:``, as rendered."""
+    scope), Claude Code gets the rule in its own ``.claude/rules/`` file with ``paths:``, and Codex in each
+    folder's ``AGENTS.md`` (``bot.playbook.scope.folders``; a glob with no folder keeps it in the root file), as
+    rendered."""
     name = HOST_FILE.get(agent)
     if name is None or not playbook.strip():
         return {}
@@ -197,11 +223,22 @@ def instruction_files(agent: str, playbook: str, fixture: Path, *, rule: str = "
         body = playbook.replace(rule.strip(), "").strip()
         scope = "paths:\n" + "".join(f"  - {json.dumps(g)}\n" for g in paths)
         out[CLAUDE_RULE_FILE] = f"---\n{scope}---\n\n{rule.strip()}\n"
-    own = fixture / name
-    mine = own.read_text(encoding="utf-8", errors="replace") if own.is_file() and not own.is_symlink() else ""
+    if agent == "codex" and paths and rule.strip() and rule.strip() in playbook:
+        from bot.replay.host_scope import folders  # Codex reads a folder's AGENTS.md: one per folder, as rendered
+
+        for folder in folders(list(paths)) or []:
+            body = playbook.replace(rule.strip(), "").strip()
+            out[f"{folder}/{name}"] = _after_own(fixture, f"{folder}/{name}", rule.strip())
     if body.strip():
-        out[name] = (mine.rstrip("\n") + "\n\n" if mine.strip() else "") + body.rstrip("\n") + "\n"
+        out[name] = _after_own(fixture, name, body)
     return out
+
+
+def _after_own(fixture: Path, rel: str, body: str) -> str:
+    """``body`` after the fixture's own text of ``rel`` (none when it is missing or a link)."""
+    own = fixture / rel
+    mine = own.read_text(encoding="utf-8", errors="replace") if own.is_file() and not own.is_symlink() else ""
+    return (mine.rstrip("\n") + "\n\n" if mine.strip() else "") + body.rstrip("\n") + "\n"
 
 
 def write(root: Path, files: dict[str, str]) -> None:

@@ -33,6 +33,7 @@ from bot.replay import agents as agents_mod
 from bot.replay import checks as checks_mod
 from bot.replay import delivery
 from bot.replay import footprint as footprint_mod
+from bot.replay.agents import scoped_delivery
 from bot.replay.gateway.policy import SIMULATED_MODEL, load_policy
 from bot.replay.gateway.server import Gateway, ModelCall, Upstream
 from bot.replay.sandbox import isolation, toolchain
@@ -176,6 +177,8 @@ def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
     redact = redactor(opts, scenario)
     files = (delivery.instruction_files(agent.name, playbook_text, loaded.fixture, rule=opts.rule,
                                         paths=opts.rule_paths) if opts.deliver == "files" else {})
+    scoped = scoped_delivery.plan(agent.name, opts.rule, opts.rule_paths, opts.deliver)  # None: not path-scoped
+    prompt = scoped_delivery.without(playbook_text, opts.rule) if scoped and scoped.inject else playbook_text
     with ExitStack() as stack:
         run_dir = _run_dir(stack, opts, scenario.id, trial, redact)
         lock = threading.Lock()
@@ -191,6 +194,8 @@ def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
                                   cost_usd=call.cost_usd, simulated=call.simulated))
 
         def on_tool_call(*, name, input, id, is_error, output):
+            if scoped is not None and not is_error:  # a failed read opened nothing
+                scoped.observe(name, input, str(sandbox.root))
             append(ToolCallEvent(name=name, input=input, id=id, is_error=is_error, output_excerpt=excerpt(output, 500)))
 
         append(RunStartEvent(scenario=scenario.id, agent=agent.name, meta={
@@ -237,12 +242,12 @@ def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
         gateway = stack.enter_context(_gateway(loaded, opts, trial, on_call, scenario.budget.max_cost_usd,
                                                       playbook_text))
         phase("gateway start")
-        job = agents_mod.AgentRun(task=scenario.task, system_prompt=playbook_text if opts.deliver != "files" else "",
+        job = agents_mod.AgentRun(task=scenario.task, system_prompt=prompt if opts.deliver != "files" else "",
                                   sandbox=sandbox, gateway=gateway,
                                   model=SIMULATED_MODEL if opts.simulated else opts.model,
                                   max_turns=min(scenario.budget.max_turns, opts.max_turns or scenario.budget.max_turns),
                                   timeout_s=scenario.budget.timeout_s,
-                                  on_tool_call=on_tool_call)
+                                  on_tool_call=on_tool_call, scoped=scoped)
         try:
             result = _run_agent(agent, job)
         except InfrastructureError as exc:  # e.g. the tracer failed under a tool call
@@ -250,6 +255,8 @@ def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
         phase("agent")
         got = delivery.judge(agent.name, opts.rule, list(gateway.sightings), deliver=opts.deliver,
                              root=loaded.fixture, files=files, command=opts.command, loaded=result.loaded)
+        if scoped is not None and opts.rule.strip():
+            got = scoped.settle(got, list(gateway.sightings))
         http_counts = {env: svc.request_count for env, svc in services.items()}
         commands = checks_mod.attribute_new(read_trace(run_dir.trace), sandbox.trace_events())
         with lock:
@@ -292,8 +299,10 @@ def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
                 failed = [c.check for c in results if not c.passed]
                 verdict = "failed" if failed else "passed"
                 reason = ("failed: " + "; ".join(failed)) if failed else "every check holds"
-        if got.delivered is False and verdict != "unscored":  # never "the agent ignored it": it never had it
+        if got.delivered is False and not got.withheld and verdict != "unscored":  # it never had it: not ignored
             verdict, reason = "unscored", f"rule not delivered: {got.reason}"
+        if got.error:  # a scoped rule where its trigger did not fire: not the trial the gate asked for
+            verdict, reason = "unscored", got.error
         reason = redact.text(reason)
         with lock:
             writer.append(RunEndEvent(status=verdict, reason=reason, delivery=got.to_dict() if opts.rule else None))

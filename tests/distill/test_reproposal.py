@@ -169,17 +169,18 @@ REGRESSION = "regressed: the suite scenario whole-suite passed 10 of 10 without 
 def test_after_a_regression_the_same_rule_must_come_narrower(root):
     monorepo_incidents(root)
     make_scenario(root)
-    refused_proposal(root, text=RULE, reason=REGRESSION)
+    # The refused rule had the scope distill gives these incidents (their task type; their evidence names no file).
+    refused_proposal(root, text=RULE, reason=REGRESSION, task_types="[api]")
     report, book = run_with(root, (A1, rule_answer(scenario=EXISTING)))  # the same rule, the same scope
     assert not report.proposals
     assert "repeats rule-0001, which the gate refused (regression)" in reasons(report)
     assert "narrow its scope" in user_prompt(book) and "The incidents' task types: api." in user_prompt(book)
     assert (root / "playbook" / "proposed" / "rule-0001.yaml").exists()  # refused re-proposal: nothing moved
-    report, _ = run_with(root, (A1, rule_answer(scenario=EXISTING, task_types=["api"])))
+    report, _ = run_with(root, (A1, rule_answer(scenario=EXISTING, paths=["packages/**"])))
     [proposal] = report.proposals
     assert proposal.replaces == ["rule-0001"] and proposal.rule == RULE
     new = yaml.safe_load((root / "playbook" / "proposed" / f"{proposal.id}.yaml").read_text())
-    assert new["task_types"] == ["api"]
+    assert new["task_types"] == ["api"] and new["paths"] == ["packages/**"]
 
 
 def test_a_reproposal_may_narrow_by_paths(root):
@@ -189,7 +190,7 @@ def test_a_reproposal_may_narrow_by_paths(root):
     report, _ = run_with(root, (A1, rule_answer(scenario=EXISTING, paths=["packages/**"])))
     [proposal] = report.proposals
     new = yaml.safe_load((root / "playbook" / "proposed" / f"{proposal.id}.yaml").read_text())
-    assert new["paths"] == ["packages/**"] and new["task_types"] == []
+    assert new["paths"] == ["packages/**"] and new["task_types"] == ["api"]  # the incidents' own task type
 
 
 def regression(task_types, paths) -> Refused:

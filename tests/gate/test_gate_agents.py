@@ -25,8 +25,10 @@ def test_a_rule_proven_on_one_agent_only_is_rendered_only_into_its_files(cli, ro
     admitted = (root / "playbook/rules/rule-0001.yaml").read_text()
     assert "agents: [builtin]" in admitted
     assert cli("playbook", "render").code == 0
-    assert b"[rule-0001] When a task" in (root / "AGENTS.md").read_bytes()  # builtin reads AGENTS.md
-    assert b"[rule-0001] When a task" not in (root / "CLAUDE.md").read_bytes()  # Claude Code never proved it
+    # builtin stands for Claude Code (bot.playbook.scope.STANDS_FOR): its proof renders into CLAUDE.md; Codex's
+    # AGENTS.md never had it proven
+    assert b"[rule-0001] When a task" in (root / "CLAUDE.md").read_bytes()
+    assert b"[rule-0001] When a task" not in (root / "AGENTS.md").read_bytes()
     assert cli("playbook", "check").code == 0
 
 

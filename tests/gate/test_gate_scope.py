@@ -29,6 +29,17 @@ def _api(root):
     return sc.load(folder)
 
 
+def _own_reads_web(root) -> None:
+    """The own scenario's agent opens web/app.js first: a candidate scoped to web/** reaches builtin (which stands
+    for Claude Code) only after that (bot.replay.agents.scoped_delivery)."""
+    folder = root / "scenarios" / "own"
+    write(folder / "repo" / "web" / "app.js", "app()\n")
+    policy = yaml.safe_load((folder / "policy.yaml").read_text(encoding="utf-8"))
+    for side in ("with_rule", "without_rule"):
+        policy[side] = [{"read": "web/app.js"}, *policy[side]]
+    write(folder / "policy.yaml", yaml.safe_dump(policy))
+
+
 def _baseline(root, path, loaded) -> str:
     return decision.scoped_prompts(book(root), rules_mod.load(path, named_by_id=False), loaded)[0]
 
@@ -60,6 +71,7 @@ def test_a_candidate_that_cannot_reach_a_suite_scenario_is_not_replayed_there(ro
     assert decision.scoped_prompts(book(root), rules_mod.load(path, named_by_id=False), api)[1] is not None  # README.md
     path.write_text(yaml.safe_dump({**data, "paths": ["web/**"]}), encoding="utf-8")
     assert decision.scoped_prompts(book(root), rules_mod.load(path, named_by_id=False), api)[1] is None
+    _own_reads_web(root)
     result = gate(root, path, scope_reach=True)
     entry = next(e for e in result.suite if e.scenario == "api")
     assert not entry.judged and entry.candidate is None and "cannot reach" in entry.note
@@ -73,6 +85,7 @@ def test_by_default_a_scoped_candidate_is_judged_on_every_scenario(root):
     path = candidate(root)
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
     path.write_text(yaml.safe_dump({**data, "paths": ["web/**"]}), encoding="utf-8")
+    _own_reads_web(root)
     result = gate(root, path)
     entry = next(e for e in result.suite if e.scenario == "api")
     assert entry.candidate is not None and entry.candidate.n > 0 and "cannot reach" not in (entry.note or "")

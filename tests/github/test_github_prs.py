@@ -239,10 +239,11 @@ def test_the_maintenance_pr_renders_every_host_and_keeps_the_users_bytes(cli, po
     (pr,) = pulls(port)
     assert "AGENTS.md: is out of sync" in pr.body and "renders " in pr.body
     files = files_on(port, "replaybook/maintenance")
-    assert files["AGENTS.md"].startswith("# Agents\r\nmine\r\n") and "[rule-0003]" in files["AGENTS.md"]
+    assert files["AGENTS.md"].startswith("# Agents\r\nmine\r\n")
+    assert "[rule-0003]" in files["tests/AGENTS.md"] and "rule-0003" not in files["AGENTS.md"]  # Codex: its folder
     assert "rule-0003" not in files["CLAUDE.md"]
     assert 'paths:\n  - "tests/**"' in files[".claude/rules/replaybook-rule-0003.md"]
-    assert "globs: tests/**" in files[".cursor/rules/replaybook-rule-0003.mdc"]
+    assert "[rule-0003]" in files[".cursor/rules/replaybook.mdc"]  # Cursor: whole, no dependable scoped form
     assert "nothing: merging this PR fixes every problem" in pr.body
 
 

@@ -156,8 +156,10 @@ def test_claude_code_paths_rule_that_does_not_load(claude_code_agent, make_scena
     result = run_trial(loaded, "# Playbook\n\n- " + RULE, opts(agent="claude-code", rule=RULE, deliver="files",
                                                                 rule_paths=("packages/api/**",)), 0)
     assert result.delivered is False, result.delivery
-    assert result.verdict == "unscored" and delivery.CLAUDE_RULE_FILE in result.reason
-    assert '"packages/api/**"' in result.reason
+    # It never read a matching file, so its trigger never fired: withheld as Claude Code withholds it, and scored
+    # (bot.replay.agents.scoped_delivery); the host's own explanation is kept.
+    assert result.delivery["withheld"] and result.verdict == "failed", result.reason
+    assert delivery.CLAUDE_RULE_FILE in result.delivery["reason"] and '"packages/api/**"' in result.delivery["reason"]
     raw = Path(result.run_dir).joinpath("agent.raw").read_text()
     assert "tool_use" in raw  # the agent did run: it was the rule that never arrived
 
@@ -168,7 +170,7 @@ def test_claude_codes_instructions_loaded_hook_names_what_it_loaded(claude_code_
                                                                 rule_paths=("packages/api/**",)), 0)
     assert result.delivered is False
     assert {"file": "CLAUDE.md", "how": "session_start"} in result.delivery["loaded"], result.delivery
-    assert "InstructionsLoaded hook named CLAUDE.md (session_start), never .claude/rules/" in result.reason
+    assert "InstructionsLoaded hook named CLAUDE.md (session_start), never .claude/rules/" in result.delivery["reason"]
 
 
 # A command agent: one loop over the real anthropic SDK, the playbook (when its template passes one) as system.

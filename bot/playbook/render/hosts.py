@@ -2,8 +2,11 @@
 
 Each host has a main file holding a marked section (bytes outside the markers
 are the user's) and, where the host scopes instructions by path, one
-generated file per path-scoped rule. Sources for every format are in
-docs/playbook.md ("Render targets").
+generated file per path-scoped rule (Claude, Copilot, Cursor, Windsurf), or a
+marked section in one nested main file per folder (Codex's ``AGENTS.md``,
+Gemini's ``GEMINI.md``: ``folder_file``). When each host's scoped file reaches
+the agent is ``bot.playbook.scope``'s. Sources for every format are in
+docs/playbook.md ("Render targets", "Scope").
 """
 
 from __future__ import annotations
@@ -41,23 +44,25 @@ def _windsurf_scope(globs: list[str]) -> str:
 class Host:
     name: str
     main: str                      # the file holding the marked section
-    agents: tuple[str, ...]        # agents (as `--agent` names) that read this host's files
+    agents: tuple[str, ...]        # agents (as `--agent` names) that read this host's files, or stand for one that
+                                   # does (bot.playbook.scope.STANDS_FOR: builtin for Claude Code, mini-swe-agent Codex)
     new_prefix: str = ""           # what a new main file starts with (front matter the host needs)
     scoped_dir: str | None = None  # where per-rule path-scoped files go; None: scoped rules stay in the section
     scoped_suffix: str = ".md"
     scope: Callable[[list[str]], str] | None = None
     reads: tuple[str, ...] = ()    # fnmatch patterns (``*`` crosses folders): where the host reads instructions
+    folder_file: bool = False      # a path-scoped rule goes into FOLDER/<main> (bot.playbook.scope.folder_of)
 
     def reads_at(self, rel: str) -> bool:
         return any(fnmatchcase(rel, p) for p in self.reads)
 
 
 HOSTS: dict[str, Host] = {h.name: h for h in (
-    Host("claude", "CLAUDE.md", ("claude-code",), scoped_dir=".claude/rules", scope=_claude_scope,
+    Host("claude", "CLAUDE.md", ("claude-code", "builtin"), scoped_dir=".claude/rules", scope=_claude_scope,
          reads=("CLAUDE.md", "*/CLAUDE.md", "CLAUDE.local.md", "*/CLAUDE.local.md", ".claude/CLAUDE.md",
                 ".claude/rules/*.md", "*/.claude/rules/*.md", "MEMORY.md", "*/MEMORY.md")),
-    Host("agents", "AGENTS.md", ("codex", "opencode", "mini-swe-agent", "aider", "builtin"),
-         reads=("AGENTS.md", "*/AGENTS.md")),
+    Host("agents", "AGENTS.md", ("codex", "opencode", "mini-swe-agent", "aider"),
+         reads=("AGENTS.md", "*/AGENTS.md"), folder_file=True),
     Host("copilot", ".github/copilot-instructions.md", ("copilot",), scoped_dir=".github/instructions",
          scoped_suffix=".instructions.md", scope=_copilot_scope,
          reads=(".github/copilot-instructions.md", ".github/instructions/*.instructions.md")),
@@ -65,7 +70,7 @@ HOSTS: dict[str, Host] = {h.name: h for h in (
          new_prefix="---\ndescription: Replaybook playbook (rules proven by replay)\nglobs:\nalwaysApply: true\n---\n",
          scoped_dir=".cursor/rules", scoped_suffix=".mdc", scope=_cursor_scope,
          reads=(".cursor/rules/*.mdc", "*/.cursor/rules/*.mdc", ".cursorrules")),
-    Host("gemini", "GEMINI.md", ("gemini",), reads=("GEMINI.md", "*/GEMINI.md")),
+    Host("gemini", "GEMINI.md", ("gemini",), reads=("GEMINI.md", "*/GEMINI.md"), folder_file=True),
     Host("windsurf", ".windsurf/rules/replaybook.md", ("windsurf",), new_prefix="---\ntrigger: always_on\n---\n",
          scoped_dir=".windsurf/rules", scope=_windsurf_scope,
          reads=(".windsurf/rules/*.md", "*/.windsurf/rules/*.md", ".windsurfrules", "*/.windsurfrules")),

@@ -31,6 +31,7 @@ class AgentRun:
     timeout_s: float
     started: float = field(default_factory=time.monotonic)
     on_tool_call: Callable[..., None] | None = None
+    scoped: Any = None  # a path-scoped rule given by its host's trigger (bot.replay.agents.scoped_delivery.Scoped)
 
     @property
     def remaining_s(self) -> float:

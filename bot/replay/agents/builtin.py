@@ -72,6 +72,7 @@ class BuiltinAgent:
                 text = "\n".join(b.get("text", "") for b in content if b.get("type") == "text")
                 return self._result("finished", transcript, turn, final_text=text)
             results = [self._call(job, use) for use in uses]
+            results += job.scoped.pending(turn + 1) if job.scoped else []  # a scoped rule, once its trigger fired
             history.append({"role": "user", "content": results})
             transcript.append({"role": "user", "content": results})
         return self._result("max_turns", transcript, job.max_turns, reason=f"used all {job.max_turns} turns")

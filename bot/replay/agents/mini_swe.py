@@ -41,6 +41,7 @@ class MiniSweAgent(install.PinnedCLI):
     def run(self, job: AgentRun) -> AgentResult:
         self.require_binary()
         system = SYSTEM + ("\n\n" + job.system_prompt if job.system_prompt.strip() else "")
+        system += job.scoped.at_start() if job.scoped else ""  # a scoped rule, as Codex reads it: at start or never
         config = job.sandbox.tmpdir / "mini-replaybook.yaml"
         config.write_text(yaml.safe_dump({"agent": {"system_template": jinja_literal(system),
                                                     "step_limit": job.max_turns}}), encoding="utf-8")

@@ -8,6 +8,7 @@ is not (``without_rule``)::
     with_rule:
       - bash: "cd packages/api && python -m pytest -q"
       - write: {path: packages/api/src/api/limits.py, content: "LIMIT = 10\\n"}
+      - read: packages/api/pytest.ini                  # the agent's Read/read tool, else `cat`
       - say: "Fixed it. [rule-0001]"
     without_rule:
       - bash: "python -m pytest -q"
@@ -51,13 +52,14 @@ from typing import Any, Literal
 from bot._util import yamlfile
 from bot._util.text_safety import shown
 from bot.errors import BadInput
+from bot.replay.delivery import loaded_rules
 
 log = logging.getLogger(__name__)
 
 Branch = Literal["with_rule", "without_rule"]
 SIMULATED_MODEL = "simulated"
 SIM_TAG = "[SIMULATED]"
-_ACTIONS = ("bash", "write", "say")
+_ACTIONS = ("bash", "write", "read", "say")
 _TOP_KEYS = ("branch_on", "with_rule", "without_rule", "mistake", "effect", "overridden_by")
 _MAX_REPEAT = 100_000
 _CWD_LINE = re.compile(r"^[ \t>*-]*(?:primary )?working directory:[ \t]*(/[^\n]*)$", re.IGNORECASE | re.MULTILINE)
@@ -65,9 +67,9 @@ _CWD_LINE = re.compile(r"^[ \t>*-]*(?:primary )?working directory:[ \t]*(/[^\n]*
 
 @dataclass(frozen=True)
 class Step:
-    """One scripted action: ``bash`` a command, ``write`` a file, or ``say`` text and stop."""
+    """One scripted action: ``bash`` a command, ``write`` a file, ``read`` one, or ``say`` text and stop."""
 
-    action: Literal["bash", "write", "say"]
+    action: Literal["bash", "write", "read", "say"]
     command: str = ""
     path: str = ""
     content: str = ""
@@ -187,13 +189,17 @@ def _block_texts(content: Any) -> list[str]:
 
 def system_text(request: dict[str, Any]) -> str:
     """All system prompt text: ``system`` and ``role: system`` messages (Claude Code sends both), and Claude Code's
-    ``<system-reminder>`` user blocks, which carry the CLAUDE.md and rule files it loaded."""
+    ``<system-reminder>`` user blocks, which carry the CLAUDE.md and rule files it loaded (a path-scoped rule file
+    arrives at the end of a tool's result: ``bot.replay.delivery.loaded_rules``)."""
     parts = _block_texts(request.get("system"))
     for msg in request.get("messages") or []:
         if isinstance(msg, dict) and msg.get("role") == "system":
             parts += _block_texts(msg.get("content"))
         elif isinstance(msg, dict) and msg.get("role") == "user":
             parts += [t for t in _block_texts(msg.get("content")) if t.lstrip().startswith("<system-reminder>")]
+            for block in msg.get("content") if isinstance(msg.get("content"), list) else []:
+                if isinstance(block, dict) and block.get("type") == "tool_result":  # a scoped rule Claude Code loaded
+                    parts += loaded_rules(block.get("content"))
     return "\n".join(parts)
 
 
@@ -242,7 +248,7 @@ def _render(step: Step, index: int, request: dict[str, Any]) -> tuple[list[dict[
         return said, "end_turn"
     call = _tool_call(step, request)
     if call is None:
-        what = f"run `{step.command}`" if step.action == "bash" else f"write {step.path}"
+        what = f"run `{step.command}`" if step.action == "bash" else f"{step.action} {step.path}"
         return [_text(f"{SIM_TAG} No usable tool was offered; the script would {what}.")], "end_turn"
     name, tool_input = call
     note = _text(f"{SIM_TAG} step {index + 1}: {step.action}")
@@ -276,6 +282,13 @@ def _tool_call(step: Step, request: dict[str, Any]) -> tuple[str, dict[str, Any]
         if call:
             return call
         command = _heredoc(step.path, step.content)
+    elif step.action == "read":  # the agent's file tool (a path-scoped rule's trigger), else `cat`
+        if "Read" in tools:
+            return "Read", {"file_path": _absolute(step.path, working_directory(request))}
+        if "read" in tools:
+            key = "filePath" if "filePath" in ((tools["read"].get("input_schema") or {}).get("properties") or {}) else "path"
+            return "read", {key: _absolute(step.path, working_directory(request)) if key == "filePath" else step.path}
+        command = "cat -- " + shlex.quote(step.path)
     else:
         command = step.command
     return _bash_call(command, tools)
@@ -431,6 +444,8 @@ def _parse_step(item: Any, where: str, problems: list[str], warnings: list[str])
         return None
     if action == "bash":
         return Step("bash", command=value, repeat=repeat)
+    if action == "read":
+        return Step("read", path=value, repeat=repeat)
     return Step("say", text=value, repeat=repeat)
 
 
