@@ -16,7 +16,7 @@ from datetime import date
 import pytest
 import yaml
 from helpers import write
-from support.gate import book, candidate, gate, mini_scenario, setup
+from support.gate import book, candidate, gate, mini_scenario, own_reads, setup
 
 from bot.gate import reach, report
 from bot.gate.stats import SequentialTest
@@ -54,6 +54,7 @@ def _suite(root, mono: bool = False):
     ``mono``, `mono`: web/app.js is in its fixture, so the fixture alone says a web rule reaches it, but its agent
     only ever reads api/server.py."""
     first = _scoped(setup(root), ["web/**"])
+    own_reads(root)
     _scenario(root, "web", "web/app.js", files={"web/app.js": "app\n"})
     _scenario(root, "api", "api/server.py", files={"api/server.py": "srv\n"})
     if mono:

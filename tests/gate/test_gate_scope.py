@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import yaml
 from helpers import write
-from support.gate import book, candidate, gate, mini_scenario, setup
+from support.gate import book, candidate, gate, mini_scenario, own_reads, setup
 
 from bot.gate import decision
 from bot.playbook import rule as rules_mod
@@ -27,17 +27,6 @@ def _api(root):
     folder = mini_scenario(root, "api")
     write(folder / "repo" / "api" / "server.py", "print('api')\n")
     return sc.load(folder)
-
-
-def _own_reads_web(root) -> None:
-    """The own scenario's agent opens web/app.js first: a candidate scoped to web/** reaches builtin (which stands
-    for Claude Code) only after that (bot.replay.agents.scoped_delivery)."""
-    folder = root / "scenarios" / "own"
-    write(folder / "repo" / "web" / "app.js", "app()\n")
-    policy = yaml.safe_load((folder / "policy.yaml").read_text(encoding="utf-8"))
-    for side in ("with_rule", "without_rule"):
-        policy[side] = [{"read": "web/app.js"}, *policy[side]]
-    write(folder / "policy.yaml", yaml.safe_dump(policy))
 
 
 def _baseline(root, path, loaded) -> str:
@@ -71,7 +60,7 @@ def test_a_candidate_that_cannot_reach_a_suite_scenario_is_not_replayed_there(ro
     assert decision.scoped_prompts(book(root), rules_mod.load(path, named_by_id=False), api)[1] is not None  # README.md
     path.write_text(yaml.safe_dump({**data, "paths": ["web/**"]}), encoding="utf-8")
     assert decision.scoped_prompts(book(root), rules_mod.load(path, named_by_id=False), api)[1] is None
-    _own_reads_web(root)
+    own_reads(root)
     result = gate(root, path, scope_reach=True)
     entry = next(e for e in result.suite if e.scenario == "api")
     assert not entry.judged and entry.candidate is None and "cannot reach" in entry.note
@@ -85,7 +74,7 @@ def test_by_default_a_scoped_candidate_is_judged_on_every_scenario(root):
     path = candidate(root)
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
     path.write_text(yaml.safe_dump({**data, "paths": ["web/**"]}), encoding="utf-8")
-    _own_reads_web(root)
+    own_reads(root)
     result = gate(root, path)
     entry = next(e for e in result.suite if e.scenario == "api")
     assert entry.candidate is not None and entry.candidate.n > 0 and "cannot reach" not in (entry.note or "")

@@ -76,6 +76,17 @@ def setup(root: Path) -> Path:
     return candidate(root)
 
 
+def own_reads(root: Path, rel: str = "web/app.js") -> None:
+    """The own scenario's agent opens ``rel`` first: a candidate path-scoped to its folder reaches builtin (which
+    stands for Claude Code) only after that (``bot.replay.agents.scoped_delivery``)."""
+    folder = root / "scenarios" / "own"
+    write(folder / "repo" / rel, "app()\n")
+    policy = yaml.safe_load((folder / "policy.yaml").read_text(encoding="utf-8"))
+    for side in ("with_rule", "without_rule"):
+        policy[side] = [{"read": rel}, *policy[side]]
+    write(folder / "policy.yaml", yaml.safe_dump(policy))
+
+
 def book(root: Path, cap: int = 60) -> Playbook:
     return Playbook(root / "playbook", root=root, cap=cap, incidents=IncidentStore(root / "incidents"))
 
