@@ -1,0 +1,88 @@
+"""The judge's seat: nothing a pull request holds runs on the runner outside the sandbox (issue 53, item 1).
+
+Each test plants one class of file in a rule PR's head that would run code on the runner if any step of the
+admit workflow imported, sourced or executed from the head's folder: a package or module that shadows the
+standard library's (``venv``, ``pip``, ``shutil``), start-up hooks (``sitecustomize``, ``usercustomize``, a
+``.pth``, ``encodings``), installers' configuration (``uv.toml``, ``pip.conf``, ``.npmrc``). The planted code
+writes a marker file; the run must leave none, and the required ``admit`` check must not succeed (the PR adds
+a rule, and no model can decide it). Run for a same-repository PR, which has the App's key among its secrets,
+and for a fork's.
+
+The stand-in interpreter (``stub_python``) finds ``venv`` and ``pip`` exactly as the real one would, with the
+caller's flags and working folder, so a shadowing module runs here as it would on GitHub.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fakes.github import check_runs_for
+from helpers import write
+from support.admit_sim import PR_NUMBER, commit_all, make_rule_pr, only_job, pr_event
+
+MARK = "import os; open({marker!r}, 'a').write({what!r} + ' ran in ' + os.getcwd() + '\\n')"
+
+# The issue's attack: `python -m venv` in the head's folder runs this package; it writes a `replaybook` that
+# passes, and the admit job goes green with no replay.
+_VENV_MAIN = MARK + """
+import sys
+target = sys.argv[-1]
+os.makedirs(os.path.join(target, 'bin'), exist_ok=True)
+for name in ('python', 'replaybook'):
+    path = os.path.join(target, 'bin', name)
+    open(path, 'w').write('#!/bin/sh\\necho "replaybook 0.1.0 admit: forged"\\nexit 0\\n')
+    os.chmod(path, 0o755)
+"""
+
+# A module that shadows one the standard library imports: it marks, then hands over the real one.
+_SHUTIL = MARK + """
+import importlib.util, sys, sysconfig
+spec = importlib.util.spec_from_file_location('shutil', os.path.join(sysconfig.get_paths()['stdlib'], 'shutil.py'))
+real = importlib.util.module_from_spec(spec)
+sys.modules['shutil'] = real
+spec.loader.exec_module(real)
+"""
+
+CLASSES = {
+    "venv package": {"venv/__init__.py": MARK, "venv/__main__.py": _VENV_MAIN},
+    "pip package": {"pip/__init__.py": MARK, "pip/__main__.py": MARK},
+    "shutil module": {"shutil.py": _SHUTIL},
+    "start-up hooks": {"sitecustomize.py": MARK, "usercustomize.py": MARK, "zz-planted.pth": MARK,
+                       "encodings/__init__.py": MARK, "bot/__init__.py": MARK, "click/__init__.py": MARK},
+    "installer configs": {
+        "uv.toml": '[pip]\ntarget = "{marker}.uv"\n',
+        "pip.conf": "[global]\ntarget = {marker}.pip\n",
+        "pyproject.toml": '[tool.uv]\ncache-dir = "{marker}.uvcache"\n',
+        ".npmrc": "prefix={marker}.npm\ncache={marker}.npmcache\n",
+    },
+}
+
+
+def plant(sim, files: dict[str, str], marker) -> str:
+    """Commit ``files`` (with the marker's path filled in) on the rule PR's branch; the PR's new head."""
+    for rel, text in files.items():
+        write(sim.ws / rel, text.format(marker=str(marker), what=rel))
+    head = commit_all(sim.ws, "planted: " + ", ".join(files))
+    sim.gh.state.pulls[PR_NUMBER]["head_sha"] = head
+    return head
+
+
+@pytest.mark.parametrize("fork", [False, True], ids=["same-repository", "fork"])
+@pytest.mark.parametrize("planted", list(CLASSES))
+def test_admit_runs_nothing_the_pr_holds_and_never_goes_green_for_it(planted, fork, tmp_path, gh, examples):
+    sim, base, _ = make_rule_pr(tmp_path, gh)
+    marker = tmp_path / "pwned"
+    head = plant(sim, CLASSES[planted], marker)
+    secrets = {"REPLAYBOOK_APP_PRIVATE_KEY": "pem-of-the-app"}  # a fork's PR never sees it; a same-repo PR's does
+    result = sim.run("admit", "pull_request_target",
+                     pr_event(examples, head, base, head_repo="mallory/app" if fork else "octo/app"),
+                     secrets=secrets, vars={"REPLAYBOOK_APP_ID": "904213"})
+    job = only_job(result, "admit")
+    ran = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("pwned"))
+    assert ran == [], f"the PR's {planted} ran on the runner: " + "".join(
+        (tmp_path / n).read_text() if (tmp_path / n).is_file() else n + "\n" for n in ran)
+    assert job.result == "failure", result.log()  # a rule and no model: the gate cannot decide, never success
+    states = [s["state"] for s in gh.statuses_for(head)] + [r.get("conclusion") for r in check_runs_for(gh, head)]
+    assert states and "success" not in states, json.dumps(states)
+    assert "forged" not in result.log()
