@@ -258,7 +258,7 @@ def test_admit_replays_the_rule_and_the_required_job_passes_when_it_is_admitted(
         result = sim.run("admit", "pull_request_target", pr_event(examples, head, base), model=model)
     job = only_job(result, "admit")
     assert job.result == "success", result.log()
-    assert checkout(job)["fetch-depth"] == 0 and checkout(job)["ref"] == head  # the PR, as data
+    assert checkout(job, "head")["fetch-depth"] == 0 and checkout(job, "head")["ref"] == head  # the PR, as data
     assert not checkout(job, ".replaybook-gate").get("ref")  # the gate's code: the event's commit, the base's
     assert job.step("dispatched").kind == "skipped"
     (status,) = gh.statuses_for(head)
@@ -419,7 +419,7 @@ def test_admit_dispatched_by_hand_gates_the_pr_head(rule_pr, gh, examples):
     job = only_job(result, "admit")
     assert job.result == "success", result.log()
     assert job.step("dispatched").outputs["head-sha"] == head
-    assert checkout(job)["ref"] == head and git(sim.ws, "rev-parse", "HEAD") == head
+    assert checkout(job, "head")["ref"] == head and git(sim.ws / "head", "rev-parse", "HEAD") == head
     (status,) = gh.statuses_for(head)
     assert (status["state"], status["context"]) == ("success", "replaybook/admit"), result.log()
     assert status["description"].startswith("admit: rule-0001 admit")  # replayed, not "no rule file changed"
@@ -559,7 +559,7 @@ def test_replay_again_as_the_app_gates_the_pr_head_into_a_new_check_run(rule_pr,
                          shims={"gh": gh_shim()}, **app)
     job = only_job(result, "admit")
     assert job.result == "success", result.log()
-    assert checkout(job)["ref"] == head and git(sim.ws, "rev-parse", "HEAD") == head
+    assert checkout(job, "head")["ref"] == head and git(sim.ws / "head", "rev-parse", "HEAD") == head
     (run,) = check_runs_for(gh, head)
     assert (run["name"], run["conclusion"]) == ("replaybook/admit", "success"), result.log()
     assert "Replaybook gate: admit `rule-0001`" in run["output"]["summary"]
