@@ -8,8 +8,8 @@ set -euo pipefail
 source "$GITHUB_ACTION_PATH/../seat.sh"
 rb=("$RUNNER_TEMP/replaybook-venv/bin/replaybook" --root "$replaybook_root")
 in_workspace() { case "$1" in /*) printf '%s' "$1" ;; *) printf '%s/%s' "$GITHUB_WORKSPACE" "$1" ;; esac; }
-MEMBERS_DIR="$(in_workspace "$MEMBERS_DIR")"
-SHARES="$(in_workspace "$SHARES")"
+MEMBERS_DIR="$(in_workspace "${MEMBERS_DIR:-members}")"
+SHARES="$(in_workspace "${SHARES:-org-shares}")"
 # git reads the head's objects only: no hook, fsmonitor, attribute or config of the checkout takes part.
 git_data() { GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null git -C "$replaybook_root" -c core.hooksPath=/dev/null \
   -c core.fsmonitor=false -c core.attributesFile=/dev/null -c diff.external= --no-pager "$@"; }

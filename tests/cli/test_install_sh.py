@@ -35,7 +35,7 @@ def test_every_dependency_and_the_build_backend_are_pinned_with_a_hash():
 
 @pytest.mark.skipif(sys.version_info[:2] != (3, 11) or sys.platform != "linux", reason="the lock is for CPython 3.11")
 def test_install_sh_installs_from_the_lock(tmp_path):
-    env = {**os.environ, "RUNNER_TEMP": str(tmp_path), "PYTHON": sys.executable}
+    env = {**os.environ, "RUNNER_TEMP": str(tmp_path), "GITHUB_WORKSPACE": str(tmp_path), "PYTHON": sys.executable}
     done = subprocess.run(["bash", str(REPO / "actions" / "install.sh")], capture_output=True, text=True, env=env,
                           timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
