@@ -29,7 +29,10 @@ fi
 "$python" -I -m venv --clear "$venv"
 # Every dependency (and the build backend) at the version and sha256 in requirements.lock: a new or
 # replaced release on the index cannot slip in. Replaybook itself is the action's own source.
+# MEANING=true adds what `replaybook[meaning]` needs (twins by meaning), pinned the same way.
+locks=(-r "$source_dir/actions/requirements.lock")
+if [ "${MEANING:-}" = true ]; then locks+=(-r "$source_dir/actions/requirements-meaning.lock"); fi
 "$venv/bin/python" -I -m pip --isolated install --quiet --disable-pip-version-check --require-hashes --only-binary=:all: \
-  -r "$source_dir/actions/requirements.lock"
+  "${locks[@]}"
 "$venv/bin/python" -I -m pip --isolated install --quiet --disable-pip-version-check --no-deps --no-build-isolation "$source_dir"
 echo "Installed $("$venv/bin/replaybook" --version) from ${ACTION_REPO:-this repository}@${ACTION_REF:-the workspace}"

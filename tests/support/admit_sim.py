@@ -106,7 +106,9 @@ class Sim:
 
     def run(self, workflow: str, event: str, payload: dict, *, secrets: dict | None = None, vars: dict | None = None,
             model: Gateway | None = None, **kw) -> WorkflowResult:
-        env = {"REPLAYBOOK_GITHUB_BACKOFF": "0", "REPLAYBOOK_GITHUB_THROTTLE": "0"}
+        # No package index on this runner: `replaybook model install embeddings` fails at once (offline), and the
+        # gate judges twins by word overlap, as its report then says.
+        env = {"REPLAYBOOK_GITHUB_BACKOFF": "0", "REPLAYBOOK_GITHUB_THROTTLE": "0", "PIP_NO_INDEX": "1"}
         if os.environ.get("PYTHONPATH"):  # a worktree on a shared venv: the runner runs the code under test too
             env["PYTHONPATH"] = os.environ["PYTHONPATH"]
         if os.environ.get("REPLAYBOOK_CACHE_DIR"):  # conftest's shared shim cache
