@@ -87,10 +87,11 @@ def test_capture_files_one_incident_issue_per_failed_run_however_often_it_is_del
     assert job.result == "success", first.log()
     assert checkout(job)["ref"] == "main"
     # install.sh installed Replaybook from the workspace (the action's own source), into its venv.
-    assert sim.pip_log.read_text() == (  # the pinned dependencies by hash, then Replaybook itself from the action
-        f"pip install --quiet --disable-pip-version-check --require-hashes --only-binary=:all: "
+    assert sim.pip_log.read_text() == (  # the pinned dependencies by hash, then Replaybook itself from the action,
+        # each by an isolated interpreter (-I) and a pip that reads no configuration (--isolated): the judge's seat
+        f"pip -I --isolated install --quiet --disable-pip-version-check --require-hashes --only-binary=:all: "
         f"-r {sim.ws}/actions/requirements.lock\n"
-        f"pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation {sim.ws}\n")
+        f"pip -I --isolated install --quiet --disable-pip-version-check --no-deps --no-build-isolation {sim.ws}\n")
     (issue,) = gh.issues
     assert "incident" in issue["labels"] and issue["title"] == "CI failure: ci / test"
     assert "<!-- replaybook:run-4242-job-test-" in issue["body"] and MARKER in issue["body"]
