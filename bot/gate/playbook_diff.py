@@ -70,6 +70,8 @@ class Git:
     def __call__(self, *args: str, check: bool = True) -> bytes:
         # The PR's checkout is data: git reads its objects with none of its hooks, fsmonitor, attributes or
         # system/global config taking part (``GIT_HARDENED``), and finds no other repository than root's own.
+        if args and args[0] in ("diff", "log", "show"):  # a diff driver or textconv names a command
+            args = (args[0], "--no-ext-diff", "--no-textconv", *args[1:])
         done = subprocess.run(["git", "--no-pager", *GIT_HARDENED, *args], cwd=self.root, capture_output=True,
                               timeout=120, env=_git_env(self.root))
         if done.returncode != 0 and check:

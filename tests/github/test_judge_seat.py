@@ -86,3 +86,37 @@ def test_admit_runs_nothing_the_pr_holds_and_never_goes_green_for_it(planted, fo
     states = [s["state"] for s in gh.statuses_for(head)] + [r.get("conclusion") for r in check_runs_for(gh, head)]
     assert states and "success" not in states, json.dumps(states)
     assert "forged" not in result.log()
+
+
+def test_the_gates_git_on_the_head_honours_none_of_the_checkouts_code_paths(tmp_path, monkeypatch):
+    """The gate reads the head with git (bot.gate.playbook_diff.Git): a repository config that names commands
+    (fsmonitor, hooks, an external diff) and a GIT_DIR in the environment take no part."""
+    from support.github import git
+
+    from bot.gate.playbook_diff import Git
+
+    repo, marker = tmp_path / "head", tmp_path / "pwned"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    write(repo / "a.txt", "one\n")
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=a", "-c", "user.email=b", "commit", "-qm", "one")
+    hook = tmp_path / "hook.sh"
+    hook.write_text(f"#!/bin/sh\necho \"$0 $*\" >> {marker}\nexit 1\n")
+    hook.chmod(0o755)
+    hooks = repo / ".git" / "planted-hooks"
+    hooks.mkdir()
+    (hooks / "post-checkout").symlink_to(hook)
+    for key, value in (("core.fsmonitor", str(hook)), ("core.hooksPath", str(hooks)), ("diff.external", str(hook))):
+        git(repo, "config", key, value)
+    write(repo / "a.txt", "two\n")  # a worktree change: status and diff consult fsmonitor and the external diff
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    git(elsewhere, "init", "-q")
+    monkeypatch.setenv("GIT_DIR", str(elsewhere / ".git"))  # the runner's environment names another repository
+    reader = Git(repo)
+    assert b"a.txt" in reader("status", "--porcelain")
+    assert b"two" in reader("diff")
+    reader("checkout", "-q", "-b", "other")
+    assert reader("rev-parse", "--show-toplevel").strip() == str(repo.resolve()).encode()
+    assert not marker.exists(), marker.read_text()
