@@ -120,3 +120,44 @@ def test_the_gates_git_on_the_head_honours_none_of_the_checkouts_code_paths(tmp_
     reader("checkout", "-q", "-b", "other")
     assert reader("rev-parse", "--show-toplevel").strip() == str(repo.resolve()).encode()
     assert not marker.exists(), marker.read_text()
+
+
+def test_an_agent_install_reads_no_npmrc_of_the_folder_it_is_started_in(tmp_path, monkeypatch):
+    """npm's project config (a `.npmrc` in the working folder) outranks the user's: an agent install started in a
+    checkout would fetch from the registry the checkout names. It installs in its own folder, so it never asks."""
+    import http.server
+    import shutil
+    import threading
+
+    from bot.errors import BadInput
+    from bot.replay.agents import install
+
+    if shutil.which("npm") is None:
+        pytest.skip("npm is not installed")
+    asked: list[str] = []
+
+    class Registry(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - the stdlib's name
+            asked.append(self.path)
+            self.send_response(404)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Registry)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        checkout = tmp_path / "checkout"
+        checkout.mkdir()
+        (checkout / ".npmrc").write_text(f"registry=http://127.0.0.1:{server.server_address[1]}/\n")
+        user = tmp_path / "user.npmrc"  # the runner's own config: a registry that answers nothing, at once
+        user.write_text("registry=http://127.0.0.1:9/\nfetch-retries=0\n")
+        monkeypatch.setenv("npm_config_userconfig", str(user))
+        monkeypatch.setenv("npm_config_cache", str(tmp_path / "npm-cache"))
+        monkeypatch.chdir(checkout)
+        with pytest.raises(BadInput):
+            install.install("claude-code", tmp_path / "dest")
+    finally:
+        server.shutdown()
+    assert asked == [], asked
