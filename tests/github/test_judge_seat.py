@@ -161,3 +161,32 @@ def test_an_agent_install_reads_no_npmrc_of_the_folder_it_is_started_in(tmp_path
     finally:
         server.shutdown()
     assert asked == [], asked
+
+
+def test_every_step_we_ship_works_outside_the_checkout_and_starts_python_isolated():
+    """Static half of the seat: each run step of each composite action sources actions/seat.sh (itself or through
+    the one script it runs), names no working-directory, and every `python` the scripts start is -I or -P; each run
+    step of the shipped Replaybook workflows works in runner.temp."""
+    import re
+
+    import yaml
+    from helpers import REPO
+
+    actions = REPO / "actions"
+    for path in sorted(actions.glob("*/action.yml")):
+        for step in yaml.safe_load(path.read_text(encoding="utf-8"))["runs"]["steps"]:
+            if "run" not in step:
+                continue
+            assert "working-directory" not in step, (path, step.get("name"))
+            script = step["run"]
+            called = re.search(r'bash "\$GITHUB_ACTION_PATH/([./a-z]+\.sh)"', script)
+            body = (path.parent / called.group(1)).read_text(encoding="utf-8") if called else script
+            assert re.search(r'^source .*seat\.sh"', body, re.MULTILINE), (path, step.get("name"))
+    calls = [(script.name, call) for script in [*actions.glob("*.sh"), *actions.glob("*/*.sh"), *actions.glob("*/action.yml")]
+             for call in re.findall(r'"\$(?:python|venv/bin/python|PYTHON)"((?: [^ \n]+)?)', script.read_text("utf-8"))]
+    assert len(calls) >= 4 and all(call.strip() in ("-I", "-P") for _, call in calls), calls
+    for path in sorted((REPO / ".github" / "workflows").glob("replaybook-*.yml")):
+        for job in yaml.safe_load(path.read_text(encoding="utf-8"))["jobs"].values():
+            for step in job["steps"]:
+                if "run" in step:
+                    assert step.get("working-directory") == "${{ runner.temp }}", (path.name, step.get("name"))
