@@ -8,6 +8,8 @@
 # lift the restriction machine-wide only if the profile cannot be loaded.
 # Idempotent: where the sandbox already works it changes nothing.
 set -euo pipefail
+# shellcheck source=actions/seat.sh
+source "$(dirname "${BASH_SOURCE[0]}")/seat.sh"  # a folder of its own, never a checkout
 
 probe() { bwrap --unshare-all --die-with-parent --ro-bind / / --proc /proc --dev /dev true >/dev/null 2>&1; }
 ready() { command -v bwrap >/dev/null && command -v socat >/dev/null && probe; }

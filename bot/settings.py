@@ -60,6 +60,9 @@ VARIABLES: dict[str, str] = {
                              "of that name",
     "REPLAYBOOK_APP_ID": "the GitHub App's id, as a workflow passes `vars.REPLAYBOOK_APP_ID`: `doctor` reads only "
                          "whether it is set",
+    "REPLAYBOOK_GATE_PAGES": "a folder the GitHub gate writes each judged rule's gate JSON to (`<rule>.json`), for "
+                             "`replaybook view`; set, the report links the run's artifacts, where the admit action "
+                             "uploads the page",
     "REPLAYBOOK_MAX_OPEN_RULE_PRS": "overrides `github.max_open_rule_prs`",
     "REPLAYBOOK_GITHUB_THROTTLE": "seconds between GitHub writes (default 1)",
     "REPLAYBOOK_GITHUB_BACKOFF": "the first retry's wait after a secondary rate limit (default 1 s)",

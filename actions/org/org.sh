@@ -1,8 +1,18 @@
 #!/usr/bin/env bash
 # The org gate's three modes (see action.yml). Every value arrives through the environment; rule
 # file names come from the PR, so each is checked against the rule-file pattern before any use.
+# It runs in a folder of its own (seat.sh): the org repository ($replaybook_root, the PR's head on an org PR)
+# and the members are read by absolute path; `members-dir` and `shares` are the workspace's folders.
 set -euo pipefail
-rb="$RUNNER_TEMP/replaybook-venv/bin/replaybook"
+# shellcheck source=actions/seat.sh
+source "$GITHUB_ACTION_PATH/../seat.sh"
+rb=("$RUNNER_TEMP/replaybook-venv/bin/replaybook" --root "$replaybook_root")
+in_workspace() { case "$1" in /*) printf '%s' "$1" ;; *) printf '%s/%s' "$GITHUB_WORKSPACE" "$1" ;; esac; }
+MEMBERS_DIR="$(in_workspace "${MEMBERS_DIR:-members}")"
+SHARES="$(in_workspace "${SHARES:-org-shares}")"
+# git reads the head's objects only: no hook, fsmonitor, attribute or config of the checkout takes part.
+git_data() { GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null git -C "$replaybook_root" -c core.hooksPath=/dev/null \
+  -c core.fsmonitor=false -c core.attributesFile=/dev/null -c diff.external= --no-pager "$@"; }
 pattern='^playbook/(rules|proposed)/rule-[0-9]{4,}\.yaml$'
 
 rule_files() {  # the JSON list in $RULES, one checked path per line
@@ -15,7 +25,7 @@ rule_files() {  # the JSON list in $RULES, one checked path per line
 case "$MODE" in
   plan)
     [[ "$BASE" =~ ^[0-9a-f]{40}$ ]] || { echo "::error::base must be a commit SHA"; exit 2; }
-    git diff --name-only --diff-filter=AM "$BASE" HEAD -- playbook/rules playbook/proposed \
+    git_data diff --no-ext-diff --no-textconv --name-only --diff-filter=AM "$BASE" HEAD -- playbook/rules playbook/proposed \
       | grep -E "$pattern" | jq -R -s -c 'split("\n") | map(select(length > 0))' > "$RUNNER_TEMP/org-rules.json" || true
     [ -s "$RUNNER_TEMP/org-rules.json" ] || echo '[]' > "$RUNNER_TEMP/org-rules.json"
     echo "rules=$(cat "$RUNNER_TEMP/org-rules.json")" >> "$GITHUB_OUTPUT"
@@ -28,7 +38,7 @@ case "$MODE" in
     for dir in "$MEMBERS_DIR"/*/; do members+=(--member "${dir%/}"); done
     rule_files | while IFS= read -r f; do
       id=$(basename "$f" .yaml)
-      "$rb" org gate "$f" "${members[@]}" --only "$MEMBER" --model "$MODEL" --json > "$SHARES/$id.$MEMBER.json"
+      "${rb[@]}" org gate "$replaybook_root/$f" "${members[@]}" --only "$MEMBER" --model "$MODEL" --json > "$SHARES/$id.$MEMBER.json"
     done
     ;;
   decide)
@@ -41,7 +51,7 @@ case "$MODE" in
       if [ ${#shares[@]} -eq 0 ]; then
         echo "::error title=Replaybook org gate::$id: no member job left a share"; status=1; continue
       fi
-      "$rb" org gate "$f" "${shares[@]}" --report "$RUNNER_TEMP/org-$id.md" || status=$?
+      "${rb[@]}" org gate "$replaybook_root/$f" "${shares[@]}" --report "$RUNNER_TEMP/org-$id.md" || status=$?
       [ -f "$RUNNER_TEMP/org-$id.md" ] && cat "$RUNNER_TEMP/org-$id.md" >> "$GITHUB_STEP_SUMMARY"
     done < "$RUNNER_TEMP/org-rule-files"
     if [ "$status" -ne 0 ]; then
@@ -54,7 +64,7 @@ case "$MODE" in
     members=()
     for dir in "$MEMBERS_DIR"/*/; do if [ -d "$dir" ]; then members+=(--member "${dir%/}"); fi; done
     [ ${#members[@]} -ge 4 ] || { echo "::error::propose needs at least two member checkouts under $MEMBERS_DIR"; exit 2; }
-    "$rb" org propose "${members[@]}" --pr | tee -a "$GITHUB_STEP_SUMMARY"
+    "${rb[@]}" org propose "${members[@]}" --pr | tee -a "$GITHUB_STEP_SUMMARY"
     ;;
   *) echo "::error::mode must be plan, share, decide or propose"; exit 2 ;;
 esac

@@ -125,7 +125,8 @@ def handle(ctx: click.Context, event_name: str | None, event_path: Path | None, 
             actions, port, root=settings.root, settings=settings, llm=_analyst(settings, env), payload=payload,
             gate=handle_mod.PrGate(settings.root, settings, env=env, agent=gate_agent, trials=gate_trials),
             step_summary=Path(summary) if (summary := settings_mod.get("GITHUB_STEP_SUMMARY")) else None,
-            run_url=_run_url(), open_prs=open_prs, max_open_rule_prs=_max_open_rule_prs(settings), config=config,
+            run_url=_run_url(), gate_pages=Path(pages) if (pages := settings_mod.get("REPLAYBOOK_GATE_PAGES")) else None,
+            open_prs=open_prs, max_open_rule_prs=_max_open_rule_prs(settings), config=config,
             distiller=_distiller(settings, env) if wants_distill else None, check_runs=app_token(),
         )
     finally:

@@ -296,6 +296,15 @@ def twins(book: Playbook, candidate: Rule) -> list[str]:
     return problems
 
 
+def twins_method() -> tuple[str, str]:
+    """The method that judges twins and conflicts here, and a warning when it fell back to word overlap."""
+    method = meaning.default().method
+    if method != meaning.WORDS:
+        return method, ""
+    return method, (f"twins and conflicts were judged by word overlap, not by meaning ({meaning.why_words()}): a "
+                    "paraphrase of an admitted rule can pass as new")
+
+
 def cheap_flags(book: Playbook, candidate: Rule, loaded: sc.LoadedScenario) -> dict[str, list[str]]:
     """Named flags the report carries and the decision does not read (a person judges them): ``conflicts`` (an
     admitted rule demands the opposite) and ``leakage`` (the scenario already tells the agent the rule)."""
@@ -354,7 +363,8 @@ def run_gate(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions
     if candidate is None or problems:
         rule_id = candidate.id if candidate else Path(rule_path).stem
         return GateResult(rule_id, candidate.rule if candidate else "", "reject",
-                          "cheap checks failed: " + "; ".join(problems), **_scope(candidate))
+                          "cheap checks failed: " + "; ".join(problems), twins_by=twins_method()[0],
+                          **_scope(candidate))
     runner = Runner(opts)
     if progress is None:
         progress = lambda _: None  # noqa: E731
@@ -390,6 +400,9 @@ def run_gate(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions
     result.speculative = runner.speculative
     result.speculative_cost_usd = round(max(0.0, runner.spent - runner.cost), 6)
     result.warnings = list(runner.warnings)
+    result.twins_by, fallback = twins_method()
+    if fallback:
+        result.warnings.append(fallback)
     result.fresh_replays = runner.started
     if result.decision == "inconclusive":
         _still_to_run(result, book, rule_path, suite_dir, opts)

@@ -28,9 +28,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from bot import config as config_mod
+from bot import settings
 from bot._util import records, yamlfile
 from bot.errors import BadInput
 from bot.playbook.rule import Rule
+from bot.replay.sandbox.host_tools import GIT_HARDENED
 
 _SHA = re.compile(r"^[0-9a-f]{7,40}$")
 _LINK_MODES = {"120000": "a symlink", "160000": "a submodule"}
@@ -53,6 +55,12 @@ class Meaning:
     head_config: Any = None
 
 
+def _git_env(root: Path) -> dict[str, str]:
+    env = {k: v for k, v in settings.environ().items() if not k.startswith("GIT_")}
+    return {**env, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_NO_REPLACE_OBJECTS": "1",
+            "GIT_CEILING_DIRECTORIES": str(Path(root).resolve().parent), "GIT_TERMINAL_PROMPT": "0"}
+
+
 class Git:
     """``git`` in ``root``, argv only; a failure is ``BadInput`` naming the command."""
 
@@ -60,7 +68,12 @@ class Git:
         self.root = Path(root)
 
     def __call__(self, *args: str, check: bool = True) -> bytes:
-        done = subprocess.run(["git", *args], cwd=self.root, capture_output=True, timeout=120)
+        # The PR's checkout is data: git reads its objects with none of its hooks, fsmonitor, attributes or
+        # system/global config taking part (``GIT_HARDENED``), and finds no other repository than root's own.
+        if args and args[0] in ("diff", "log", "show"):  # a diff driver or textconv names a command
+            args = (args[0], "--no-ext-diff", "--no-textconv", *args[1:])
+        done = subprocess.run(["git", "--no-pager", *GIT_HARDENED, *args], cwd=self.root, capture_output=True,
+                              timeout=120, env=_git_env(self.root))
         if done.returncode != 0 and check:
             raise BadInput(f"git {args[0]} failed ({done.returncode}): "
                            f"{done.stderr.decode('utf-8', 'replace').strip()[-300:]}")

@@ -112,7 +112,7 @@ def as_json(result: GateResult) -> dict[str, Any]:
         "cost_usd": result.cost_usd, "model_calls": result.model_calls, "replays": result.replays,
         "cache_hits": result.cache_hits, "speculative_replays": result.speculative,
         "speculative_cost_usd": result.speculative_cost_usd, "traces": result.traces, "admitted": result.admitted,
-        "warnings": result.warnings, "flags": result.flags, "fresh_replays": result.fresh_replays,
+        "warnings": result.warnings, "flags": result.flags, "twins_by": result.twins_by, "fresh_replays": result.fresh_replays,
         "more_replays": result.more_replays, "most_replays": result.most_replays,
         "undecided": [e.scenario for e in result.undecided],
         "efficiency": efficiency_mod.of(result).as_dict(),

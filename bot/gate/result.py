@@ -163,6 +163,7 @@ class GateResult:
     admitted: dict | None = None
     warnings: list[str] = field(default_factory=list)  # e.g. replayed without a sandbox
     flags: dict[str, list[str]] = field(default_factory=dict)  # cheap_flags: "conflicts", "leakage"; not decided on
+    twins_by: str = ""  # the method that judged twins and conflicts (bot.model.meaning), named in the report
     own_test: str = ""  # how the own scenario was judged (the test ``gate.own_test`` picked), for the report
     suite_test: str = ""  # how the suite was judged, for the report
     own_task_type: str | None = None  # the own scenario's task type (scenario.yaml), for the report per task type

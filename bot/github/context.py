@@ -45,6 +45,7 @@ class RunContext:
     gate: GateRunner | None = None
     step_summary: Path | None = None
     run_url: str | None = None
+    gate_pages: Path | None = None  # where each judged rule's gate JSON goes, for the page the workflow uploads
     distiller: Any = None  # bot.distill.answers.AsksJson; None when no model is configured
     max_open_rule_prs: int = MAX_OPEN_RULE_PRS
     open_prs: bool = True

@@ -10,9 +10,15 @@ summary.
 from __future__ import annotations
 
 import dataclasses
+import json
+import re
+from pathlib import Path
 
 from bot._util.credentials import host_redactor
 from bot.errors import ReplaybookError
+from bot.gate import report as gate_report
+from bot.gate.agents import PerAgent
+from bot.gate.agents import as_json as _agents_json
 from bot.gate.pull_request import PrGate
 from bot.gate.verdict import GateVerdict
 from bot.github import checks, ledger
@@ -24,6 +30,7 @@ from bot.incident import capture as capture_mod
 GATE_CONTEXT = "replaybook/admit"
 GATE_MARKER = marker("gate")
 SUMMARY_LIMIT = 1 << 20  # GitHub's cap on one step summary
+RULE_FILE_ID = re.compile(r"^rule-[0-9]{4,}$")  # the only file names the page folder holds
 
 
 def gate_rule_pr(action: GateRulePr, ctx: RunContext) -> list[Outcome]:
@@ -36,6 +43,8 @@ def gate_rule_pr(action: GateRulePr, ctx: RunContext) -> list[Outcome]:
     except ReplaybookError as exc:
         verdict = GateVerdict("error", f"the gate could not decide: {exc.message}",
                               f"## Replaybook gate: could not decide\n\n{fenced(exc.render())}\n")
+    if ctx.gate_pages is not None:
+        verdict = _with_page(verdict, ctx)
     redact = host_redactor()  # whatever a scenario made the harness say, no secret of ours leaves in it
     verdict = dataclasses.replace(verdict, description=redact.text(verdict.description), report=redact.text(verdict.report))
     description = capture_mod.one_liner(verdict.description, 140)
@@ -51,6 +60,28 @@ def gate_rule_pr(action: GateRulePr, ctx: RunContext) -> list[Outcome]:
         url = url or comment
     status: Status = "failed" if verdict.state == "error" else "done"
     return [Outcome(action.kind, status, f"{where}: {verdict.state}: {description}", url, verdict=verdict.state)]
+
+
+PAGE_ARTIFACT = "replaybook-gate-page"  # the admit action uploads `replaybook view`'s page under this name
+
+
+def _with_page(verdict: GateVerdict, ctx: RunContext) -> GateVerdict:
+    """Write each judged rule's gate JSON under ``ctx.gate_pages`` (``replaybook view`` makes the page from it, and
+    the admit action uploads it), and end the report with a link to the run's artifacts."""
+    written = 0
+    for judged in verdict.judged:
+        doc = (_agents_json if isinstance(judged.result, PerAgent) else gate_report.as_json)(judged.result)
+        rule_id = str(doc.get("rule") or Path(judged.rule_file).stem)
+        if not RULE_FILE_ID.match(rule_id):
+            continue
+        ctx.gate_pages.mkdir(parents=True, exist_ok=True)
+        (ctx.gate_pages / f"{rule_id}.json").write_text(json.dumps(doc, indent=1, default=str) + "\n", encoding="utf-8")
+        written += 1
+    if not written or not ctx.run_url:
+        return verdict
+    link = (f"\n📄 **The gate's page**, every trial without and with the rule side by side: the artifact "
+            f"`{PAGE_ARTIFACT}` of [this run]({ctx.run_url}#artifacts) (download it and open `index.html`).\n")
+    return dataclasses.replace(verdict, report=verdict.report.rstrip("\n") + "\n" + link)
 
 
 def _report_check(action: GateRulePr, ctx: RunContext, verdict: GateVerdict, description: str,

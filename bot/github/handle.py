@@ -58,6 +58,7 @@ def execute(
     gate: GateRunner | None = None,
     step_summary: Path | None = None,
     run_url: str | None = None,
+    gate_pages: Path | None = None,
     distiller: Any = None,
     max_open_rule_prs: int = MAX_OPEN_RULE_PRS,
     open_prs: bool = True,
@@ -70,14 +71,14 @@ def execute(
     ``payload`` is the delivery's JSON (a rejected PR's title and body come from
     it), ``gate`` runs the gate for a rule PR (default: :class:`PrGate` on
     ``root``), and ``step_summary`` is ``$GITHUB_STEP_SUMMARY``. ``distiller``
-    is the model distill asks; ``open_prs`` off leaves distill, hits and the
+    is the model distill asks; ``gate_pages`` the folder the gate writes its JSON to, for the page; ``open_prs`` off leaves distill, hits and the
     invariant check undone (see ``replaybook github handle``). ``config`` is
     the effective :class:`bot.config.Config` (the file's, with the flags'
     overrides); by default the settings' own. ``check_runs`` says the token is a GitHub App's
     installation token: the gate is then the ``replaybook/admit`` check run (bot/github/checks.py).
     """
     ctx = RunContext(port=port, root=Path(root), settings=settings, llm=llm, payload=payload, gate=gate,
-                  step_summary=step_summary, run_url=run_url, distiller=distiller,
+                  step_summary=step_summary, run_url=run_url, gate_pages=gate_pages, distiller=distiller,
                   max_open_rule_prs=max_open_rule_prs, open_prs=open_prs, today=today, config=config,
                   check_runs=check_runs)
     outcomes: list[Outcome] = []

@@ -20,8 +20,8 @@ GitHub does), expressions, static and dynamic matrices (include/exclude,
 fail-fast), run steps (shell, working-directory, env, continue-on-error,
 timeout-minutes), GITHUB_OUTPUT/ENV/PATH/STEP_SUMMARY, ``::error::``
 annotations, local composite actions (nested), remote actions through
-callables, with built-ins for checkout, setup-python/node, artifacts and app
-tokens. Jobs and matrix legs run one after another. Anything else raises
+callables, with built-ins for checkout, setup-python/node, artifacts, app
+tokens and a cold cache. Jobs and matrix legs run one after another. Anything else raises
 NotImplementedError naming the feature, never a silent guess.
 
 Our composite actions install Replaybook into a venv from the workspace: give

@@ -81,12 +81,21 @@ def _app_token(w: dict, ctx: ActionContext) -> dict:
     return {"token": "app-token", "installation-id": "1", "app-slug": "replaybook"}
 
 
+def _cache(w: dict, ctx: ActionContext) -> dict:
+    """actions/cache on a fresh runner: nothing is cached yet, so nothing is restored (its post step, which saves,
+    is not simulated). A test that needs a warm cache passes ``uses={"actions/cache": ...}``."""
+    if not w.get("key") or not _paths(w.get("path")):
+        raise ActionFailed("cache: inputs 'key' and 'path' are required")
+    return {"cache-hit": "false"}
+
+
 _BUILTINS: dict[str, Callable] = {
     "actions/checkout": lambda w, ctx: {"ref": ctx.github["ref"], "commit": ctx.github["sha"]},
     "actions/setup-python": lambda w, ctx: {"python-version": str(w.get("python-version", "")),
                                             "python-path": sys.executable},
     "actions/setup-node": lambda w, ctx: {"node-version": str(w.get("node-version", ""))},
     "actions/upload-artifact": _upload_artifact,
+    "actions/cache": _cache,
     "actions/download-artifact": _download_artifact,
     "actions/create-github-app-token": _app_token,
 }

@@ -99,6 +99,26 @@ def run_workflow(workflow: Path, event_name: str, payload: dict, *, workspace: P
     return result
 
 
+# Run by the stub as ``python [flags] -c PROBE MODULE ARGS...`` in the caller's folder and with its flags, so the
+# module named MODULE is found exactly as ``python [flags] -m MODULE`` would find it. When that is not the
+# interpreter's own (a folder on sys.path, the working folder first without -I/-P, holds one of that name), it
+# runs, as -m would run it. Else the real module is imported (whatever it imports is found the same way, so a
+# shadowing ``shutil.py`` runs too) and the probe exits 97: the stub then does its offline stand-in.
+_PROBE = """
+import importlib, importlib.util, os, runpy, sys, sysconfig
+mod = sys.argv[1]
+own = {os.path.realpath(sysconfig.get_paths()[k]) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+spec = importlib.util.find_spec(mod)
+origin = os.path.realpath(spec.origin) if spec is not None and spec.origin else ""
+if not any(origin.startswith(folder + os.sep) for folder in own):
+    sys.argv = [origin or mod, *sys.argv[2:]]
+    runpy.run_module(mod, run_name="__main__", alter_sys=True)
+    sys.exit(0)
+importlib.import_module("pip._internal.cli.main" if mod == "pip" else mod)
+sys.exit(97)
+"""
+
+
 def stub_python(folder: Path, pip_log: Path, scripts: tuple[str, ...] = ("replaybook",)) -> Path:
     """An interpreter to hand out as setup-python's ``python-path`` output, for actions that install us into a venv.
 
@@ -108,18 +128,28 @@ def stub_python(folder: Path, pip_log: Path, scripts: tuple[str, ...] = ("replay
 
         py = stub_python(tmp_path / "py", tmp_path / "pip.log")
         run_workflow(..., uses={"actions/setup-python": lambda w, ctx: {"python-path": str(py)}})
+
+    Both stand-ins first look the module up as the real interpreter would, with the caller's interpreter flags
+    (``-I``, ``-P``, ...) and in the caller's working folder (``_PROBE``): a ``venv``, ``pip`` or ``shutil`` there
+    that would shadow the standard one runs, as it would on a runner. The pip log's lines then say which flags
+    each call had (``pip [-I] install ...``).
     """
     folder.mkdir(parents=True, exist_ok=True)
     stub, q = folder / "python", shlex.quote
     links = "".join(f'  ln -sf {q(shutil.which(s, path=os.path.dirname(sys.executable)) or s)} "$dir/bin/{s}"\n'
                     for s in scripts)
     stub.write_text(f"""#!/usr/bin/env bash
-if [ "${{1:-}} ${{2:-}}" = "-m pip" ]; then shift 2; echo "pip $*" >> {q(str(pip_log))}; exit 0; fi
-if [ "${{1:-}} ${{2:-}}" = "-m venv" ]; then
+flags=()
+while [ $# -gt 0 ]; do case "$1" in -[IPEsSBqu]|-[IPEsSBqu][IPEsSBqu]*) flags+=("$1"); shift ;; *) break ;; esac; done
+if [ "${{1:-}}" = -m ] && {{ [ "${{2:-}}" = pip ] || [ "${{2:-}}" = venv ]; }}; then
+  mod="$2"; shift 2
+  status=0; {q(sys.executable)} "${{flags[@]}}" -c {q(_PROBE)} "$mod" "$@" || status=$?
+  [ "$status" -eq 97 ] || exit "$status"
+  if [ "$mod" = pip ]; then echo "pip ${{flags[*]}}${{flags[*]:+ }}$*" >> {q(str(pip_log))}; exit 0; fi
   dir="${{@: -1}}"; mkdir -p "$dir/bin"; ln -sf {q(str(stub))} "$dir/bin/python"
 {links}  exit 0
 fi
-exec {q(sys.executable)} "$@"
+exec {q(sys.executable)} "${{flags[@]}}" "$@"
 """)
     stub.chmod(0o755)
     for s in scripts:

@@ -14,9 +14,12 @@ from helpers import REPO
 LOCK = REPO / "actions" / "requirements.lock"
 
 
-def _locked() -> dict[str, str]:
+MEANING_LOCK = REPO / "actions" / "requirements-meaning.lock"
+
+
+def _locked(lock=LOCK) -> dict[str, str]:
     return {m.group(1): m.group(2) for m in re.finditer(r"^([a-z0-9-]+)==(\S+) \\\n    --hash=sha256:[0-9a-f]{64}$",
-                                                        LOCK.read_text(), re.MULTILINE)}
+                                                        lock.read_text(), re.MULTILINE)}
 
 
 def _name(requirement: str) -> str:
@@ -35,8 +38,27 @@ def test_every_dependency_and_the_build_backend_are_pinned_with_a_hash():
 
 @pytest.mark.skipif(sys.version_info[:2] != (3, 11) or sys.platform != "linux", reason="the lock is for CPython 3.11")
 def test_install_sh_installs_from_the_lock(tmp_path):
-    env = {**os.environ, "RUNNER_TEMP": str(tmp_path), "PYTHON": sys.executable}
+    env = {**os.environ, "RUNNER_TEMP": str(tmp_path), "GITHUB_WORKSPACE": str(tmp_path), "PYTHON": sys.executable}
     done = subprocess.run(["bash", str(REPO / "actions" / "install.sh")], capture_output=True, text=True, env=env,
                           timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Installed replaybook" in done.stdout
+
+
+def test_the_meaning_extra_is_pinned_with_a_hash_beside_the_lock_and_installed_in_the_same_call():
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())
+    base, meaning = _locked(), _locked(MEANING_LOCK)
+    assert MEANING_LOCK.read_text().count("==") == len(meaning) and not set(base) & set(meaning)
+    for requirement in project["project"]["optional-dependencies"]["meaning"]:
+        assert _name(requirement) in meaning, requirement
+    script = (REPO / "actions" / "install.sh").read_text()
+    assert 'locks+=(-r "$source_dir/actions/requirements-meaning.lock")' in script
+
+
+def test_install_sh_starts_every_interpreter_isolated_and_outside_any_checkout():
+    """The judge's seat: no `python -m` without -I, no pip that reads configuration, and seat.sh first."""
+    script = (REPO / "actions" / "install.sh").read_text()
+    calls = re.findall(r'^"\$(?:python|venv/bin/python)" (.*)$', script, re.MULTILINE)
+    assert calls and all(c.startswith("-I -m ") for c in calls), calls
+    assert all("--isolated" in c for c in calls if " pip " in c)
+    assert script.index('source "$source_dir/actions/seat.sh"') < script.index('"$python" -I -m venv')

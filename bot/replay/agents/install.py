@@ -84,13 +84,17 @@ def install(agent: str, dest: Path | None = None) -> str:
         npm = shutil.which("npm")
         if npm is None:
             raise BadInput(f"npm is not installed; it is needed to install {p.spec}")
-        steps = [[npm, "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(dest), p.spec]]
+        # Its own folder as the project (no checkout's .npmrc or package.json), and no package's install script.
+        steps = [[npm, "install", "--silent", "--no-audit", "--no-fund", "--ignore-scripts", "--prefix", str(dest),
+                  p.spec]]
     else:
         venv = dest / "venv"
-        steps = [[sys.executable, "-m", "venv", str(venv)],
-                 [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", p.spec]]
+        # -I: no `venv`, `pip` or module they import is found in the working folder (docs/security.md).
+        steps = [[sys.executable, "-I", "-m", "venv", str(venv)],
+                 [str(venv / "bin" / "python"), "-I", "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                  p.spec]]
     for argv in steps:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=3600)
+        done = subprocess.run(argv, cwd=dest, capture_output=True, text=True, timeout=3600)
         if done.returncode != 0:
             raise BadInput(f"could not install {p.spec} into {dest}: {(done.stderr or done.stdout).strip()[-400:]}")
     if not binary.exists():
