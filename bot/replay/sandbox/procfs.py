@@ -46,6 +46,31 @@ def filters(status: dict[str, str]) -> int | None:
     return int(value) if value.isdigit() else None
 
 
+_PF_FORKNOEXEC = 0x40  # <linux/sched.h>: forked but did not exec
+_AT_RANDOM = 25
+
+
+def fork_no_exec(proc_dir: int) -> bool:
+    """Whether the process (its ``/proc/PID`` fd) has not exec'd since its fork: ``PF_FORKNOEXEC``, in ``stat``'s
+    flags (field 9), which the kernel sets at fork and clears at the exec that succeeds, and nothing else sets."""
+    raw = read_at(proc_dir, "stat")
+    fields = raw[raw.rfind(b")") + 2:].split()  # the name before ")" may hold spaces
+    return bool(int(fields[6]) & _PF_FORKNOEXEC)
+
+
+def at_random(auxv: bytes, width: int) -> int | None:
+    """Where the 16 random bytes the kernel gave the image lie (``AT_RANDOM``), from its auxiliary vector
+    (``width``: the bytes of one of its words, the process's ABI's pointer size)."""
+    fmt = "=QQ" if width == 8 else "=II"
+    for at in range(0, len(auxv) - 2 * width + 1, 2 * width):
+        kind, value = struct.unpack_from(fmt, auxv, at)
+        if kind == _AT_RANDOM:
+            return value
+        if kind == 0:
+            break
+    return None
+
+
 def read_at(dirfd: int, name: str) -> bytes:
     fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC, dir_fd=dirfd)
     try:

@@ -17,12 +17,17 @@ What a notification gives, read from ``/proc`` while the caller waits for our
 answer (checked still valid with ``SECCOMP_IOCTL_NOTIF_ID_VALID`` before it is
 kept): the program and argv from the caller's memory, the working directory
 (``/proc/PID/cwd``, exact, no ``chdir`` replayed), the parent, the pid inside.
-An ``execve`` is only asked for; whether it ran is learnt after: the process's
-auxiliary vector (``/proc/PID/auxv``) changes at every exec that succeeds and
-at no other time. An exec is *confirmed* when its process is next seen with a
-new vector (its next exec or exit, or a sweep while it runs); an attempt whose
-process is next seen with the old vector failed (``execvp`` trying each PATH
-folder) and is dropped. One never seen again (killed at once) is kept
+An ``execve`` is only asked for; whether it ran is learnt after, from what
+only a successful exec changes (``_ran``): the kernel's ``PF_FORKNOEXEC`` flag
+(set at fork, cleared by the exec that succeeds: exact for a process that has
+not exec'd since its fork), the auxiliary vector (``/proc/PID/auxv``), or the
+address space itself (the old one, held open since the attempt, released or
+holding other ``AT_RANDOM`` bytes than the process's now: 16 bytes the kernel
+draws afresh at every exec, even under ``setarch -R``, where a same-length
+re-exec of the same file leaves the vector byte-identical). An exec is
+*confirmed* when its process is next seen so changed (its next exec or exit,
+or a sweep while it runs); an attempt whose process is next seen unchanged
+failed (``execvp`` trying each PATH folder) and is dropped. One never seen again (killed at once) is kept
 *unconfirmed*: it counts for ``not_ran`` and ``max_runs``, never for ``ran``,
 so a failing exec cannot forge a run and a killed one cannot hide one. What
 the caller's memory said is only a claim (another thread may rewrite it after
@@ -189,6 +194,9 @@ class _Attempt:
     proc_dir: int  # an fd of /proc/<tgid>: bound to that process, never to one that reuses its pid
     kernel_name: str  # the file name as the kernel keeps it (a script's interpreter gets it as an argument)
     path: str  # the name made absolute, links not yet resolved
+    mem: int  # an fd of the caller's /proc/<tid>/mem: bound to the address space the exec was asked from
+    fork_no_exec: bool  # the caller had not exec'd since its fork (``PF_FORKNOEXEC``)
+    random_at: int | None  # where its AT_RANDOM bytes lie (``procfs.at_random``)
 
 
 class Watch:
@@ -224,7 +232,7 @@ class Watch:
         with self._lock:
             self._call_from = time.time()
             for attempt in self._pending.values():
-                os.close(attempt.proc_dir)
+                _close(attempt)
             self._pending.clear()
             self.procs.clear()
             self._ns.clear()
@@ -273,7 +281,7 @@ class Watch:
             os.close(fd)
         with self._lock:
             for attempt in self._pending.values():
-                os.close(attempt.proc_dir)
+                _close(attempt)
             self._pending.clear()
 
     # -- the kernel's questions ----------------------------------------------------------------
@@ -338,7 +346,7 @@ class Watch:
             if attempt is None:
                 return True
             if not _valid(self.listener, nid):  # it died while we read: what we read may be another's
-                os.close(attempt.proc_dir)
+                _close(attempt)
                 return False
             proc = self._proc(tgid, status, now)
             self._resolve(proc, tgid)
@@ -400,16 +408,15 @@ class Watch:
             proc_dir = os.open(f"/proc/{tgid}", os.O_RDONLY | os.O_DIRECTORY)
         except OSError:
             return None
+        mem_fd = -1
         try:
             mem_fd = os.open(f"/proc/{tid}/mem", os.O_RDONLY | os.O_CLOEXEC)
-            try:
-                dirfd, name_at, argv_at, flags = (_signed(args[0]), args[1], args[2], args[4]) if at \
-                    else (_AT_FDCWD, args[0], args[1], 0)
-                mem = procfs.Memory(mem_fd)
-                name = mem.string(name_at)
-                argv = mem.argv(argv_at, abi.pointer)
-            finally:
-                os.close(mem_fd)
+            dirfd, name_at, argv_at, flags = (_signed(args[0]), args[1], args[2], args[4]) if at \
+                else (_AT_FDCWD, args[0], args[1], 0)
+            mem = procfs.Memory(mem_fd)
+            name = mem.string(name_at)
+            argv = mem.argv(argv_at, abi.pointer)
+            fork_no_exec = tid == tgid and procfs.fork_no_exec(proc_dir)  # a thread's own flag is not its process's
             cwd = os.readlink(f"/proc/{tid}/cwd")
             program = path = kernel_name = name  # the caller's name; the path the kernel walks; the name it keeps
             if at and dirfd != _AT_FDCWD and (not name.startswith("/") or (not name and flags & _AT_EMPTY_PATH)):
@@ -421,13 +428,17 @@ class Watch:
             auxv = procfs.read_at(proc_dir, "auxv")
         except (OSError, ValueError):
             os.close(proc_dir)
+            if mem_fd >= 0:
+                os.close(mem_fd)
             return None
         self._bytes += sum(len(a) for a in argv) + len(program)
         if self._bytes > RECORD_CAP:
             self.overflow = True  # the sandbox reads that as the trace's bound broken: memory stays bounded
             os.close(proc_dir)
+            os.close(mem_fd)
             return None
-        return _Attempt(kernel_trace._Exec(now, program, argv, cwd, called=program), auxv, proc_dir, kernel_name, path)
+        return _Attempt(kernel_trace._Exec(now, program, argv, cwd, called=program), auxv, proc_dir, kernel_name,
+                        path, mem_fd, fork_no_exec, procfs.at_random(auxv, abi.pointer))
 
     def _resolve(self, proc: kernel_trace._Proc, tgid: int, *, sweeping: bool = False) -> None:
         """The pending exec of ``tgid``: confirmed if its vector changed, dropped if not (unless sweeping)."""
@@ -435,13 +446,13 @@ class Watch:
         if attempt is None:
             return
         try:
-            now_auxv = procfs.read_at(attempt.proc_dir, "auxv")
+            ran = _ran(attempt)
         except OSError:
             return  # gone: settled as unconfirmed
-        if now_auxv == attempt.auxv:
+        if not ran:
             if not sweeping:
                 del self._pending[tgid]
-                os.close(attempt.proc_dir)
+                _close(attempt)
             return
         del self._pending[tgid]
         ex = attempt.exec
@@ -453,7 +464,7 @@ class Watch:
         except OSError:
             pass  # gone meanwhile: what the caller named, as read
         finally:
-            os.close(attempt.proc_dir)
+            _close(attempt)
         proc.execs.append(ex)
 
     def _sweep(self) -> None:
@@ -467,7 +478,7 @@ class Watch:
         self._sweep()
         for tgid, attempt in list(self._pending.items()):
             proc = self.procs.get(tgid)
-            os.close(attempt.proc_dir)
+            _close(attempt)
             del self._pending[tgid]
             if proc is not None:
                 attempt.exec.confirmed = False
@@ -475,6 +486,44 @@ class Watch:
         for proc in self.procs.values():
             if proc.execs and proc.exit_code is None:
                 proc.exit_code = -9  # ended by a signal the notification does not name
+
+
+def _ran(attempt: _Attempt) -> bool:
+    """Whether the exec ``attempt`` asked for has replaced the process's image (OSError: the process is gone).
+
+    A process that had not exec'd since its fork carries ``PF_FORKNOEXEC`` until an exec succeeds, and nothing
+    else clears it: exact. Else (a re-exec) a new auxiliary vector says so; a same-length re-exec of the same
+    file under ``setarch -R`` keeps the vector byte-identical, not the address space: the exec released the one
+    the attempt was made from (its ``mem``, held open since, reads nothing) or, where another process shares
+    it (``CLONE_VM``), the 16 bytes ``AT_RANDOM`` points to differ between the two (the kernel draws them
+    afresh at every exec). Read as current, old, current, so a thread of a failed exec rewriting its own bytes
+    between two reads proves no run."""
+    if procfs.read_at(attempt.proc_dir, "auxv") != attempt.auxv:
+        return True
+    if attempt.fork_no_exec:
+        return not procfs.fork_no_exec(attempt.proc_dir)
+    at = attempt.random_at
+    if at is None:
+        return False
+    try:
+        old = os.pread(attempt.mem, 16, at)
+    except OSError:
+        old = b""
+    if len(old) < 16:
+        return True  # the address space the exec was asked from is gone: the exec replaced it
+    fd = os.open("mem", os.O_RDONLY | os.O_CLOEXEC, dir_fd=attempt.proc_dir)
+    try:
+        first, again = os.pread(fd, 16, at), None
+        old = os.pread(attempt.mem, 16, at)
+        again = os.pread(fd, 16, at)
+    finally:
+        os.close(fd)
+    return first == again and len(first) == 16 and first != old
+
+
+def _close(attempt: _Attempt) -> None:
+    os.close(attempt.proc_dir)
+    os.close(attempt.mem)
 
 
 @functools.lru_cache(maxsize=4)
