@@ -32,7 +32,7 @@ failed (``execvp`` trying each PATH folder) and is dropped. One never seen again
 so a failing exec cannot forge a run and a killed one cannot hide one. What
 the caller's memory said is only a claim (another thread may rewrite it after
 our read, ``memfd_secret`` memory cannot be read at all): at confirmation the
-program and argv are read from the new image (``procfs.image``: its ``exe``,
+program and argv are read from the new image (``programs.image``: its ``exe``,
 links resolved, and its ``cmdline``; a script's own file), the caller's name
 kept as ``called``; an exec whose name or argv cannot be read is refused
 (``EACCES``), so none runs unseen.
@@ -66,6 +66,7 @@ from bot import settings
 from bot.errors import InfrastructureError
 from bot.replay.sandbox import procfs
 from bot.replay.trace import kernel as kernel_trace
+from bot.replay.trace import programs
 from bot.replay.trace.events import CommandEvent, ShellEvent
 
 # <linux/seccomp.h>
@@ -458,7 +459,11 @@ class Watch:
         ex = attempt.exec
         try:  # what the kernel ran, from the new image: the caller's memory may have changed after our read
             claim = ex.argv
-            ex.program, ex.argv = procfs.image(attempt.proc_dir, attempt.kernel_name, attempt.path, claim)
+            ex.program, ex.argv = programs.image(attempt.proc_dir, attempt.kernel_name, attempt.path, claim)
+            exe = os.readlink("exe", dir_fd=attempt.proc_dir).removesuffix(" (deleted)")
+            copy = programs.host_tool(attempt.proc_dir, "exe" if ex.program == exe else "root" + ex.program)
+            ex.program = copy or ex.program
+            ex.module = programs.workspace_module(attempt.proc_dir, ex.argv, ex.program)
             # A process tracing its own child can rewrite the new image's argv before we read it: kept both.
             ex.claimed = None if procfs.same_argv(ex.argv, claim) else claim
         except OSError:
