@@ -37,6 +37,7 @@ from bot.replay.gateway.server import Gateway, ModelCall, Upstream
 from bot.replay.sandbox import isolation, toolchain
 from bot.replay.sandbox.services import service_env, start_services
 from bot.replay.sandbox.workspace import Sandbox, temp_dir, temp_root
+from bot.replay.trace import exec_notify
 from bot.replay.trace.shims import default_cache_dir
 from bot.replay.trace.events import (
     AgentOutputEvent,
@@ -325,6 +326,8 @@ def trial_warnings(loaded: sc.LoadedScenario, backend, tools: toolchain.Toolchai
         out.append(isolation.NONE_WARNING)
     elif backend.name == "bwrap" and isolation.landlock_abi() < 2:
         out.append(isolation.LANDLOCK_WARNING)
+    if backend.name == "bwrap" and exec_notify.session_engine() is None:
+        out.append(exec_notify.STRACE_ALONE_WARNING)
     if not tools.hermetic:
         out.append(f"scenario `{loaded.scenario.id}` {toolchain.HOST_WARNING}")
     return out

@@ -172,3 +172,18 @@ def test_python_m_of_a_workspace_file_is_not_the_tool(make_scenario, tmp_path, h
     assert result.verdict == "failed", result.reason
     [fake] = [c for c in commands(result) if c.argv[1:3] == ["-m", "pytest"]]
     assert fake.module is not None and fake.module.endswith("pytest.py")
+
+
+def test_under_strace_alone_the_run_says_names_are_taken_as_called(make_scenario, tmp_path, monkeypatch):
+    monkeypatch.setenv("REPLAYBOOK_KERNEL_TRACE", "strace")
+    loaded = make_scenario(pass_if=[{"succeeds": {"run": "true"}}], with_rule=[{"bash": "true"}, {"say": "done"}])
+    result = run_trial(loaded, "", ReplayOptions(runs_dir=tmp_path / "runs"), 0)
+    assert result.verdict == "passed", result.reason
+    assert result.warnings.count(exec_notify.STRACE_ALONE_WARNING) == 1
+    assert "taken as called" in exec_notify.STRACE_ALONE_WARNING
+
+
+def test_with_the_notification_no_such_warning(make_scenario, tmp_path):
+    loaded = make_scenario(pass_if=[{"succeeds": {"run": "true"}}], with_rule=[{"bash": "true"}, {"say": "done"}])
+    result = run_trial(loaded, "", ReplayOptions(runs_dir=tmp_path / "runs"), 0)
+    assert exec_notify.STRACE_ALONE_WARNING not in result.warnings

@@ -110,6 +110,14 @@ def machine() -> Machine | None:
     return MACHINES.get(platform.machine())
 
 
+STRACE_ALONE_WARNING = (
+    "WARNING: the trial's sandbox is traced by strace alone (REPLAYBOOK_KERNEL_TRACE=strace, or no seccomp user "
+    "notification on this kernel): a program is recorded by the name its caller passed, not by the file the "
+    "kernel ran, so a link (`ln -s /usr/bin/git g`), a copy, a `#!` line's interpreter and a re-exec are taken "
+    "as called; check outcomes with `succeeds` (docs/security.md)."
+)
+
+
 def session_engine() -> Machine | None:
     """How the trial's one sandbox is traced: by seccomp notification where the kernel allows it (the
     default), by strace otherwise or when ``REPLAYBOOK_KERNEL_TRACE=strace`` says so."""
