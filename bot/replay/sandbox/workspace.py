@@ -158,6 +158,7 @@ class Sandbox(HarnessGit):
             (self.home / name).write_text(profile)
         self._git_env = self._make_git_env()
         self._ro = self._read_only_paths()
+        self._masks = isolation.project_masks((str(self.fixture),))
         if not self.traced:
             self._log = CommandLog(self._base / "commands.fifo", self.shim_log,
                                    cap=min(COMMAND_LOG_CAP, self.limits.max_disk_bytes), on_full=self._log_full)
@@ -301,6 +302,7 @@ class Sandbox(HarnessGit):
             command_log=str(self._log.fifo) if record and self._log else None,  # docker only
             endpoints=tuple((port, str(self._bridge(port).path)) for port in (*self.service_ports, *endpoints)),
             limits=self.limits, confine=sys.executable,  # its processes cannot take over bwrap's init or a bridge
+            mask=self._masks,
         )
         trace_dir, images = None, None
         if record and self.traced:  # on the host, beside root: no bind reaches it
@@ -351,7 +353,8 @@ class Sandbox(HarnessGit):
     def _session_plan(self) -> isolation.Plan:
         return isolation.Plan(
             rw=self._writable, ro=self._ro,
-            endpoints=tuple((port, str(self._bridge(port).path)) for port in self.service_ports), limits=self.limits)
+            endpoints=tuple((port, str(self._bridge(port).path)) for port in self.service_ports), limits=self.limits,
+            mask=self._masks)
 
     def _end_session(self) -> None:
         if self._session is not None:
