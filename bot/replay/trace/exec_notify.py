@@ -52,11 +52,8 @@ import errno
 import fcntl
 import functools
 import os
-import platform
 import select
 import struct
-import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -66,48 +63,19 @@ from bot import settings
 from bot.errors import InfrastructureError
 from bot.replay.sandbox import procfs
 from bot.replay.trace import kernel as kernel_trace
+from bot.replay.trace.exec_filter import Abi, Machine, available, executor_args, filter_program, machine  # noqa: F401
 from bot.replay.trace import programs
 from bot.replay.trace.events import CommandEvent, ShellEvent
 
 # <linux/seccomp.h>
-_RET_ALLOW, _RET_USER_NOTIF, _RET_ERRNO = 0x7FFF0000, 0x7FC00000, 0x00050000
 _NOTIF_RECV, _NOTIF_SEND, _NOTIF_ID_VALID = 0xC0502100, 0xC0182101, 0x40082102
 _FLAG_CONTINUE = 1
 _NOTIF = struct.Struct("=QII iI Q 6Q")  # id, pid, flags, data.{nr, arch, instruction_pointer, args[6]}
 _RESP = struct.Struct("=QqiI")  # id, val, error, flags
 _AT_FDCWD, _AT_EMPTY_PATH = -100, 0x1000
-_X32_BIT = 0x40000000
 
 RECORD_CAP = 32 << 20  # bytes of argv kept for one sandbox; past it nothing more is kept and the trial is unscored
 _SWEEP_S = 0.002
-
-
-@dataclass(frozen=True)
-class Abi:
-    audit_arch: int
-    execve: int
-    execveat: int
-    exit: int
-    exit_group: int
-    pointer: int  # bytes
-
-
-@dataclass(frozen=True)
-class Machine:
-    seccomp: int  # the seccomp(2) syscall number
-    native: Abi
-    compat: Abi | None  # a 32-bit ABI the kernel also runs (i386 on x86_64)
-
-
-_I386 = Abi(0x40000003, execve=11, execveat=358, exit=1, exit_group=252, pointer=4)
-MACHINES = {
-    "x86_64": Machine(317, Abi(0xC000003E, execve=59, execveat=322, exit=60, exit_group=231, pointer=8), _I386),
-    "aarch64": Machine(277, Abi(0xC00000B7, execve=221, execveat=281, exit=93, exit_group=94, pointer=8), None),
-}
-
-
-def machine() -> Machine | None:
-    return MACHINES.get(platform.machine())
 
 
 STRACE_ALONE_WARNING = (
@@ -124,75 +92,6 @@ def session_engine() -> Machine | None:
     if (settings.get("REPLAYBOOK_KERNEL_TRACE") or "auto") == "strace" or not available():
         return None
     return machine()
-
-
-# -- the filter --------------------------------------------------------------------------------
-def _insn(code: int, jt: int, jf: int, k: int) -> bytes:
-    return struct.pack("=HBBI", code, jt, jf, k)
-
-
-_LD_W_ABS, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
-
-
-@functools.cache  # a function of the machine's numbers alone: built once, not at every sandbox's start
-def filter_program(m: Machine) -> bytes:
-    """The BPF program: notify on exec and exit in every ABI the kernel runs; any other ABI gets ``ENOSYS``.
-
-    (An ABI the filter did not name could otherwise ``execve`` unseen; x32's calls are refused outright.)"""
-    prog: list[bytes] = []
-
-    def abi_block(abi: Abi, *, x32_guard: bool) -> list[bytes]:
-        block = [_insn(_LD_W_ABS, 0, 0, 0)]  # seccomp_data.nr
-        if x32_guard:
-            block.append(_insn(_JGE_K, 0, 1, _X32_BIT))
-            block.append(_insn(_RET_K, 0, 0, _RET_ERRNO | errno.ENOSYS))
-        calls = (abi.execve, abi.execveat, abi.exit, abi.exit_group)
-        for i, nr in enumerate(calls):
-            block.append(_insn(_JEQ_K, len(calls) - i, 0, nr))  # to the notify below the allow
-        block.append(_insn(_RET_K, 0, 0, _RET_ALLOW))
-        block.append(_insn(_RET_K, 0, 0, _RET_USER_NOTIF))
-        return block
-
-    native = abi_block(m.native, x32_guard=m.native.audit_arch == 0xC000003E)
-    compat = abi_block(m.compat, x32_guard=False) if m.compat else []
-    prog.append(_insn(_LD_W_ABS, 0, 0, 4))  # seccomp_data.arch
-    prog.append(_insn(_JEQ_K, 0, len(native), m.native.audit_arch))
-    prog += native
-    if compat:
-        prog.append(_insn(_JEQ_K, 0, len(compat), m.compat.audit_arch))
-        prog += compat
-    prog.append(_insn(_RET_K, 0, 0, _RET_ERRNO | errno.ENOSYS))
-    return b"".join(prog)
-
-
-def executor_args(m: Machine) -> list[str]:
-    """What the executor is given to install the filter: ``--notify SECCOMP_NR HEX``."""
-    return ["--notify", str(m.seccomp), filter_program(m).hex()]
-
-
-_PROBE = r"""
-import ctypes, os, socket, struct, sys
-libc = ctypes.CDLL(None, use_errno=True)
-class P(ctypes.Structure): _fields_ = [("n", ctypes.c_ushort), ("f", ctypes.c_void_p)]
-code = bytes.fromhex(sys.argv[2]); buf = ctypes.create_string_buffer(code, len(code))
-if libc.prctl(38, 1, 0, 0, 0): sys.exit(1)
-fd = libc.syscall(int(sys.argv[1]), 1, 8, ctypes.byref(P(len(code) // 8, ctypes.addressof(buf))))
-sys.exit(0 if fd >= 0 else 1)
-"""
-
-
-@functools.cache
-def available() -> bool:
-    """Whether this kernel lets a process install a filter with a listener (seccomp user notification)."""
-    m = machine()
-    if m is None:
-        return False
-    try:
-        allow_all = _insn(_RET_K, 0, 0, _RET_ALLOW).hex()  # a listener that is never asked: the probe can exit
-        return subprocess.run([sys.executable, "-I", "-S", "-c", _PROBE, str(m.seccomp), allow_all],
-                              stdin=subprocess.DEVNULL, capture_output=True, timeout=20).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
 
 
 # -- the record ---------------------------------------------------------------------------------
