@@ -140,13 +140,14 @@ def _gateway(loaded: sc.LoadedScenario, opts: ReplayOptions, trial: int, on_call
                            "write one, or replay with a real --model")
         seed = trial_seed(opts.seed, loaded.scenario.id, trial, playbook_text)
         policy = load_policy(policy_file, noise=opts.noise, seed=seed, follow=opts.follow)
-        return Gateway(policy, latency_s=opts.latency_s, on_call=on_call, max_cost_usd=budget, watch=opts.rule)
+        return Gateway(policy, latency_s=opts.latency_s, on_call=on_call, max_cost_usd=budget, watch=opts.rule,
+                       task=loaded.scenario.task)
     if not opts.api_key:
         raise BadInput(f"--model {opts.model} is a hosted model: set ANTHROPIC_API_KEY "
                        "(OPENAI_API_KEY for --agent codex), "
                        "or use --model local for the local model, or --model scripted for the simulated one")
     return Gateway(upstream=Upstream(api_key=opts.api_key, base_url=opts.upstream_url),
-                   on_call=on_call, max_cost_usd=budget, watch=opts.rule)
+                   on_call=on_call, max_cost_usd=budget, watch=opts.rule, task=loaded.scenario.task)
 
 
 def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions, trial: int,
