@@ -187,3 +187,18 @@ def test_with_the_notification_no_such_warning(make_scenario, tmp_path):
     loaded = make_scenario(pass_if=[{"succeeds": {"run": "true"}}], with_rule=[{"bash": "true"}, {"say": "done"}])
     result = run_trial(loaded, "", ReplayOptions(runs_dir=tmp_path / "runs"), 0)
     assert exec_notify.STRACE_ALONE_WARNING not in result.warnings
+
+
+def test_a_re_exec_that_fails_is_no_run_and_no_record(make_scenario, tmp_path):
+    """The other way round: a process that exec'd already (no ``PF_FORKNOEXEC`` to go by) whose re-exec fails keeps
+    its address space, whose ``AT_RANDOM`` bytes are its own: the attempt is dropped, never a confirmed run."""
+    script = ("printf 'not a program\\n' > pytest && chmod +x pytest && setarch -R python3 -c 'import os\n"
+              "for p in (\"/nonexistent/pytest\", \"./pytest\"):\n"
+              "    try: os.execv(p, [\"pytest\"])\n"
+              "    except OSError: pass\n"
+              "open(\"survived\", \"w\").close()'")
+    result = trial(make_scenario, tmp_path, [{"ran": {"command": "pytest", "by": "any"}},
+                                             {"succeeds": {"run": "test -e survived"}}], script, "tool call")
+    happened(result)
+    assert [c.check for c in result.failed_checks] == ["ran pytest by any"], result.reason
+    assert not [c for c in commands(result) if c.argv == ["pytest"]]
