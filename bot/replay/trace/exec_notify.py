@@ -127,6 +127,8 @@ class Watch:
         self._wake_r, self._wake_w = os.pipe()
         self._thread = threading.Thread(target=self._serve, name="exec-notify", daemon=True)
         self._thread.start()
+        # The host tools' index (``programs.host_tool``), built once a process, off the path of the first exec.
+        threading.Thread(target=programs.host_tools_index, name="host-tools", daemon=True).start()
 
     # -- what the session asks ---------------------------------------------------------------
     def size(self) -> int:

@@ -124,7 +124,7 @@ def loader_program(argv: list[str]) -> int | None:
 
 # -- a copy of a host tool ---------------------------------------------------------------------
 @functools.cache
-def _host_tools_by_size() -> dict[int, list[tuple[str, int, int]]]:
+def host_tools_index() -> dict[int, list[tuple[str, int, int]]]:
     """Every regular executable in the folders of the harness's startup PATH, by size: (path, dev, inode)."""
     out: dict[int, list[tuple[str, int, int]]] = {}
     seen: set[tuple[int, int]] = set()
@@ -140,7 +140,7 @@ def _host_tools_by_size() -> dict[int, list[tuple[str, int, int]]]:
                 continue
             if stat.S_ISREG(st.st_mode) and st.st_mode & 0o111 and (st.st_dev, st.st_ino) not in seen:
                 seen.add((st.st_dev, st.st_ino))
-                out.setdefault(st.st_size, []).append((os.path.realpath(entry.path), st.st_dev, st.st_ino))
+                out.setdefault(st.st_size, []).append((entry.path, st.st_dev, st.st_ino))
     return out
 
 
@@ -161,7 +161,7 @@ def host_tool(proc_dir: int, program: str) -> str | None:
         st = os.stat(program, dir_fd=proc_dir)
     except OSError:
         return None
-    candidates = _host_tools_by_size().get(st.st_size, [])
+    candidates = host_tools_index().get(st.st_size, [])
     if not candidates or any((dev, ino) == (st.st_dev, st.st_ino) for _, dev, ino in candidates):
         return None
     try:
@@ -172,7 +172,7 @@ def host_tool(proc_dir: int, program: str) -> str | None:
         digest = hashlib.file_digest(fh, "sha256").hexdigest()
     for path, dev, ino in candidates:
         if _digest_of_host_file(path, dev, ino, st.st_size) == digest:
-            return path
+            return os.path.realpath(path)  # the file itself, as a link to it (an alternative) would be recorded
     return None
 
 
