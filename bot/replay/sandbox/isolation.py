@@ -314,9 +314,11 @@ class Docker:
                 "--security-opt", "no-new-privileges", "--read-only", "--pids-limit", str(lim.max_procs),
                 "--ulimit", f"fsize={lim.max_file_bytes}", "--tmpfs", "/tmp:rw,size=64m", "--tmpfs", RUN_DIR,
                 "--user", f"{os.getuid()}:{os.getgid()}", "--workdir", cwd]
-        for host in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt"):
-            if os.path.isdir(host) and not os.path.islink(host):
-                args += ["--volume", f"{host}:{host}:ro"]
+        hosts = [h for h in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt")
+                 if os.path.isdir(h) and not os.path.islink(h)]
+        args += [a for host in hosts for a in ("--volume", f"{host}:{host}:ro")]
+        args += [a for path in plan.mask if any(path.startswith(h + "/") for h in hosts)  # a project in /opt
+                 for a in ("--tmpfs", f"{path}:ro")]
         args += [a for path in plan.ro for a in ("--volume", f"{path}:{path}:ro")]
         args += [a for path in plan.rw for a in ("--volume", f"{path}:{path}:rw")]
         for path in plan.hide:
