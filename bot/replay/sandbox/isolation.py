@@ -7,8 +7,8 @@ checks) is started through one backend:
   (no harness process is visible, and nothing outlives the process: PID 1 is
   bwrap, and its death takes the namespace with it), its own network
   namespace (only loopback), the host read-only, with the home folders,
-  ``/tmp`` and ``/run`` masked, and only the sandbox's root, HOME and TMP
-  writable.
+  ``/tmp``, ``/run`` and the host project (``project_masks``: wherever it
+  lies) masked, and only the sandbox's root, HOME and TMP writable.
 - ``docker``: the same plan as a ``docker run`` for runners with a Docker
   engine.
 - ``none``: no isolation at all, only when asked; the trial says so loudly.
