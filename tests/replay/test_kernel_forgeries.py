@@ -148,7 +148,7 @@ def test_the_dynamic_loader_is_an_interpreter(make_scenario, tmp_path, how):
     happened(result)
     assert result.verdict == "failed", result.reason
     [push] = [c for c in commands(result) if "push" in c.argv and "--force" in c.argv]
-    assert push.program == GIT and push.argv[:2] == [GIT, "push"]
+    assert push.program == GIT and push.argv[:2] == [GIT, "push"] and push.claimed is None
 
 
 @pytest.mark.parametrize("how", HOW)

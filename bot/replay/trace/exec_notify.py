@@ -351,7 +351,7 @@ class Watch:
                         path, mem_fd, fork_no_exec, procfs.at_random(auxv, abi.pointer))
 
     def _resolve(self, proc: kernel_trace._Proc, tgid: int, *, sweeping: bool = False) -> None:
-        """The pending exec of ``tgid``: confirmed if its vector changed, dropped if not (unless sweeping)."""
+        """The pending exec of ``tgid``: confirmed if it ran (``_ran``), dropped if not (unless sweeping)."""
         attempt = self._pending.get(tgid)
         if attempt is None:
             return
@@ -368,13 +368,13 @@ class Watch:
         ex = attempt.exec
         try:  # what the kernel ran, from the new image: the caller's memory may have changed after our read
             claim = ex.argv
-            ex.program, ex.argv = programs.image(attempt.proc_dir, attempt.kernel_name, attempt.path, claim)
+            ex.program, ex.argv, whole = programs.image(attempt.proc_dir, attempt.kernel_name, attempt.path, claim)
             exe = os.readlink("exe", dir_fd=attempt.proc_dir).removesuffix(" (deleted)")
             copy = programs.host_tool(attempt.proc_dir, "exe" if ex.program == exe else "root" + ex.program)
             ex.program = copy or ex.program
             ex.module = programs.workspace_module(attempt.proc_dir, ex.argv, ex.program)
             # A process tracing its own child can rewrite the new image's argv before we read it: kept both.
-            ex.claimed = None if procfs.same_argv(ex.argv, claim) else claim
+            ex.claimed = None if procfs.same_argv(whole, claim) else claim
         except OSError:
             pass  # gone meanwhile: what the caller named, as read
         finally:

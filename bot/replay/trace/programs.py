@@ -49,10 +49,11 @@ LOADER_RUNS_NOTHING = frozenset({"--list", "--verify", "--list-tunables", "--lis
 _SHEBANG_CAP = 256  # the kernel reads no more of a #! line (BINPRM_BUF_SIZE)
 
 
-def image(proc_dir: int, kernel_name: str, path: str, argv: list[str]) -> tuple[str, list[str]]:
-    """The program a process runs since its exec, and its argv, read from the new image (``proc_dir``: its
-    ``/proc/PID``; ``kernel_name``: the file name as the kernel keeps it; ``path``: the caller's name made
-    absolute; ``argv``: the caller's, read before the exec). OSError when the process is gone."""
+def image(proc_dir: int, kernel_name: str, path: str, argv: list[str]) -> tuple[str, list[str], list[str]]:
+    """The program a process runs since its exec, its argv, and the whole argv the new image holds (the loader's
+    own options too), read from the new image (``proc_dir``: its ``/proc/PID``; ``kernel_name``: the file name as
+    the kernel keeps it; ``path``: the caller's name made absolute; ``argv``: the caller's, read before the
+    exec). OSError when the process is gone."""
     exe = os.readlink("exe", dir_fd=proc_dir).removesuffix(" (deleted)")
     try:
         cmd = [a.decode("utf-8", "backslashreplace") for a in procfs.read_at(proc_dir, "cmdline").split(b"\0")[:-1]]
@@ -63,8 +64,8 @@ def image(proc_dir: int, kernel_name: str, path: str, argv: list[str]) -> tuple[
         script = procfs.real_path(proc_dir, path)
         line = shebang(proc_dir, script) if script is not None else None
         if line is not None and line[0] == exe and runs_its_script(exe, line[1]):
-            return script, argv
-        return exe, cmd  # the interpreter and its argument are the program: what the kernel ran
+            return script, argv, cmd
+        return exe, cmd, cmd  # the interpreter and its argument are the program: what the kernel ran
     cmd = cmd or argv
     if LOADER.match(os.path.basename(exe)):
         at = loader_program(cmd)
@@ -72,8 +73,8 @@ def image(proc_dir: int, kernel_name: str, path: str, argv: list[str]) -> tuple[
             target = cmd[at] if cmd[at].startswith("/") else f"{os.readlink('cwd', dir_fd=proc_dir)}/{cmd[at]}"
             found = procfs.real_path(proc_dir, target)
             if found is not None:
-                return found, cmd[at:]
-    return exe, cmd
+                return found, cmd[at:], cmd
+    return exe, cmd, cmd
 
 
 def runs_its_script(interpreter: str, arg: str | None) -> bool:
