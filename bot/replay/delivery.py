@@ -21,6 +21,7 @@ repository (``instruction_files``), so a replay meets the host's own limits.
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 import unicodedata
@@ -83,14 +84,15 @@ def _texts(content: Any, *, skip_tool_output: bool = True) -> list[str]:
 _INSTRUCTING = ("system", "developer")
 
 
-def context_text(request: dict[str, Any], task: str = "") -> str:
-    """What the agent sent the model as its instructions, in a Messages, Responses or Chat Completions request:
-    the system prompt (``system``, ``instructions``), system and developer messages, and the user text it sent
-    before the model first spoke (Claude Code's system reminders with CLAUDE.md, Codex's ``# AGENTS.md
-    instructions`` message), less the task's own text (``task``: the scenario's, which its author writes).
-    Never the model's own words (an assistant turn, a function call) nor anything after them in a user turn (a
-    tool's output, mini-swe-agent's observations), nor a tool's result or a ``tool`` message."""
-    parts = _texts(request.get("system")) + _texts(request.get("instructions"))
+def context_text(request: dict[str, Any]) -> tuple[str, list[str]]:
+    """What the agent sent the model as its instructions, in a Messages, Responses or Chat Completions request,
+    ``normalise``d: the system prompt (``system``, ``instructions``) with its system and developer messages, and
+    apart, each user text it sent before the model first spoke (Claude Code's system reminders with CLAUDE.md,
+    Codex's ``# AGENTS.md instructions`` message, the task). Never the model's own words (an assistant turn, a
+    function call) nor anything after them in a user turn (a tool's output, mini-swe-agent's observations), nor a
+    tool's result or a ``tool`` message."""
+    system = _texts(request.get("system")) + _texts(request.get("instructions"))
+    users: list[str] = []
     items = request.get("messages") if isinstance(request.get("messages"), list) else \
         request.get("input") if isinstance(request.get("input"), list) else []
     spoke = False
@@ -99,21 +101,46 @@ def context_text(request: dict[str, Any], task: str = "") -> str:
             continue
         role, kind = item.get("role"), item.get("type", "message")
         if kind != "message" or role == "assistant":
-            spoke = spoke or kind != "message" or role == "assistant"
-            continue
-        if role in _INSTRUCTING or (role == "user" and not spoke):
-            parts += _texts(item.get("content"))
+            spoke = True
+        elif role in _INSTRUCTING:
+            system += _texts(item.get("content"))
+        elif role == "user" and not spoke:
+            users += _texts(item.get("content"))
     if isinstance(request.get("input"), str):
-        parts.append(request["input"])
-    text = normalise("\n".join(parts))
-    told = normalise(task)
-    return text.replace(told, " ") if told else text
+        users.append(request["input"])
+    return normalise("\n".join(system)), [normalise(u) for u in users]
 
 
 def seen(request: dict[str, Any], needle: str, task: str = "") -> bool:
     """Whether ``needle`` (already ``normalise``d) is in what the agent sent as its instructions
-    (``context_text``; ``task``: the scenario's task, whose text never counts)."""
-    return bool(needle) and needle in context_text(request, task)
+    (``context_text``): anywhere in its system prompt, or in a user text outside every copy of ``task`` (the
+    scenario's own text, which its author writes: quoting the rule there delivers nothing)."""
+    if not needle:
+        return False
+    system, users = context_text(request)
+    if needle in system:
+        return True
+    told = normalise(task)
+    return any(_outside(needle, text, told) for text in users)
+
+
+def _outside(needle: str, text: str, told: str) -> bool:
+    """Whether ``needle`` occurs in ``text`` other than inside a copy of ``told``. The copies all have one length,
+    so of those starting at or before an occurrence the last one reaches furthest: one bisection each."""
+    starts = _find_all(text, told) if told else []
+    for at in _find_all(text, needle):
+        i = bisect.bisect_right(starts, at) - 1
+        if i < 0 or starts[i] + len(told) < at + len(needle):
+            return True
+    return False
+
+
+def _find_all(text: str, part: str) -> list[int]:
+    out, at = [], text.find(part)
+    while at >= 0:
+        out.append(at)
+        at = text.find(part, at + 1)
+    return out
 
 
 @dataclass
