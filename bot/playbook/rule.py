@@ -93,6 +93,8 @@ class Rule(records.Record):
     @field_validator("rule")
     @classmethod
     def _two_sentences(cls, value: str) -> str:
+        if (long := rule_text.too_long(value)) is not None:  # size first: nothing else reads a huge value
+            raise ValueError(long)
         written, value = value, rule_chars.normalise(value)  # NFKC, one line: the form stored and rendered
         count = len(sentences(value))
         if count > MAX_SENTENCES:

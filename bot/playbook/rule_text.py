@@ -150,13 +150,33 @@ REFUSALS: tuple[Refusal, ...] = (
 )
 
 
+# The most of a rule's text the checks read. A rule is at most 400 characters (``bot.playbook.rule``); some of the
+# patterns above cost more than linear time on long text (a run of base64 words: each match scans what precedes
+# it for a negation), so the size is checked first, before and after NFKC (which can lengthen a character 18-fold),
+# and a text past it is refused by its size alone, whatever it holds: a 1 MiB value costs one ``len``.
+TEXT_CAP = 2000
+
+
+def too_long(text: str) -> str | None:
+    """The refusal of a text past ``TEXT_CAP`` characters, or None."""
+    if len(text) <= TEXT_CAP:
+        return None
+    return (f"is {len(text)} characters, past the {TEXT_CAP} its checks read; a rule is at most 400: "
+            "say when it applies and what to do, in two sentences")
+
+
 def problems(text: str) -> list[str]:
     """Why ``text`` may not be a rule, one line per kind found (empty: none), quoting what was found.
 
-    The text is checked in its normal form (:func:`bot.playbook.rule_chars.normalise`, the form a rule is
-    stored in): first every character (:mod:`bot.playbook.rule_chars`), then what it says."""
+    Its size first (``TEXT_CAP``: past it nothing else is read), then the text in its normal form
+    (:func:`bot.playbook.rule_chars.normalise`, the form a rule is stored in): first every character
+    (:mod:`bot.playbook.rule_chars`), then what it says."""
+    if (long := too_long(text)) is not None:
+        return [long]
     out = rule_chars.problems(text)
     text = rule_chars.normalise(text)
+    if (long := too_long(text)) is not None:
+        return [*out, long]
     for refusal in REFUSALS:
         found = refusal.find(text)
         line = found is not None and f"holds {refusal.what} ({found.strip()[:60]!r}): {refusal.fix}"
@@ -165,4 +185,4 @@ def problems(text: str) -> list[str]:
     return out
 
 
-__all__ = ["REFUSALS", "Refusal", "problems"]
+__all__ = ["REFUSALS", "Refusal", "TEXT_CAP", "problems", "too_long"]

@@ -19,6 +19,7 @@ from typing import Any, Iterable
 
 from pydantic import BaseModel, Field
 
+from bot.replay.trace import programs
 from bot.replay.trace.attribution import attribute, attribute_new  # noqa: F401 - part of this module's API
 from bot.replay.trace.events import (
     AgentOutputEvent,
@@ -181,6 +182,10 @@ def spelled(event: CommandEvent) -> list[str]:
     a Python interpreter called by another Python's name keeps the name it was called by (``python`` is a
     link to ``python3.11`` in every venv), so ``command: python`` still means what it says."""
     argv = list(event.argv) or [""]
+    if event.program and programs.LOADER.match(os.path.basename(event.program)):
+        at = programs.loader_program(argv)  # strace alone: the loader's program, as its argv names it
+        if at is not None:
+            return [os.path.basename(argv[at]), *argv[at + 1:]]
     if event.program:
         name, called = os.path.basename(event.program), os.path.basename(event.called or "")
         argv[0] = called if called and _PYTHON.match(name) and _PYTHON.match(called) else name
@@ -196,6 +201,8 @@ def matches(event: CommandEvent, want: sc.CommandMatch) -> bool:
 
 def _matches(argv: list[str], event: CommandEvent, want: sc.CommandMatch) -> bool:
     name, args = normalise(argv)
+    if event.module is not None:
+        name = event.module  # `python -m X` of a workspace file X is that file, never the tool X
     if want.command is not None and name != want.command:
         return False
     if want.match is not None and not _regex(want.match).search(command_line(argv)):

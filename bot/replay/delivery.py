@@ -3,11 +3,14 @@
 A rule that never reaches the agent cannot be followed, so a with-rule trial
 whose rule was not delivered is never "the agent ignored it". The ground
 truth is the gateway: it sees every request an agent sends to the model, and
-``seen`` looks for the rule's text (whitespace collapsed) in what the agent
-put there as instructions — the system prompt, developer and user text,
-Codex's ``# AGENTS.md instructions`` message, Claude Code's system reminders —
-never in a tool's output (an agent that reads a file with the rule in it was
-not given the rule). ``explain`` says, per agent, how the rule was handed
+``seen`` looks for the rule's text (``normalise``: whitespace, typographic
+quotes and markdown aside) in what the agent put there as instructions — the
+system prompt, developer messages, and the user text it sent before the model
+first spoke (Codex's ``# AGENTS.md instructions`` message, Claude Code's
+system reminders), less the scenario's task text — never in a tool's output
+(an agent that reads a file with the rule in it was not given the rule), nor
+in the model's own words, nor in the task (a scenario cannot deliver a rule
+by quoting it). ``explain`` says, per agent, how the rule was handed
 over and why it may not have arrived (Codex's AGENTS.md chain against
 ``project_doc_max_bytes``, root first; a Claude Code rule file with
 ``paths:``; an agent that reads no instruction file).
@@ -18,8 +21,10 @@ repository (``instruction_files``), so a replay meets the host's own limits.
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -45,9 +50,18 @@ PROMPT_CHANNEL = {
 }
 
 
+_TYPOGRAPHY = str.maketrans({"\u201c": '"', "\u201d": '"', "\u201e": '"', "\u201f": '"', "\u00ab": '"',
+                             "\u00bb": '"', "\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'",
+                             "\u2010": "-", "\u2011": "-", "\u2012": "-", "\u2013": "-", "\u2014": "-"})
+_MARKUP = re.compile(r"[*_`~#>|\\]")  # emphasis, code, headings, quotes, tables, escapes: how a host renders it
+
+
 def normalise(text: str) -> str:
-    """``text`` with every run of whitespace one space: a rule wrapped or re-indented is still the rule."""
-    return " ".join(text.split())
+    """``text`` as it reads whatever a host's renderer or template did to it: NFKC, typographic quotes and
+    dashes as ASCII, markdown's marks gone, every run of whitespace one space (a rule wrapped, re-indented,
+    in bold, in a list item or in code is still the rule). The rule and the request are read alike."""
+    text = unicodedata.normalize("NFKC", text).translate(_TYPOGRAPHY)
+    return " ".join(_MARKUP.sub("", text).split())
 
 
 _LOADED_RULE = re.compile(r"\n<system-reminder>\nContents of /[^\n]*/" + re.escape(CLAUDE_RULE_FILE)
@@ -83,24 +97,66 @@ def _texts(content: Any, *, skip_tool_output: bool = True) -> list[str]:
     return out
 
 
-def context_text(request: dict[str, Any]) -> str:
-    """Everything the agent itself put in a Messages or Responses request as text: system, instructions,
-    and its messages' text, but no tool output."""
-    parts = _texts(request.get("system")) + _texts(request.get("instructions"))
-    for msg in request.get("messages") or []:
-        if isinstance(msg, dict):
-            parts += _texts(msg.get("content"))
-    for item in request.get("input") if isinstance(request.get("input"), list) else []:
-        if isinstance(item, dict) and item.get("type", "message") == "message":
-            parts += _texts(item.get("content"))
+_INSTRUCTING = ("system", "developer")
+
+
+def context_text(request: dict[str, Any]) -> tuple[str, list[str]]:
+    """What the agent sent the model as its instructions, in a Messages, Responses or Chat Completions request,
+    ``normalise``d: the system prompt (``system``, ``instructions``) with its system and developer messages, and
+    apart, each user text it sent before the model first spoke (Claude Code's system reminders with CLAUDE.md,
+    Codex's ``# AGENTS.md instructions`` message, the task). Never the model's own words (an assistant turn, a
+    function call) nor anything after them in a user turn (a tool's output, mini-swe-agent's observations), nor a
+    tool's result or a ``tool`` message."""
+    system = _texts(request.get("system")) + _texts(request.get("instructions"))
+    users: list[str] = []
+    items = request.get("messages") if isinstance(request.get("messages"), list) else \
+        request.get("input") if isinstance(request.get("input"), list) else []
+    spoke = False
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        role, kind = item.get("role"), item.get("type", "message")
+        if kind != "message" or role == "assistant":
+            spoke = True
+        elif role in _INSTRUCTING:
+            system += _texts(item.get("content"))
+        elif role == "user" and not spoke:
+            users += _texts(item.get("content"))
     if isinstance(request.get("input"), str):
-        parts.append(request["input"])
-    return normalise("\n".join(parts))
+        users.append(request["input"])
+    return normalise("\n".join(system)), [normalise(u) for u in users]
 
 
-def seen(request: dict[str, Any], needle: str) -> bool:
-    """Whether ``needle`` (already ``normalise``d) is in what the agent sent as instructions or messages."""
-    return bool(needle) and needle in context_text(request)
+def seen(request: dict[str, Any], needle: str, task: str = "") -> bool:
+    """Whether ``needle`` (already ``normalise``d) is in what the agent sent as its instructions
+    (``context_text``): anywhere in its system prompt, or in a user text outside every copy of ``task`` (the
+    scenario's own text, which its author writes: quoting the rule there delivers nothing)."""
+    if not needle:
+        return False
+    system, users = context_text(request)
+    if needle in system:
+        return True
+    told = normalise(task)
+    return any(_outside(needle, text, told) for text in users)
+
+
+def _outside(needle: str, text: str, told: str) -> bool:
+    """Whether ``needle`` occurs in ``text`` other than inside a copy of ``told``. The copies all have one length,
+    so of those starting at or before an occurrence the last one reaches furthest: one bisection each."""
+    starts = _find_all(text, told) if told else []
+    for at in _find_all(text, needle):
+        i = bisect.bisect_right(starts, at) - 1
+        if i < 0 or starts[i] + len(told) < at + len(needle):
+            return True
+    return False
+
+
+def _find_all(text: str, part: str) -> list[int]:
+    out, at = [], text.find(part)
+    while at >= 0:
+        out.append(at)
+        at = text.find(part, at + 1)
+    return out
 
 
 @dataclass

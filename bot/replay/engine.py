@@ -39,6 +39,7 @@ from bot.replay.gateway.server import Gateway, ModelCall, Upstream
 from bot.replay.sandbox import isolation, toolchain
 from bot.replay.sandbox.services import service_env, start_services
 from bot.replay.sandbox.workspace import Sandbox, temp_dir, temp_root
+from bot.replay.trace import exec_notify
 from bot.replay.trace.events import (
     AgentOutputEvent,
     ModelCallEvent,
@@ -143,13 +144,14 @@ def _gateway(loaded: sc.LoadedScenario, opts: ReplayOptions, trial: int, on_call
                            "write one, or replay with a real --model")
         seed = trial_seed(opts.seed, loaded.scenario.id, trial, playbook_text)
         policy = load_policy(policy_file, noise=opts.noise, seed=seed, follow=opts.follow)
-        return Gateway(policy, latency_s=opts.latency_s, on_call=on_call, max_cost_usd=budget, watch=opts.rule)
+        return Gateway(policy, latency_s=opts.latency_s, on_call=on_call, max_cost_usd=budget, watch=opts.rule,
+                       task=loaded.scenario.task)
     if not opts.api_key:
         raise BadInput(f"--model {opts.model} is a hosted model: set ANTHROPIC_API_KEY "
                        "(OPENAI_API_KEY for --agent codex), "
                        "or use --model local for the local model, or --model scripted for the simulated one")
     return Gateway(upstream=Upstream(api_key=opts.api_key, base_url=opts.upstream_url),
-                   on_call=on_call, max_cost_usd=budget, watch=opts.rule)
+                   on_call=on_call, max_cost_usd=budget, watch=opts.rule, task=loaded.scenario.task)
 
 
 def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions, trial: int,
@@ -338,6 +340,8 @@ def trial_warnings(loaded: sc.LoadedScenario, backend, tools: toolchain.Toolchai
         out.append(isolation.NONE_WARNING)
     elif backend.name == "bwrap" and isolation.landlock_abi() < 2:
         out.append(isolation.LANDLOCK_WARNING)
+    if backend.name == "bwrap" and exec_notify.session_engine() is None:
+        out.append(exec_notify.STRACE_ALONE_WARNING)
     if not tools.hermetic:
         out.append(f"scenario `{loaded.scenario.id}` {toolchain.HOST_WARNING}")
     return out

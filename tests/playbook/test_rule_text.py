@@ -228,3 +228,28 @@ def test_the_attacks_admitted_before_are_refused_by_the_local_gate_and_never_ren
 ])
 def test_a_rule_against_skipping_tests_is_kept(text, refused):
     assert bool([p for p in rule_text.problems(text) if "tests or checks" in p]) is refused, rule_text.problems(text)
+
+
+# -- size first (issue 53 item 3) ------------------------------------------------------------------------------
+# Some patterns cost more than linear time on long text (base64-like words: 80 KiB took 206 s, 20 KiB 13 s, before
+# the size came first). No wall clock here: a value past the cap is refused by its size alone, so the patterns
+# never read it, which the answer shows (a huge base64 blob and a huge negated skip get only the size refusal).
+@pytest.mark.parametrize("value", ["QUJD" * (1 << 18), "never skip the tests now " * 42000, "a" * (1 << 20)])
+def test_a_1_mib_value_is_refused_by_its_size_before_any_pattern_reads_it(value):
+    assert rule_text.problems(value) == [rule_text.too_long(value)]
+    assert f"is {len(value)} characters" in rule_text.problems(value)[0]
+
+
+def test_a_text_nfkc_lengthens_past_the_cap_is_refused_by_its_size_too():
+    value = "\ufdfa" * 200  # 200 characters, 3,600 once in NFKC
+    assert len(value) <= rule_text.TEXT_CAP
+    assert rule_text.problems(value)[-1] == rule_text.too_long(" ".join(__import__("unicodedata").normalize(
+        "NFKC", value).split()))
+
+
+def test_a_rule_file_with_a_1_mib_rule_names_its_size(tmp_path):
+    path = tmp_path / "rule-0001.yaml"
+    with pytest.raises(BadInput) as err:
+        parse_rule(path, rule_yaml("rule-0001", text="QUJD" * (1 << 18)))
+    said = " ".join([str(err.value), *getattr(err.value, "problems", [])])
+    assert "1048576 characters" in said and "encoded" not in said

@@ -139,3 +139,27 @@ def test_a_codex_like_call_is_tied_to_the_shell_that_runs_its_script():
               cmd("git rev-parse HEAD", ""), cmd("env", "shell:7:0.5"), cmd("ls", "shell:9:1.0")]
     by = [(e.argv[0], e.by, e.tool_call) for e in attribute(events) if isinstance(e, CommandEvent)]
     assert by == [("git", "agent", ""), ("env", "agent", "shell:7:0.5"), ("ls", "tool", "item_2")]
+
+
+def test_a_command_agents_execs_outside_a_shell_still_count_once_a_shell_appears(make_scenario, tmp_path):
+    """A ``command`` agent reports no tool calls, so nothing it runs can be told apart as its machinery: a push it
+    runs itself counted for nothing once any shell of its own appeared (issue 53 item 3)."""
+    script = ("git init -q --bare r.git && git -c user.name=a -c user.email=a@b commit -q --allow-empty -m x && "
+              "sh -c true && git push -q --force r.git HEAD:refs/heads/forced")
+    program = tmp_path / "agent.sh"
+    program.write_text(script + "\n")
+    loaded = make_scenario(pass_if=[{"not_ran": {"match": "^git .*push .*--force"}},
+                                    {"succeeds": {"run": "git --git-dir r.git rev-parse -q --verify forced"}}])
+    result = run_trial(loaded, "", ReplayOptions(runs_dir=tmp_path / "runs", agent="command",
+                                               command=f"sh {program} {{task}}"), 0)
+    assert [c.check for c in result.failed_checks] == ["not_ran matching /^git .*push .*--force/"], result.reason
+    [push] = [e for e in read_trace(Path(result.run_dir) / "trace.jsonl")
+              if isinstance(e, CommandEvent) and e.argv[1:2] == ["push"]]
+    assert push.by is None and push.tool_call == ""
+
+
+def test_an_agent_that_reports_tool_calls_keeps_its_own_execs_as_its_machinery():
+    events = [ToolCallEvent(name="Bash", id="t1", input={"command": "ls"}),
+              ShellEvent(id="shell:1", argv=["-c", "ls"]), cmd("git status", ""), cmd("ls", "shell:1")]
+    assert [(e.argv[0], e.by) for e in attribute(events) if isinstance(e, CommandEvent)] == [
+        ("git", "agent"), ("ls", "tool")]

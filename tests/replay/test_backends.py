@@ -86,6 +86,20 @@ def test_docker_gets_the_same_plan_as_flags():
     assert "ANTHROPIC_API_KEY" not in env and "GITHUB_TOKEN" not in env
 
 
+def test_both_backends_mask_the_host_project_wherever_it_lies():
+    """A project under /opt (a self-hosted runner's _work) is hidden: bwrap by a tmpfs, docker likewise inside its
+    read-only /opt (issue 53 item 3)."""
+    plan = isolation.Plan(rw=("/tmp/sb/root",), mask=("/opt/runner/_work/proj",))
+    docker = isolation.Docker("/usr/bin/docker", "/bin/bash", "/usr/bin/socat", "debian:bookworm-slim")
+    argv, _ = docker.command(["agent"], cwd="/tmp/sb/root", env={}, plan=plan)
+    if os.path.isdir("/opt"):
+        assert "--tmpfs /opt/runner/_work/proj:ro" in " ".join(argv)
+    bwrap = isolation.Bubblewrap("/usr/bin/bwrap", "/bin/bash", "/usr/bin/socat")
+    argv, _ = bwrap.command(["agent"], cwd="/tmp/sb/root", env={}, plan=plan)
+    joined = " ".join(argv)
+    assert "--tmpfs /opt/runner/_work/proj" in joined and "--remount-ro /opt/runner/_work/proj" in joined
+
+
 @pytest.mark.skipif(shutil.which("docker") is None
                     or subprocess.run(["docker", "info"], capture_output=True).returncode != 0,
                     reason="needs a running Docker engine")

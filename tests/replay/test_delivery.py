@@ -44,6 +44,48 @@ def test_seen_reads_instructions_and_messages_but_not_tool_output():
     assert not delivery.seen({"system": RULE[:40]}, needle)  # half a rule is not the rule
 
 
+# -- only what the agent sent as its instructions (issue 53 item 3) --------------------------------------------
+def test_the_task_text_never_delivers_the_rule():
+    needle = delivery.normalise(RULE)
+    task = "Fix the build. " + RULE
+    request = {"system": "You are an agent.", "messages": [{"role": "user", "content": task}]}
+    assert not delivery.seen(request, needle, task)
+    request["system"] += "\n" + RULE  # and once the agent did send it, the task's copy hides nothing
+    assert delivery.seen(request, needle, task)
+
+
+def test_the_models_own_words_and_what_follows_them_never_deliver_the_rule():
+    needle = delivery.normalise(RULE)
+    echoed = {"system": "be careful", "messages": [
+        {"role": "user", "content": "Do the task."}, {"role": "assistant", "content": [{"type": "text", "text": RULE}]},
+        {"role": "user", "content": "<output>" + RULE + "</output>"}]}  # mini-swe-agent's observation
+    assert not delivery.seen(echoed, needle)
+    chat = {"messages": [{"role": "system", "content": "x"}, {"role": "user", "content": "go"},
+                         {"role": "tool", "tool_call_id": "1", "content": RULE}]}
+    assert not delivery.seen(chat, needle)
+    responses = {"input": [{"type": "message", "role": "user", "content": "go"},
+                           {"type": "function_call", "name": "sh", "arguments": "{}"},
+                           {"type": "message", "role": "user", "content": RULE}]}
+    assert not delivery.seen(responses, needle)
+    assert delivery.seen({"input": [{"type": "message", "role": "developer", "content": RULE}]}, needle)
+
+
+def test_typographic_quotes_and_markdown_around_the_rule_still_deliver_it():
+    rule = "When a test fails, don't rerun it blindly: read \"the first error\" and fix `conftest.py` first."
+    rendered = ("## Playbook\n\n- **When a test fails**, don\u2019t rerun it blindly: read \u201cthe first error\u201d"
+                " and fix conftest.py first.\n")
+    assert delivery.seen({"system": rendered}, delivery.normalise(rule))
+    assert delivery.seen({"system": "> " + rule.replace(" ", "\n> ")}, delivery.normalise(rule))
+
+
+def test_a_scenario_whose_task_quotes_the_rule_does_not_deliver_it(make_scenario, opts):
+    """Under ``deliver: files`` the builtin agent reads no file, so the rule never reaches it; a task that quotes
+    the rule made the trial count as delivered."""
+    loaded = make_scenario(pass_if=PASS_IF, with_rule=WITH, without_rule=WITHOUT, task="Do it. " + RULE)
+    result = run_trial(loaded, "- " + RULE, opts(rule=RULE, deliver="files"), 0)
+    assert result.delivered is False and result.verdict == "unscored", result.reason
+
+
 def test_builtin_delivered_in_its_system_prompt(make_scenario, opts):
     loaded = make_scenario(pass_if=PASS_IF, with_rule=WITH, without_rule=WITHOUT)
     playbook = "# Playbook\n\n- [rule-0001] " + " ".join(RULE.split()) + "\n"

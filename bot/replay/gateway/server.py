@@ -95,7 +95,7 @@ class Gateway:
     (e.g. ``[529, 500]``) returned, as Anthropic errors, to the next calls.
     ``on_call`` is called with each ``ModelCall`` once it is answered.
     ``watch`` is the rule under test: ``sightings`` records, per request, whether the agent put its text in
-    the request (``delivery.seen``). ``max_cost_usd`` is the run's budget: each request reserves its worst
+    the request's instructions (``delivery.seen``; ``task``: the scenario's task, whose text never counts). ``max_cost_usd`` is the run's budget: each request reserves its worst
     case first (``Budget.reserve``), a request the budget cannot pay for is refused
     in its API's error shape, and ``budget_spent`` is set, so the harness
     reports the run as unscored. Parallel requests cannot spend it twice.
@@ -111,6 +111,7 @@ class Gateway:
         on_call: Callable[[ModelCall], None] | None = None,
         max_cost_usd: float | None = None,
         watch: str = "",
+        task: str = "",
     ) -> None:
         if (policy is None) == (upstream is None):
             raise ValueError("Gateway needs exactly one of policy= (scripted) or upstream= (real model)")
@@ -122,7 +123,7 @@ class Gateway:
         self.budget = Budget(max_cost_usd)
         self.calls: list[ModelCall] = []
         # The rule under test (``bot.replay.delivery``): whether each request held its text, in order.
-        self.watch = delivery.normalise(watch)
+        self.watch, self.task = delivery.normalise(watch), task  # the task's own text never delivers it
         self.sightings: list[bool] = []
         self.callback_errors: list[BaseException] = []
         self._fail_next = deque(fail_next)
@@ -333,7 +334,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _messages(self, gateway: Gateway, request: dict[str, Any], raw: bytes, path: str = "/v1/messages") -> None:
         started = time.monotonic()
         if gateway.watch:
-            hit = delivery.seen(request, gateway.watch)
+            hit = delivery.seen(request, gateway.watch, gateway.task)
             with gateway._lock:
                 gateway.sightings.append(hit)
         stream = bool(request.get("stream"))

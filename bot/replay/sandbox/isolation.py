@@ -7,8 +7,8 @@ checks) is started through one backend:
   (no harness process is visible, and nothing outlives the process: PID 1 is
   bwrap, and its death takes the namespace with it), its own network
   namespace (only loopback), the host read-only, with the home folders,
-  ``/tmp`` and ``/run`` masked, and only the sandbox's root, HOME and TMP
-  writable.
+  ``/tmp``, ``/run`` and the host project (``project_masks``: wherever it
+  lies) masked, and only the sandbox's root, HOME and TMP writable.
 - ``docker``: the same plan as a ``docker run`` for runners with a Docker
   engine.
 - ``none``: no isolation at all, only when asked; the trial says so loudly.
@@ -79,6 +79,43 @@ _SECRET_FILES = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-",
 _SECRET_DIRS = ("/etc/ssh", "/etc/ssl/private", "/etc/sudoers.d", "/var/lib/docker", "/var/lib/sudo",
                 "/var/log", "/var/lib/private", "/var/spool/cron")
 _MASKED = ("/home", "/root", "/tmp", "/var/tmp", "/run", "/var/run", "/dev/shm", "/mnt", "/media", "/srv")
+# Folders a project can never be: a mask there would hide the userland every tool needs.
+_SYSTEM = ("/", "/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/sys", "/dev",
+           "/opt", "/var", "/var/lib", "/boot", "/nix", "/snap")
+
+
+def project_of(path: str) -> str:
+    """The project a path belongs to: its nearest folder holding ``.git`` (or ``.replaybook.yml``), else itself."""
+    real = os.path.realpath(path)
+    here = real
+    while True:
+        if os.path.exists(os.path.join(here, ".git")) or os.path.exists(os.path.join(here, ".replaybook.yml")):
+            return here
+        up = os.path.dirname(here)
+        if up == here:
+            return real
+        here = up
+
+
+def project_masks(paths: Sequence[str] = ()) -> tuple[str, ...]:
+    """The host folders of the project outside the folders always masked, hidden from every sandbox: on a runner
+    whose checkout lies in ``/opt``, ``/work`` or ``/__w`` the host ``/`` bound read-only showed the project's
+    checks, the candidate rule, other trials' transcripts and their gateways' sockets. The harness's working
+    folder's project, each of ``paths``' (the fixture's, the runs folder's) and the sandboxes' temp root
+    (``$REPLAYBOOK_TMPDIR``), unless one lies in a masked or system folder; what a sandbox needs from them is
+    bound back (its own root, the harness's Python)."""
+    found = [project_of(os.getcwd()), *(project_of(p) for p in paths)]
+    tmp = settings.get("REPLAYBOOK_TMPDIR")
+    if tmp:
+        found.append(os.path.realpath(tmp))
+    out: list[str] = []
+    for folder in found:
+        if folder in _SYSTEM or any(folder == m or folder.startswith(m + "/") for m in _MASKED) or \
+                any(folder.startswith(s + "/") for s in _SYSTEM if s not in ("/", "/opt", "/var", "/var/lib")):
+            continue
+        if os.path.isdir(folder) and not os.path.islink(folder) and folder not in out:
+            out.append(folder)
+    return tuple(out)
 
 
 SOCAT_MISSING = ("the sandbox needs socat to reach the model gateway and services from inside "
@@ -112,6 +149,7 @@ class Plan:
     hide: tuple[str, ...] = ()  # paths inside a bind covered by an empty read-only folder (or file, for a file)
     confine: str | None = None  # a Python inside: the program runs in a Landlock domain (``confined``; bwrap only)
     notify: tuple[str, ...] = ()  # with ``confine``: ``--notify NR HEX FD``, the exec filter it installs first
+    mask: tuple[str, ...] = ()  # host folders hidden besides the usual ones (``project_masks``); binds reach in
 
 
 class Backend(Protocol):
@@ -213,6 +251,7 @@ class Bubblewrap:
         args = [self.bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
                 "--hostname", "replaybook", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
         masks = [m for m in _MASKED if os.path.isdir(m) and not os.path.islink(m)]  # looked at once a command
+        masks += [m for m in plan.mask if m not in masks]
         for masked in masks:
             args += ["--perms", "0755", "--tmpfs", masked]
         args += _secret_masks()
@@ -275,9 +314,11 @@ class Docker:
                 "--security-opt", "no-new-privileges", "--read-only", "--pids-limit", str(lim.max_procs),
                 "--ulimit", f"fsize={lim.max_file_bytes}", "--tmpfs", "/tmp:rw,size=64m", "--tmpfs", RUN_DIR,
                 "--user", f"{os.getuid()}:{os.getgid()}", "--workdir", cwd]
-        for host in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt"):
-            if os.path.isdir(host) and not os.path.islink(host):
-                args += ["--volume", f"{host}:{host}:ro"]
+        hosts = [h for h in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt")
+                 if os.path.isdir(h) and not os.path.islink(h)]
+        args += [a for host in hosts for a in ("--volume", f"{host}:{host}:ro")]
+        args += [a for path in plan.mask if any(path.startswith(h + "/") for h in hosts)  # a project in /opt
+                 for a in ("--tmpfs", f"{path}:ro")]
         args += [a for path in plan.ro for a in ("--volume", f"{path}:{path}:ro")]
         args += [a for path in plan.rw for a in ("--volume", f"{path}:{path}:rw")]
         for path in plan.hide:

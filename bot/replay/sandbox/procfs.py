@@ -46,6 +46,31 @@ def filters(status: dict[str, str]) -> int | None:
     return int(value) if value.isdigit() else None
 
 
+_PF_FORKNOEXEC = 0x40  # <linux/sched.h>: forked but did not exec
+_AT_RANDOM = 25
+
+
+def fork_no_exec(proc_dir: int) -> bool:
+    """Whether the process (its ``/proc/PID`` fd) has not exec'd since its fork: ``PF_FORKNOEXEC``, in ``stat``'s
+    flags (field 9), which the kernel sets at fork and clears at the exec that succeeds, and nothing else sets."""
+    raw = read_at(proc_dir, "stat")
+    fields = raw[raw.rfind(b")") + 2:].split()  # the name before ")" may hold spaces
+    return bool(int(fields[6]) & _PF_FORKNOEXEC)
+
+
+def at_random(auxv: bytes, width: int) -> int | None:
+    """Where the 16 random bytes the kernel gave the image lie (``AT_RANDOM``), from its auxiliary vector
+    (``width``: the bytes of one of its words, the process's ABI's pointer size)."""
+    fmt = "=QQ" if width == 8 else "=II"
+    for at in range(0, len(auxv) - 2 * width + 1, 2 * width):
+        kind, value = struct.unpack_from(fmt, auxv, at)
+        if kind == _AT_RANDOM:
+            return value
+        if kind == 0:
+            break
+    return None
+
+
 def read_at(dirfd: int, name: str) -> bytes:
     fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC, dir_fd=dirfd)
     try:
@@ -124,30 +149,8 @@ class Memory:
         return out
 
 
-# -- what an exec ran, read from its new image -----------------------------------------------
+# -- comparing and resolving what an exec ran (``bot.replay.trace.programs``) -----------------------------------------------
 _HOPS = 40
-
-
-def image(proc_dir: int, kernel_name: str, path: str, argv: list[str]) -> tuple[str, list[str]]:
-    """The file a process runs since its exec, and its argv, read from the new image (``proc_dir``: its
-    ``/proc/PID``): never from the caller's memory, which another thread may rewrite after the tracer read it.
-
-    ``exe`` is the file the kernel loaded, links resolved; ``cmdline`` the argv it built. When the kernel ran a
-    script, it loaded the interpreter and built ``INTERP [ARG] NAME argv[1:]`` (``NAME`` the file name it was
-    given, ``kernel_name``): the program is then the script (``path``, the caller's name made absolute, links
-    resolved in the process's own root), if its ``#!`` line names that interpreter; else the interpreter.
-    ``argv``: the caller's, as the tracer read it before the exec. OSError when the process is gone."""
-    exe = os.readlink("exe", dir_fd=proc_dir).removesuffix(" (deleted)")
-    try:
-        cmd = [a.decode("utf-8", "backslashreplace") for a in read_at(proc_dir, "cmdline").split(b"\0")[:-1]]
-    except OSError:
-        cmd = []
-    k = len(cmd) - len(argv)
-    if k in (1, 2) and cmd[k] == kernel_name and cmd[k + 1:] == argv[1:]:
-        script = real_path(proc_dir, path)
-        if script is not None and _interpreter(proc_dir, script) == exe:
-            return script, argv
-    return exe, cmd or argv
 
 
 def same_argv(image: list[str], claim: list[str]) -> bool:
@@ -194,19 +197,3 @@ def real_path(proc_dir: int, path: str) -> str | None:
             return None
         done.append(name)
     return "/" + "/".join(done)
-
-
-def _interpreter(proc_dir: int, script: str) -> str | None:
-    """The interpreter a script's ``#!`` line names, resolved as the process sees it."""
-    try:
-        fd = os.open("root" + script, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=proc_dir)
-    except OSError:
-        return None
-    try:
-        head = os.read(fd, 256)
-    finally:
-        os.close(fd)
-    if not head.startswith(b"#!"):
-        return None
-    words = head[2:].split(b"\n", 1)[0].split()
-    return real_path(proc_dir, words[0].decode("utf-8", "backslashreplace")) if words else None

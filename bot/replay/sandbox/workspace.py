@@ -157,7 +157,7 @@ class Sandbox(HarnessGit):
         for name in (".bash_profile", ".bashrc"):
             (self.home / name).write_text(profile)
         self._git_env = self._make_git_env()
-        self._ro = self._read_only_paths()
+        self._ro, self._masks = self._read_only_paths(), isolation.project_masks((str(self.fixture),))
         if not self.traced:
             self._log = CommandLog(self._base / "commands.fifo", self.shim_log,
                                    cap=min(COMMAND_LOG_CAP, self.limits.max_disk_bytes), on_full=self._log_full)
@@ -300,8 +300,7 @@ class Sandbox(HarnessGit):
             rw=self._writable, ro=self._ro,
             command_log=str(self._log.fifo) if record and self._log else None,  # docker only
             endpoints=tuple((port, str(self._bridge(port).path)) for port in (*self.service_ports, *endpoints)),
-            limits=self.limits, confine=sys.executable,  # its processes cannot take over bwrap's init or a bridge
-        )
+            limits=self.limits, confine=sys.executable, mask=self._masks)  # confine: no reach to bwrap's init
         trace_dir, images = None, None
         if record and self.traced:  # on the host, beside root: no bind reaches it
             trace_dir = self._base / "kernel" / str(next(self._runs))
@@ -351,7 +350,8 @@ class Sandbox(HarnessGit):
     def _session_plan(self) -> isolation.Plan:
         return isolation.Plan(
             rw=self._writable, ro=self._ro,
-            endpoints=tuple((port, str(self._bridge(port).path)) for port in self.service_ports), limits=self.limits)
+            endpoints=tuple((port, str(self._bridge(port).path)) for port in self.service_ports),
+            limits=self.limits, mask=self._masks)
 
     def _end_session(self) -> None:
         if self._session is not None:

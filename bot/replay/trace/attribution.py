@@ -17,7 +17,8 @@ def attribute(events: Iterable[TraceEvent]) -> list[TraceEvent]:
     arguments; a shell that runs none (Claude Code's shell snapshot) and a
     command under no shell or tool call (its own git calls) are the agent's
     machinery. Where the trace cannot tell (no ids: an old trace; no tool
-    calls: an agent that reports none), ``by`` stays None and counts as a tool call.
+    calls: an agent that reports none, a ``command`` agent, whose execs outside
+    a shell count as well), ``by`` stays None and counts as a tool call.
     """
     events = list(events)
     commands = [e for e in events if isinstance(e, CommandEvent)]
@@ -72,7 +73,9 @@ def _inner_script(command: str) -> str:
 def _origin(event: CommandEvent, runs_of: dict[str, str | None], has_tools: bool) -> dict[str, Any]:
     marker = event.tool_call or ""
     if not marker.startswith("shell:"):
-        return {"by": "tool" if marker else "agent"}
+        # Outside every shell: the agent's own machinery only where it reports its tool calls (their commands
+        # then run in shells we can match). A `command` agent reports none: all it runs counts.
+        return {"by": "tool" if marker else ("agent" if has_tools else None)}
     if not has_tools:
         return {"by": None}  # an agent that reports no tool calls: every shell may be one
     tool = runs_of.get(marker)

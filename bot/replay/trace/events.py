@@ -80,6 +80,9 @@ class CommandEvent(TraceEvent):
                                       "held another when it was read (one was rewritten: a process tracing its "
                                       "own child, a thread racing the tracer); the command then counts for "
                                       "`not_ran` and `max_runs` under either argv, never for `ran`")
+    module: str | None = Field(default=None, description="for `python -m X`: the file X resolved to in the "
+                               "process's folder or PYTHONPATH (searched before the installed packages); the "
+                               "command is then never `X` for `command:`")
     confirmed: bool = Field(default=True, description="False: the kernel was asked to run it and its process ended "
                             "before it was seen running (killed at once): it counts for `not_ran` and `max_runs`, "
                             "never for `ran`")

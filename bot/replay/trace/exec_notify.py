@@ -17,17 +17,22 @@ What a notification gives, read from ``/proc`` while the caller waits for our
 answer (checked still valid with ``SECCOMP_IOCTL_NOTIF_ID_VALID`` before it is
 kept): the program and argv from the caller's memory, the working directory
 (``/proc/PID/cwd``, exact, no ``chdir`` replayed), the parent, the pid inside.
-An ``execve`` is only asked for; whether it ran is learnt after: the process's
-auxiliary vector (``/proc/PID/auxv``) changes at every exec that succeeds and
-at no other time. An exec is *confirmed* when its process is next seen with a
-new vector (its next exec or exit, or a sweep while it runs); an attempt whose
-process is next seen with the old vector failed (``execvp`` trying each PATH
-folder) and is dropped. One never seen again (killed at once) is kept
+An ``execve`` is only asked for; whether it ran is learnt after, from what
+only a successful exec changes (``_ran``): the kernel's ``PF_FORKNOEXEC`` flag
+(set at fork, cleared by the exec that succeeds: exact for a process that has
+not exec'd since its fork), the auxiliary vector (``/proc/PID/auxv``), or the
+address space itself (the old one, held open since the attempt, released or
+holding other ``AT_RANDOM`` bytes than the process's now: 16 bytes the kernel
+draws afresh at every exec, even under ``setarch -R``, where a same-length
+re-exec of the same file leaves the vector byte-identical). An exec is
+*confirmed* when its process is next seen so changed (its next exec or exit,
+or a sweep while it runs); an attempt whose process is next seen unchanged
+failed (``execvp`` trying each PATH folder) and is dropped. One never seen again (killed at once) is kept
 *unconfirmed*: it counts for ``not_ran`` and ``max_runs``, never for ``ran``,
 so a failing exec cannot forge a run and a killed one cannot hide one. What
 the caller's memory said is only a claim (another thread may rewrite it after
 our read, ``memfd_secret`` memory cannot be read at all): at confirmation the
-program and argv are read from the new image (``procfs.image``: its ``exe``,
+program and argv are read from the new image (``programs.image``: its ``exe``,
 links resolved, and its ``cmdline``; a script's own file), the caller's name
 kept as ``called``; an exec whose name or argv cannot be read is refused
 (``EACCES``), so none runs unseen.
@@ -47,11 +52,8 @@ import errno
 import fcntl
 import functools
 import os
-import platform
 import select
 import struct
-import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -61,47 +63,27 @@ from bot import settings
 from bot.errors import InfrastructureError
 from bot.replay.sandbox import procfs
 from bot.replay.trace import kernel as kernel_trace
+from bot.replay.trace.exec_filter import Abi, Machine, available, executor_args, filter_program, machine  # noqa: F401
+from bot.replay.trace import programs
 from bot.replay.trace.events import CommandEvent, ShellEvent
 
 # <linux/seccomp.h>
-_RET_ALLOW, _RET_USER_NOTIF, _RET_ERRNO = 0x7FFF0000, 0x7FC00000, 0x00050000
 _NOTIF_RECV, _NOTIF_SEND, _NOTIF_ID_VALID = 0xC0502100, 0xC0182101, 0x40082102
 _FLAG_CONTINUE = 1
 _NOTIF = struct.Struct("=QII iI Q 6Q")  # id, pid, flags, data.{nr, arch, instruction_pointer, args[6]}
 _RESP = struct.Struct("=QqiI")  # id, val, error, flags
 _AT_FDCWD, _AT_EMPTY_PATH = -100, 0x1000
-_X32_BIT = 0x40000000
 
 RECORD_CAP = 32 << 20  # bytes of argv kept for one sandbox; past it nothing more is kept and the trial is unscored
 _SWEEP_S = 0.002
 
 
-@dataclass(frozen=True)
-class Abi:
-    audit_arch: int
-    execve: int
-    execveat: int
-    exit: int
-    exit_group: int
-    pointer: int  # bytes
-
-
-@dataclass(frozen=True)
-class Machine:
-    seccomp: int  # the seccomp(2) syscall number
-    native: Abi
-    compat: Abi | None  # a 32-bit ABI the kernel also runs (i386 on x86_64)
-
-
-_I386 = Abi(0x40000003, execve=11, execveat=358, exit=1, exit_group=252, pointer=4)
-MACHINES = {
-    "x86_64": Machine(317, Abi(0xC000003E, execve=59, execveat=322, exit=60, exit_group=231, pointer=8), _I386),
-    "aarch64": Machine(277, Abi(0xC00000B7, execve=221, execveat=281, exit=93, exit_group=94, pointer=8), None),
-}
-
-
-def machine() -> Machine | None:
-    return MACHINES.get(platform.machine())
+STRACE_ALONE_WARNING = (
+    "WARNING: the trial's sandbox is traced by strace alone (REPLAYBOOK_KERNEL_TRACE=strace, or no seccomp user "
+    "notification on this kernel): a program is recorded by the name its caller passed, not by the file the "
+    "kernel ran, so a link (`ln -s /usr/bin/git g`), a copy, a `#!` line's interpreter and a re-exec are taken "
+    "as called; check outcomes with `succeeds` (docs/security.md)."
+)
 
 
 def session_engine() -> Machine | None:
@@ -112,75 +94,6 @@ def session_engine() -> Machine | None:
     return machine()
 
 
-# -- the filter --------------------------------------------------------------------------------
-def _insn(code: int, jt: int, jf: int, k: int) -> bytes:
-    return struct.pack("=HBBI", code, jt, jf, k)
-
-
-_LD_W_ABS, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
-
-
-@functools.cache  # a function of the machine's numbers alone: built once, not at every sandbox's start
-def filter_program(m: Machine) -> bytes:
-    """The BPF program: notify on exec and exit in every ABI the kernel runs; any other ABI gets ``ENOSYS``.
-
-    (An ABI the filter did not name could otherwise ``execve`` unseen; x32's calls are refused outright.)"""
-    prog: list[bytes] = []
-
-    def abi_block(abi: Abi, *, x32_guard: bool) -> list[bytes]:
-        block = [_insn(_LD_W_ABS, 0, 0, 0)]  # seccomp_data.nr
-        if x32_guard:
-            block.append(_insn(_JGE_K, 0, 1, _X32_BIT))
-            block.append(_insn(_RET_K, 0, 0, _RET_ERRNO | errno.ENOSYS))
-        calls = (abi.execve, abi.execveat, abi.exit, abi.exit_group)
-        for i, nr in enumerate(calls):
-            block.append(_insn(_JEQ_K, len(calls) - i, 0, nr))  # to the notify below the allow
-        block.append(_insn(_RET_K, 0, 0, _RET_ALLOW))
-        block.append(_insn(_RET_K, 0, 0, _RET_USER_NOTIF))
-        return block
-
-    native = abi_block(m.native, x32_guard=m.native.audit_arch == 0xC000003E)
-    compat = abi_block(m.compat, x32_guard=False) if m.compat else []
-    prog.append(_insn(_LD_W_ABS, 0, 0, 4))  # seccomp_data.arch
-    prog.append(_insn(_JEQ_K, 0, len(native), m.native.audit_arch))
-    prog += native
-    if compat:
-        prog.append(_insn(_JEQ_K, 0, len(compat), m.compat.audit_arch))
-        prog += compat
-    prog.append(_insn(_RET_K, 0, 0, _RET_ERRNO | errno.ENOSYS))
-    return b"".join(prog)
-
-
-def executor_args(m: Machine) -> list[str]:
-    """What the executor is given to install the filter: ``--notify SECCOMP_NR HEX``."""
-    return ["--notify", str(m.seccomp), filter_program(m).hex()]
-
-
-_PROBE = r"""
-import ctypes, os, socket, struct, sys
-libc = ctypes.CDLL(None, use_errno=True)
-class P(ctypes.Structure): _fields_ = [("n", ctypes.c_ushort), ("f", ctypes.c_void_p)]
-code = bytes.fromhex(sys.argv[2]); buf = ctypes.create_string_buffer(code, len(code))
-if libc.prctl(38, 1, 0, 0, 0): sys.exit(1)
-fd = libc.syscall(int(sys.argv[1]), 1, 8, ctypes.byref(P(len(code) // 8, ctypes.addressof(buf))))
-sys.exit(0 if fd >= 0 else 1)
-"""
-
-
-@functools.cache
-def available() -> bool:
-    """Whether this kernel lets a process install a filter with a listener (seccomp user notification)."""
-    m = machine()
-    if m is None:
-        return False
-    try:
-        allow_all = _insn(_RET_K, 0, 0, _RET_ALLOW).hex()  # a listener that is never asked: the probe can exit
-        return subprocess.run([sys.executable, "-I", "-S", "-c", _PROBE, str(m.seccomp), allow_all],
-                              stdin=subprocess.DEVNULL, capture_output=True, timeout=20).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-
-
 # -- the record ---------------------------------------------------------------------------------
 @dataclass
 class _Attempt:
@@ -189,6 +102,9 @@ class _Attempt:
     proc_dir: int  # an fd of /proc/<tgid>: bound to that process, never to one that reuses its pid
     kernel_name: str  # the file name as the kernel keeps it (a script's interpreter gets it as an argument)
     path: str  # the name made absolute, links not yet resolved
+    mem: int  # an fd of the caller's /proc/<tid>/mem: bound to the address space the exec was asked from
+    fork_no_exec: bool  # the caller had not exec'd since its fork (``PF_FORKNOEXEC``)
+    random_at: int | None  # where its AT_RANDOM bytes lie (``procfs.at_random``)
 
 
 class Watch:
@@ -211,6 +127,8 @@ class Watch:
         self._wake_r, self._wake_w = os.pipe()
         self._thread = threading.Thread(target=self._serve, name="exec-notify", daemon=True)
         self._thread.start()
+        # The host tools' index (``programs.host_tool``), built once a process, off the path of the first exec.
+        threading.Thread(target=programs.host_tools_index, name="host-tools", daemon=True).start()
 
     # -- what the session asks ---------------------------------------------------------------
     def size(self) -> int:
@@ -224,7 +142,7 @@ class Watch:
         with self._lock:
             self._call_from = time.time()
             for attempt in self._pending.values():
-                os.close(attempt.proc_dir)
+                _close(attempt)
             self._pending.clear()
             self.procs.clear()
             self._ns.clear()
@@ -273,7 +191,7 @@ class Watch:
             os.close(fd)
         with self._lock:
             for attempt in self._pending.values():
-                os.close(attempt.proc_dir)
+                _close(attempt)
             self._pending.clear()
 
     # -- the kernel's questions ----------------------------------------------------------------
@@ -338,7 +256,7 @@ class Watch:
             if attempt is None:
                 return True
             if not _valid(self.listener, nid):  # it died while we read: what we read may be another's
-                os.close(attempt.proc_dir)
+                _close(attempt)
                 return False
             proc = self._proc(tgid, status, now)
             self._resolve(proc, tgid)
@@ -400,16 +318,15 @@ class Watch:
             proc_dir = os.open(f"/proc/{tgid}", os.O_RDONLY | os.O_DIRECTORY)
         except OSError:
             return None
+        mem_fd = -1
         try:
             mem_fd = os.open(f"/proc/{tid}/mem", os.O_RDONLY | os.O_CLOEXEC)
-            try:
-                dirfd, name_at, argv_at, flags = (_signed(args[0]), args[1], args[2], args[4]) if at \
-                    else (_AT_FDCWD, args[0], args[1], 0)
-                mem = procfs.Memory(mem_fd)
-                name = mem.string(name_at)
-                argv = mem.argv(argv_at, abi.pointer)
-            finally:
-                os.close(mem_fd)
+            dirfd, name_at, argv_at, flags = (_signed(args[0]), args[1], args[2], args[4]) if at \
+                else (_AT_FDCWD, args[0], args[1], 0)
+            mem = procfs.Memory(mem_fd)
+            name = mem.string(name_at)
+            argv = mem.argv(argv_at, abi.pointer)
+            fork_no_exec = tid == tgid and procfs.fork_no_exec(proc_dir)  # a thread's own flag is not its process's
             cwd = os.readlink(f"/proc/{tid}/cwd")
             program = path = kernel_name = name  # the caller's name; the path the kernel walks; the name it keeps
             if at and dirfd != _AT_FDCWD and (not name.startswith("/") or (not name and flags & _AT_EMPTY_PATH)):
@@ -421,39 +338,47 @@ class Watch:
             auxv = procfs.read_at(proc_dir, "auxv")
         except (OSError, ValueError):
             os.close(proc_dir)
+            if mem_fd >= 0:
+                os.close(mem_fd)
             return None
         self._bytes += sum(len(a) for a in argv) + len(program)
         if self._bytes > RECORD_CAP:
             self.overflow = True  # the sandbox reads that as the trace's bound broken: memory stays bounded
             os.close(proc_dir)
+            os.close(mem_fd)
             return None
-        return _Attempt(kernel_trace._Exec(now, program, argv, cwd, called=program), auxv, proc_dir, kernel_name, path)
+        return _Attempt(kernel_trace._Exec(now, program, argv, cwd, called=program), auxv, proc_dir, kernel_name,
+                        path, mem_fd, fork_no_exec, procfs.at_random(auxv, abi.pointer))
 
     def _resolve(self, proc: kernel_trace._Proc, tgid: int, *, sweeping: bool = False) -> None:
-        """The pending exec of ``tgid``: confirmed if its vector changed, dropped if not (unless sweeping)."""
+        """The pending exec of ``tgid``: confirmed if it ran (``_ran``), dropped if not (unless sweeping)."""
         attempt = self._pending.get(tgid)
         if attempt is None:
             return
         try:
-            now_auxv = procfs.read_at(attempt.proc_dir, "auxv")
+            ran = _ran(attempt)
         except OSError:
             return  # gone: settled as unconfirmed
-        if now_auxv == attempt.auxv:
+        if not ran:
             if not sweeping:
                 del self._pending[tgid]
-                os.close(attempt.proc_dir)
+                _close(attempt)
             return
         del self._pending[tgid]
         ex = attempt.exec
         try:  # what the kernel ran, from the new image: the caller's memory may have changed after our read
             claim = ex.argv
-            ex.program, ex.argv = procfs.image(attempt.proc_dir, attempt.kernel_name, attempt.path, claim)
+            ex.program, ex.argv, whole = programs.image(attempt.proc_dir, attempt.kernel_name, attempt.path, claim)
+            exe = os.readlink("exe", dir_fd=attempt.proc_dir).removesuffix(" (deleted)")
+            copy = programs.host_tool(attempt.proc_dir, "exe" if ex.program == exe else "root" + ex.program)
+            ex.program = copy or ex.program
+            ex.module = programs.workspace_module(attempt.proc_dir, ex.argv, ex.program)
             # A process tracing its own child can rewrite the new image's argv before we read it: kept both.
-            ex.claimed = None if procfs.same_argv(ex.argv, claim) else claim
+            ex.claimed = None if procfs.same_argv(whole, claim) else claim
         except OSError:
             pass  # gone meanwhile: what the caller named, as read
         finally:
-            os.close(attempt.proc_dir)
+            _close(attempt)
         proc.execs.append(ex)
 
     def _sweep(self) -> None:
@@ -467,7 +392,7 @@ class Watch:
         self._sweep()
         for tgid, attempt in list(self._pending.items()):
             proc = self.procs.get(tgid)
-            os.close(attempt.proc_dir)
+            _close(attempt)
             del self._pending[tgid]
             if proc is not None:
                 attempt.exec.confirmed = False
@@ -475,6 +400,44 @@ class Watch:
         for proc in self.procs.values():
             if proc.execs and proc.exit_code is None:
                 proc.exit_code = -9  # ended by a signal the notification does not name
+
+
+def _ran(attempt: _Attempt) -> bool:
+    """Whether the exec ``attempt`` asked for has replaced the process's image (OSError: the process is gone).
+
+    A process that had not exec'd since its fork carries ``PF_FORKNOEXEC`` until an exec succeeds, and nothing
+    else clears it: exact. Else (a re-exec) a new auxiliary vector says so; a same-length re-exec of the same
+    file under ``setarch -R`` keeps the vector byte-identical, not the address space: the exec released the one
+    the attempt was made from (its ``mem``, held open since, reads nothing) or, where another process shares
+    it (``CLONE_VM``), the 16 bytes ``AT_RANDOM`` points to differ between the two (the kernel draws them
+    afresh at every exec). Read as current, old, current, so a thread of a failed exec rewriting its own bytes
+    between two reads proves no run."""
+    if procfs.read_at(attempt.proc_dir, "auxv") != attempt.auxv:
+        return True
+    if attempt.fork_no_exec:
+        return not procfs.fork_no_exec(attempt.proc_dir)
+    at = attempt.random_at
+    if at is None:
+        return False
+    try:
+        old = os.pread(attempt.mem, 16, at)
+    except OSError:
+        old = b""
+    if len(old) < 16:
+        return True  # the address space the exec was asked from is gone: the exec replaced it
+    fd = os.open("mem", os.O_RDONLY | os.O_CLOEXEC, dir_fd=attempt.proc_dir)
+    try:
+        first, again = os.pread(fd, 16, at), None
+        old = os.pread(attempt.mem, 16, at)
+        again = os.pread(fd, 16, at)
+    finally:
+        os.close(fd)
+    return first == again and len(first) == 16 and first != old
+
+
+def _close(attempt: _Attempt) -> None:
+    os.close(attempt.proc_dir)
+    os.close(attempt.mem)
 
 
 @functools.lru_cache(maxsize=4)

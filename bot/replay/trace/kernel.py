@@ -112,6 +112,7 @@ class _Exec:
     confirmed: bool = True  # False: asked for, never seen running (``bot.replay.trace.exec_notify``)
     called: str | None = None  # the file as the caller named it, when ``program`` is read from the new image
     claimed: list[str] | None = None  # the caller's argv, when the new image held another
+    module: str | None = None  # for ``python -m X``: the workspace's file X resolved to (``programs.workspace_module``)
 
 
 @dataclass
@@ -248,7 +249,7 @@ def _event(proc: _Proc, ex: _Exec, root: Path, marker: str, depth: int, execs: l
         duration_ms=round(max(0.0, end - ex.t) * 1000, 3),
         started_at=datetime.fromtimestamp(ex.t, tz=timezone.utc), depth=depth, tool_call=marker,
         pid=proc.pid, ppid=proc.parent, confirmed=ex.confirmed,
-        called=ex.called if ex.called not in (None, ex.program) else None, claimed=ex.claimed,
+        called=ex.called if ex.called not in (None, ex.program) else None, claimed=ex.claimed, module=ex.module,
     )
 
 
