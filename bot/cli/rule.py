@@ -20,13 +20,32 @@ def group() -> None:
 @click.argument("paths", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
 @click.pass_context
 def validate(ctx: click.Context, paths: tuple[Path, ...]) -> None:
-    """Check rule files: the format, an unused id, cited incidents that exist, a scenario that loads.
+    """Check rule files: the format, an unused id, cited incidents that exist, a scenario that is sound.
 
-    Exit 2 when any file is invalid; nothing is changed either way.
+    The scenario is validated as `replaybook scenario validate` does: the
+    do-nothing control must fail and the reference solution (`solution:`)
+    must pass every check (cached replays, no model). Exit 2 when any file is
+    invalid; nothing is changed either way.
     """
     book = open_playbook(ctx)
     problems: list[str] = []
     for path, rule in each_valid(paths, book.vet, problems):
+        unsound = _unsound_scenario(ctx, book, rule)
+        if unsound:
+            problems += [f"{path}: its scenario {rule.replay} cannot prove it: {line}" for line in unsound]
+            continue
         click.echo(f"{path}: ok{' (provisional: cites fewer than two incidents)' if rule.provisional else ''}")
     if problems:
         raise BadInput(f"{len(problems)} of {len(paths)} rule file(s) are invalid", problems=problems)
+
+
+def _unsound_scenario(ctx: click.Context, book, rule) -> list[str]:
+    """Why the rule's scenario cannot prove it (``bot.replay.validate``: the control and the reference solution)."""
+    from bot.replay import validate as sv
+    from bot.replay.cache import ReplayCache
+
+    folder = book.root / rule.replay if rule.replay else None
+    if folder is None or not (folder / "scenario.yaml").is_file():
+        return []  # `book.vet` names a missing scenario; an org rule replays in its members
+    finding = sv.validate(folder, control=True, policy=False, cache=ReplayCache(ctx.obj.settings.path("cache")))
+    return finding.lines()

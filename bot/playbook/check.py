@@ -120,8 +120,9 @@ def leak_warnings(folder: Path, rules: list[str]) -> list[str]:
 
 
 def admitted_scenario_problems(book: Playbook, cache_dir: Path | None, *, control: bool = True) -> list[str]:
-    """Every admitted rule's scenario must be sound (``control``: the do-nothing replay too, cached)."""
-    rules = book.admitted()
+    """Every admitted and proposed rule's scenario must be sound (``control``: the do-nothing replay and the
+    reference solution too, cached): a proposal whose scenario no agent can pass is no candidate."""
+    rules = [e.rule for e in book.entries(("rules", "proposed"), skip_bad_candidates=True) if e.rule.replay]
     folders = sorted({(book.root / r.replay).resolve() for r in rules})
     findings = validate_folders([f for f in folders if (f / "scenario.yaml").is_file()], book, control=control,
                                 cache=ReplayCache(cache_dir) if cache_dir else None)
