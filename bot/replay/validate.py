@@ -23,6 +23,7 @@ exit 2) and ``unsound`` (the files are fine but cannot prove a rule: exit 1).
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import os
 import stat
@@ -35,7 +36,7 @@ from bot.replay.agents import AgentResult, AgentRun
 from bot.replay.cache import ReplayCache, trial_key
 from bot.replay.engine import ReplayOptions, TrialResult, run_trial
 from bot.replay.gateway.policy import load_policy
-from bot.replay.solution import missing_warning, run_solution, solution_problems
+from bot.replay.solution import SOLUTION, missing_warning, run_solution, solution_problems
 from bot.scenario import spec as sc
 
 MAX_FIXTURE_BYTES = 50 << 20
@@ -129,6 +130,14 @@ def validate(folder: Path, *, rules: Iterable[Rule] = (), empty_playbook: str = 
     elif not finding.problems:
         finding.warnings += missing_warning(loaded)
     return finding
+
+
+def passable_problems(loaded: sc.LoadedScenario, *, sandbox: str | None = None) -> list[str]:
+    """Why the reference solution, replayed under ``sandbox``, does not pass every check (none without one)."""
+    if loaded.scenario.solution is None:
+        return []
+    opts = dataclasses.replace(SOLUTION, sandbox=sandbox) if sandbox else SOLUTION
+    return solution_problems(loaded, run_solution(loaded, None, opts))
 
 
 def proven_passable(loaded: sc.LoadedScenario, finding: Finding, cache: ReplayCache | None = None) -> list[str]:
@@ -273,4 +282,4 @@ def control_problems(loaded: sc.LoadedScenario, result: TrialResult) -> list[str
 
 
 __all__ = ["CONTROL", "DoNothingAgent", "Finding", "control_problems", "exit_code", "fixture_problems",
-           "run_control", "validate"]
+           "passable_problems", "run_control", "validate"]

@@ -118,3 +118,29 @@ def test_cli_scenario_validate_exits_1_naming_the_failing_check(cli, root):
     [data] = json.loads(result.out)
     assert data["solution"] == "failed"
     assert any("check `fails test -f done.txt` fails even with the reference solution" in u for u in data["unsound"])
+
+
+def unsound_proposal(root: Path) -> Path:
+    from helpers import incident_yaml, rule_yaml
+
+    scenario(root, "monorepo-test-cwd", solution=["touch done.txt"], pass_if=[
+        {"succeeds": {"run": "test -f done.txt"}}, {"fails": {"run": "test -f done.txt"}}])
+    for incident in ("2026-07-14-0932", "2026-07-21-1105"):
+        write(root / "incidents" / f"{incident}.yaml", incident_yaml(incident))
+    return write(root / "playbook" / "proposed" / "rule-0001.yaml", rule_yaml("rule-0001"))
+
+
+def test_rule_validate_does_not_say_ok_for_a_rule_whose_scenario_is_unsound(cli, root):
+    rule = unsound_proposal(root)
+    result = cli("rule", "validate", str(rule))
+    assert result.code == 2 and f"{rule}: ok" not in result.out
+    assert "cannot prove it" in result.err and "check `fails test -f done.txt`" in result.err
+
+
+def test_playbook_check_does_not_say_ok_for_a_proposal_whose_scenario_is_unsound(cli, root):
+    unsound_proposal(root)
+    assert cli("playbook", "render").code == 0
+    result = cli("playbook", "check")
+    assert result.code != 0 and "playbook ok" not in result.out
+    assert "scenario monorepo-test-cwd cannot prove its rule" in result.err
+    assert "check `fails test -f done.txt`" in result.err
