@@ -115,3 +115,19 @@ def test_a_grounded_answer_is_kept(tmp_path, log, believed, actual, named):
 ])
 def test_what_counts_as_naming_the_evidence(line, evidence, expected):
     assert grounding.grounding(line, evidence) == expected
+
+
+@pytest.mark.parametrize("log", sorted((REPO / "scenarios").glob("*/logs/*.log")), ids=lambda p: p.stem)
+def test_every_bundled_incident_is_grounded_in_its_own_log(log):
+    """The hand-written belief deltas (the demo's simulated capture answers) pass the check they are held to."""
+    import yaml
+
+    incident = yaml.safe_load((log.parent.parent / "incidents" / f"{log.stem}.yaml").read_text())
+    evidence = capture.evidence_text(capture.evidence_from_log(log))
+    assert grounding.refusal(incident["believed"], incident["actual"], evidence) is None
+
+
+def test_a_phrase_every_log_says_grounds_nothing():
+    """What the local model answered for the generated-file log: "up to date" / "out of date" name no file."""
+    text = capture.evidence_text(capture.evidence_from_log(LOGS / "generated_file.log"))
+    assert grounding.refusal("the agent assumed that the file was up to date", "the file was out of date", text)

@@ -56,6 +56,8 @@ step steps job jobs line lines file files folder folders directory directories c
 result results check checks checked found missing exist exists existed return returned value values
 repo repository repositories project projects change changes changed changing log logs build builds built
 time times warning warnings info debug trace note notes message messages issue issues problem problems
+date dates dated version versions update updates updated latest current newer older expected expect unexpected
+required require requires properly proper given
 """.split())
 
 
