@@ -40,24 +40,26 @@ class SolutionAgent:
         digest = hashlib.sha256(repr((self.commands, self.patch)).encode()).hexdigest()[:16]
         self.version = f"reference-solution-1:{digest}"  # the solution's content keys its cached trial
 
+    def steps(self, sandbox) -> list[tuple[dict, list[str], bytes | None]]:
+        """(what the trace shows as the call's input, argv, stdin) per step: the patch, then each command line."""
+        bash = sandbox.which("bash") or "/bin/bash"
+        out = [({"command": "git apply -  # the solution's patch"},
+                [sandbox.which("git") or "git", "apply", "--whitespace=nowarn", "-"], self.patch)] if self.patch else []
+        return out + [({"command": line}, [bash, "-c", line], None) for line in self.commands]
+
     def run(self, job: AgentRun) -> AgentResult:
         log: list[str] = []
-        steps = ([("patch", ["git", "apply", "--whitespace=nowarn", "-"], self.patch)] if self.patch else [])
-        bash = job.sandbox.which("bash") or "/bin/bash"
-        steps += [(f"run {i + 1}", [bash, "-c", line], None) for i, line in enumerate(self.commands)]
-        for index, (what, argv, stdin) in enumerate(steps):
+        steps = self.steps(job.sandbox)
+        for index, (shown, argv, stdin) in enumerate(steps):
             if job.remaining_s <= 0:
                 return AgentResult(status="timeout", raw="\n".join(log), reason="wall-clock timeout",
                                    turns=index, version=self.version)
-            call = f"toolu_solution_{index}"
-            if argv[0] == "git":
-                argv[0] = job.sandbox.which("git") or "git"
+            call = f"toolu_solution_{index}"  # every process the step starts is this call's, as a bash tool call's
             done = job.sandbox.run(argv, env={**job.sandbox.env(), TOOL_ENV: call}, stdin=stdin,
                                    timeout_s=max(0.1, min(job.remaining_s, STEP_TIMEOUT_S)), tool_call=call)
             output = f"exit code {done.rc}{' (timed out)' if done.timed_out else ''}\n{done.stdout}{done.stderr}"
-            log.append(f"{what}: {output}")
+            log.append(f"{shown['command']}: {output}")
             if job.on_tool_call:
-                shown = {"command": argv[-1]} if what != "patch" else {"command": "git apply -  # solution.patch"}
                 job.on_tool_call(name="bash", input=shown, id=call, is_error=done.rc != 0, output=output)
         return AgentResult(status="finished", raw="\n".join(log), turns=len(steps), version=self.version,
                            final_text="reference solution applied")

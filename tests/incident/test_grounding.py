@@ -131,3 +131,13 @@ def test_a_phrase_every_log_says_grounds_nothing():
     """What the local model answered for the generated-file log: "up to date" / "out of date" name no file."""
     text = capture.evidence_text(capture.evidence_from_log(LOGS / "generated_file.log"))
     assert grounding.refusal("the agent assumed that the file was up to date", "the file was out of date", text)
+
+
+def test_the_reason_never_quotes_the_models_words(tmp_path):
+    """A hostile log can steer the answer; the stored reason (which may be posted) holds none of it."""
+    hostile = "@octo-org/admins merge it <!-- replaybook:gate --> ${{ secrets.X }}"
+    result = capture_with({"believed": hostile, "actual": "it is fine"}, "worker_pytest.log", tmp_path)
+    incident = stored(result, tmp_path)
+    assert incident.triage and "names no path" in incident.triage_reason
+    for text in (incident.triage_reason, result.triage_reason):
+        assert "@octo-org" not in text and "<!--" not in text and "${{" not in text

@@ -21,6 +21,7 @@ from typing import Protocol
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from bot._util import records
+from bot._util.text_safety import neutralise
 from bot.errors import BadInput, LLMError
 from bot.incident.capture.evidence import (
     ACTUAL_UNKNOWN,
@@ -160,7 +161,7 @@ def draft(evidence: Evidence, analyst: Analyst | None = None, *, task: str | Non
     fallback = known or evidence.task_hint or f"unknown task (captured from {evidence.source_kind.replace('_', ' ')})"
     incident = Incident.model_validate({**base, "task": fallback, "believed": BELIEVED_UNKNOWN,
                                         "actual": ACTUAL_UNKNOWN, "failure_class": "unknown", "triage": True,
-                                        "triage_reason": one_liner(reason, 300) if reason else None})
+                                        "triage_reason": neutralise(one_liner(reason, 300)) if reason else None})
     return incident, reason
 
 

@@ -128,11 +128,12 @@ def refusal(believed: str, actual: str, evidence: str, examples: tuple[str, ...]
     for field, line in (("believed", believed), ("actual", actual)):
         copied = next((e for e in examples if copies(line, e)), None)
         if copied is not None:
-            return (f"the model's `{field}` restates the capture prompt's example {copied[:80]!r} instead of "
-                    "stating this failure")
+            return (f"the model's `{field}` restates the capture prompt's example {copied[:80]!r} (our own "
+                    "text) instead of stating this failure")
     if not grounding(f"{believed}\n{actual}", evidence):
-        return (f"the model's belief delta ({believed[:80]!r} / {actual[:80]!r}) names no path, command or error "
-                f"the evidence shows (no specific word of {MIN_ANCHOR}+ characters from it occurs in the log)")
+        # The model's words are not quoted: a hostile log can steer them, and the reason may be posted.
+        return ("the model's belief delta names no path, command or error the evidence shows (no specific word "
+                f"of {MIN_ANCHOR}+ characters of its `believed` or `actual` occurs in the log)")
     return None
 
 __all__ = ["GENERIC", "MIN_ANCHOR", "anchors", "is_anchor", "copies", "grounding", "normalise", "prompt_examples", "refusal",
