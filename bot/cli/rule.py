@@ -8,6 +8,7 @@ import click
 
 from bot.cli.output import each_valid
 from bot.cli.playbook import open_playbook
+from bot.playbook.check import rule_scenario_problems
 from bot.errors import BadInput
 
 
@@ -30,7 +31,7 @@ def validate(ctx: click.Context, paths: tuple[Path, ...]) -> None:
     book = open_playbook(ctx)
     problems: list[str] = []
     for path, rule in each_valid(paths, book.vet, problems):
-        unsound = _unsound_scenario(ctx, book, rule)
+        unsound = rule_scenario_problems(book, rule, ctx.obj.settings.path("cache"))
         if unsound:
             problems += [f"{path}: its scenario {rule.replay} cannot prove it: {line}" for line in unsound]
             continue
@@ -38,14 +39,3 @@ def validate(ctx: click.Context, paths: tuple[Path, ...]) -> None:
     if problems:
         raise BadInput(f"{len(problems)} of {len(paths)} rule file(s) are invalid", problems=problems)
 
-
-def _unsound_scenario(ctx: click.Context, book, rule) -> list[str]:
-    """Why the rule's scenario cannot prove it (``bot.replay.validate``: the control and the reference solution)."""
-    from bot.replay import validate as sv
-    from bot.replay.cache import ReplayCache
-
-    folder = book.root / rule.replay if rule.replay else None
-    if folder is None or not (folder / "scenario.yaml").is_file():
-        return []  # `book.vet` names a missing scenario; an org rule replays in its members
-    finding = sv.validate(folder, control=True, policy=False, cache=ReplayCache(ctx.obj.settings.path("cache")))
-    return finding.lines()

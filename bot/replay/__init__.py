@@ -2,7 +2,7 @@
 
 See docs/replay.md. The public entry points are re-exported here: the CLI and GitHub use them (and
 ``bot/gate/``), never the engine itself. Here, the use cases: one trial end to end (``engine.py``), its
-checks (``checks.py``, ``unchanged.py``), whether a scenario is sound (``validate.py``), a suite fanned out
+checks (``checks.py``, ``unchanged.py``), whether a scenario is sound (``validate.py``; its reference solution replayed, ``solution.py``), a suite fanned out
 and merged back (``matrix.py``), and the results cache (``cache.py``). Beside them, four packages:
 
 - ``agents/``: the agents a trial runs;
