@@ -127,7 +127,8 @@ def admitted_scenario_problems(book: Playbook, cache_dir: Path | None, *, contro
     cache = ReplayCache(cache_dir) if cache_dir else None
 
     def folders(rules: list) -> set[Path]:
-        return {f for f in ((book.root / r.replay).resolve() for r in rules if r.replay) if (f / "scenario.yaml").is_file()}
+        found = ((book.root / r.replay).resolve() for r in rules if r.replay)
+        return {f for f in found if (f / "scenario.yaml").is_file()}
     admitted = folders(book.admitted())
     proposed = folders([e.rule for e in book.entries(("proposed",), skip_bad_candidates=True)]) - admitted
     findings = validate_folders(sorted(admitted), book, control=control, cache=cache)

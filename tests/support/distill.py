@@ -48,7 +48,8 @@ def new_scenario(**over) -> dict:
                   "packages/api/tests/test_x.py": "from api.calc import double\n\n\ndef test_x():\n"
                                                   "    assert double(2) == 4\n"},
         # the reference solution: distill replays it and the do-nothing control before proposing (both sound)
-        "solution": ["sed -i 's/n + n + 1/n + n/' packages/api/src/api/calc.py", "cd packages/api && python -m pytest -q"],
+        "solution": ["sed -i 's/n + n + 1/n + n/' packages/api/src/api/calc.py",
+                     "cd packages/api && python -m pytest -q"],
         "policy": {"branch_on": "package-local pytest.ini",
                    "with_rule": [{"bash": "cd packages/api && python -m pytest -q"}, {"say": "done [rule-0001]"}],
                    "without_rule": [{"bash": "python -m pytest -q"}, {"say": "done"}]},

@@ -45,7 +45,8 @@ from bot.incident.store import Actual, Believed, FailureClass, Incident, Inciden
 __all__ = [
     "ACTUAL_UNKNOWN", "BELIEVED_UNKNOWN", "TRIGGER_MAX", "Analysis", "Analyst", "Captured", "Evidence", "LogScanner",
     "TranscriptScanner", "analyse", "capture", "draft", "evidence_from_log", "evidence_from_pr",
-    "evidence_from_transcript", "evidence_text", "fit", "one_liner", "open_input", "read_bounded", "sealed", "source_key",
+    "evidence_from_transcript", "evidence_text", "fit", "one_liner", "open_input", "read_bounded", "sealed",
+    "source_key",
 ]
 
 

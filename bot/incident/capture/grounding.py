@@ -11,7 +11,8 @@ Defined precisely (docs/capture-distill.md, "Grounded"):
   one of ``_ . / : @ + -``, or it is a word outside :data:`GENERIC` (English function words and the words every
   CI log says: error, failed, test, process …). A 3-digit status (``503``) is an anchor too.
 * **Grounded**: ``believed`` and ``actual``, read together, name at least one anchor that occurs in the
-  evidence (trigger, failing step, excerpt, known task) as a whole token: not inside a longer word (``test`` is not found in ``pytest``), though a path
+  evidence (trigger, failing step, excerpt, known task) as a whole token: not inside a longer word (``test``
+  is not found in ``pytest``), though a path
   may continue (``packages/api`` is found in ``packages/api/tests/test_x.py``).
 * **Copied**: a line's normalised text equals an example of the prompt (every ``"…"`` span of at least
   :data:`MIN_EXAMPLE` characters in ``bot/model/prompts/capture.j2``), or the two share at least 3 words of 3+
@@ -136,5 +137,5 @@ def refusal(believed: str, actual: str, evidence: str, examples: tuple[str, ...]
                 f"of {MIN_ANCHOR}+ characters of its `believed` or `actual` occurs in the log)")
     return None
 
-__all__ = ["GENERIC", "MIN_ANCHOR", "anchors", "is_anchor", "copies", "grounding", "normalise", "prompt_examples", "refusal",
-           "tokens"]
+__all__ = ["GENERIC", "MIN_ANCHOR", "anchors", "copies", "grounding", "is_anchor", "normalise", "prompt_examples",
+           "refusal", "tokens"]
