@@ -42,8 +42,9 @@ def validate(ctx: click.Context, paths: tuple[Path, ...], no_control: bool, cach
 
     The schema (every unknown key named), the fixture (symlinks, size), the
     simulated model's policy (each step and key, and that its branch text is
-    in the rule), and the do-nothing control: a replay in which the agent
-    changes nothing must fail. Leakage is a warning (exit unchanged): the task
+    in the rule), the do-nothing control: a replay in which the agent
+    changes nothing must fail, and the reference solution (`solution:`): a
+    replay that runs it must pass every check (none: a warning). Leakage is a warning (exit unchanged): the task
     or the fixture's README, CONTRIBUTING, AGENTS.md or CLAUDE.md already says
     what the rule says (its commands, its operative terms, or its meaning), or
     the task states a rule check (`ran`, `not_ran`, `diff_excludes` ...). Exit
@@ -56,7 +57,8 @@ def validate(ctx: click.Context, paths: tuple[Path, ...], no_control: bool, cach
     findings = validate_folders(folders, playbook_for(ctx), control=not no_control, cache=cache, rule=rule)
     if as_json:
         emit_json([{"scenario": f.scenario, "folder": str(f.folder), "ok": f.ok, "problems": f.problems,
-                    "unsound": f.unsound, "warnings": f.warnings, "control": f.control.verdict if f.control else None}
+                    "unsound": f.unsound, "warnings": f.warnings, "control": f.control.verdict if f.control else None,
+                    "solution": f.solution.verdict if f.solution else None}
                    for f in findings])
     else:
         for f in findings:

@@ -41,6 +41,7 @@ class NewScenario(_Loose):
     pass_if: Any = None
     budget: dict[str, Any] | None = None
     files: dict[str, str] = Field(default_factory=dict)
+    solution: list[str] | None = None  # the reference solution's command lines: proven in the sandbox before proposing
     policy: dict[str, Any] | None = None
 
 
@@ -95,10 +96,11 @@ def answer_schema(incident_ids: list[str], scenario_ids: list[str], checks: dict
     text = {"type": "string", "minLength": 1}
     cites = {"type": "array", "items": {"enum": list(incident_ids)}, "minItems": 1, "maxItems": len(incident_ids)}
     check = {"oneOf": [for_grammar(model.model_json_schema()) for model in checks.values()]}
-    new = {"type": "object", "required": ["id", "task", "pass_if", "files"], "properties": {
+    new = {"type": "object", "required": ["id", "task", "pass_if", "files", "solution"], "properties": {
         "id": text, "task": text, "pass_if": {"type": "array", "items": check, "minItems": 1, "maxItems": 6},
         "files": {"type": "object", "additionalProperties": {"type": "string"}, "minProperties": 1,
-                  "maxProperties": 6}}}
+                  "maxProperties": 6},
+        "solution": {"type": "array", "items": text, "minItems": 1, "maxItems": 8}}}
     choices = [{"type": "object", "required": ["new"], "properties": {"new": new}}]
     if scenario_ids:
         choices.insert(0, {"type": "object", "required": ["existing"],

@@ -53,13 +53,9 @@ from bot.config import Settings
 from bot.distill import refusals as refusals_mod
 from bot.distill import scoping
 from bot.distill import spec_change
+from bot.distill import proof
 from bot.distill.answers import AnswerSet, AsksJson, RuleAnswer, answer_schema, validate_rule
-from bot.distill.grouping import (
-    Group,
-    batch_size,
-    batches,
-    group_incidents,
-)
+from bot.distill.grouping import Group, batch_size, batches, group_incidents
 from bot.distill.spec_change import Refused as _Refused
 from bot.distill.spec_change import SpecChange, SpecChangeAnswer, SpecPlan
 from bot.distill.staging import stage_scenario
@@ -262,19 +258,25 @@ def _ask(group: Group, llm: AsksJson, book: Playbook, scenarios_dir: Path, stagi
          report: DistillReport, refused: list[refusals_mod.Refused] = ()) -> list[_RulePlan | SpecPlan]:
     """One model call for ``group`` (with the gate's refusals of its earlier proposals), each proposal checked."""
     report.asked += 1
+    variables = _prompt_vars(group, book, scenarios_dir, refused)
+    narrowed = answer_schema(group.ids, variables.pop("scenario_ids"), scenario_mod.CHECKS)
+
+    def attempt(**retry: str) -> list[_RulePlan | SpecPlan]:
+        answers = llm.ask_json("distill", AnswerSet, answer_schema=narrowed, **variables, **retry).proposals
+        return [p for p in (_plan(group, a.root, scenarios_dir, staging, report) for a in answers) if p is not None]
+
+    def refuse(reason: str, what: str) -> None:  # a model failure is this group's, never the run's
+        report.failed += what == "failed"
+        report.refusals.append(Refusal(group.key, reason, what, group.ids))
     try:
-        variables = _prompt_vars(group, book, scenarios_dir, refused)
-        narrowed = answer_schema(group.ids, variables.pop("scenario_ids"), scenario_mod.CHECKS)
-        answers = llm.ask_json("distill", AnswerSet, answer_schema=narrowed, **variables).proposals
-    except LLMError as exc:  # the model's failure is this group's, never the run's
-        report.failed += 1
-        report.refusals.append(Refusal(group.key, f"the model failed: {exc}", "failed", group.ids))
-        return []
-    plans = [_plan(group, answer.root, scenarios_dir, staging, report) for answer in answers]
+        plans = attempt()
+    except LLMError as exc:
+        return refuse(f"the model failed: {exc}", "failed") or []
+    plans = proof.sound(plans, lambda why: attempt(unsound=why), refuse, report)  # generated scenarios proven
     for p in plans:
         if isinstance(p, _RulePlan):
             p.refused = list(refused)
-    return [p for p in plans if p is not None]
+    return plans
 
 
 def _plan(group: Group, answer: RuleAnswer | SpecChangeAnswer, scenarios_dir: Path, staging: Path,

@@ -37,6 +37,10 @@ def stage_scenario(new: NewScenario, rule_text: str, staging: Path) -> Path:
     data["pass_if"] = new.pass_if
     if new.budget is not None:
         data["budget"] = new.budget
+    if not new.solution:
+        raise _Refused(f"scenario {new.id!r}: no `solution`; give the shell commands that do the task right (every "
+                       "check must hold after them)")
+    data["solution"] = list(new.solution)
     try:
         scenario = scenario_mod.Scenario.model_validate(data)
     except ValidationError as exc:
@@ -57,6 +61,7 @@ def stage_scenario(new: NewScenario, rule_text: str, staging: Path) -> Path:
             raise _Refused(f"scenario {new.id!r} policy: `branch_on` ({parsed.branch_on!r}) is not words of the rule, "
                            "so a simulated replay could never tell the rule is in the prompt")
     data["pass_if"] = [c.model_dump(mode="json", exclude_none=True) for c in scenario.pass_if]
+    data["solution"] = list(scenario.solution.run)
     if new.budget is not None:
         data["budget"] = scenario.budget.model_dump(mode="json")
     folder = staging / uuid.uuid4().hex / scenario.id
@@ -108,3 +113,13 @@ def _bad_path(raw: str) -> bool:
     return (not raw or "\\" in raw or "\0" in raw or PurePosixPath(raw).is_absolute()
             or bool(re.match(r"^[A-Za-z]:", raw)) or raw.startswith("~")
             or any(part in ("..", ".git", "") for part in raw.split("/")))
+
+
+def unsound(folder: Path) -> str | None:
+    """Why a staged scenario cannot prove a rule (``bot.replay.validate``: the do-nothing control must fail and
+    the reference solution pass every check, both replayed in the sandbox), or None when it is sound."""
+    from bot.replay import validate as sv
+
+    finding = sv.validate(folder, control=True, policy=False)
+    lines = [line.replace(str(folder.parent), "").lstrip("/") for line in finding.lines()]
+    return "; ".join(lines) if lines else None

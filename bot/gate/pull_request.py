@@ -141,6 +141,7 @@ class PrGate:
             if not problems:
                 loaded = scenario_mod.load(self.root / folder)
                 problems = sv.control_problems(loaded, run_trial(loaded, "", control, 0, sv.DoNothingAgent()))
+                problems += sv.passable_problems(loaded, sandbox=sandbox)  # the reference solution must pass
             out += [f"{folder}: {p}" if not p.startswith(str(self.root)) else p.replace(str(self.root) + "/", "")
                     for p in problems]
         return out

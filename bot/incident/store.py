@@ -106,6 +106,9 @@ class Incident(records.Record):
     source: Source | None = None
     created: datetime = Field(description="UTC time, ISO 8601, e.g. 2026-07-14T09:32:00Z.")
     triage: bool = Field(default=False, description="True when capture could not fill the belief delta: a person should.")
+    triage_reason: str | None = Field(default=None, max_length=ONE_LINE_MAX,
+                                      description="Why capture left the belief delta to a person (no model, a bad "
+                                                  "answer, an answer not grounded in the evidence).")
     evidence: str | None = Field(default=None, max_length=EVIDENCE_MAX,
                                  description="A size-bounded excerpt of the failure evidence (log lines, review).")
     repeat_of: str | list[str] | None = Field(

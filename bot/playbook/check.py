@@ -76,7 +76,7 @@ def warnings(book: Playbook, root: Path, specs: list[str], sections: list[Path])
 
 
 def validate_folders(folders: list[Path], book: Playbook, *, control: bool,
-                     cache: ReplayCache | None, rule: str | None = None) -> list[sv.Finding]:
+                     cache: ReplayCache | None, rule: str | None = None, policy: bool = True) -> list[sv.Finding]:
     """Validate each folder against the rules that may replay it: the playbook's, in every state, and the
     ``rule.yaml`` beside a scenario. Leakage is a warning: of each rule that replays the folder, of ``rule``
     (``scenario validate --rule``) when given, and of the scenario's own rule checks."""
@@ -96,7 +96,8 @@ def validate_folders(folders: list[Path], book: Playbook, *, control: bool,
     suite_rules = [r for found in beside.values() for r in found]  # another scenario's rule may branch a policy
     findings = []
     for folder in folders:
-        finding = sv.validate(folder, rules=rules + suite_rules, empty_playbook=empty, control=control, cache=cache)
+        finding = sv.validate(folder, rules=rules + suite_rules, empty_playbook=empty, control=control, cache=cache,
+                              policy=policy)
         finding.problems += broken.get(folder, [])
         if not finding.problems:
             own = [r for r in rules if r.replay and Path(r.replay).name == folder.name] + beside[folder]
@@ -120,9 +121,25 @@ def leak_warnings(folder: Path, rules: list[str]) -> list[str]:
 
 
 def admitted_scenario_problems(book: Playbook, cache_dir: Path | None, *, control: bool = True) -> list[str]:
-    """Every admitted rule's scenario must be sound (``control``: the do-nothing replay too, cached)."""
-    rules = book.admitted()
-    folders = sorted({(book.root / r.replay).resolve() for r in rules})
-    findings = validate_folders([f for f in folders if (f / "scenario.yaml").is_file()], book, control=control,
-                                cache=ReplayCache(cache_dir) if cache_dir else None)
+    """Every admitted and proposed rule's scenario must be sound (``control``: the do-nothing replay and the
+    reference solution too, cached): a proposal whose scenario no agent can pass is no candidate. A proposal's
+    scenario needs no simulated-model policy (a real model's distill writes none)."""
+    cache = ReplayCache(cache_dir) if cache_dir else None
+
+    def folders(rules: list) -> set[Path]:
+        found = ((book.root / r.replay).resolve() for r in rules if r.replay)
+        return {f for f in found if (f / "scenario.yaml").is_file()}
+    admitted = folders(book.admitted())
+    proposed = folders([e.rule for e in book.entries(("proposed",), skip_bad_candidates=True)]) - admitted
+    findings = validate_folders(sorted(admitted), book, control=control, cache=cache)
+    findings += validate_folders(sorted(proposed), book, control=control, cache=cache, policy=False)
     return [f"{f.folder}: scenario {f.scenario} cannot prove its rule: {line}" for f in findings for line in f.lines()]
+
+def rule_scenario_problems(book: Playbook, rule: rules_mod.Rule, cache_dir: Path | None) -> list[str]:
+    """Why ``rule``'s scenario cannot prove it (``rule validate``): the do-nothing control and the reference
+    solution, replayed (cached). The simulated model's policy is not asked for: a real model needs none."""
+    folder = book.root / rule.replay if rule.replay else None
+    if folder is None or not (folder / "scenario.yaml").is_file():
+        return []  # `book.vet` names a missing scenario; an org rule replays in its members
+    finding = sv.validate(folder, control=True, policy=False, cache=ReplayCache(cache_dir) if cache_dir else None)
+    return finding.lines()

@@ -2,8 +2,9 @@
 
 See docs/replay.md. The public entry points are re-exported here: the CLI and GitHub use them (and
 ``bot/gate/``), never the engine itself. Here, the use cases: one trial end to end (``engine.py``), its
-checks (``checks.py``, ``unchanged.py``), whether a scenario is sound (``validate.py``), a suite fanned out
-and merged back (``matrix.py``), and the results cache (``cache.py``). Beside them, four packages:
+checks (``checks.py``, ``unchanged.py``), whether a scenario is sound (``validate.py``; its reference solution
+replayed, ``solution.py``), a suite fanned out and merged back (``matrix.py``), and the results cache
+(``cache.py``). Beside them, four packages:
 
 - ``agents/``: the agents a trial runs;
 - ``sandbox/``: where an agent runs, cut off from the harness (isolation, the workspace, the executor);

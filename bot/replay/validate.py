@@ -12,6 +12,10 @@ loading (the schema, every unknown key named), this checks:
   scenario that fails only on ``ran: pytest`` passes for an agent that runs
   pytest and fixes nothing). The control is a real replay, cached by content
   like any other.
+* **the reference solution** (``solution:``, ``bot.replay.solution``): run in
+  the sandbox as an agent's tool calls, every check must hold after it, or the
+  scenario can never be passed and the message names each check that fails.
+  A scenario without one is warned about: nothing proves it passable.
 
 Problems come in two kinds: ``problems`` (the files are wrong: bad input,
 exit 2) and ``unsound`` (the files are fine but cannot prove a rule: exit 1).
@@ -19,6 +23,7 @@ exit 2) and ``unsound`` (the files are fine but cannot prove a rule: exit 1).
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import os
 import stat
@@ -31,6 +36,7 @@ from bot.replay.agents import AgentResult, AgentRun
 from bot.replay.cache import ReplayCache, trial_key
 from bot.replay.engine import ReplayOptions, TrialResult, run_trial
 from bot.replay.gateway.policy import load_policy
+from bot.replay.solution import SOLUTION, missing_warning, run_solution, solution_problems
 from bot.scenario import spec as sc
 
 MAX_FIXTURE_BYTES = 50 << 20
@@ -71,6 +77,7 @@ class Finding:
     unsound: list[str] = field(default_factory=list)  # cannot prove a rule: exit 1
     warnings: list[str] = field(default_factory=list)  # flagged, not failed: leakage (bot.scenario.leakage)
     control: TrialResult | None = None
+    solution: TrialResult | None = None  # the reference solution's trial, when it ran
 
     @property
     def ok(self) -> bool:
@@ -113,9 +120,33 @@ def validate(folder: Path, *, rules: Iterable[Rule] = (), empty_playbook: str = 
         _branch_text(loaded, branch_on, [r for r in rules if _replays(r, folder)], empty_playbook, finding,
                      others=[r for r in rules if not _replays(r, folder)])
     if control and not finding.problems:
-        finding.control = run_control(loaded, cache)
-        finding.unsound += control_problems(loaded, finding.control)
+        try:
+            finding.control = run_control(loaded, cache)
+            finding.unsound += control_problems(loaded, finding.control)
+            finding.unsound += proven_passable(loaded, finding, cache)
+        except BadInput as exc:  # the fixture does not build (a failing `setup`): no replay of it can be scored
+            finding.unsound += [f"{loaded.folder / 'scenario.yaml'}: the fixture cannot be built, so no replay of "
+                                f"it can pass: {exc.message}"]
+    elif not finding.problems:
+        finding.warnings += missing_warning(loaded)
     return finding
+
+
+def passable_problems(loaded: sc.LoadedScenario, *, sandbox: str | None = None) -> list[str]:
+    """Why the reference solution, replayed under ``sandbox``, does not pass every check (none without one)."""
+    if loaded.scenario.solution is None:
+        return []
+    opts = dataclasses.replace(SOLUTION, sandbox=sandbox) if sandbox else SOLUTION
+    return solution_problems(loaded, run_solution(loaded, None, opts))
+
+
+def proven_passable(loaded: sc.LoadedScenario, finding: Finding, cache: ReplayCache | None = None) -> list[str]:
+    """Run the reference solution (a warning when there is none); why it does not pass every check."""
+    if loaded.scenario.solution is None:
+        finding.warnings += missing_warning(loaded)
+        return []
+    finding.solution = run_solution(loaded, cache)
+    return solution_problems(loaded, finding.solution)
 
 
 def _load(folder: Path, finding: Finding) -> sc.LoadedScenario | None:
@@ -251,4 +282,4 @@ def control_problems(loaded: sc.LoadedScenario, result: TrialResult) -> list[str
 
 
 __all__ = ["CONTROL", "DoNothingAgent", "Finding", "control_problems", "exit_code", "fixture_problems",
-           "run_control", "validate"]
+           "passable_problems", "run_control", "validate"]

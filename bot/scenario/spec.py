@@ -14,6 +14,7 @@ from typing import Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import (
     AfterValidator,
+    BeforeValidator,
     BaseModel,
     ConfigDict,
     Discriminator,
@@ -210,6 +211,31 @@ class Service(_Strict):
     body: Any = Field(default=None, description="JSON body of successful answers.")
 
 
+SOLUTION_PATCH_MAX = 1 << 20
+
+
+class Solution(_Strict):
+    """The reference solution: what an agent that does the task right does. ``scenario validate`` runs it in the
+    sandbox, as an agent's tool calls, and every check must hold after it (``bot.replay.solution``)."""
+
+    patch: str | None = Field(default=None, min_length=1, description="A patch file beside scenario.yaml (git "
+                              "diff format), applied in the sandbox with `git apply` before `run`.")
+    run: list[Annotated[str, Field(min_length=1)]] = Field(
+        default_factory=list, description="Shell command lines (bash -c), run in order from the repo root in the "
+                                          "sandbox, each as one tool call of an agent (the trace checks see them).")
+
+    @model_validator(mode="after")
+    def _does_something(self) -> "Solution":
+        if self.patch is None and not self.run:
+            raise ValueError("give `run` (command lines), `patch` (a patch file beside scenario.yaml), or both")
+        return self
+
+
+def _solution_shape(value: Any) -> Any:
+    """``solution: [cmd, …]`` is short for ``solution: {run: [cmd, …]}``."""
+    return {"run": value} if isinstance(value, list) else value
+
+
 class Scenario(records.Record):
     """A replay that can fail (see docs/formats.md)."""
 
@@ -236,6 +262,13 @@ class Scenario(records.Record):
     requirements_file: str | None = Field(
         default=None, description="A requirements file in the fixture, relative to its root, instead of `requirements`."
     )
+    # Not part of a dump (exclude): replays never see it, so it stays out of every trial's cache key; the
+    # reference solution's own trial is keyed by its content (bot.replay.solution).
+    solution: Annotated[Solution | None, BeforeValidator(_solution_shape)] = Field(
+        default=None, exclude=True,
+        description="The reference solution, proving the scenario passable: shell command lines run in the sandbox "
+                    "as an agent's tool calls, or {patch: FILE, run: [...]}. `scenario validate` and the gate refuse "
+                    "a scenario whose checks do not all hold after it.")
     setup: list[str] = Field(
         default_factory=list,
         description="Command lines (no shell) run in the sandbox, in the fixture's root, before the baseline "
@@ -321,4 +354,11 @@ def load(path: Path) -> LoadedScenario:
                      fix=f"keep fixtures inside {folder.parent}/ (the scenario's folder or a shared one beside it)")
     if not fixture.is_dir():
         raise BadInput(f"{file}: field `repo`: fixture folder {fixture} does not exist")
+    if scenario.solution is not None and scenario.solution.patch is not None:
+        patch = inside(folder, folder / scenario.solution.patch, file=file, field="solution.patch",
+                       fix="keep the patch file in the scenario's folder, e.g. `patch: solution.patch`")
+        if not patch.is_file() or patch.stat().st_size > SOLUTION_PATCH_MAX:
+            raise BadInput(f"{file}: field `solution.patch`: {scenario.solution.patch} is not a file of at most "
+                           f"{SOLUTION_PATCH_MAX >> 20} MiB beside scenario.yaml; write the patch there "
+                           "(`git diff > solution.patch` in the fixed fixture)")
     return LoadedScenario(scenario=scenario, folder=folder, fixture=fixture)

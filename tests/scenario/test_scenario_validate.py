@@ -25,7 +25,8 @@ def sound(root: Path, sid: str = "own", **over) -> Path:
     write(folder / "policy.yaml", yaml.safe_dump(over.pop("policy", policy)))
     scenario = {"id": sid, "task": "make it right", "repo": "repo",
                 "pass_if": [{"succeeds": {"run": "test -f right.txt"}}, {"exists": ["README.md"]}],
-                "budget": {"max_turns": 5, "timeout_s": 60, "max_cost_usd": 1.0}, **over}
+                "budget": {"max_turns": 5, "timeout_s": 60, "max_cost_usd": 1.0},
+                "solution": ["echo ok > right.txt"], **over}
     write(folder / "scenario.yaml", yaml.safe_dump(scenario, sort_keys=False))
     write(folder / "rule.yaml", yaml.safe_dump({"id": "rule-0001", "rule": RULE, "cites": ["a"],
                                                 "replay": f"scenarios/{sid}", "created": "2026-11-01"}))
@@ -136,10 +137,10 @@ def test_the_control_is_a_cached_replay(root):
     assert first.ok and first.control.verdict == "failed" and cache.hits == 0
     assert first.control.model_calls == 0 and first.control.cost_usd == 0
     again = sv.validate(folder, cache=cache)
-    assert again.ok and cache.hits == 1
+    assert again.ok and cache.hits == 2  # the control and the reference solution
     write(folder / "repo" / "right.txt", "already here\n")  # a changed fixture is a new key, and now unsound
     changed = sv.validate(folder, cache=cache)
-    assert cache.hits == 1 and not changed.ok and changed.control.verdict == "passed"
+    assert cache.hits == 2 and not changed.ok and changed.control.verdict == "passed"  # none read from the cache
 
 
 def test_json_output_and_one_path(cli, root):

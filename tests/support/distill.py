@@ -44,7 +44,12 @@ def new_scenario(**over) -> dict:
                     {"not_ran": {"command": "pytest", "cwd": "."}},
                     {"succeeds": {"run": "python -m pytest -q", "cwd": "packages/api"}}],
         "files": {"packages/api/pytest.ini": "[pytest]\npythonpath = src\n",
-                  "packages/api/tests/test_x.py": "def test_x():\n    assert 1 + 1 == 2\n"},
+                  "packages/api/src/api/calc.py": "def double(n):\n    return n + n + 1\n",
+                  "packages/api/tests/test_x.py": "from api.calc import double\n\n\ndef test_x():\n"
+                                                  "    assert double(2) == 4\n"},
+        # the reference solution: distill replays it and the do-nothing control before proposing (both sound)
+        "solution": ["sed -i 's/n + n + 1/n + n/' packages/api/src/api/calc.py",
+                     "cd packages/api && python -m pytest -q"],
         "policy": {"branch_on": "package-local pytest.ini",
                    "with_rule": [{"bash": "cd packages/api && python -m pytest -q"}, {"say": "done [rule-0001]"}],
                    "without_rule": [{"bash": "python -m pytest -q"}, {"say": "done"}]},

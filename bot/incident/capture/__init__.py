@@ -21,6 +21,7 @@ from typing import Protocol
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from bot._util import records
+from bot._util.text_safety import neutralise
 from bot.errors import BadInput, LLMError
 from bot.incident.capture.evidence import (
     ACTUAL_UNKNOWN,
@@ -33,6 +34,7 @@ from bot.incident.capture.evidence import (
     open_input,
     read_bounded,
 )
+from bot.incident.capture.grounding import refusal as grounding_refusal
 from bot.incident.capture.log import LogScanner, evidence_from_log
 from bot.incident.capture.pr import evidence_from_pr
 from bot.incident.capture.transcript import TranscriptScanner, evidence_from_transcript
@@ -43,7 +45,8 @@ from bot.incident.store import Actual, Believed, FailureClass, Incident, Inciden
 __all__ = [
     "ACTUAL_UNKNOWN", "BELIEVED_UNKNOWN", "TRIGGER_MAX", "Analysis", "Analyst", "Captured", "Evidence", "LogScanner",
     "TranscriptScanner", "analyse", "capture", "draft", "evidence_from_log", "evidence_from_pr",
-    "evidence_from_transcript", "fit", "one_liner", "open_input", "read_bounded", "sealed", "source_key",
+    "evidence_from_transcript", "evidence_text", "fit", "one_liner", "open_input", "read_bounded", "sealed",
+    "source_key",
 ]
 
 
@@ -123,6 +126,12 @@ def repeat_link(answer: str | None, rules: list[Rule], created: datetime) -> str
     return rule.id if rule is not None and rule.created < created.date() else None
 
 
+def evidence_text(evidence: Evidence, task: str | None = None) -> str:
+    """What a belief delta may name (:mod:`bot.incident.capture.grounding`): the trigger, the failing step,
+    the excerpt the model was shown, and the known task."""
+    return "\n".join(x for x in (evidence.trigger, evidence.failing_step, evidence.excerpt, task) if x)
+
+
 def draft(evidence: Evidence, analyst: Analyst | None = None, *, task: str | None = None,
           task_type: str | None = None, source_url: str | None = None, key: str | None = None,
           content_key: str | None = None, now: datetime | None = None,
@@ -140,6 +149,9 @@ def draft(evidence: Evidence, analyst: Analyst | None = None, *, task: str | Non
             "resolved_by": "unresolved", "created": created, "evidence": evidence.excerpt or None,
             "source": {"kind": evidence.source_kind, "url": source_url, "key": key, "content_key": content_key}}
     if analysis is not None:
+        reason = grounding_refusal(analysis.believed, analysis.actual, evidence_text(evidence, known))
+        analysis = None if reason else analysis
+    if analysis is not None:
         try:
             return Incident.model_validate({**base, "task": known or analysis.task, "believed": analysis.believed,
                                             "actual": analysis.actual, "failure_class": analysis.failure_class,
@@ -149,7 +161,8 @@ def draft(evidence: Evidence, analyst: Analyst | None = None, *, task: str | Non
             reason = f"the model's answer did not make a valid incident ({exc.error_count()} problem(s))"
     fallback = known or evidence.task_hint or f"unknown task (captured from {evidence.source_kind.replace('_', ' ')})"
     incident = Incident.model_validate({**base, "task": fallback, "believed": BELIEVED_UNKNOWN,
-                                        "actual": ACTUAL_UNKNOWN, "failure_class": "unknown", "triage": True})
+                                        "actual": ACTUAL_UNKNOWN, "failure_class": "unknown", "triage": True,
+                                        "triage_reason": neutralise(one_liner(reason, 300)) if reason else None})
     return incident, reason
 
 
