@@ -20,6 +20,7 @@ them) is the one part not called.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass, fields, replace
 from types import SimpleNamespace
@@ -38,11 +39,14 @@ from bot.replay.engine import ReplayOptions, TrialResult
 # A real model's runs differ, so the product's `gate.own_test: auto` picks the paired test for it; the noisy
 # agent is such an agent. The model id only names it: nothing is called.
 NOISY_AGENT = ReplayOptions(model="claude-sonnet-4-6")
-Draw = Callable[[str, str, str, int, str], bool]  # (scenario, playbook text, arm, index, salt) -> passed?
+# (scenario, playbook text, arm, index, salt) -> (passed?, the areas the run touched)
+Draw = Callable[[str, str, str, int, str], tuple[bool, frozenset]]
+Texts = Callable[[str], tuple[str, "str | None"]]  # scenario -> (its prompt, its prompt with the rule; None: unreached)
+Reach = Callable[["SimRunner", str, str], "str | None"]  # (runner, scenario, its prompt) -> why it is skipped, or None
 # What a fresh replay was for (``SimRunner.by_purpose``): the do-nothing control, the own scenario without and
 # with the rule, each other suite scenario's baseline and its trials with the rule, and both sides of a scenario
 # the rule cannot reach (``gate.unreached: once``).
-PURPOSES = ("control", "own_baseline", "own_rule", "suite_baseline", "suite_rule", "unreached")
+PURPOSES = ("control", "own_baseline", "own_rule", "suite_baseline", "suite_rule", "unreached", "reach")
 
 
 @dataclass(frozen=True)
@@ -109,6 +113,76 @@ def single_run_fair_options() -> GateOptions:
     return replace(product_options(), test=stats.SequentialTest(1, 0, 1, 1))
 
 
+# -- issue 54's gate policies, as an AUDIT VARIANT (a benchmark wrapper, not product code) --------------------
+# Used only where the product does not have them yet (``issue54_options``); every decision is still the product's
+# test code (``stats.BaselineTest.decide``, ``suite_check._judge``), these only choose what is replayed.
+
+
+@dataclass(frozen=True)
+class CurtailedBaselineTest(stats.BaselineTest):
+    """AUDIT VARIANT: the product's ``BaselineTest``, refusing as soon as admission is out of reach (every trial
+    left passing could not bring the log-likelihood ratio to ``admit_at``). The same decisions, fewer trials."""
+
+    def decide(self, baseline_passes: int, baseline_n: int, passes: int, fails: int):
+        got = super().decide(baseline_passes, baseline_n, passes, fails)
+        if got != "continue":
+            return got
+        c0, c1 = self.rates(baseline_passes, baseline_n)
+        up = math.log(c1 / c0)
+        best = (passes + self.max_n - passes - fails) * up + fails * math.log((1 - c1) / (1 - c0))
+        return "fail" if best < self.admit_at - 1e-12 else "continue"
+
+
+@dataclass
+class AuditOptions(GateOptions):
+    """AUDIT VARIANT: ``GateOptions`` plus the reach test from the baselines' traces: a suite scenario a path-scoped
+    rule reaches only through a file it may touch is replayed with the rule only if one of its first ``reach_n``
+    baseline trials touched the rule's area; else it is skipped, its harm bounded by 3/``reach_n`` at 95%."""
+
+    reach_n: int | None = None
+
+
+def issue54_options(base: GateOptions) -> GateOptions:
+    """``base`` with issue 54's policies: each suite scenario keyed and judged by the prompt it gets
+    (``scope_reach``), the reach test, and the own test against a 20-trial cached baseline, curtailed. The product's
+    own where it has them; the AUDIT VARIANT above where it does not."""
+    fields_ = {f.name for f in fields(GateOptions)}
+    if "reach_n" in fields_:  # the product's (branch gatecache)
+        return replace(base, scope_reach=True, reach_n=20, test=stats.own_test("baseline"))
+    kept = {f: getattr(base, f) for f in fields_}
+    return AuditOptions(**{**kept, "scope_reach": True, "test": CurtailedBaselineTest(baseline_n=20)}, reach_n=20)
+
+
+def is_audit(opts: GateOptions) -> bool:
+    return isinstance(opts, AuditOptions) or isinstance(opts.test, CurtailedBaselineTest)
+
+
+def reach_from_traces(opts: GateOptions, area: str, home: Callable[[str], str]) -> Reach | None:
+    """The reach test for a rule whose paths name ``area`` (``home``: a scenario's home area, which every run of
+    it touches): read the scenario's baseline trials until one touched the area, at most ``reach_n``."""
+    n = getattr(opts, "reach_n", None)
+    if not n or not area:
+        return None
+
+    def reach(runner: SimRunner, sid: str, base: str) -> str | None:
+        if home(sid) == area:
+            return None
+        side = Side("baseline", sid)
+
+        def touched(_p: int, _f: int) -> str:
+            if any(area in t.delivery.get("touched", ()) for t in side.trials):
+                return "pass"
+            return "fail" if side.n >= n else "continue"
+
+        runner.sequential(side, scenario(sid), base, touched, n, opts.replay)
+        if side.outcome == "pass":
+            return None
+        return (f"skipped: none of its {side.n} baseline trials touched {area}/** (harm at most 3/{side.n} = "
+                f"{3 / side.n:.0%} at 95%)")
+
+    return reach
+
+
 class _Sync:
     """``bot.gate.pool.Stream`` without threads: the next trial is drawn when it is read."""
 
@@ -135,8 +209,8 @@ class SimRunner(decision.Runner):
         self.by_purpose: Counter = Counter()  # PURPOSES -> fresh replays
 
     def _purpose(self, text: str) -> str:
-        if self.phase == "unreached":
-            return "unreached"
+        if self.phase in ("unreached", "reach"):
+            return self.phase
         return f"{self.phase}_{'baseline' if text == self.before_text else 'rule'}"
 
     def _attempt(self, loaded, text: str, index: int, replay: ReplayOptions, arm: str = "baseline"):
@@ -147,9 +221,11 @@ class SimRunner(decision.Runner):
             return kept[index], True
         while len(kept) <= index:  # trials are drawn in index order (a stream never skips one)
             self.reserve(0.0)  # the product's budget rule (``gate.budget``): BudgetSpent once it is used up
-            ok = self.draw(sid, text, arm, len(kept), salt)
+            ok, touched = self.draw(sid, text, arm, len(kept), salt)
             self.by_purpose[self._purpose(text)] += 1
-            kept.append(TrialResult(sid, len(kept), "passed" if ok else "failed", ""))
+            # what its trace shows of the areas it touched (the reach test reads it)
+            kept.append(TrialResult(sid, len(kept), "passed" if ok else "failed", "",
+                                    delivery={"touched": sorted(touched)} if touched else {}))
             self._ran += 1
         return kept[index], False
 
@@ -195,20 +271,24 @@ class Verdict:
 
 
 def decide(opts: GateOptions, runner: SimRunner, own: str, suite: list[str], before_text: str, after_text: str,
-           rule_id: str, reaches: Callable[[str], bool] = lambda _sid: True) -> Verdict:
+           rule_id: str, reaches: Callable[[str], bool] = lambda _sid: True, texts: Texts | None = None,
+           reach: Reach | None = None) -> Verdict:
     """``decision.run_gate`` and ``decision._decide``'s sequence: control, the own test, every other suite
     scenario (``suite_check._suite``: one the budget stopped is undecided), the verdict; ``BudgetSpent``
-    anywhere else makes it inconclusive, as ``run_gate`` does."""
+    anywhere else makes it inconclusive, as ``run_gate`` does. ``texts``: each suite scenario's own prompts
+    (``suite_check.scoped_prompts``; None for the candidate: its scope cannot reach it, not judged); ``reach``:
+    the reach test, which may skip a scenario the rule's trigger never fired in."""
     replays0 = runner.replays
     result = GateResult(rule_id, "", "error", "")
     try:
-        _decide(opts, runner, result, own, suite, before_text, after_text, reaches)
+        _decide(opts, runner, result, own, suite, before_text, after_text, reaches, texts, reach)
     except BudgetSpent as exc:
         result.decision, result.reason = "inconclusive", str(exc)
     return _verdict(result, runner, replays0)
 
 
-def _decide(opts, runner, result, own, suite, before_text, after_text, reaches) -> None:
+def _own(opts, runner, result, own, before_text, after_text) -> bool:
+    """The own scenario's test (``decision.own_test_for``); whether the gate goes on to the suite."""
     loaded = scenario(own)
     runner.phase, runner.before_text = "own", before_text
     runner.control_once(own)
@@ -216,32 +296,44 @@ def _decide(opts, runner, result, own, suite, before_text, after_text, reaches) 
     result.own_test = test.describe()
     quiet = lambda _msg: None  # noqa: E731
     if isinstance(test, stats.PairedTest):
-        if not decision._paired(result, runner, opts, test, loaded, before_text, after_text, quiet):
-            return
-    elif isinstance(test, getattr(stats, "BaselineTest", ())):
-        if not decision.against_baseline(result, runner, opts, test, loaded, before_text, after_text, quiet):
-            return
-    else:
-        result.before = runner.sequential(Side("before", own), loaded, before_text, test.before, test.before_n,
-                                          opts.replay)
-        if result.before.outcome != "pass":
-            decision._not_discriminative(result, "before")
-            return
-        result.after = runner.sequential(Side("after", own), loaded, after_text, test.after, test.after_n,
-                                         opts.replay)
-        if result.after.outcome != "pass":
-            decision._not_discriminative(result, "after")
-            return
+        return decision._paired(result, runner, opts, test, loaded, before_text, after_text, quiet)
+    if isinstance(test, getattr(stats, "BaselineTest", ())):
+        return decision.against_baseline(result, runner, opts, test, loaded, before_text, after_text, quiet)
+    result.before = runner.sequential(Side("before", own), loaded, before_text, test.before, test.before_n,
+                                      opts.replay)
+    if result.before.outcome != "pass":
+        decision._not_discriminative(result, "before")
+        return False
+    result.after = runner.sequential(Side("after", own), loaded, after_text, test.after, test.after_n, opts.replay)
+    if result.after.outcome != "pass":
+        decision._not_discriminative(result, "after")
+        return False
+    return True
+
+
+def _decide(opts, runner, result, own, suite, before_text, after_text, reaches, texts, reach) -> None:
+    if not _own(opts, runner, result, own, before_text, after_text):
+        return
     others = [s for s in suite if s != own]
     test_suite = suite_check.suite_test(opts)
 
     def one(sid: str) -> SuiteEntry:
+        base, cand = texts(sid) if texts else (before_text, after_text)
+        if cand is None:  # suite_check._suite: the rule's scope cannot reach it, so its prompt is unchanged
+            return SuiteEntry(sid, Side("baseline", sid, outcome="not needed"),
+                              note="not judged: the rule's scope (task_types, paths) cannot reach it")
+        runner.before_text = base
+        if reach is not None:
+            runner.phase = "reach"
+            why = reach(runner, sid, base)
+            if why:
+                return SuiteEntry(sid, Side("baseline", sid, outcome="not needed"), note=why)
         # `gate.unreached: once` (suite_check._suite): a scenario the rule's scope cannot reach is screened
         screened = getattr(opts, "unreached_once", False) and not reaches(sid)
         test = replace(test_suite, accept_at=UNREACHED_ACCEPT) if screened else test_suite
         runner.phase = "unreached" if screened else "suite"
         try:
-            return suite_check._judge(runner, opts, test, len(others), scenario(sid), before_text, after_text)
+            return suite_check._judge(runner, opts, test, len(others), scenario(sid), base, cand)
         except BudgetSpent as exc:  # as suite_check._suite: the rest may still show a regression
             return SuiteEntry(sid, Side("baseline", sid, outcome="not run"), undecided=True,
                               note=f"not decided: {exc}")
@@ -255,14 +347,16 @@ def _decide(opts, runner, result, own, suite, before_text, after_text, reaches) 
         result.decision, result.reason = "admit", "replay is discriminative and the suite does not regress"
 
 
-def carry_over(store: dict, result: GateResult, after_text: str) -> int:
+def carry_over(store: dict, result: GateResult, after_text: str | Callable[[str], str]) -> int:
     """``bot.gate.reuse.carry_over`` on the store: after an admission, each trial the gate ran with the rule (its
     own scenario's and each suite scenario's) becomes a baseline trial of the new playbook, whose text is the
-    one they ran with (no retirement, no scope_reach here), where no baseline trial is kept there yet."""
+    one they ran with (``after_text``, or each scenario's: a function of its id), where no baseline trial is kept
+    there yet (no retirement here)."""
+    text_of = after_text if callable(after_text) else (lambda _sid: after_text)
     sides = [e.candidate for e in result.suite if e.candidate is not None] + ([result.after] if result.after else [])
     carried = 0
     for side in sides:
-        kept = store.setdefault((side.scenario, after_text, "baseline", ""), [])
+        kept = store.setdefault((side.scenario, text_of(side.scenario), "baseline", ""), [])
         for trial in side.scored:
             if trial.trial == len(kept):  # the cache holds trials by index: only a gap-free run is a baseline
                 kept.append(trial)
