@@ -213,16 +213,22 @@ class Noise:
         return {"": 1.0, "hook": self.config.hook_slip, "ci": 1 - self.config.ci_fix}[guard]
 
     def pass_rate(self, mode: str, rules: list[Proposal], q: float, guard: str = "") -> float:
-        """The exact pass rate of one run of ``mode`` with these rules (each followed with chance q)."""
+        """The exact pass rate of one run of ``mode`` with these rules (each followed with chance q, and, scoped,
+        delivered with the chance a run touches its area)."""
+        sc = self.scopes
+
+        def got(r: Proposal) -> float:
+            return q * (1.0 if sc is None else sc.reach_chance(r.scope, r.area, mode))
+
         p = self.mistake(mode)
         for r in rules:
             if r.mode == mode:
-                p *= 1 - q * r.effect
+                p *= 1 - got(r) * r.effect
         p *= self.slip(guard)
         ok = 1 - p
         for r in rules:
             if r.victim == mode:
-                ok = max(0.0, ok - q * r.drop)
+                ok = max(0.0, ok - got(r) * r.drop)
         return ok * (1 - self.config.flaky)
 
     def run(self, mode: str, rules: list[Proposal], q: float, *key, guard: str = "") -> bool:
