@@ -20,7 +20,7 @@ from bot.errors import BadInput
 from bot.gate import stats
 from bot.gate.pool import Pool, Stream
 from bot.gate.result import BudgetSpent, Decision, GateOptions, GateResult, Side, SuiteEntry  # noqa: F401  (re-exported)
-from bot.gate.result import watching
+from bot.gate.result import scoped, trigger_of, watching
 from bot.gate.own_scenario import (  # noqa: F401  (re-exported)
     _not_discriminative,
     _paired,
@@ -187,6 +187,19 @@ class Runner:
                 arm: str = "baseline") -> Stream:
         return Stream(self.pool, lambda index: self._attempt(loaded, text, index, replay, arm), start)
 
+    def peek(self, loaded: sc.LoadedScenario, text: str, replay: ReplayOptions, most: int = 64) -> list[TrialResult]:
+        """The trials with the rule under test (arm 'candidate') the cache already holds for this text, from trial 0
+        to the first it lacks; nothing is run or counted."""
+        if self.cache is None:
+            return []
+        version, found = self._agent(replay).version, []
+        for index in range(most):
+            trial = self.cache.get(trial_key(loaded, text, replay, index, version, "candidate"))
+            if trial is None:
+                break
+            found.append(trial)
+        return found
+
     def cached(self, loaded: sc.LoadedScenario, text: str, n: int, replay: ReplayOptions) -> bool:
         """Whether the cache already holds trials 0..n-1 of this scenario with this text (a baseline run before)."""
         if self.cache is None:
@@ -352,11 +365,10 @@ def run_gate(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions
     loaded = sc.load(book.root / candidate.replay)
     result.flags = cheap_flags(book, candidate, loaded)
     opts = replace(opts, replay=watching(opts.replay, candidate))
-    before_text, after_text = baseline_prompt(book, candidate), system_prompt(book, candidate)
+    before_text, after_text, texts = prompts(book, candidate, loaded, opts)
     try:
         with stop_on_sigint():
-            _decide(result, runner, opts, loaded, before_text, after_text, suite_dir, progress,
-                    texts=(lambda other: scoped_prompts(book, candidate, other)) if opts.scope_reach else None,
+            _decide(result, runner, opts, loaded, before_text, after_text, suite_dir, progress, texts=texts,
                     candidate=candidate)
     except BudgetSpent as exc:
         result.decision, result.reason = "inconclusive", str(exc)
@@ -381,6 +393,20 @@ def run_gate(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions
     if result.decision == "inconclusive":
         _still_to_run(result, book, rule_path, suite_dir, opts)
     return result
+
+
+def prompts(book: Playbook, candidate: Rule, loaded: sc.LoadedScenario, opts: GateOptions):
+    """(before, after, texts): the own scenario's instructions without and with the candidate, and each suite
+    scenario's (``scoped_prompts``; None: the whole playbook everywhere). Where the host delivers by scope
+    (``result.scoped``), each scenario gets only the admitted rules whose scope reaches it, so its cached trials,
+    keyed by those instructions (``trial_key``), survive admissions and retirements in other scopes; the own
+    scenario's baseline is then the very one its suite checks read."""
+    if not scoped(opts):
+        return baseline_prompt(book, candidate), system_prompt(book, candidate), None
+    by_files = trigger_of(opts) is None
+    before, after = scoped_prompts(book, candidate, loaded, by_files=False)
+    return (before, after or system_prompt(book, candidate),
+            lambda other: scoped_prompts(book, candidate, other, by_files=by_files))
 
 
 def _still_to_run(result: GateResult, book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions) -> None:

@@ -82,8 +82,13 @@ def as_json(result: GateResult) -> dict[str, Any]:
         "screen": [_side(s) for s in result.screen],
         "before": _side(result.before), "after": _side(result.after),
         "suite": [{"scenario": e.scenario, "task_type": e.task_type, "judged": e.judged, "regressed": e.regressed, "broken": e.broken,
-                   "note": e.note, "baseline": _side(e.baseline), "with_rule": _side(e.candidate)}
+                   "note": e.note, "baseline": _side(e.baseline), "with_rule": _side(e.candidate),
+                   "reach": None if e.reach_bound is None else {"baseline_trials": e.reach_trials, "touched": 0,
+                                                                 "harm_bound95": round(e.reach_bound, 6)}}
                   for e in result.suite],
+        "not_replayed_by_reach": [{"scenario": e.scenario, "baseline_trials": e.reach_trials,
+                                   "harm_bound95": round(e.reach_bound, 6)}
+                                  for e in result.suite if e.reach_bound is not None],
         "regressions": [e.scenario for e in result.regressions],
         "suite_incomplete": [e.scenario for e in result.broken],
         "cost_usd": result.cost_usd, "model_calls": result.model_calls, "replays": result.replays,

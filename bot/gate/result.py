@@ -39,13 +39,34 @@ class GateOptions:
     max_unscored: int = 3  # extra attempts per side before the gate gives up
     cache_dir: Path | None = None
     # Suite scenarios replayed with only the rules whose scope (task_types, paths) can reach them
-    # (``suite_check.reaches``): sound only where every host the playbook renders to loads a scoped rule
-    # for its files alone. Off by default: AGENTS.md is read whole, so every rule reaches every scenario.
-    scope_reach: bool = False
+    # (``suite_check.reaches``): sound only where the host loads a scoped rule for its files alone. None (the
+    # default): where the replayed agent's host delivers by scope (``reach.host_scopes``); a whole-file host
+    # (AGENTS.md read whole) gets every rule everywhere, so nothing is skipped there.
+    scope_reach: bool | None = None
+    # What makes the host load a path-scoped rule (``reach.TRIGGERS``: read, cwd, touch); None: the host's own.
+    # With scope on and a trigger known, a suite scenario whose baseline trials never did it is not replayed with
+    # a path-scoped candidate, and its bound on harm is reported (``bot.gate.reach``).
+    reach_trigger: str | None = None
     # `gate.unreached: once`: a suite scenario the candidate's scope cannot reach (``suite_check.reaches``) is still
     # replayed with it (agents may read the whole file), but screened: its test accepts on the first pass
     # (``UNREACHED_ACCEPT``), and a failure goes on to the full test. Off: every scenario gets the full test.
     unreached_once: bool = False
+
+
+def scoped(opts: GateOptions) -> bool:
+    """Whether suite scenarios get only the rules whose scope reaches them (``GateOptions.scope_reach``)."""
+    from bot.gate.reach import host_scopes
+
+    return host_scopes(opts.replay.agent) if opts.scope_reach is None else bool(opts.scope_reach)
+
+
+def trigger_of(opts: GateOptions) -> str | None:
+    """The trigger path-scoped reach is judged by, or None (scope off, or a host whose trigger is not known)."""
+    from bot.gate.reach import trigger
+
+    if not scoped(opts):
+        return None
+    return opts.reach_trigger or trigger(opts.replay.agent)
 
 
 def watching(replay: ReplayOptions, candidate) -> ReplayOptions:
@@ -114,6 +135,10 @@ class SuiteEntry:
     broken: bool = False  # could not be loaded or replayed: the suite is incomplete without it
     note: str = ""
     task_type: str | None = None  # the scenario's (scenario.yaml), for the report per task type
+    # not replayed with the rule because its baseline trials never triggered the rule's path scope
+    # (``bot.gate.reach``): how many were read, and the 95% bound on the harm they leave
+    reach_trials: int | None = None
+    reach_bound: float | None = None
 
 
 @dataclass

@@ -342,6 +342,7 @@ class PairedTest:
     admit_at: float = 4.6
     reject_at: float = -2.0
     max_pairs: int = 30
+    curtail: bool = True  # refuse once admission is out of reach (issue 54 item 5): same decisions, fewer pairs
 
     def __post_init__(self) -> None:
         if not 0 < self.theta0 < self.theta < 1:
@@ -352,11 +353,18 @@ class PairedTest:
                 + losses * math.log((1 - self.theta) / (1 - self.theta0)))
 
     def decide(self, wins: int, losses: int, pairs: int) -> Decision:
-        """'pass' (admit), 'fail' (refuse) or 'continue', after ``pairs`` pairs with these discordant counts."""
+        """'pass' (admit), 'fail' (refuse) or 'continue', after ``pairs`` pairs with these discordant counts.
+
+        With ``curtail``, 'fail' as soon as admission is out of reach: even if every pair left were a win, the log
+        likelihood ratio would stay below ``admit_at``. The uncurtailed test could then only refuse too, so the
+        decision is the same on every sequence of pairs (``tests/gate/test_gate_curtail.py``); only pairs are saved.
+        """
         llr = self.llr(wins, losses)
         if llr >= self.admit_at - 1e-12:
             return "pass"
         if llr <= self.reject_at + 1e-12 or pairs >= self.max_pairs:
+            return "fail"
+        if self.curtail and self.llr(wins + self.max_pairs - pairs, losses) < self.admit_at - 1e-12:
             return "fail"
         return "continue"
 
@@ -381,12 +389,13 @@ class BaselineTest:
     characteristics, over every baseline outcome: ``bot.gate.price.own_dist``; docs/gate.md has the table.
     """
 
-    baseline_n: int = 40
+    baseline_n: int = 20  # issue 54 item 5 (was 40): the first 20 of the suite's cached 40-trial baseline
     effect: float = 0.7
     effect0: float = 0.1
     admit_at: float = 4.6
     reject_at: float = -2.0
     max_n: int = 30
+    curtail: bool = True  # refuse once admission is out of reach (issue 54 item 5): same decisions, fewer trials
 
     def __post_init__(self) -> None:
         if not 0 <= self.effect0 < self.effect <= 1:
@@ -397,13 +406,23 @@ class BaselineTest:
         m = 1 - (baseline_passes + 1) / (baseline_n + 2)
         return 1 - m * (1 - self.effect0), 1 - m * (1 - self.effect)
 
-    def decide(self, baseline_passes: int, baseline_n: int, passes: int, fails: int) -> Decision:
-        """'pass' (admit), 'fail' (refuse) or 'continue', after ``passes`` and ``fails`` with the rule."""
+    def llr(self, baseline_passes: int, baseline_n: int, passes: int, fails: int) -> float:
         c0, c1 = self.rates(baseline_passes, baseline_n)
-        llr = passes * math.log(c1 / c0) + fails * math.log((1 - c1) / (1 - c0))
+        return passes * math.log(c1 / c0) + fails * math.log((1 - c1) / (1 - c0))
+
+    def decide(self, baseline_passes: int, baseline_n: int, passes: int, fails: int) -> Decision:
+        """'pass' (admit), 'fail' (refuse) or 'continue', after ``passes`` and ``fails`` with the rule.
+
+        With ``curtail``, 'fail' as soon as admission is out of reach: a pass always raises the log likelihood
+        ratio (H1's pass rate is above H0's), so if passing every trial left to ``max_n`` would not reach
+        ``admit_at``, the uncurtailed test can only refuse too; the decision is the same on every sequence
+        (``tests/gate/test_gate_curtail.py``), and only trials are saved."""
+        llr = self.llr(baseline_passes, baseline_n, passes, fails)
         if llr >= self.admit_at - 1e-12:
             return "pass"
         if llr <= self.reject_at + 1e-12 or passes + fails >= self.max_n:
+            return "fail"
+        if self.curtail and self.llr(baseline_passes, baseline_n, self.max_n - fails, fails) < self.admit_at - 1e-12:
             return "fail"
         return "continue"
 

@@ -1,7 +1,9 @@
 """The gate's suite check: every other scenario, replayed with the candidate, judged against its baseline.
 
-Each suite scenario is replayed with the whole playbook, or, with ``GateOptions.scope_reach``, the
-admitted rules that can reach it (``reaches``, ``scoped_prompts``), and judged by
+Each suite scenario is replayed with the whole playbook, or, where the host delivers by scope
+(``GateOptions.scope_reach``), the admitted rules that can reach it (``reaches``, ``scoped_prompts``); a path-scoped
+candidate is not replayed where the scenario's baseline trials never triggered its scope (``by_trace``,
+``bot.gate.reach``). Each judged one is judged by
 ``bot.gate.stats.SuiteTest`` with its baseline on demand (``_judge``); see docs/gate.md section 3. Each entry
 carries its scenario's task type, which the report breaks the suite down by (``bot.gate.task_types``).
 """
@@ -15,7 +17,8 @@ from typing import Callable
 
 from bot.errors import BadInput
 from bot.gate import stats
-from bot.gate.result import UNREACHED_ACCEPT, BudgetSpent, GateOptions, Side, SuiteEntry
+from bot.gate import reach as reach_mod
+from bot.gate.result import UNREACHED_ACCEPT, BudgetSpent, GateOptions, Side, SuiteEntry, trigger_of
 from bot.playbook.rule import Rule
 from bot.playbook.store import Playbook
 from bot.replay import validate as sv
@@ -41,12 +44,19 @@ def reaches(rule: Rule, loaded: sc.LoadedScenario) -> bool:
     return any(fnmatchcase(rel, glob) for rel in files for glob in rule.paths)
 
 
-def scoped_prompts(book: Playbook, candidate: Rule, loaded: sc.LoadedScenario) -> tuple[str, str | None]:
+def scoped_prompts(book: Playbook, candidate: Rule, loaded: sc.LoadedScenario,
+                   by_files: bool = True) -> tuple[str, str | None]:
     """(baseline, with the candidate) for one suite scenario: the admitted rules that can reach it, rendered as
     the gate renders them; the second is None when the candidate cannot reach it. A rule admitted with a scope
-    that cannot reach the scenario leaves its text, and so its cached baseline, as it was."""
+    that cannot reach the scenario leaves its text, and so its cached baseline, as it was. ``by_files`` False:
+    the candidate's ``paths`` are not read against the fixture (its reach is then judged from the baseline
+    trials' footprints, ``bot.gate.reach``), only its task types."""
     rules = [r for r in book.admitted() if r.id != candidate.id and reaches(r, loaded)]
-    return book.render_text(rules), book.render_text(rules + [candidate]) if reaches(candidate, loaded) else None
+    if by_files:
+        ok = reaches(candidate, loaded)
+    else:
+        ok = candidate.applies_to(loaded.scenario.task_type)
+    return book.render_text(rules), book.render_text(rules + [candidate]) if ok else None
 
 
 def _unscored_reasons(side: Side) -> str:
@@ -71,18 +81,27 @@ def _suite(runner, opts, own, before_text, after_text, suite_dir, progress, k: i
         entry.task_type = loaded.scenario.task_type
         return entry
 
+    how = trigger_of(opts) if texts is not None and candidate is not None and candidate.paths else None
+
     def judge_loaded(loaded: sc.LoadedScenario) -> SuiteEntry:
         base_text, cand_text = texts(loaded) if texts else (before_text, after_text)
         if cand_text is None:
             return SuiteEntry(loaded.scenario.id, Side("baseline", loaded.scenario.id, outcome="not needed"),
                               note="not judged: the rule's scope (task_types, paths) cannot reach it")
         progress(f"suite `{loaded.scenario.id}`")
-        screened = opts.unreached_once and candidate is not None and not reaches(candidate, loaded)
+        screened = (how is None and opts.unreached_once and candidate is not None
+                    and not reaches(candidate, loaded))
         try:
+            after = ""
+            if how is not None:
+                skipped, after = by_trace(runner, opts, test, loaded, base_text, cand_text, candidate, how)
+                if skipped is not None:
+                    return skipped
             entry = _judge(runner, opts, replace(test, accept_at=UNREACHED_ACCEPT) if screened else test,
                            k or len(folders), loaded, base_text, cand_text)
             if screened:
                 entry.note += " (screened: the rule's scope cannot reach it, so one pass clears it)"
+            entry.note += after
             return entry
         except BudgetSpent as exc:  # the rest of the suite may still show a regression: that rejects
             return SuiteEntry(loaded.scenario.id, Side("baseline", loaded.scenario.id, outcome="not run"),
@@ -100,6 +119,31 @@ def _suite(runner, opts, own, before_text, after_text, suite_dir, progress, k: i
         except BaseException:
             runner.close()  # e.g. the budget is spent: stop every other scenario's trials too
             raise
+
+
+def by_trace(runner, opts: GateOptions, test: stats.SuiteTest, loaded, base_text: str, cand_text: str,
+             candidate: Rule, how: str) -> tuple[SuiteEntry | None, str]:
+    """Reach from the recorded trace (``bot.gate.reach``): the scenario's baseline trials (cached and shared, the
+    same its suite test reads), and whether any did what makes the host load ``candidate`` (path-scoped). None of
+    them: the entry that skips it, with its bound on harm. Else (None, a note for the full test's entry).
+
+    A with-rule trial that got the rule although no baseline triggered it (the delivery check says delivered: one
+    the cache holds, or `gate.unreached: once`'s one screening trial) sends the scenario to the full test."""
+    sid = loaded.scenario.id
+    base = runner.fixed(Side("baseline", sid), loaded, base_text, test.baseline_n, opts.replay)
+    if base.outcome == "error":
+        return None, ""  # the full test says it could not be scored
+    found = reach_mod.judge(base.scored, candidate.paths, how)
+    if not found.skip:
+        return None, f" ({found.note()})"
+    with_rule = runner.peek(loaded, cand_text, opts.replay)
+    if opts.unreached_once and not with_rule:
+        with_rule = runner.fixed(Side("with rule", sid), loaded, cand_text, 1, opts.replay).trials
+    got = [t for t in with_rule if t.delivered]
+    if got:
+        return None, (f" (its {found.trials} baseline trials never triggered the rule's scope, but with-rule trial "
+                      f"{got[0].trial} got the rule ({got[0].delivery.get('how') or 'delivered'}): judged in full)")
+    return SuiteEntry(sid, base, note=found.note(), reach_trials=found.trials, reach_bound=found.bound), ""
 
 
 def suite_test(opts: GateOptions) -> stats.SuiteTest:

@@ -32,6 +32,7 @@ from bot.errors import BadInput, InfrastructureError
 from bot.replay import agents as agents_mod
 from bot.replay import checks as checks_mod
 from bot.replay import delivery
+from bot.replay import footprint as footprint_mod
 from bot.replay.gateway.policy import SIMULATED_MODEL, load_policy
 from bot.replay.gateway.server import Gateway, ModelCall, Upstream
 from bot.replay.sandbox import isolation, toolchain
@@ -106,6 +107,8 @@ class TrialResult:
     warnings: list[str] = field(default_factory=list)
     delivered: bool | None = None  # the rule under test reached the agent's context; None: no rule, or unknown
     delivery: dict = field(default_factory=dict)  # bot.replay.delivery.Delivery.to_dict(), with a rule under test
+    # what it read, wrote, where it ran and what (``bot.replay.footprint``), for the gate's reach; None: not recorded
+    footprint: dict | None = None
 
     @property
     def failed_checks(self) -> list[checks_mod.CheckResult]:
@@ -304,6 +307,7 @@ def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
             model_s=round(sum(c.duration_ms for c in gateway.calls) / 1000, 3), simulated=opts.simulated,
             run_dir=str(run_dir.path) if opts.runs_dir else None, sandbox=backend.name, warnings=warnings,
             delivered=got.delivered, delivery=got.to_dict() if opts.rule else {},
+            footprint=footprint_mod.footprint(read_trace(run_dir.trace), sandbox.root),
         )
 
 
