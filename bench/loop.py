@@ -57,9 +57,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                    help="noisy presets: N fixed blocks of --seeds seeds each (issue 54: --blocks 4 --seeds 60), "
                         "each reported on its own and pooled; a target holds only in every block")
     p.add_argument("--gate-policies", choices=("issue54", "shipped"), default="issue54",
-                   help="noisy presets: issue54 (prompts keyed by scope, the reach test, the own test against a "
-                        "20-trial cached baseline, curtailed: the product's where it has them, else the labelled "
-                        "AUDIT VARIANT of loopbench.simgate) or shipped (the product's options as they ship)")
+                   help="noisy presets: issue54 (the product's gate with prompts keyed by scope, the reach test "
+                        "from the baselines' footprints and gate.own_test: baseline, curtailed) or shipped (the "
+                        "product's options as they ship)")
     p.add_argument("--seeds", type=int, default=1, help="run this many seeds, from --seed up (noisy preset)")
     p.add_argument("--quick", action="store_true", help="a 4-week smoke run")
     p.add_argument("--weeks", type=int, default=12)
@@ -256,8 +256,7 @@ def gate_table(args: argparse.Namespace, suite_size: int) -> tuple[dict, list[st
     variant = list(args.gate_set)
     if getattr(args, "gate_policies", "shipped") == "issue54":
         product = simgate.issue54_options(product)
-        variant.append("issue 54's policies (" + ("AUDIT VARIANT, not product code" if simgate.is_audit(product)
-                                                  else "the product's") + ")")
+        variant.append("issue 54's policies (the product's: scope_reach, reach_trigger read, own_test baseline)")
     if args.own_test:
         product = replace(product, test=stats.own_test(args.own_test))
         variant.append(f"gate.own_test: {args.own_test}")

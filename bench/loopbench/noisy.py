@@ -82,6 +82,8 @@ def suite_modes(stream: Stream, size: int | None = None) -> list[str]:
 class NoisyRun:
     def __init__(self, policy: str, stream: Stream, noise: Noise, cfg: LoopConfig, gate: GateOptions | None,
                  reproposals: int = 0, escalate: bool = False):
+        if gate is not None and noise.scopes is not None and noise.scopes.whole_file:
+            gate = replace(gate, scope_reach=False)  # a host that reads the whole file: every rule is global
         self.policy, self.stream, self.noise, self.cfg, self.gate = policy, stream, noise, cfg, gate
         # A refused proposal is answered at distill's next run, at most this often per incident (0: never).
         self.reproposals = reproposals if gate is not None else 0
@@ -277,20 +279,24 @@ class NoisyRun:
         return self.cfg.q(len(self.reaching(sid, self.rules)))
 
     def _texts(self, proposal: Proposal):
-        """Each scenario's (prompt, prompt with the candidate or None) as the gate keys them: the scenario's own
-        scoped prompt (``suite_check.scoped_prompts``) where the gate keys by scope, else the whole playbook."""
+        """Each scenario's (prompt, prompt with the candidate or None) as the gate keys them: where the host
+        delivers by scope (``scope_reach``), the scenario's own scoped prompt (``decision.prompts``,
+        ``suite_check.scoped_prompts``: the admitted rules whose task types and paths reach its fixture; the
+        candidate by its task types alone when the reach test reads its paths from the trials), else the whole
+        playbook."""
         whole = (self._text(self.rules), self._text([*self.rules, proposal]))
         sc = self.noise.scopes
         if not getattr(self.gate, "scope_reach", False) or sc is None or sc.whole_file:
             return lambda _sid: whole
+        by_files = not getattr(self.gate, "reach_trigger", None)
         memo: dict = {}
 
         def texts(sid: str):
             got = memo.get(sid)
             if got is None:
                 base = self.reaching(sid, self.rules)
-                cand = self._text([*base, proposal]) if sc.reaches(proposal.scope, proposal.area, sid) else None
-                got = memo[sid] = (self._text(base), cand)
+                ok = sc.reaches(proposal.scope, proposal.area if by_files or sid == proposal.mode else "", sid)
+                got = memo[sid] = (self._text(base), self._text([*base, proposal]) if ok else None)
             return got
         return texts
 
@@ -316,11 +322,11 @@ class NoisyRun:
         runner = simgate.SimRunner(self.gate, self._draw_trial, self.store if self.cache else {}, fresh)
         sc = self.noise.scopes
         scoped = sc is not None and not sc.whole_file
-        reach = simgate.reach_from_traces(self.gate, proposal.area, sc.home) if scoped else None
         reaches = (lambda sid: sc.reaches(proposal.scope, proposal.area, sid)) if scoped else (
             lambda sid: not proposal.scope or self.noise.task_type(sid) == proposal.scope)
         verdict = simgate.decide(self.gate, runner, proposal.mode, self.noise.suite, before, after, proposal.id,
-                                 reaches=reaches, texts=texts, reach=reach)
+                                 reaches=reaches, texts=texts if scoped else None,
+                                 paths=(f"{proposal.area}/**",) if proposal.area else ())
         self._spend(week, REPLAY_USD * verdict.replays, calls=verdict.replays, replays=verdict.replays)
         week.gates_by[verdict.outcome] += 1
         week.replays_by.update({(verdict.outcome, purpose): n for purpose, n in verdict.by_purpose.items()})

@@ -20,7 +20,6 @@ them) is the one part not called.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from dataclasses import dataclass, fields, replace
 from types import SimpleNamespace
@@ -28,6 +27,7 @@ from typing import Callable
 
 from bot import config
 from bot.gate import decision, stats, suite_check
+from bot.gate import result as result_mod
 from bot.gate.result import BudgetSpent, GateOptions, GateResult, Side, SuiteEntry
 
 try:
@@ -42,10 +42,9 @@ NOISY_AGENT = ReplayOptions(model="claude-sonnet-4-6")
 # (scenario, playbook text, arm, index, salt) -> (passed?, the areas the run touched)
 Draw = Callable[[str, str, str, int, str], tuple[bool, frozenset]]
 Texts = Callable[[str], tuple[str, "str | None"]]  # scenario -> (its prompt, its prompt with the rule; None: unreached)
-Reach = Callable[["SimRunner", str, str], "str | None"]  # (runner, scenario, its prompt) -> why it is skipped, or None
 # What a fresh replay was for (``SimRunner.by_purpose``): the do-nothing control, the own scenario without and
-# with the rule, each other suite scenario's baseline and its trials with the rule, and both sides of a scenario
-# the rule cannot reach (``gate.unreached: once``).
+# with the rule, each other suite scenario's baseline and its trials with the rule, both sides of a scenario
+# the rule cannot reach (``gate.unreached: once``), and the baseline trials the reach test reads first.
 PURPOSES = ("control", "own_baseline", "own_rule", "suite_baseline", "suite_rule", "unreached", "reach")
 
 
@@ -113,74 +112,14 @@ def single_run_fair_options() -> GateOptions:
     return replace(product_options(), test=stats.SequentialTest(1, 0, 1, 1))
 
 
-# -- issue 54's gate policies, as an AUDIT VARIANT (a benchmark wrapper, not product code) --------------------
-# Used only where the product does not have them yet (``issue54_options``); every decision is still the product's
-# test code (``stats.BaselineTest.decide``, ``suite_check._judge``), these only choose what is replayed.
-
-
-@dataclass(frozen=True)
-class CurtailedBaselineTest(stats.BaselineTest):
-    """AUDIT VARIANT: the product's ``BaselineTest``, refusing as soon as admission is out of reach (every trial
-    left passing could not bring the log-likelihood ratio to ``admit_at``). The same decisions, fewer trials."""
-
-    def decide(self, baseline_passes: int, baseline_n: int, passes: int, fails: int):
-        got = super().decide(baseline_passes, baseline_n, passes, fails)
-        if got != "continue":
-            return got
-        c0, c1 = self.rates(baseline_passes, baseline_n)
-        up = math.log(c1 / c0)
-        best = (passes + self.max_n - passes - fails) * up + fails * math.log((1 - c1) / (1 - c0))
-        return "fail" if best < self.admit_at - 1e-12 else "continue"
-
-
-@dataclass
-class AuditOptions(GateOptions):
-    """AUDIT VARIANT: ``GateOptions`` plus the reach test from the baselines' traces: a suite scenario a path-scoped
-    rule reaches only through a file it may touch is replayed with the rule only if one of its first ``reach_n``
-    baseline trials touched the rule's area; else it is skipped, its harm bounded by 3/``reach_n`` at 95%."""
-
-    reach_n: int | None = None
-
-
-def issue54_options(base: GateOptions) -> GateOptions:
-    """``base`` with issue 54's policies: each suite scenario keyed and judged by the prompt it gets
-    (``scope_reach``), the reach test, and the own test against a 20-trial cached baseline, curtailed. The product's
-    own where it has them; the AUDIT VARIANT above where it does not."""
-    fields_ = {f.name for f in fields(GateOptions)}
-    if "reach_n" in fields_:  # the product's (branch gatecache)
-        return replace(base, scope_reach=True, reach_n=20, test=stats.own_test("baseline"))
-    kept = {f: getattr(base, f) for f in fields_}
-    return AuditOptions(**{**kept, "scope_reach": True, "test": CurtailedBaselineTest(baseline_n=20)}, reach_n=20)
-
-
-def is_audit(opts: GateOptions) -> bool:
-    return isinstance(opts, AuditOptions) or isinstance(opts.test, CurtailedBaselineTest)
-
-
-def reach_from_traces(opts: GateOptions, area: str, home: Callable[[str], str]) -> Reach | None:
-    """The reach test for a rule whose paths name ``area`` (``home``: a scenario's home area, which every run of
-    it touches): read the scenario's baseline trials until one touched the area, at most ``reach_n``."""
-    n = getattr(opts, "reach_n", None)
-    if not n or not area:
-        return None
-
-    def reach(runner: SimRunner, sid: str, base: str) -> str | None:
-        if home(sid) == area:
-            return None
-        side = Side("baseline", sid)
-
-        def touched(_p: int, _f: int) -> str:
-            if any(area in t.delivery.get("touched", ()) for t in side.trials):
-                return "pass"
-            return "fail" if side.n >= n else "continue"
-
-        runner.sequential(side, scenario(sid), base, touched, n, opts.replay)
-        if side.outcome == "pass":
-            return None
-        return (f"skipped: none of its {side.n} baseline trials touched {area}/** (harm at most 3/{side.n} = "
-                f"{3 / side.n:.0%} at 95%)")
-
-    return reach
+def issue54_options(base: GateOptions, trigger: str = "read") -> GateOptions:
+    """``base`` with issue 54's policies, all the product's (``bot.gate``): where the host delivers by scope, each
+    suite scenario keyed and judged by the instructions it gets (``scope_reach``), the reach test from the
+    baselines' footprints (``reach_trigger``, ``suite_check.by_trace``; the simulated host loads a path-scoped rule
+    when the agent reads a file it matches, as Claude Code does), and the own test against the first 20 trials of
+    the cached baseline, curtailed (``gate.own_test: baseline``; ``stats.BaselineTest``). ``NoisyRun`` turns
+    ``scope_reach`` off for a project whose host reads the whole file."""
+    return replace(base, scope_reach=True, reach_trigger=trigger, test=stats.own_test("baseline"))
 
 
 class _Sync:
@@ -225,12 +164,17 @@ class SimRunner(decision.Runner):
             self.by_purpose[self._purpose(text)] += 1
             # what its trace shows of the areas it touched (the reach test reads it)
             kept.append(TrialResult(sid, len(kept), "passed" if ok else "failed", "",
-                                    delivery={"touched": sorted(touched)} if touched else {}))
+                                    footprint={"reads": [f"{a}/{sid}.txt" for a in sorted(touched)]}))
             self._ran += 1
         return kept[index], False
 
     def _stream(self, loaded, text: str, replay: ReplayOptions, start: int = 0, arm: str = "baseline"):
         return _Sync(lambda index: self._attempt(loaded, text, index, replay, arm), start)
+
+    def peek(self, loaded, text: str, replay: ReplayOptions, most: int = 64) -> list:
+        """``Runner.peek``: the with-rule trials the store holds for this text (nothing run)."""
+        sid = loaded.scenario.id
+        return list(self.store.get((sid, text, "candidate", self.fresh.get(sid, self.fresh.get("*", ""))), ()))[:most]
 
     def cached(self, loaded, text: str, n: int, replay: ReplayOptions) -> bool:
         sid = loaded.scenario.id
@@ -272,16 +216,16 @@ class Verdict:
 
 def decide(opts: GateOptions, runner: SimRunner, own: str, suite: list[str], before_text: str, after_text: str,
            rule_id: str, reaches: Callable[[str], bool] = lambda _sid: True, texts: Texts | None = None,
-           reach: Reach | None = None) -> Verdict:
+           paths: tuple[str, ...] = ()) -> Verdict:
     """``decision.run_gate`` and ``decision._decide``'s sequence: control, the own test, every other suite
     scenario (``suite_check._suite``: one the budget stopped is undecided), the verdict; ``BudgetSpent``
     anywhere else makes it inconclusive, as ``run_gate`` does. ``texts``: each suite scenario's own prompts
-    (``suite_check.scoped_prompts``; None for the candidate: its scope cannot reach it, not judged); ``reach``:
-    the reach test, which may skip a scenario the rule's trigger never fired in."""
+    (``suite_check.scoped_prompts``; None for the candidate: its scope cannot reach it, not judged); ``paths``: the
+    candidate's path globs, for the reach test (``suite_check.by_trace``)."""
     replays0 = runner.replays
     result = GateResult(rule_id, "", "error", "")
     try:
-        _decide(opts, runner, result, own, suite, before_text, after_text, reaches, texts, reach)
+        _decide(opts, runner, result, own, suite, before_text, after_text, reaches, texts, paths)
     except BudgetSpent as exc:
         result.decision, result.reason = "inconclusive", str(exc)
     return _verdict(result, runner, replays0)
@@ -311,11 +255,15 @@ def _own(opts, runner, result, own, before_text, after_text) -> bool:
     return True
 
 
-def _decide(opts, runner, result, own, suite, before_text, after_text, reaches, texts, reach) -> None:
+def _decide(opts, runner, result, own, suite, before_text, after_text, reaches, texts, paths) -> None:
     if not _own(opts, runner, result, own, before_text, after_text):
         return
     others = [s for s in suite if s != own]
     test_suite = suite_check.suite_test(opts)
+    # suite_check._suite: the reach test where the prompts are scoped, the candidate has paths and the trigger is known
+    trigger = getattr(result_mod, "trigger_of", lambda _o: None)(opts)
+    how = trigger if texts is not None and paths else None
+    candidate = SimpleNamespace(paths=tuple(paths))
 
     def one(sid: str) -> SuiteEntry:
         base, cand = texts(sid) if texts else (before_text, after_text)
@@ -323,16 +271,16 @@ def _decide(opts, runner, result, own, suite, before_text, after_text, reaches, 
             return SuiteEntry(sid, Side("baseline", sid, outcome="not needed"),
                               note="not judged: the rule's scope (task_types, paths) cannot reach it")
         runner.before_text = base
-        if reach is not None:
-            runner.phase = "reach"
-            why = reach(runner, sid, base)
-            if why:
-                return SuiteEntry(sid, Side("baseline", sid, outcome="not needed"), note=why)
         # `gate.unreached: once` (suite_check._suite): a scenario the rule's scope cannot reach is screened
-        screened = getattr(opts, "unreached_once", False) and not reaches(sid)
+        screened = how is None and getattr(opts, "unreached_once", False) and not reaches(sid)
         test = replace(test_suite, accept_at=UNREACHED_ACCEPT) if screened else test_suite
-        runner.phase = "unreached" if screened else "suite"
         try:
+            if how is not None:
+                runner.phase = "reach"
+                skipped, _note = suite_check.by_trace(runner, opts, test, scenario(sid), base, cand, candidate, how)
+                if skipped is not None:
+                    return skipped
+            runner.phase = "unreached" if screened else "suite"
             return suite_check._judge(runner, opts, test, len(others), scenario(sid), base, cand)
         except BudgetSpent as exc:  # as suite_check._suite: the rest may still show a regression
             return SuiteEntry(sid, Side("baseline", sid, outcome="not run"), undecided=True,
