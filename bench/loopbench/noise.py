@@ -200,6 +200,15 @@ class Noise:
         return frozenset(a for a, chance in self.scopes.touch(mode).items()
                          if chance >= 1.0 or uniform(self.seed, "touch", a, *key) < chance)
 
+    def harm_size(self, r: Proposal) -> float:
+        """How much an admitted harmful ``r`` lowers a pass rate, followed: its victim's by its drop times the chance
+        a run of the victim gets it; its own task's by the rise in its mistake rate."""
+        if r.kind == "self-harm":
+            return -r.effect * self.mistake(r.mode)
+        if r.kind != "harmful" or not r.victim:
+            return 0.0
+        return r.drop * (1.0 if self.scopes is None else self.scopes.reach_chance(r.scope, r.area, r.victim))
+
     def harms(self, r: Proposal) -> bool:
         """Whether an admitted ``r`` does harm: it hurts its own task, or its victim is one it can reach."""
         if r.kind == "self-harm":

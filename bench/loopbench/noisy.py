@@ -24,6 +24,7 @@ from collections import Counter
 from dataclasses import replace
 
 from bot.gate.result import GateOptions
+from bot.gate.stats import SuiteTest
 from bot.playbook.worth import compliance
 from loopbench import simgate
 from loopbench.catalogue import Mode
@@ -40,6 +41,7 @@ EXTRA_POLICIES = ("replaybook_v1",)  # the product with `gate.own_test: sequenti
 REPLAY_USD = 0.0183
 CALL_USD = 0.0113
 HAND_WRITTEN_SUITE = 13
+DESIGN_DROP = SuiteTest().drop  # the drop in pass rate the product's suite test is built to catch (0.35)
 
 
 def gates(suite_size: int, product: GateOptions | None = None) -> dict[str, GateOptions]:
@@ -107,7 +109,7 @@ class NoisyRun:
         self.refused_good: Counter = Counter()
         self.failed: set[str] = set()
         self.new_incidents = 0
-        self.harmful_ever = self.useless_ever = self.admissions = 0
+        self.harmful_ever = self.harmful_big = self.useless_ever = self.admissions = 0
         self.loop_cost = 0.0
         self.weeks: list[Week] = []
 
@@ -255,6 +257,7 @@ class NoisyRun:
         week.admitted += 1
         if self.noise.harms(proposal):
             self.harmful_ever += 1
+            self.harmful_big += self.noise.harm_size(proposal) >= DESIGN_DROP
             week.admitted_harmful += 1
         if proposal.kind != "self-harm" and proposal.effect < self.noise.config.useless_below:
             self.useless_ever += 1
@@ -338,6 +341,7 @@ class NoisyRun:
         week.playbook_size = len(self.rules)
         week.harmful_in_playbook = sum(self.noise.harms(r) for r in self.rules)
         week.harmful_ever = self.harmful_ever
+        week.harmful_big = self.harmful_big
         week.useless_admitted = self.useless_ever
         week.q = self.q()
         week.cost_usd = round(week.cost_usd, 6)

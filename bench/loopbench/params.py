@@ -53,15 +53,16 @@ def table(noise: NoiseConfig, loop: LoopConfig, suite: int, scope: ScopeConfig |
         Parameter("proposal the agent already follows (effect 0)", f"{n.p_redundant}", "assumed",
                   f"no source. Not the seed's quarter: {SEED} says \"About a quarter of candidates got rejected "
                   "here\" (the run without the rule passed), but in the simulation that share is set by the mistake "
-                  "rates, not by this one: it comes out at 34–37% with any value here (the \"seed's quarter\" "
-                  "sensitivity run raises the mistake rates until it is 25%); ±50% run"),
+                  "rates, not by this one: it comes out at 34–37% (35% on tuning seeds 900–919) whatever this is; the "
+                  "\"seed's quarter\" run raises the mistake rates to Beta(6, 2), which gives 26%; ±50% run"),
         Parameter("a good rule's effect e (mistake rate × (1 − e) when followed)",
                   f"Beta({n.e_alpha:g}, {n.e_beta:g}), mean {e_mean:.3f}" + ("" if n.e_shape == "beta" else
                                                                              f", shape {n.e_shape}"), "assumed",
                   f"mean near {SEED_ZH}'s CSV task (success 63% → 87% with lessons injected: failures cut by 0.65), "
                   "a task unlike a rule's own scenario. It does not reproduce the seed's 6%: with it the oracle's "
-                  "repeat share is 18–20% (the seed's 6% needs rules near perfect: the \"seed's 6%\" run); shape runs "
-                  "(uniform, all-or-nothing) at the same mean"),
+                  "repeat share is 18–24%; even near-perfect rules (the \"rules near perfect\" run, Beta(19, 1)) "
+                  "leave it at about 10% (tuning seeds 900–919), since q < 1, flaky checks and first failures stay; "
+                  "shape runs (uniform, all-or-nothing) at the same mean"),
         Parameter("rule followed, q(rules in the prompt)", f"{loop.q0} − {loop.q_slope} × rules (min {loop.q_min})",
                   "cited (slope); q0 assumed",
                   "IFScale (Jaroslawicz et al. 2025, \"How Many Instructions Can LLMs Follow at Once?\"): 68% of 500 "
@@ -180,6 +181,6 @@ VARIANTS = {
     "task types ignored by the host (paths only)": lambda s: replace(s, scope=replace(s.scope, task_types=False)),
     "seed's quarter (mistake rate Beta(6, 2), mean 0.75)": lambda s: replace(
         s, noise=replace(s.noise, p_alpha=6.0, p_beta=2.0)),
-    "seed's 6% (good effect Beta(19, 1), mean 0.95)": lambda s: replace(
+    "rules near perfect, toward the seed's 6% (good effect Beta(19, 1), mean 0.95)": lambda s: replace(
         s, noise=replace(s.noise, e_alpha=19.0, e_beta=1.0)),
 }

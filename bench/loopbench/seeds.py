@@ -38,6 +38,7 @@ def summed(per_seed: list[list[Week]]) -> list[Week]:
 def figures(weeks: list[Week]) -> dict:
     s = report.summary(weeks)
     s["useless_admitted"] = weeks[-1].useless_admitted if weeks else 0
+    s["harmful_big"] = weeks[-1].harmful_big if weeks else 0
     s["good_rejected"] = sum(w.good_rejected for w in weeks)
     s["bad_admitted"] = s["harmful_ever"] + s["useless_admitted"]
     s["repeat_causes_last4"] = dict(sum((w.repeat_causes for w in weeks[-4:]), Counter()).most_common())
@@ -105,7 +106,8 @@ def blocks_markdown(data: dict, title: str = "") -> list[str]:
         for x in b:
             s = x["summaries"][name]
             rows.append([name, f"{x['seeds'][0]}–{x['seeds'][1]}", s["candidates_gated"], s["admissions"],
-                         f"{s['harmful_admitted']} ({100 * (s['harmful_rate'] or 0):.2f}%)", s["useless_admitted"],
+                         f"{s['harmful_admitted']} ({100 * (s['harmful_rate'] or 0):.2f}%; "
+                         f"{s['harmful_at_design_drop']} ≥ 0.35)", s["useless_admitted"],
                          s["replays"], s["replays_per_gated_candidate"] or "–", s["replays_per_admission"] or "–",
                          s["failures_last4"], f"{100 * (s['repeat_share_last4'] or 0):.1f}%"])
     out = ["", f"## Blocks of {data['size']} seeds{title}", "",
@@ -143,7 +145,8 @@ def markdown(data: dict) -> str:
     rows = []
     for name, p in data["policies"].items():
         s = p["summary"]
-        rows.append([name, s["candidates_gated"], s["admissions"], s["harmful_admitted"], s["useless_admitted"],
+        rows.append([name, s["candidates_gated"], s["admissions"],
+                     f"{s['harmful_admitted']} ({s['harmful_at_design_drop']} ≥ 0.35)", s["useless_admitted"],
                      s["replays"], s["replays_per_gated_candidate"] or "–", s["replays_per_admission"] or "–",
                      *[f"${s[f'usd_per_admission {a}']}" if s[f"usd_per_admission {a}"] is not None else "–"
                        for a in agents],

@@ -71,6 +71,7 @@ def summary(s: dict) -> dict:
     """The issue's per-policy summary, from ``seeds.figures`` (sums over the seeds)."""
     gated, adm, rep = s["gated"], s["admitted"], s["replays"]
     out = {"candidates_gated": gated, "admissions": adm, "harmful_admitted": s["harmful_ever"],
+           "harmful_at_design_drop": s.get("harmful_big", 0),
            "useless_admitted": s["useless_admitted"], "replays": rep, "failures_last4": s["failures_last4"],
            "repeat_share_last4": s["repeat_share_last4"],
            "replays_per_gated_candidate": round(rep / gated, 2) if gated else None,
