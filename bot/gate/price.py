@@ -240,3 +240,18 @@ def walk(draw: Callable[[str, str, int], bool], own: stats.SequentialTest | stat
             regressed.append(sid)
     decision = "reject" if regressed else "inconclusive" if undecided else "admit"
     return Walked(decision, spent, regressed, undecided)
+
+
+def curtailing(test: stats.PairedTest | stats.BaselineTest, p_before: float, p_after: float) -> tuple[float, float, float]:
+    """(P(admit), expected replays uncurtailed, expected replays curtailed) of an own test, exactly: curtailing
+    (``curtail``) changes no decision, only where a refusal stops (docs/gate.md, "Curtailed")."""
+    from dataclasses import replace
+
+    def runs(t) -> tuple[float, float]:
+        ok, bad = own_dist(t, p_before, p_after)
+        return sum(ok.values()), sum(k * v for d in (ok, bad) for k, v in d.items())
+
+    p_full, full = runs(replace(test, curtail=False))
+    p_cut, cut = runs(replace(test, curtail=True))
+    assert abs(p_full - p_cut) < 1e-12, (p_full, p_cut)
+    return p_cut, full, cut

@@ -1,8 +1,11 @@
 """A content-addressed cache of replay results.
 
 The key hashes everything that can change a result: the fixture tree, the
-task, checks, services and budget, the simulated model's policy, the playbook
-text (which holds the candidate), the agent and its version, the model id,
+task, checks, services and budget, the simulated model's policy, the exact
+instructions delivered to the agent (the rendered text of the rules that reach
+that scenario, the candidate among them where it does: not the playbook's
+version, so a trial survives changes in scopes that never reach its scenario),
+the agent and its version, the model id,
 the noise and seed, the environment it lets through, the trial index, and
 the arm: a trial with a rule under test is keyed apart from one with the
 playbook as it is, so an admitted rule's trials (selected by its admission)
@@ -65,7 +68,8 @@ def tree_hash(folder: Path) -> str:
 
 def trial_key(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions, trial: int,
               agent_version: str, arm: str = "baseline") -> str:
-    """The trial's key. ``arm``: 'baseline' for a trial with the playbook as it is (a before-run, a suite baseline,
+    """The trial's key. ``playbook_text``: the instructions the agent is given in this scenario, as delivered
+    (``bot.gate.suite_check.scoped_prompts`` where the host delivers by scope). ``arm``: 'baseline' for a trial with the playbook as it is (a before-run, a suite baseline,
     a task), 'candidate' for one with a rule under test. They are keyed apart because an admitted candidate's text
     becomes the next baseline's: its trials were selected by the admission, so they must not be read as that
     baseline's independent trials (docs/gate.md, "Cache")."""
