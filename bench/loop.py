@@ -367,6 +367,7 @@ def sensitivity_row(name: str, factor, runs: dict, few: list[int]) -> dict:
            "below_fair": bool(rb and fair and rb["failures_last4"] < fair["failures_last4"])}
     if rb:
         row.update({"harmful": f"{rb['harmful_admitted']}/{rb['admissions']}", "harmful_rate": rb["harmful_rate"],
+                    "harmful_big": rb["harmful_at_design_drop"],
                     "harmful_upper": rb["harmful_wilson_upper95"],
                     "harm_met": (rb["harmful_rate"] or 0) <= 0.01,
                     "per_gated": rb["replays_per_gated_candidate"], "per_admission": rb["replays_per_admission"]})

@@ -166,7 +166,7 @@ def markdown(data: dict) -> str:
                             "replays / admission", "below single_run_fair", "repeat share ÷ oracle's",
                             "oracle repeat share", "seed gate's before-run refusals", "ranking (last-4-week failures)"],
                            [[x["name"], x["factor"] or "", f"{x.get('harmful', '–')} = {pct(x.get('harmful_rate'))} "
-                             f"({pct(x.get('harmful_upper'))})", "yes" if x.get("harm_met") else "**no**",
+                             f"({pct(x.get('harmful_upper'))}; {x.get('harmful_big', '–')} ≥ 0.35)", "yes" if x.get("harm_met") else "**no**",
                              x.get("per_gated", "–"), x.get("per_admission", "–"), "yes" if x["below_fair"] else "**no**",
                              x.get("repeat_vs_oracle", "–"), pct(x.get("oracle_repeat_share")),
                              pct(x.get("seed_gate_before_refusals")), x["ranking"]] for x in data["sensitivity"]],
