@@ -155,7 +155,7 @@ def markdown(data: dict) -> str:
                         "replays / gated", "replays / admission", *[f"$ / admission, {a.split(' ')[0]}" for a in agents],
                         "failures, last 4 wk", "repeat share, last 4 wk"], rows))
     lines += where_replays_go(data["policies"].get("replaybook", {}).get("summary", {}))
-    lines += ["", f"Ranking by last-4-week failures: {data['ranking']}", "", "## Targets (replaybook, product defaults)", ""]
+    lines += ["", f"Ranking by last-4-week failures: {data['ranking']}", "", "## Targets (replaybook, at the gate named above)", ""]
     lines.append(table(["target", "value", "met"],
                        [[t["target"], t["value"], "yes" if t["met"] else "**no**"] for t in data["targets"]]))
     if data.get("blocks"):

@@ -158,7 +158,7 @@ def evaluate(summaries: dict[str, dict], per_seed_last4: dict[str, list[int]], n
         out.append({"target": "last-4-week failures below single_run_fair (paired over seeds"
                               + (", p < 0.05)" if pooled else ": lower)"), "key": "failures",
                     "value": f"{r['failures_last4']} vs {summaries['single_run_fair']['failures_last4']}; "
-                             f"Wilcoxon p = {w['p']:.4g} (n {w['n']}); sign test p = {sign['p']:.4g}",
+                             f"Wilcoxon p = {_p(w['p'])} (n {w['n']}); sign test p = {_p(sign['p'])}",
                     "met": lower and (not pooled or w["p"] < 0.05), "tests": [w, sign]})
     if "oracle" in summaries:
         o = summaries["oracle"]["repeat_share_last4"]
@@ -167,6 +167,10 @@ def evaluate(summaries: dict[str, dict], per_seed_last4: dict[str, list[int]], n
                              f"({r['repeat_share_last4'] / o:.2f}×)" if o else "oracle 0",
                     "met": bool(o) and r["repeat_share_last4"] <= 1.5 * o})
     return out
+
+
+def _p(p: float) -> str:
+    return "< 1e-6" if p < 1e-6 else f"{p:.3g}"
 
 
 def across_blocks(pooled: list[dict], blocks: list[list[dict]]) -> list[dict]:
