@@ -60,9 +60,10 @@ def table(noise: NoiseConfig, loop: LoopConfig, suite: int, scope: ScopeConfig |
                                                                              f", shape {n.e_shape}"), "assumed",
                   f"mean near {SEED_ZH}'s CSV task (success 63% → 87% with lessons injected: failures cut by 0.65), "
                   "a task unlike a rule's own scenario. It does not reproduce the seed's 6%: with it the oracle's "
-                  "repeat share is 18–24%; even near-perfect rules (the \"rules near perfect\" run, Beta(19, 1)) "
-                  "leave it at about 10% (tuning seeds 900–919), since q < 1, flaky checks and first failures stay; "
-                  "shape runs (uniform, all-or-nothing) at the same mean"),
+                  "repeat share is 18–24%; rules near perfect (the \"rules near perfect\" run, Beta(19, 1)) leave it "
+                  "near 10% (tuning seeds 900–919), and only every rule perfect (e = 1, the output's "
+                  "floor_every_rule_perfect) gives about the seed's 6%; shape runs (uniform, all-or-nothing) at the "
+                  "same mean"),
         Parameter("rule followed, q(rules in the prompt)", f"{loop.q0} − {loop.q_slope} × rules (min {loop.q_min})",
                   "cited (slope); q0 assumed",
                   "IFScale (Jaroslawicz et al. 2025, \"How Many Instructions Can LLMs Follow at Once?\"): 68% of 500 "
