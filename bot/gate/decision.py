@@ -20,7 +20,7 @@ from bot.errors import BadInput
 from bot.gate import stats
 from bot.gate.pool import Pool, Stream
 from bot.gate.result import BudgetSpent, Decision, GateOptions, GateResult, Side, SuiteEntry  # noqa: F401  (re-exported)
-from bot.gate.result import scoped, trigger_of, watching
+from bot.gate.result import watching
 from bot.gate.own_scenario import (  # noqa: F401  (re-exported)
     _not_discriminative,
     _paired,
@@ -33,12 +33,13 @@ from bot.gate.suite_check import (  # noqa: F401  (re-exported)
     _judge,
     _suite,
     _unscored_reasons,
+    by_reach,
+    prompts,
     reaches,
     scoped_prompts,
     suite_test,
 )
 from bot.model import meaning
-from bot.playbook.render.system_prompt import baseline_prompt, system_prompt
 from bot.playbook.rule import Rule
 from bot.playbook.store import Playbook
 from bot.replay import agents as agents_mod
@@ -318,8 +319,8 @@ def estimate(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions
     if candidate is None or problems:
         return None
     loaded = sc.load(book.root / candidate.replay)
-    return gate_estimate.estimate(loaded, baseline_prompt(book, candidate), system_prompt(book, candidate),
-                                  suite_dir, opts, candidate)
+    before_text, after_text, texts = prompts(book, candidate, loaded, opts)
+    return gate_estimate.estimate(loaded, before_text, after_text, suite_dir, opts, candidate, texts)
 
 
 def _with_eta(progress: Callable[[str], None], plan, runner: Runner) -> Callable[[str], None]:
@@ -395,20 +396,6 @@ def run_gate(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions
     return result
 
 
-def prompts(book: Playbook, candidate: Rule, loaded: sc.LoadedScenario, opts: GateOptions):
-    """(before, after, texts): the own scenario's instructions without and with the candidate, and each suite
-    scenario's (``scoped_prompts``; None: the whole playbook everywhere). Where the host delivers by scope
-    (``result.scoped``), each scenario gets only the admitted rules whose scope reaches it, so its cached trials,
-    keyed by those instructions (``trial_key``), survive admissions and retirements in other scopes; the own
-    scenario's baseline is then the very one its suite checks read."""
-    if not scoped(opts):
-        return baseline_prompt(book, candidate), system_prompt(book, candidate), None
-    by_files = trigger_of(opts) is None
-    before, after = scoped_prompts(book, candidate, loaded, by_files=False)
-    return (before, after or system_prompt(book, candidate),
-            lambda other: scoped_prompts(book, candidate, other, by_files=by_files))
-
-
 def _still_to_run(result: GateResult, book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions) -> None:
     """An inconclusive gate's replays still to run (``bot.gate.estimate.still_to_run``)."""
     from bot.gate.estimate import still_to_run
@@ -474,7 +461,8 @@ def _decide(result: GateResult, runner: Runner, opts: GateOptions, loaded: sc.Lo
                          f"{result.after.passes}/{result.after.n} with it) and "
                          + ("the suite does not regress" if result.suite else
                             "no other scenario was checked (the suite holds none besides its own)")
-                         + (f" ({incomplete})" if incomplete else ""))
+                         + by_reach(result.suite) + (f" ({incomplete})" if incomplete else ""))
+
 
 
 def incomplete_note(result: GateResult) -> str:

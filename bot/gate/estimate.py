@@ -150,11 +150,12 @@ def _past(cache: ReplayCache | None) -> dict[str, tuple[float, float, float]]:
 
 
 def estimate(loaded: sc.LoadedScenario, before_text: str, after_text: str, suite_dir: Path, opts,
-             candidate=None) -> Estimate:
+             candidate=None, texts=None) -> Estimate:
     """The plan of ``bot.gate.decision.run_gate`` for one candidate (``opts`` a ``GateOptions``; ``candidate``, its
-    rule, for ``opts.unreached_once``). Replays nothing."""
+    rule, for ``opts.unreached_once`` and reach; ``texts``: each suite scenario's instructions, as the gate's).
+    Replays nothing."""
     from bot.gate.decision import own_test_for, reaches, suite_test
-    from bot.gate.result import UNREACHED_ACCEPT
+    from bot.gate.result import UNREACHED_ACCEPT, trigger_of
 
     cache = ReplayCache(opts.cache_dir) if opts.cache_dir else None
     plan = _Plan(opts, cache)
@@ -188,20 +189,42 @@ def estimate(loaded: sc.LoadedScenario, before_text: str, after_text: str, suite
         if not sv.validate(folder, control=False, policy=opts.replay.simulated).ok:
             continue  # the gate does not replay a scenario that does not load
         other = sc.load(folder)
-        if opts.unreached_once and candidate is not None and not reaches(candidate, other):
+        base_text, cand_text = texts(other) if texts else (before_text, after_text)
+        if cand_text is None:
+            continue  # its instructions do not change: not replayed
+        how = trigger_of(opts) if texts and candidate is not None and candidate.paths else None
+        if opts.unreached_once and how is None and candidate is not None and not reaches(candidate, other):
             suite = replace(suite_test(opts), accept_at=UNREACHED_ACCEPT)  # screened, as the gate judges it
         else:
             suite = suite_test(opts)
-        if suite.on_demand and not _on_demand(plan, other, before_text, after_text, suite, len(folders), opts):
+        if how is not None and _skipped(plan, other, base_text, cand_text, suite.baseline_n, candidate, how, opts):
+            continue  # its cached baseline never triggered the rule's scope (``suite_check.by_trace``)
+        if how is None and suite.on_demand and not _on_demand(plan, other, base_text, cand_text, suite,
+                                                              len(folders), opts):
             continue  # the candidate's trials clear the pessimistic baseline: no baseline to run
-        passes, n = plan.fixed(other, before_text, suite.baseline_n, opts.replay)
+        passes, n = plan.fixed(other, base_text, suite.baseline_n, opts.replay)
         rate = passes / n if n == suite.baseline_n else P_SUITE
         base = round(rate * suite.baseline_n)
         if base == 0:
             continue  # not judged: it fails with the current playbook too
-        plan.sequential(other, after_text, lambda p, f, b=base: suite.decide(b, suite.baseline_n, p, f, len(folders)),
+        plan.sequential(other, cand_text, lambda p, f, b=base: suite.decide(b, suite.baseline_n, p, f, len(folders)),
                         rate, opts.replay, "candidate")
     return _done(plan)
+
+
+def _skipped(plan: _Plan, other, base_text: str, cand_text: str, n: int, candidate, how: str, opts) -> bool:
+    """Whether reach skips ``other`` on what the cache holds: its whole baseline, none of it touching the scope, and
+    no cached trial with the rule that got it (a baseline still to run is planned whole, with the full test)."""
+    from bot.gate import reach as reach_mod
+
+    hits = [plan.lookup(other, base_text, i, opts.replay) for i in range(n)]
+    if any(h is None for h in hits) or not reach_mod.judge(hits, candidate.paths, how).skip:
+        return False
+    first = plan.lookup(other, cand_text, 0, opts.replay, "candidate")
+    if first is not None and first.delivered:
+        return False
+    plan.est.cached += n
+    return True
 
 
 def _on_demand(plan: _Plan, other, before_text: str, after_text: str, suite: stats.SuiteTest, k: int,

@@ -82,8 +82,8 @@ def touches(footprint: dict | None, paths: Iterable[str], how: Trigger) -> bool:
         return True  # not recorded: no evidence it did not
     globs = list(paths)
     files = list(footprint.get("reads", ()))
-    if how == "read":
-        files += footprint.get("writes", ())  # an edit reads first; Write reportedly does not, counted anyway
+    if how == "read":  # the agent's own reads: its tool calls (an edit or write tool's path included) and the
+        # file arguments of reading commands; not the diff, where a test run's __pycache__ would count as a touch
         return any(fnmatchcase(f, g) for f in files for g in globs)
     folders = [_folder(g) for g in globs]
     cwds = list(footprint.get("cwds", ()))

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Callable
 
 from bot.errors import BadInput
-from bot.gate import stats
 from bot.gate import reach as reach_mod
-from bot.gate.result import UNREACHED_ACCEPT, BudgetSpent, GateOptions, Side, SuiteEntry, trigger_of
+from bot.gate import stats
+from bot.gate.result import UNREACHED_ACCEPT, BudgetSpent, GateOptions, Side, SuiteEntry, scoped, trigger_of
+from bot.playbook.render.system_prompt import baseline_prompt, system_prompt
 from bot.playbook.rule import Rule
 from bot.playbook.store import Playbook
 from bot.replay import validate as sv
@@ -57,6 +58,30 @@ def scoped_prompts(book: Playbook, candidate: Rule, loaded: sc.LoadedScenario,
     else:
         ok = candidate.applies_to(loaded.scenario.task_type)
     return book.render_text(rules), book.render_text(rules + [candidate]) if ok else None
+
+
+def prompts(book: Playbook, candidate: Rule, loaded: sc.LoadedScenario, opts: GateOptions):
+    """(before, after, texts): the own scenario's instructions without and with the candidate, and each suite
+    scenario's (``scoped_prompts``; None: the whole playbook everywhere). Where the host delivers by scope
+    (``bot.gate.result.scoped``), each scenario gets only the admitted rules whose scope reaches it, so its cached trials,
+    keyed by those instructions (``trial_key``), survive admissions and retirements in other scopes; the own
+    scenario's baseline is then the very one its suite checks read."""
+    if not scoped(opts):
+        return baseline_prompt(book, candidate), system_prompt(book, candidate), None
+    by_files = trigger_of(opts) is None
+    before, after = scoped_prompts(book, candidate, loaded, by_files=False)
+    return (before, after or system_prompt(book, candidate),
+            lambda other: scoped_prompts(book, candidate, other, by_files=by_files))
+
+
+def by_reach(suite: list[SuiteEntry]) -> str:
+    """The scenarios reach skipped, with the largest bound on harm they leave (``bot.gate.reach``)."""
+    skipped = [e for e in suite if e.reach_bound is not None]
+    if not skipped:
+        return ""
+    worst = max(e.reach_bound for e in skipped)
+    return (f" where the rule can reach; {len(skipped)} scenario(s) whose baselines never triggered its scope "
+            f"were not replayed (harm at most {worst:.1%} each, 95%)")
 
 
 def _unscored_reasons(side: Side) -> str:

@@ -38,7 +38,6 @@ from bot.replay.gateway.server import Gateway, ModelCall, Upstream
 from bot.replay.sandbox import isolation, toolchain
 from bot.replay.sandbox.services import service_env, start_services
 from bot.replay.sandbox.workspace import Sandbox, temp_dir, temp_root
-from bot.replay.trace.shims import default_cache_dir
 from bot.replay.trace.events import (
     AgentOutputEvent,
     ModelCallEvent,
@@ -51,6 +50,7 @@ from bot.replay.trace.events import (
     file_change_events,
     read_trace,
 )
+from bot.replay.trace.shims import default_cache_dir
 from bot.scenario import spec as sc
 
 Verdict = Literal["passed", "failed", "unscored"]

@@ -76,6 +76,7 @@ def test_a_candidate_in_scope_a_replays_no_scenario_of_scope_b_and_b_keeps_its_b
     first = _suite(root)
     result = gate(root, first, **SCOPED)
     assert result.decision == "admit", result.reason
+    assert result.reason.endswith("were not replayed (harm at most 63.2% each, 95%)"), result.reason
     api, web = _entry(result, "api"), _entry(result, "web")
     assert api.candidate is None and not api.judged  # no trial of `api` with the web rule
     assert api.reach_trials == 3 and api.reach_bound == pytest.approx(1 - 0.05 ** (1 / 3))
@@ -150,6 +151,9 @@ def test_a_rule_that_breaks_a_scenario_it_reaches_is_still_caught(root):
 @pytest.mark.parametrize("how,footprint,touched", [
     ("read", {"reads": ["web/app.js"], "writes": [], "cwds": ["."], "commands": []}, True),
     ("read", {"reads": ["api/x.py"], "writes": [], "cwds": ["web"], "commands": []}, False),
+    # a test run at the root writes web/__pycache__: Claude Code loads nothing for that
+    ("read", {"reads": [], "writes": ["web/__pycache__/a.pyc"], "cwds": ["."], "commands": [["python"]]}, False),
+    ("touch", {"reads": [], "writes": ["web/__pycache__/a.pyc"], "cwds": ["."], "commands": []}, True),
     ("cwd", {"reads": ["web/app.js"], "writes": [], "cwds": ["."], "commands": []}, False),
     ("cwd", {"reads": [], "writes": [], "cwds": ["web/src"], "commands": []}, True),
     ("touch", {"reads": [], "writes": [], "cwds": ["."], "commands": [["ls", "web"]]}, True),
@@ -164,3 +168,36 @@ def test_the_bound_is_the_exact_zero_count_bound():
     assert reach.harm_bound(40) == pytest.approx(0.0722, abs=1e-4)
     assert reach.harm_bound(20) == pytest.approx(0.1391, abs=1e-4)
     assert 3 / 40 > reach.harm_bound(40)  # the rule of three rounds it up
+
+
+def test_a_trial_keeps_its_footprint_from_the_kernel_trace_and_its_tool_calls(root):
+    """`cd web && cat app.js`: the kernel's exec trace gives `cat`'s working folder, so the read is web/app.js."""
+    from bot.replay import agents
+    from bot.replay.engine import ReplayOptions, run_trial
+    from bot.scenario import spec as sc
+
+    folder = _scenario(root, "web", "app.js", files={"web/app.js": "app\n"})
+    policy = yaml.safe_load((folder / "policy.yaml").read_text())
+    policy["without_rule"][0] = {"bash": "cd web && cat app.js"}
+    (folder / "policy.yaml").write_text(yaml.safe_dump(policy))
+    trial = run_trial(sc.load(folder), "# Playbook\n", ReplayOptions(), 0, agents.make("builtin"))
+    assert trial.verdict == "passed", trial.reason
+    fp = trial.footprint
+    assert "web" in fp["cwds"] and ["cat", "app.js"] in fp["commands"]
+    assert "web/app.js" in fp["reads"] and fp["writes"] == ["right.txt"]
+    assert reach.touches(fp, ["web/**"], "read") and reach.touches(fp, ["web/**"], "cwd")
+    assert not reach.touches(fp, ["api/**"], "touch")
+
+
+def test_the_plan_of_a_gate_counts_no_replay_where_reach_will_skip(root):
+    from bot.gate import decision as gate_mod
+    from bot.replay.engine import ReplayOptions
+
+    first = _suite(root)
+    opts = gate_mod.GateOptions(replay=ReplayOptions(), cache_dir=root / ".cache", suite_trials=3,
+                                scope_reach=True, reach_trigger="read", jobs=1, test=SequentialTest())
+    before = gate_mod.estimate(book(root), first, root / "scenarios", opts)
+    assert before.scenarios.get("api", 0) >= 3  # its baseline is not cached yet: planned, with the full test
+    gate(root, first, **SCOPED)
+    after = gate_mod.estimate(book(root), first, root / "scenarios", opts)
+    assert after.scenarios.get("api", 0) == 0 and after.replays == 0  # every trial cached, and api skipped
