@@ -53,6 +53,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--whole-file-share", type=float, default=None,
                    help="noisy presets, --delivery mix: the share of projects whose host reads rules whole "
                         "(default: loopbench.scope.ScopeConfig's, 2 of 6 hosts)")
+    p.add_argument("--paths-only", action="store_true",
+                   help="noisy presets, scoped delivery: the host scopes rules by their paths alone (it does not know "
+                        "the task's type, as Claude Code's paths: and Copilot's applyTo do not)")
     p.add_argument("--blocks", type=int, default=0, metavar="N",
                    help="noisy presets: N fixed blocks of --seeds seeds each (issue 54: --blocks 4 --seeds 60), "
                         "each reported on its own and pooled; a target holds only in every block")
@@ -297,8 +300,8 @@ def run_noisy(args: argparse.Namespace, stream_cfg: StreamConfig, loop_cfg: Loop
                             ci_fix=args.ci_fix)
     if args.preset == "local-model":
         noise_cfg = params.local_model(noise_cfg)
-    args.scope = ScopeConfig(delivery=args.delivery, **({"whole_file_share": args.whole_file_share}
-                                                        if args.whole_file_share is not None else {}))
+    args.scope = ScopeConfig(delivery=args.delivery, task_types=not args.paths_only,
+                             **({"whole_file_share": args.whole_file_share} if args.whole_file_share is not None else {}))
     started = time.monotonic()
     probe = make_stream(stream_cfg, seed_list[0])
     suite_size = len(noisy.suite_modes(probe, args.suite))

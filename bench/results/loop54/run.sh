@@ -15,7 +15,10 @@ for what in "$@"; do
     paired) run paired --preset noisy --suite 30 --blocks 4 --seeds 60 --workers 2 --own-test auto --policies single_run_fair,replaybook,oracle ;;
     whole) run whole-file --preset noisy --suite 30 --blocks 4 --seeds 60 --workers 2 --delivery whole-file --policies single_run_fair,replaybook,oracle ;;
     mix) run mix --preset noisy --suite 30 --blocks 4 --seeds 60 --workers 2 --delivery mix --policies single_run_fair,replaybook,oracle ;;
-    sensitivity) run sensitivity --preset noisy --suite 30 --seeds 30 --sensitivity 30 --workers 2 --policies single_run,single_run_fair,replaybook,oracle ;;
+    sensitivity) run sensitivity --preset noisy --suite 30 --seeds 20 --sensitivity 20 --workers 2 --policies single_run_fair,replaybook,oracle ;;
+    frontier) for set in suite.drop=0.2 suite.baseline_n=20; do
+        run "frontier-$set" --preset noisy --suite 30 --blocks 4 --seeds 60 --workers 2 --gate-set "$set" --policies single_run_fair,replaybook,oracle; done ;;
+    paths) run paths-only --preset noisy --suite 30 --blocks 4 --seeds 60 --workers 2 --paths-only --policies single_run_fair,replaybook,oracle ;;
     local) run local-model --preset local-model --suite 30 --seeds 60 --workers 2 --policies single_run_fair,replaybook,oracle ;;
     shipped) run shipped --preset noisy --suite 30 --blocks 4 --seeds 60 --workers 2 --gate-policies shipped --policies single_run_fair,replaybook,oracle ;;
   esac
