@@ -5,6 +5,8 @@
     python bench/loop.py --weeks 2 --tasks 4  # a quick look
     python bench/loop.py --preset noisy --seeds 3   # the noisy agent (docs/loop-benchmark.md), 3 seeds
     python bench/loop.py --preset noisy --quick     # a 4-week smoke run (CI)
+    python bench/loop.py --preset noisy --suite 30 --blocks 4 --seeds 60   # issue 54: four blocks, scoped hosts
+    python bench/loop.py --preset noisy --suite 30 --blocks 4 --seeds 60 --delivery whole-file
 
 Every task is a real replay (sandbox, trace, checks) of one scenario with the
 playbook of that moment; every failure is captured, distilled and gated by the

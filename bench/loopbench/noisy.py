@@ -352,8 +352,8 @@ class NoisyRun:
 def learning(reproposals: int, escalate: bool) -> str:
     """The loop's learning from refusals and ignored rules, as the parameters state it."""
     out = (f"distill's next run answers a refusal with the gate's reason, at most {reproposals} times per incident "
-           "(new incidents: fresh tries; bot.distill.refusals); a re-proposal is scoped to the mode's task type, "
-           "after a regression the same rule scoped" if reproposals else "no re-proposals")
+           "(new incidents: fresh tries; bot.distill.refusals); every proposal is scoped as narrowly as its incidents "
+           "allow (loopbench.scope), a re-proposal is a new rule in that scope" if reproposals else "no re-proposals")
     return out + ("; an ignored rule (2 repeats since admission) is escalated to a hook or CI guard from its "
                   "scenario's checks, or a rewording, in every policy with rules" if escalate else "; no escalation")
 
