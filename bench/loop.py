@@ -5,6 +5,8 @@
     python bench/loop.py --weeks 2 --tasks 4  # a quick look
     python bench/loop.py --preset noisy --seeds 3   # the noisy agent (docs/loop-benchmark.md), 3 seeds
     python bench/loop.py --preset noisy --quick     # a 4-week smoke run (CI)
+    python bench/loop.py --preset noisy --suite 30 --blocks 4 --seeds 60   # issue 54: four blocks, scoped hosts
+    python bench/loop.py --preset noisy --suite 30 --blocks 4 --seeds 60 --delivery whole-file
 
 Every task is a real replay (sandbox, trace, checks) of one scenario with the
 playbook of that moment; every failure is captured, distilled and gated by the
@@ -29,6 +31,7 @@ from loopbench import noisy, report, seeds  # noqa: E402
 import yaml  # noqa: E402
 from loopbench import run as run_mod  # noqa: E402
 from loopbench.noise import NoiseConfig  # noqa: E402
+from loopbench.scope import ScopeConfig  # noqa: E402
 from loopbench.run import POLICIES, LoopConfig, PolicyRun  # noqa: E402
 from loopbench.simulated import DistillerConfig  # noqa: E402
 from loopbench.stream import StreamConfig, expected_repeat_share, make_stream  # noqa: E402
@@ -42,8 +45,26 @@ DEFAULT_CACHE = Path(settings.get("XDG_CACHE_HOME") or Path.home() / ".cache") /
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--preset", choices=("default", "noisy"), default="default",
-                   help="default: scripted agent, real replays; noisy: the noisy SIMULATED agent of loopbench.noise")
+    p.add_argument("--preset", choices=("default", "noisy", "local-model"), default="default",
+                   help="default: scripted agent, real replays; noisy: the noisy SIMULATED agent of loopbench.noise; "
+                        "local-model: the noisy agent with the real local model's measured pass rates "
+                        "(loopbench.params.LOCAL_MODEL)")
+    p.add_argument("--delivery", choices=("scoped", "whole-file", "mix"), default="scoped",
+                   help="noisy presets: how the host delivers rules (loopbench.scope): by scope, the whole file to "
+                        "every prompt, or a mix of projects (--whole-file-share of them whole-file)")
+    p.add_argument("--whole-file-share", type=float, default=None,
+                   help="noisy presets, --delivery mix: the share of projects whose host reads rules whole "
+                        "(default: loopbench.scope.ScopeConfig's, 2 of 6 hosts)")
+    p.add_argument("--paths-only", action="store_true",
+                   help="noisy presets, scoped delivery: the host scopes rules by their paths alone (it does not know "
+                        "the task's type, as Claude Code's paths: and Copilot's applyTo do not)")
+    p.add_argument("--blocks", type=int, default=0, metavar="N",
+                   help="noisy presets: N fixed blocks of --seeds seeds each (issue 54: --blocks 4 --seeds 60), "
+                        "each reported on its own and pooled; a target holds only in every block")
+    p.add_argument("--gate-policies", choices=("issue54", "shipped"), default="issue54",
+                   help="noisy presets: issue54 (the product's gate with prompts keyed by scope, the reach test "
+                        "from the baselines' footprints and gate.own_test: baseline, curtailed) or shipped (the "
+                        "product's options as they ship)")
     p.add_argument("--seeds", type=int, default=1, help="run this many seeds, from --seed up (noisy preset)")
     p.add_argument("--quick", action="store_true", help="a 4-week smoke run")
     p.add_argument("--weeks", type=int, default=12)
@@ -102,16 +123,21 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--json", action="store_true", help="print JSON instead of markdown")
     p.add_argument("--from-json", type=Path, help="print the markdown of a run saved with --json; run nothing")
     args = p.parse_args(argv)
-    known = noisy.NOISY_POLICIES + noisy.EXTRA_POLICIES if args.preset == "noisy" else POLICIES
-    args.policies = args.policies or ",".join(noisy.NOISY_POLICIES if args.preset == "noisy" else POLICIES)
+    args.noisy = args.preset in ("noisy", "local-model")
+    known = noisy.NOISY_POLICIES + noisy.EXTRA_POLICIES if args.noisy else POLICIES
+    args.policies = args.policies or ",".join(noisy.NOISY_POLICIES if args.noisy else POLICIES)
+    if args.blocks:
+        args.block_size, args.seeds = args.seeds, args.seeds * args.blocks
     if args.seed is None:
-        args.seed = (999 if args.tuning else 1000) if args.preset == "noisy" else 7
-        if args.tuning:
+        args.seed = (999 if args.tuning else 1000) if args.noisy else 7
+        if args.tuning and args.noisy:
             args.seed = max(0, 1000 - args.seeds)
     if args.quick:
         args.weeks = 4
     unknown = [x for x in args.policies.split(",") if x not in known]
-    if unknown or args.weeks < 1 or args.tasks < 1 or args.jobs < 1 or args.seeds < 1:
+    if args.whole_file_share is not None and not 0 <= args.whole_file_share <= 1:
+        p.error("--whole-file-share is a share: give a number from 0 to 1, e.g. 0.33")
+    if unknown or args.weeks < 1 or args.tasks < 1 or args.jobs < 1 or args.seeds < 1 or args.blocks < 0:
         p.error(f"--policies takes {', '.join(POLICIES)}; --weeks, --tasks and --jobs are at least 1"
                 + (f" (unknown: {', '.join(unknown)})" if unknown else ""))
     return args
@@ -180,14 +206,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     if args.from_json:  # re-render a saved --json run as markdown
         saved = json.loads(args.from_json.read_text(encoding="utf-8"))
-        if saved["parameters"].get("preset") == "noisy":
+        if saved["parameters"].get("preset") in ("noisy", "local-model"):
             print(seeds.markdown(saved))
             return 0
         results = {n: [report.week_from_json(w) for w in p["weeks"]] for n, p in saved["policies"].items()}
         print(report.markdown(results, saved["parameters"]))
         return 0
     stream_cfg, loop_cfg = configs(args)
-    if args.preset == "noisy":
+    if args.noisy:
         loop_cfg.jobs = 1
         return run_noisy(args, stream_cfg, loop_cfg)
     names = [n for n in POLICIES if n in args.policies.split(",")]
@@ -204,13 +230,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def _seed_job(job: tuple) -> tuple[int, dict]:
     """One seed, every policy (run in a worker process)."""
-    seed, stream_cfg, loop_cfg, noise_cfg, names, suite, reproposals, escalate, table = job
+    seed, stream_cfg, loop_cfg, noise_cfg, names, suite, reproposals, escalate, table, scope = job
     stream = make_stream(stream_cfg, seed)
-    return seed, noisy.run_seed(stream, seed, loop_cfg, noise_cfg, names, suite, reproposals, escalate, table)
+    return seed, noisy.run_seed(stream, seed, loop_cfg, noise_cfg, names, suite, reproposals, escalate, table, scope)
 
 
-def _run_seeds(seed_list, stream_cfg, loop_cfg, noise_cfg, names, args, table) -> dict[str, list]:
-    jobs = [(s, stream_cfg, loop_cfg, noise_cfg, names, args.suite, args.reproposals, args.escalate, table)
+def _run_seeds(seed_list, stream_cfg, loop_cfg, noise_cfg, names, args, table, scope=None) -> dict[str, list]:
+    scope = scope or args.scope
+    jobs = [(s, stream_cfg, loop_cfg, noise_cfg, names, args.suite, args.reproposals, args.escalate, table, scope)
             for s in seed_list]
     if args.workers > 1 and len(jobs) > 1:
         from multiprocessing import get_context
@@ -232,6 +259,9 @@ def gate_table(args: argparse.Namespace, suite_size: int) -> tuple[dict, list[st
 
     product = simgate.product_options()
     variant = list(args.gate_set)
+    if getattr(args, "gate_policies", "shipped") == "issue54":
+        product = simgate.issue54_options(product)
+        variant.append("issue 54's policies (the product's: scope_reach, reach_trigger read, own_test baseline)")
     if args.own_test:
         product = replace(product, test=stats.own_test(args.own_test))
         variant.append(f"gate.own_test: {args.own_test}")
@@ -270,25 +300,32 @@ def run_noisy(args: argparse.Namespace, stream_cfg: StreamConfig, loop_cfg: Loop
         return 2
     noise_cfg = NoiseConfig(p_redundant=args.p_redundant, p_harmful=args.p_harmful, hook_slip=args.hook_slip,
                             ci_fix=args.ci_fix)
+    if args.preset == "local-model":
+        noise_cfg = params.local_model(noise_cfg)
+    args.scope = ScopeConfig(delivery=args.delivery, task_types=not args.paths_only,
+                             **({"whole_file_share": args.whole_file_share} if args.whole_file_share is not None else {}))
     started = time.monotonic()
     probe = make_stream(stream_cfg, seed_list[0])
     suite_size = len(noisy.suite_modes(probe, args.suite))
     table, variant = gate_table(args, suite_size)
     runs = _run_seeds(seed_list, stream_cfg, loop_cfg, noise_cfg, names, args, table)
     streams = {s: make_stream(stream_cfg, s) for s in seed_list}
-    parameters = {"preset": "noisy", "seeds": seed_list, "seed_rule": rule, "tuning": args.tuning,
+    parameters = {"preset": args.preset, "seeds": seed_list, "scope": args.scope.as_dict(), "seed_rule": rule, "tuning": args.tuning,
                   "suite_size": suite_size, "gate_variant": variant, "stream": stream_cfg.as_dict(),
                   "learning": noisy.learning(args.reproposals, args.escalate),
                   "loop": {k: v for k, v in loop_cfg.as_dict().items() if not k.startswith(("suite", "p_"))},
                   "noise": noise_cfg.as_dict(),
-                  "table": [p.__dict__ for p in params.table(noise_cfg, loop_cfg, suite_size)],
+                  "table": [p.__dict__ for p in params.table(noise_cfg, loop_cfg, suite_size, args.scope)],
                   "gates": {**{n: noisy.describe(g) for n, g in table.items() if n in names},
                             "unvalidated": "every proposal admitted, no cap", "none": "no loop",
                             "oracle": "every mode with a safe rule gets a good rule at its distill, no gate"},
                   "prices": {a: params.replay_usd(p) for a, p in params.AGENTS.items()},
-                  "floor_every_rule_perfect": noisy.floor(streams, loop_cfg, noise_cfg, args.escalate, 1.0, args.suite)}
+                  "floor_every_rule_perfect": noisy.floor(streams, loop_cfg, noise_cfg, args.escalate, 1.0, args.suite,
+                                                          args.scope)}
     no_effect = targets.no_effect_admit(table["replaybook"])
-    data = seeds.as_json(runs, parameters, seed_list, no_effect)
+    data = seeds.as_json(runs, parameters, seed_list, no_effect, per_seed=not args.blocks)
+    if args.blocks:
+        data["blocks"] = seeds.blocks(runs, seed_list, args.block_size, no_effect)
     if args.sensitivity:
         data["sensitivity"] = sensitivity(args, stream_cfg, loop_cfg, noise_cfg, names, table, seed_list)
     if args.frontier:
@@ -304,22 +341,50 @@ def run_noisy(args: argparse.Namespace, stream_cfg: StreamConfig, loop_cfg: Loop
 
 
 def sensitivity(args, stream_cfg, loop_cfg, noise_cfg, names, table, seed_list) -> list[dict]:
-    """Each assumption halved and 1.5x on the first ``--sensitivity`` seeds: the ranking, and replaybook against
-    single_run_fair."""
-    from loopbench import params, targets
+    """Each assumption halved and 1.5x (``params.SENSITIVITY``), and each other variant (``params.VARIANTS``), on
+    the first ``--sensitivity`` seeds: the ranking, and off every run the harm target, the price, replaybook against
+    single_run_fair, the seed-gate's before-run refusals and the oracle's repeat share."""
+    from argparse import Namespace
 
-    out = []
+    from loopbench import params
+
+    base = params.Setting(noise_cfg, loop_cfg, args.scope, args.reproposals)
     few = seed_list[:args.sensitivity]
-    for name, change in params.SENSITIVITY.items():
-        for factor in (0.5, 1.5):
-            noise, loop = change(noise_cfg, loop_cfg, factor)
-            runs = _run_seeds(few, stream_cfg, loop, noise, names, args, table)
-            s = {n: targets.summary(seeds.figures(seeds.summed(r))) for n, r in runs.items()}
-            rb, fair = s.get("replaybook"), s.get("single_run_fair")
-            out.append({"name": name, "factor": factor, "ranking": targets.ranking(s),
-                        "below_fair": bool(rb and fair and rb["failures_last4"] < fair["failures_last4"]),
-                        "harmful": f"{rb['harmful_admitted']}/{rb['admissions']}" if rb else "–", "seeds": few})
+    runs_of = [("as reported", "", base)]
+    runs_of += [(name, f, change(base, f)) for name, change in params.SENSITIVITY.items() for f in (0.5, 1.5)]
+    runs_of += [(name, "", change(base)) for name, change in params.VARIANTS.items()]
+    out = []
+    for name, factor, st in runs_of:
+        v = Namespace(**{**vars(args), "reproposals": st.reproposals})
+        runs = _run_seeds(few, stream_cfg, st.loop, st.noise, names, v, table, st.scope)
+        out.append(sensitivity_row(name, factor, runs, few))
     return out
+
+
+def sensitivity_row(name: str, factor, runs: dict, few: list[int]) -> dict:
+    """What one sensitivity run shows: the ranking and what the targets read off it."""
+    from loopbench import targets
+
+    figs = {n: seeds.figures(seeds.summed(r)) for n, r in runs.items()}
+    s = {n: targets.summary(f) for n, f in figs.items()}
+    rb, fair = s.get("replaybook"), s.get("single_run_fair")
+    row = {"name": name, "factor": factor, "ranking": targets.ranking(s), "seeds": few,
+           "below_fair": bool(rb and fair and rb["failures_last4"] < fair["failures_last4"])}
+    if rb:
+        row.update({"harmful": f"{rb['harmful_admitted']}/{rb['admissions']}", "harmful_rate": rb["harmful_rate"],
+                    "harmful_big": rb["harmful_at_design_drop"],
+                    "harmful_upper": rb["harmful_wilson_upper95"],
+                    "harm_met": (rb["harmful_rate"] or 0) <= 0.01,
+                    "per_gated": rb["replays_per_gated_candidate"], "per_admission": rb["replays_per_admission"]})
+    if "single_run" in figs:
+        f = figs["single_run"]
+        row["seed_gate_before_refusals"] = round(f["rejections"].get("passes without the rule", 0) / f["gated"], 4) \
+            if f["gated"] else None
+    if "oracle" in s:
+        row["oracle_repeat_share"] = s["oracle"]["repeat_share_last4"]
+        if rb and s["oracle"]["repeat_share_last4"]:
+            row["repeat_vs_oracle"] = round(rb["repeat_share_last4"] / s["oracle"]["repeat_share_last4"], 2)
+    return row
 
 
 def _load() -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -79,9 +80,9 @@ def test_a_refused_proposal_is_answered_at_distills_next_runs_at_most_three_time
         run._distill(week)
     asked = [p for p in noise.asked if p.mode == "lint-disable"]
     assert len(asked) == 4 and week.reproposals == 3 and week.admitted == 0
-    assert asked[0].reason == "" and asked[0].scope == ""
+    assert asked[0].reason == ""
     for earlier, again in zip(asked, asked[1:]):  # each carries the reason its predecessor was refused for
-        assert again.reason in NOT_DISCRIMINATIVE and again.scope == "lint"
+        assert again.reason in NOT_DISCRIMINATIVE and again.scope == asked[0].scope  # distill's scope from the start
         assert again.k == earlier.k + 1 and again.kind != "redundant"  # told it changed nothing: not one it follows
     assert sum(week.rejections.values()) == 4
     # a new incident of the mode gets fresh tries (bot.distill.refusals counts per incident): nothing is parked
@@ -105,19 +106,28 @@ def test_without_reproposals_a_refusal_waits_for_new_incidents():
     assert all(p.reason == "" for p in noise.asked)
 
 
-def test_a_rule_refused_for_a_regression_comes_back_scoped_and_cannot_reach_another_task_type():
+def test_a_rule_refused_for_a_regression_comes_back_as_a_new_rule_in_distills_scope_and_harm_lands_only_in_reach():
+    from loopbench.scope import ScopeConfig, Scopes
+
     stream = make_stream(STREAM, 5)
-    noise = Noise(NoiseConfig(), 5, stream.modes, noisy.suite_modes(stream))
-    harmful = Proposal("lint-disable", 0, "harmful", 0.8, "dynamic-module-delete", 0.5)
-    again = noise.reproposal("lint-disable", 1, REGRESSION, harmful)
-    assert (again.k, again.effect, again.scope, again.reason) == (1, 0.8, "lint", REGRESSION)
-    assert again.victim == "" and again.kind == "good"  # the victim is a `cleanup` task: out of its scope
-    assert noise.pass_rate("dynamic-module-delete", [again], 1.0) == noise.pass_rate("dynamic-module-delete", [], 1.0)
+    suite = noisy.suite_modes(stream, 30)
+    scopes = Scopes(ScopeConfig(), 5, stream.modes)
+    noise = Noise(NoiseConfig(), 5, stream.modes, suite, scopes)
+    first = noise.proposal("lint-disable", 0)
+    again = noise.reproposal("lint-disable", 1, REGRESSION, first)
+    assert (again.k, again.reason) == (1, REGRESSION) and (again.scope, again.area) == scopes.proposed("lint-disable")
+    assert again == replace(noise.proposal("lint-disable", 1), reason=REGRESSION)  # a new rule, drawn as any other
+    # a harmful rule scoped to `lint` cannot reach a `cleanup` task: under scoped delivery it does no harm there ...
+    harmful = Proposal("lint-disable", 0, "harmful", 0.8, "dynamic-module-delete", 0.5, scope="lint")
+    assert not noise.harms(harmful)
+    assert noise.pass_rate("dynamic-module-delete", [harmful], 1.0) == noise.pass_rate("dynamic-module-delete", [], 1.0)
+    # ... and under whole-file delivery it reaches every prompt
+    whole = Noise(NoiseConfig(), 5, stream.modes, suite, Scopes(ScopeConfig(delivery="whole-file"), 5, stream.modes))
+    assert whole.harms(harmful)
+    assert whole.pass_rate("dynamic-module-delete", [harmful], 1.0) < whole.pass_rate("dynamic-module-delete", [], 1.0)
     # targeted-tests' rule breaks whole-suite-after-change, a `testing` task too: scoping does not save it
     tt = noise.proposal("targeted-tests", 0)
-    assert tt.kind == "harmful" and tt.victim == "whole-suite-after-change"
-    scoped = noise.reproposal("targeted-tests", 1, REGRESSION, tt)
-    assert scoped.kind == "harmful" and scoped.victim == tt.victim and scoped.scope == "testing"
+    assert tt.kind == "harmful" and tt.victim == "whole-suite-after-change" and tt.scope == "testing"
 
 
 def test_no_mode_is_set_aside_after_a_scoped_rule_regresses_again():
@@ -131,7 +141,8 @@ def test_no_mode_is_set_aside_after_a_scoped_rule_regresses_again():
         for n in range(1, 7):
             _distill_once(run, "targeted-tests", week)
             asked = [p for p in noise.asked if p.mode == "targeted-tests"]
-            assert len(asked) == n and all(p.kind == "harmful" for p in asked)  # one each run, never set aside
+            assert len(asked) == n  # one each run, never set aside
+            assert all(p.kind == "harmful" for p in asked if p.kind != "redundant")  # every rule it writes is
             if any(r.mode == "targeted-tests" for r in run.rules):
                 break  # a false admit of the suite test: the mode is covered
 

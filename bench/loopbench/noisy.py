@@ -24,12 +24,14 @@ from collections import Counter
 from dataclasses import replace
 
 from bot.gate.result import GateOptions
+from bot.gate.stats import SuiteTest
 from bot.playbook.worth import compliance
 from loopbench import simgate
 from loopbench.catalogue import Mode
 from loopbench.catalogue import guard as guard_of
 from loopbench.noise import Noise, NoiseConfig, Proposal, _rng
 from loopbench.run import LoopConfig, Week
+from loopbench.scope import ScopeConfig, Scopes
 from loopbench.stream import Stream
 
 NOISY_POLICIES = ("none", "single_run", "single_run_fair", "unvalidated", "replaybook", "oracle")
@@ -39,6 +41,7 @@ EXTRA_POLICIES = ("replaybook_v1",)  # the product with `gate.own_test: sequenti
 REPLAY_USD = 0.0183
 CALL_USD = 0.0113
 HAND_WRITTEN_SUITE = 13
+DESIGN_DROP = SuiteTest().drop  # the drop in pass rate the product's suite test is built to catch (0.35)
 
 
 def gates(suite_size: int, product: GateOptions | None = None) -> dict[str, GateOptions]:
@@ -81,6 +84,8 @@ def suite_modes(stream: Stream, size: int | None = None) -> list[str]:
 class NoisyRun:
     def __init__(self, policy: str, stream: Stream, noise: Noise, cfg: LoopConfig, gate: GateOptions | None,
                  reproposals: int = 0, escalate: bool = False):
+        if gate is not None and noise.scopes is not None and noise.scopes.whole_file:
+            gate = replace(gate, scope_reach=False)  # a host that reads the whole file: every rule is global
         self.policy, self.stream, self.noise, self.cfg, self.gate = policy, stream, noise, cfg, gate
         # A refused proposal is answered at distill's next run, at most this often per incident (0: never).
         self.reproposals = reproposals if gate is not None else 0
@@ -104,7 +109,7 @@ class NoisyRun:
         self.refused_good: Counter = Counter()
         self.failed: set[str] = set()
         self.new_incidents = 0
-        self.harmful_ever = self.useless_ever = self.admissions = 0
+        self.harmful_ever = self.harmful_big = self.useless_ever = self.admissions = 0
         self.loop_cost = 0.0
         self.weeks: list[Week] = []
 
@@ -132,7 +137,8 @@ class NoisyRun:
         week.tasks += 1
         week.task_replays += 1
         week.task_cost_usd += REPLAY_USD
-        if self.noise.run(task.mode, self.rules, self.q(), "task", task.index, guard=self.guards.get(task.mode, "")):
+        if self.noise.run(task.mode, self.rules, self.q_for(task.mode), "task", task.index,
+                          guard=self.guards.get(task.mode, "")):
             return
         week.failures += 1
         if task.mode in self.failed:
@@ -249,32 +255,67 @@ class NoisyRun:
         self.rules.append(proposal)
         self.admissions += 1
         week.admitted += 1
-        if proposal.kind == "harmful":
+        if self.noise.harms(proposal):
             self.harmful_ever += 1
+            self.harmful_big += self.noise.harm_size(proposal) >= DESIGN_DROP
             week.admitted_harmful += 1
-        if proposal.effect < self.noise.config.useless_below:
+        if proposal.kind != "self-harm" and proposal.effect < self.noise.config.useless_below:
             self.useless_ever += 1
         return ""
 
     # -- the gate: the product's decision code on trials drawn from the noise model ------------------------
 
-    def _text(self, rules: list[Proposal], q: float) -> str:
-        """The playbook's text as the cache keys it: which rules (the same rules: the same text, any policy)."""
-        text = "|".join(sorted(r.id + (f"@{r.scope}" if r.scope else "") for r in rules))
+    def _text(self, rules: list[Proposal], q: float | None = None) -> str:
+        """A prompt's text as the cache keys it: which rules (the same rules: the same text, any policy)."""
+        text = "|".join(sorted(r.id + (f"@{r.scope}" if r.scope else "") + (f"/{r.area}" if r.area else "")
+                               for r in rules))
         self.texts[text] = (rules, q)
         return text
 
-    def _draw_trial(self, sid: str, text: str, arm: str, index: int, salt: str = "") -> bool:
-        rules, q = self.texts[text]
-        return self.noise.run(sid, rules, q, "gate", sid, arm, _digest(text), index, *((salt,) if salt else ()))
+    def reaching(self, sid: str, rules: list[Proposal]) -> list[Proposal]:
+        """The rules whose scope reaches ``sid``'s prompt (all of them under whole-file delivery)."""
+        sc = self.noise.scopes
+        return rules if sc is None or sc.whole_file else [r for r in rules if sc.reaches(r.scope, r.area, sid)]
+
+    def q_for(self, sid: str) -> float:
+        """q for a run of ``sid``: IFScale's fall with the rules its prompt holds."""
+        return self.cfg.q(len(self.reaching(sid, self.rules)))
+
+    def _texts(self, proposal: Proposal):
+        """Each scenario's (prompt, prompt with the candidate or None) as the gate keys them: where the host
+        delivers by scope (``scope_reach``), the scenario's own scoped prompt (``decision.prompts``,
+        ``suite_check.scoped_prompts``: the admitted rules whose task types and paths reach its fixture; the
+        candidate by its task types alone when the reach test reads its paths from the trials), else the whole
+        playbook."""
+        whole = (self._text(self.rules), self._text([*self.rules, proposal]))
+        sc = self.noise.scopes
+        if not getattr(self.gate, "scope_reach", False) or sc is None or sc.whole_file:
+            return lambda _sid: whole
+        by_files = not getattr(self.gate, "reach_trigger", None)
+        memo: dict = {}
+
+        def texts(sid: str):
+            got = memo.get(sid)
+            if got is None:
+                base = self.reaching(sid, self.rules)
+                ok = sc.reaches(proposal.scope, proposal.area if by_files or sid == proposal.mode else "", sid)
+                got = memo[sid] = (self._text(base), self._text([*base, proposal]) if ok else None)
+            return got
+        return texts
+
+    def _draw_trial(self, sid: str, text: str, arm: str, index: int, salt: str = "") -> tuple[bool, frozenset]:
+        rules, _q = self.texts[text]
+        key = ("gate", sid, arm, _digest(text), index, *((salt,) if salt else ()))
+        q = self.cfg.q(len(self.reaching(sid, rules)))
+        return self.noise.run(sid, rules, q, *key), self.noise.touched(sid, *key)
 
     def _gate(self, week: Week, proposal: Proposal) -> str:
         """'' to admit, else the rejection's reason class (``simgate.decide``: the product's decision code)."""
         if proposal.id not in self.judged:  # a candidate counts once, however often an inconclusive gate goes on
             self.judged.add(proposal.id)
             week.gated += 1
-        before = self._text(self.rules, self.q())
-        after = self._text([*self.rules, proposal], self.q(1))
+        texts = self._texts(proposal)
+        before, after = texts(proposal.mode)
         # The product caches every trial (scenario, text, arm, index) across gates; the seed's gate has no cache
         # (``single_run``: every trial its own), and ``single_run_fair`` runs its own scenario afresh each time
         # (one run each way, as the seed) before the product's suite check, with the product's cache.
@@ -282,19 +323,25 @@ class NoisyRun:
         fresh = {"*": salt} if not self.cache else {proposal.mode: salt} if self.fresh_own else None
         self.gated += 1
         runner = simgate.SimRunner(self.gate, self._draw_trial, self.store if self.cache else {}, fresh)
+        sc = self.noise.scopes
+        scoped = sc is not None and not sc.whole_file
+        reaches = (lambda sid: sc.reaches(proposal.scope, proposal.area, sid)) if scoped else (
+            lambda sid: not proposal.scope or self.noise.task_type(sid) == proposal.scope)
         verdict = simgate.decide(self.gate, runner, proposal.mode, self.noise.suite, before, after, proposal.id,
-                                 reaches=lambda sid: not proposal.scope or self.noise.task_type(sid) == proposal.scope)
+                                 reaches=reaches, texts=texts if scoped else None,
+                                 paths=(f"{proposal.area}/**",) if proposal.area else ())
         self._spend(week, REPLAY_USD * verdict.replays, calls=verdict.replays, replays=verdict.replays)
         week.gates_by[verdict.outcome] += 1
         week.replays_by.update({(verdict.outcome, purpose): n for purpose, n in verdict.by_purpose.items()})
         if verdict.decision == "admit" and self.cache:
-            simgate.carry_over(self.store, verdict.result, after)  # bot.gate.reuse, at admission
+            simgate.carry_over(self.store, verdict.result, lambda sid: texts(sid)[1])  # bot.gate.reuse
         return verdict.reason if verdict.decision != "admit" else ""
 
     def _close(self, week: Week) -> None:
         week.playbook_size = len(self.rules)
-        week.harmful_in_playbook = sum(r.kind == "harmful" for r in self.rules)
+        week.harmful_in_playbook = sum(self.noise.harms(r) for r in self.rules)
         week.harmful_ever = self.harmful_ever
+        week.harmful_big = self.harmful_big
         week.useless_admitted = self.useless_ever
         week.q = self.q()
         week.cost_usd = round(week.cost_usd, 6)
@@ -305,8 +352,8 @@ class NoisyRun:
 def learning(reproposals: int, escalate: bool) -> str:
     """The loop's learning from refusals and ignored rules, as the parameters state it."""
     out = (f"distill's next run answers a refusal with the gate's reason, at most {reproposals} times per incident "
-           "(new incidents: fresh tries; bot.distill.refusals); a re-proposal is scoped to the mode's task type, "
-           "after a regression the same rule scoped" if reproposals else "no re-proposals")
+           "(new incidents: fresh tries; bot.distill.refusals); every proposal is scoped as narrowly as its incidents "
+           "allow (loopbench.scope), a re-proposal is a new rule in that scope" if reproposals else "no re-proposals")
     return out + ("; an ignored rule (2 repeats since admission) is escalated to a hook or CI guard from its "
                   "scenario's checks, or a rewording, in every policy with rules" if escalate else "; no escalation")
 
@@ -326,31 +373,36 @@ class _Oracle(Noise):
         self.effect = effect
 
     def proposal(self, mode: str, k: int, not_redundant: bool = False) -> Proposal:
-        m, c = self.modes[mode], self.config
+        m = self.modes[mode]
         if m.kind == "done-right" or m.harmful_rule:
             return Proposal(mode, k, "redundant", 0.0)
-        e = self.effect if self.effect is not None else _rng(self.seed, "oracle", mode).betavariate(c.e_alpha, c.e_beta)
-        return Proposal(mode, k, "good", round(e, 4))
+        e = self.effect if self.effect is not None else self._effect(_rng(self.seed, "oracle", mode))
+        scope, area = self.scopes.proposed(mode) if self.scopes is not None else ("", "")
+        return Proposal(mode, k, "good", round(e, 4), scope=scope, area=area)
 
 
 def run_seed(stream: Stream, seed: int, cfg: LoopConfig, noise_cfg: NoiseConfig, names: list[str],
              suite_size: int | None = None, reproposals: int = 0, escalate: bool = False,
-             table: dict[str, GateOptions] | None = None) -> dict[str, list[Week]]:
+             table: dict[str, GateOptions] | None = None, scope: ScopeConfig | None = None) -> dict[str, list[Week]]:
+    """Every policy in ``names`` on one seed's stream (``scope``: where rules reach, ``loopbench.scope``; None: no
+    scope at all, every rule everywhere)."""
     suite = suite_modes(stream, suite_size)
     table = table or gates(len(suite))
     out = {}
     for n in names:
-        noise = (_Oracle if n == "oracle" else Noise)(noise_cfg, seed, stream.modes, suite)
+        scopes = Scopes(scope, seed, stream.modes) if scope is not None else None
+        noise = (_Oracle if n == "oracle" else Noise)(noise_cfg, seed, stream.modes, suite, scopes)
         out[n] = NoisyRun(n, stream, noise, replace(cfg, seed=seed), table.get(n), reproposals, escalate).run()
     return out
 
 
 def floor(streams: dict[int, Stream], cfg: LoopConfig, noise_cfg: NoiseConfig, escalate: bool,
-          effect: float | None = None, suite_size: int | None = None) -> dict:
+          effect: float | None = None, suite_size: int | None = None, scope: ScopeConfig | None = None) -> dict:
     """The oracle's repeats over the last 4 weeks, summed over the seeds (``effect``: every rule's effect)."""
     fails = repeats = 0
     for seed, stream in streams.items():
-        noise = _Oracle(noise_cfg, seed, stream.modes, suite_modes(stream, suite_size), effect=effect)
+        scopes = Scopes(scope, seed, stream.modes) if scope is not None else None
+        noise = _Oracle(noise_cfg, seed, stream.modes, suite_modes(stream, suite_size), scopes, effect=effect)
         weeks = NoisyRun("oracle", stream, noise, replace(cfg, seed=seed), None, 0, escalate).run()[-4:]
         fails, repeats = fails + sum(w.failures for w in weeks), repeats + sum(w.repeats for w in weeks)
     return {"failures_last4": fails, "repeats_last4": repeats,

@@ -118,6 +118,7 @@ class Week:
     playbook_size: int = 0
     harmful_in_playbook: int = 0
     harmful_ever: int = 0
+    harmful_big: int = 0  # cumulative: of harmful_ever, those whose harm is at least the suite test's design drop
     useless_admitted: int = 0  # cumulative: admitted rules whose effect is below 0.1 (noisy preset; else 0)
     good_rejected: int = 0  # rules with a real effect refused this week (noisy preset; else 0)
     gated: int = 0  # proposals that went through a gate's replays (noisy preset; else 0)

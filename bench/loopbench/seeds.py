@@ -38,6 +38,7 @@ def summed(per_seed: list[list[Week]]) -> list[Week]:
 def figures(weeks: list[Week]) -> dict:
     s = report.summary(weeks)
     s["useless_admitted"] = weeks[-1].useless_admitted if weeks else 0
+    s["harmful_big"] = weeks[-1].harmful_big if weeks else 0
     s["good_rejected"] = sum(w.good_rejected for w in weeks)
     s["bad_admitted"] = s["harmful_ever"] + s["useless_admitted"]
     s["repeat_causes_last4"] = dict(sum((w.repeat_causes for w in weeks[-4:]), Counter()).most_common())
@@ -78,6 +79,48 @@ def as_json(runs: dict[str, list[list[Week]]], parameters: dict, seeds: list[int
             "targets": targets_mod.evaluate(summaries, last4, no_effect or {"p_admit": 1.0, "at_pass_rate": None})}
 
 
+def blocks(runs: dict[str, list[list[Week]]], seeds: list[int], size: int, no_effect: dict) -> dict:
+    """The seeds in fixed blocks of ``size`` (issue 54: four of 60), each reported on its own, with its targets;
+    a target holds only if it holds pooled and in every block (``targets.across_blocks``)."""
+    out, verdicts = [], []
+    for start in range(0, len(seeds), size):
+        part = {n: r[start:start + size] for n, r in runs.items()}
+        summaries = {n: targets_mod.summary(figures(summed(r))) for n, r in part.items()}
+        last4 = {n: [sum(w.failures for w in ws[-4:]) for ws in r] for n, r in part.items()}
+        t = targets_mod.evaluate(summaries, last4, no_effect, pooled=False)
+        verdicts.append(t)
+        out.append({"seeds": [seeds[start], seeds[min(start + size, len(seeds)) - 1]], "summaries": summaries,
+                    "targets": t})
+    pooled = {n: targets_mod.summary(figures(summed(r))) for n, r in runs.items()}
+    last4 = {n: [sum(w.failures for w in ws[-4:]) for ws in r] for n, r in runs.items()}
+    return {"size": size, "blocks": out,
+            "targets": targets_mod.across_blocks(targets_mod.evaluate(pooled, last4, no_effect), verdicts)}
+
+
+def blocks_markdown(data: dict, title: str = "") -> list[str]:
+    """Each block's replaybook figures and each target per block and pooled."""
+    b = data["blocks"]
+    heads = [f"{x['seeds'][0]}–{x['seeds'][1]}" for x in b]
+    rows = []
+    for name in b[0]["summaries"]:
+        for x in b:
+            s = x["summaries"][name]
+            rows.append([name, f"{x['seeds'][0]}–{x['seeds'][1]}", s["candidates_gated"], s["admissions"],
+                         f"{s['harmful_admitted']} ({100 * (s['harmful_rate'] or 0):.2f}%; "
+                         f"{s['harmful_at_design_drop']} ≥ 0.35)", s["useless_admitted"],
+                         s["replays"], s["replays_per_gated_candidate"] or "–", s["replays_per_admission"] or "–",
+                         s["failures_last4"], f"{100 * (s['repeat_share_last4'] or 0):.1f}%"])
+    out = ["", f"## Blocks of {data['size']} seeds{title}", "",
+           table(["policy", "seeds", "gated", "admitted", "harmful", "useless", "replays", "replays / gated",
+                  "replays / admission", "failures, last 4 wk", "repeat share, last 4 wk"], rows), "",
+           "### Targets per block (a target holds only if it holds in every block and pooled)", ""]
+    body = [[t["target"], *[f"{v} {'✓' if m else '✗'}" for v, m in zip(t["blocks"], t["blocks_met"])],
+             f"{t['pooled']} {'✓' if t['pooled_met'] else '✗'}", "yes" if t["met"] else "**no**"]
+            for t in data["targets"]]
+    out.append(table(["target", *heads, "pooled", "holds"], body, width=400))
+    return out
+
+
 def where_replays_go(summary: dict) -> list[str]:
     """The replaybook gate's fresh replays by purpose (rows) and by where each gate ended (columns)."""
     got = summary.get("replays_by_purpose")
@@ -102,7 +145,8 @@ def markdown(data: dict) -> str:
     rows = []
     for name, p in data["policies"].items():
         s = p["summary"]
-        rows.append([name, s["candidates_gated"], s["admissions"], s["harmful_admitted"], s["useless_admitted"],
+        rows.append([name, s["candidates_gated"], s["admissions"],
+                     f"{s['harmful_admitted']} ({s['harmful_at_design_drop']} ≥ 0.35)", s["useless_admitted"],
                      s["replays"], s["replays_per_gated_candidate"] or "–", s["replays_per_admission"] or "–",
                      *[f"${s[f'usd_per_admission {a}']}" if s[f"usd_per_admission {a}"] is not None else "–"
                        for a in agents],
@@ -111,15 +155,22 @@ def markdown(data: dict) -> str:
                         "replays / gated", "replays / admission", *[f"$ / admission, {a.split(' ')[0]}" for a in agents],
                         "failures, last 4 wk", "repeat share, last 4 wk"], rows))
     lines += where_replays_go(data["policies"].get("replaybook", {}).get("summary", {}))
-    lines += ["", f"Ranking by last-4-week failures: {data['ranking']}", "", "## Targets (replaybook, product defaults)", ""]
+    lines += ["", f"Ranking by last-4-week failures: {data['ranking']}", "", "## Targets (replaybook, at the gate named above)", ""]
     lines.append(table(["target", "value", "met"],
                        [[t["target"], t["value"], "yes" if t["met"] else "**no**"] for t in data["targets"]]))
+    if data.get("blocks"):
+        lines += blocks_markdown(data["blocks"])
     if data.get("sensitivity"):
-        lines += ["", "## Sensitivity (assumptions ×0.5 and ×1.5)", ""]
-        lines.append(table(["assumption", "×", "ranking (last-4-week failures)", "replaybook < single_run_fair",
-                            "replaybook harmful / admissions"],
-                           [[x["name"], x["factor"], x["ranking"], "yes" if x["below_fair"] else "**no**",
-                             x["harmful"]] for x in data["sensitivity"]], width=200))
+        lines += ["", "## Sensitivity (each assumption ×0.5 and ×1.5, and the other variants)", ""]
+        lines.append(table(["assumption", "×", "replaybook harmful (Wilson upper)", "harmful ≤ 1%", "replays / gated",
+                            "replays / admission", "below single_run_fair", "repeat share ÷ oracle's",
+                            "oracle repeat share", "seed gate's before-run refusals", "ranking (last-4-week failures)"],
+                           [[x["name"], x["factor"] or "", f"{x.get('harmful', '–')} = {pct(x.get('harmful_rate'))} "
+                             f"({pct(x.get('harmful_upper'))}; {x.get('harmful_big', '–')} ≥ 0.35)", "yes" if x.get("harm_met") else "**no**",
+                             x.get("per_gated", "–"), x.get("per_admission", "–"), "yes" if x["below_fair"] else "**no**",
+                             x.get("repeat_vs_oracle", "–"), pct(x.get("oracle_repeat_share")),
+                             pct(x.get("seed_gate_before_refusals")), x["ranking"]] for x in data["sensitivity"]],
+                           width=200))
     if data.get("frontier"):
         from loopbench import frontier
 

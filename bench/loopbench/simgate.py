@@ -27,6 +27,7 @@ from typing import Callable
 
 from bot import config
 from bot.gate import decision, stats, suite_check
+from bot.gate import result as result_mod
 from bot.gate.result import BudgetSpent, GateOptions, GateResult, Side, SuiteEntry
 
 try:
@@ -38,11 +39,13 @@ from bot.replay.engine import ReplayOptions, TrialResult
 # A real model's runs differ, so the product's `gate.own_test: auto` picks the paired test for it; the noisy
 # agent is such an agent. The model id only names it: nothing is called.
 NOISY_AGENT = ReplayOptions(model="claude-sonnet-4-6")
-Draw = Callable[[str, str, str, int, str], bool]  # (scenario, playbook text, arm, index, salt) -> passed?
+# (scenario, playbook text, arm, index, salt) -> (passed?, the areas the run touched)
+Draw = Callable[[str, str, str, int, str], tuple[bool, frozenset]]
+Texts = Callable[[str], tuple[str, "str | None"]]  # scenario -> (its prompt, its prompt with the rule; None: unreached)
 # What a fresh replay was for (``SimRunner.by_purpose``): the do-nothing control, the own scenario without and
-# with the rule, each other suite scenario's baseline and its trials with the rule, and both sides of a scenario
-# the rule cannot reach (``gate.unreached: once``).
-PURPOSES = ("control", "own_baseline", "own_rule", "suite_baseline", "suite_rule", "unreached")
+# with the rule, each other suite scenario's baseline and its trials with the rule, both sides of a scenario
+# the rule cannot reach (``gate.unreached: once``), and the baseline trials the reach test reads first.
+PURPOSES = ("control", "own_baseline", "own_rule", "suite_baseline", "suite_rule", "unreached", "reach")
 
 
 @dataclass(frozen=True)
@@ -109,6 +112,16 @@ def single_run_fair_options() -> GateOptions:
     return replace(product_options(), test=stats.SequentialTest(1, 0, 1, 1))
 
 
+def issue54_options(base: GateOptions, trigger: str = "read") -> GateOptions:
+    """``base`` with issue 54's policies, all the product's (``bot.gate``): where the host delivers by scope, each
+    suite scenario keyed and judged by the instructions it gets (``scope_reach``), the reach test from the
+    baselines' footprints (``reach_trigger``, ``suite_check.by_trace``; the simulated host loads a path-scoped rule
+    when the agent reads a file it matches, as Claude Code does), and the own test against the first 20 trials of
+    the cached baseline, curtailed (``gate.own_test: baseline``; ``stats.BaselineTest``). ``NoisyRun`` turns
+    ``scope_reach`` off for a project whose host reads the whole file."""
+    return replace(base, scope_reach=True, reach_trigger=trigger, test=stats.own_test("baseline"))
+
+
 class _Sync:
     """``bot.gate.pool.Stream`` without threads: the next trial is drawn when it is read."""
 
@@ -135,8 +148,8 @@ class SimRunner(decision.Runner):
         self.by_purpose: Counter = Counter()  # PURPOSES -> fresh replays
 
     def _purpose(self, text: str) -> str:
-        if self.phase == "unreached":
-            return "unreached"
+        if self.phase in ("unreached", "reach"):
+            return self.phase
         return f"{self.phase}_{'baseline' if text == self.before_text else 'rule'}"
 
     def _attempt(self, loaded, text: str, index: int, replay: ReplayOptions, arm: str = "baseline"):
@@ -147,14 +160,21 @@ class SimRunner(decision.Runner):
             return kept[index], True
         while len(kept) <= index:  # trials are drawn in index order (a stream never skips one)
             self.reserve(0.0)  # the product's budget rule (``gate.budget``): BudgetSpent once it is used up
-            ok = self.draw(sid, text, arm, len(kept), salt)
+            ok, touched = self.draw(sid, text, arm, len(kept), salt)
             self.by_purpose[self._purpose(text)] += 1
-            kept.append(TrialResult(sid, len(kept), "passed" if ok else "failed", ""))
+            # what its trace shows of the areas it touched (the reach test reads it)
+            kept.append(TrialResult(sid, len(kept), "passed" if ok else "failed", "",
+                                    footprint={"reads": [f"{a}/{sid}.txt" for a in sorted(touched)]}))
             self._ran += 1
         return kept[index], False
 
     def _stream(self, loaded, text: str, replay: ReplayOptions, start: int = 0, arm: str = "baseline"):
         return _Sync(lambda index: self._attempt(loaded, text, index, replay, arm), start)
+
+    def peek(self, loaded, text: str, replay: ReplayOptions, most: int = 64) -> list:
+        """``Runner.peek``: the with-rule trials the store holds for this text (nothing run)."""
+        sid = loaded.scenario.id
+        return list(self.store.get((sid, text, "candidate", self.fresh.get(sid, self.fresh.get("*", ""))), ()))[:most]
 
     def cached(self, loaded, text: str, n: int, replay: ReplayOptions) -> bool:
         sid = loaded.scenario.id
@@ -195,20 +215,24 @@ class Verdict:
 
 
 def decide(opts: GateOptions, runner: SimRunner, own: str, suite: list[str], before_text: str, after_text: str,
-           rule_id: str, reaches: Callable[[str], bool] = lambda _sid: True) -> Verdict:
+           rule_id: str, reaches: Callable[[str], bool] = lambda _sid: True, texts: Texts | None = None,
+           paths: tuple[str, ...] = ()) -> Verdict:
     """``decision.run_gate`` and ``decision._decide``'s sequence: control, the own test, every other suite
     scenario (``suite_check._suite``: one the budget stopped is undecided), the verdict; ``BudgetSpent``
-    anywhere else makes it inconclusive, as ``run_gate`` does."""
+    anywhere else makes it inconclusive, as ``run_gate`` does. ``texts``: each suite scenario's own prompts
+    (``suite_check.scoped_prompts``; None for the candidate: its scope cannot reach it, not judged); ``paths``: the
+    candidate's path globs, for the reach test (``suite_check.by_trace``)."""
     replays0 = runner.replays
     result = GateResult(rule_id, "", "error", "")
     try:
-        _decide(opts, runner, result, own, suite, before_text, after_text, reaches)
+        _decide(opts, runner, result, own, suite, before_text, after_text, reaches, texts, paths)
     except BudgetSpent as exc:
         result.decision, result.reason = "inconclusive", str(exc)
     return _verdict(result, runner, replays0)
 
 
-def _decide(opts, runner, result, own, suite, before_text, after_text, reaches) -> None:
+def _own(opts, runner, result, own, before_text, after_text) -> bool:
+    """The own scenario's test (``decision.own_test_for``); whether the gate goes on to the suite."""
     loaded = scenario(own)
     runner.phase, runner.before_text = "own", before_text
     runner.control_once(own)
@@ -216,32 +240,48 @@ def _decide(opts, runner, result, own, suite, before_text, after_text, reaches) 
     result.own_test = test.describe()
     quiet = lambda _msg: None  # noqa: E731
     if isinstance(test, stats.PairedTest):
-        if not decision._paired(result, runner, opts, test, loaded, before_text, after_text, quiet):
-            return
-    elif isinstance(test, getattr(stats, "BaselineTest", ())):
-        if not decision.against_baseline(result, runner, opts, test, loaded, before_text, after_text, quiet):
-            return
-    else:
-        result.before = runner.sequential(Side("before", own), loaded, before_text, test.before, test.before_n,
-                                          opts.replay)
-        if result.before.outcome != "pass":
-            decision._not_discriminative(result, "before")
-            return
-        result.after = runner.sequential(Side("after", own), loaded, after_text, test.after, test.after_n,
-                                         opts.replay)
-        if result.after.outcome != "pass":
-            decision._not_discriminative(result, "after")
-            return
+        return decision._paired(result, runner, opts, test, loaded, before_text, after_text, quiet)
+    if isinstance(test, getattr(stats, "BaselineTest", ())):
+        return decision.against_baseline(result, runner, opts, test, loaded, before_text, after_text, quiet)
+    result.before = runner.sequential(Side("before", own), loaded, before_text, test.before, test.before_n,
+                                      opts.replay)
+    if result.before.outcome != "pass":
+        decision._not_discriminative(result, "before")
+        return False
+    result.after = runner.sequential(Side("after", own), loaded, after_text, test.after, test.after_n, opts.replay)
+    if result.after.outcome != "pass":
+        decision._not_discriminative(result, "after")
+        return False
+    return True
+
+
+def _decide(opts, runner, result, own, suite, before_text, after_text, reaches, texts, paths) -> None:
+    if not _own(opts, runner, result, own, before_text, after_text):
+        return
     others = [s for s in suite if s != own]
     test_suite = suite_check.suite_test(opts)
+    # suite_check._suite: the reach test where the prompts are scoped, the candidate has paths and the trigger is known
+    trigger = getattr(result_mod, "trigger_of", lambda _o: None)(opts)
+    how = trigger if texts is not None and paths else None
+    candidate = SimpleNamespace(paths=tuple(paths))
 
     def one(sid: str) -> SuiteEntry:
+        base, cand = texts(sid) if texts else (before_text, after_text)
+        if cand is None:  # suite_check._suite: the rule's scope cannot reach it, so its prompt is unchanged
+            return SuiteEntry(sid, Side("baseline", sid, outcome="not needed"),
+                              note="not judged: the rule's scope (task_types, paths) cannot reach it")
+        runner.before_text = base
         # `gate.unreached: once` (suite_check._suite): a scenario the rule's scope cannot reach is screened
-        screened = getattr(opts, "unreached_once", False) and not reaches(sid)
+        screened = how is None and getattr(opts, "unreached_once", False) and not reaches(sid)
         test = replace(test_suite, accept_at=UNREACHED_ACCEPT) if screened else test_suite
-        runner.phase = "unreached" if screened else "suite"
         try:
-            return suite_check._judge(runner, opts, test, len(others), scenario(sid), before_text, after_text)
+            if how is not None:
+                runner.phase = "reach"
+                skipped, _note = suite_check.by_trace(runner, opts, test, scenario(sid), base, cand, candidate, how)
+                if skipped is not None:
+                    return skipped
+            runner.phase = "unreached" if screened else "suite"
+            return suite_check._judge(runner, opts, test, len(others), scenario(sid), base, cand)
         except BudgetSpent as exc:  # as suite_check._suite: the rest may still show a regression
             return SuiteEntry(sid, Side("baseline", sid, outcome="not run"), undecided=True,
                               note=f"not decided: {exc}")
@@ -255,14 +295,16 @@ def _decide(opts, runner, result, own, suite, before_text, after_text, reaches) 
         result.decision, result.reason = "admit", "replay is discriminative and the suite does not regress"
 
 
-def carry_over(store: dict, result: GateResult, after_text: str) -> int:
+def carry_over(store: dict, result: GateResult, after_text: str | Callable[[str], str]) -> int:
     """``bot.gate.reuse.carry_over`` on the store: after an admission, each trial the gate ran with the rule (its
     own scenario's and each suite scenario's) becomes a baseline trial of the new playbook, whose text is the
-    one they ran with (no retirement, no scope_reach here), where no baseline trial is kept there yet."""
+    one they ran with (``after_text``, or each scenario's: a function of its id), where no baseline trial is kept
+    there yet (no retirement here)."""
+    text_of = after_text if callable(after_text) else (lambda _sid: after_text)
     sides = [e.candidate for e in result.suite if e.candidate is not None] + ([result.after] if result.after else [])
     carried = 0
     for side in sides:
-        kept = store.setdefault((side.scenario, after_text, "baseline", ""), [])
+        kept = store.setdefault((side.scenario, text_of(side.scenario), "baseline", ""), [])
         for trial in side.scored:
             if trial.trial == len(kept):  # the cache holds trials by index: only a gap-free run is a baseline
                 kept.append(trial)

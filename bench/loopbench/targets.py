@@ -1,4 +1,4 @@
-"""Issue 46's targets for the noisy preset: the summary every policy reports, the paired test over seeds, the verdicts.
+"""Issue 54's targets (issue 46's, tightened) for the noisy preset: the summary every policy reports, the paired test over seeds, the verdicts.
 
 The seeds: a reporting run uses seeds ``REPORT_FROM + i`` (i = 0 … n − 1) and
 refuses any seed below ``REPORT_FROM``; those are for tuning only
@@ -71,6 +71,7 @@ def summary(s: dict) -> dict:
     """The issue's per-policy summary, from ``seeds.figures`` (sums over the seeds)."""
     gated, adm, rep = s["gated"], s["admitted"], s["replays"]
     out = {"candidates_gated": gated, "admissions": adm, "harmful_admitted": s["harmful_ever"],
+           "harmful_at_design_drop": s.get("harmful_big", 0),
            "useless_admitted": s["useless_admitted"], "replays": rep, "failures_last4": s["failures_last4"],
            "repeat_share_last4": s["repeat_share_last4"],
            "replays_per_gated_candidate": round(rep / gated, 2) if gated else None,
@@ -128,36 +129,57 @@ def ranking(summaries: dict[str, dict]) -> str:
     return " < ".join(f"{n} {summaries[n]['failures_last4']}" for n in order)
 
 
-def evaluate(summaries: dict[str, dict], per_seed_last4: dict[str, list[int]], no_effect: dict) -> list[dict]:
-    """Issue 46's targets for ``replaybook`` at the product's defaults."""
+def evaluate(summaries: dict[str, dict], per_seed_last4: dict[str, list[int]], no_effect: dict,
+             pooled: bool = True) -> list[dict]:
+    """Issue 54's targets for ``replaybook`` (``pooled``: the figures of every block together, where the harmful
+    rate's Wilson upper bound and the paired test's p are read; a block is held to the rest)."""
     r, out = summaries.get("replaybook"), []
     if not r:
         return out
     sonnet, haiku = (f"usd_per_admission {a}" for a in params.AGENTS)
-    out.append({"target": "replays per gated candidate ≤ 40", "value": r["replays_per_gated_candidate"],
-                "met": (r["replays_per_gated_candidate"] or 0) <= 40})
-    out.append({"target": "replays per admission ≤ 60",
+    out.append({"target": "replays per gated candidate ≤ 30", "key": "per_gated",
+                "value": r["replays_per_gated_candidate"], "met": (r["replays_per_gated_candidate"] or 0) <= 30})
+    out.append({"target": "replays per admission ≤ 60", "key": "per_admission",
                 "value": f"{r['replays_per_admission']} (${r[sonnet]} Sonnet-class, ${r[haiku]} Haiku-class)",
                 "met": r["replays_per_admission"] is not None and r["replays_per_admission"] <= 60})
-    out.append({"target": "harmful ≤ 1% of admissions, Wilson 95% upper ≤ 2%",
+    upper = r["harmful_wilson_upper95"]
+    out.append({"target": "harmful ≤ 1% of admissions" + (", Wilson 95% upper ≤ 1.5%" if pooled else ""),
+                "key": "harmful",
                 "value": f"{r['harmful_admitted']}/{r['admissions']} = {100 * (r['harmful_rate'] or 0):.2f}%, "
-                         f"upper {100 * (r['harmful_wilson_upper95'] or 0):.2f}%",
-                "met": (r["harmful_rate"] or 0) <= 0.01 and (r["harmful_wilson_upper95"] or 1) <= 0.02})
-    out.append({"target": "no-effect rule admitted ≤ 2.5% (exact)",
+                         f"upper {100 * (upper if upper is not None else 1):.2f}%",
+                "met": (r["harmful_rate"] or 0) <= 0.01 and (not pooled or (upper if upper is not None else 1) <= 0.015)})
+    out.append({"target": "no-effect rule admitted ≤ 2.5% (exact)", "key": "no_effect",
                 "value": f"{100 * no_effect['p_admit']:.2f}% (worst at pass rate {no_effect['at_pass_rate']})",
                 "met": no_effect["p_admit"] <= 0.025})
     if "single_run_fair" in per_seed_last4:
         w = wilcoxon_less(per_seed_last4["replaybook"], per_seed_last4["single_run_fair"])
         sign = sign_less(per_seed_last4["replaybook"], per_seed_last4["single_run_fair"])
-        out.append({"target": "last-4-week failures below single_run_fair (paired over seeds, p < 0.05)",
+        lower = r["failures_last4"] < summaries["single_run_fair"]["failures_last4"]
+        out.append({"target": "last-4-week failures below single_run_fair (paired over seeds"
+                              + (", p < 0.05)" if pooled else ": lower)"), "key": "failures",
                     "value": f"{r['failures_last4']} vs {summaries['single_run_fair']['failures_last4']}; "
-                             f"Wilcoxon p = {w['p']:.4g} (n {w['n']}); sign test p = {sign['p']:.4g}",
-                    "met": r["failures_last4"] < summaries["single_run_fair"]["failures_last4"] and w["p"] < 0.05,
-                    "tests": [w, sign]})
+                             f"Wilcoxon p = {_p(w['p'])} (n {w['n']}); sign test p = {_p(sign['p'])}",
+                    "met": lower and (not pooled or w["p"] < 0.05), "tests": [w, sign]})
     if "oracle" in summaries:
         o = summaries["oracle"]["repeat_share_last4"]
-        out.append({"target": "repeat share, last 4 weeks ≤ 1.5× the oracle's",
+        out.append({"target": "repeat share, last 4 weeks ≤ 1.5× the oracle's", "key": "repeat_share",
                     "value": f"{100 * r['repeat_share_last4']:.1f}% vs oracle {100 * o:.1f}% "
                              f"({r['repeat_share_last4'] / o:.2f}×)" if o else "oracle 0",
                     "met": bool(o) and r["repeat_share_last4"] <= 1.5 * o})
+    return out
+
+
+def _p(p: float) -> str:
+    return "< 1e-6" if p < 1e-6 else f"{p:.3g}"
+
+
+def across_blocks(pooled: list[dict], blocks: list[list[dict]]) -> list[dict]:
+    """Each target held only if it holds pooled and in every block: its pooled row, each block's value and verdict."""
+    out = []
+    for row in pooled:
+        each = [next((t for t in b if t["key"] == row["key"]), None) for b in blocks]
+        out.append({"target": row["target"], "key": row["key"], "pooled": row["value"], "pooled_met": row["met"],
+                    "blocks": [t["value"] if t else None for t in each],
+                    "blocks_met": [bool(t and t["met"]) for t in each],
+                    "met": row["met"] and all(t and t["met"] for t in each)})
     return out
