@@ -54,4 +54,4 @@ def test_the_tests_mirror_the_packages():
 
 
 TOP_LEVEL = {"test_layers", "test_layout", "test_settings", "test_similarity", "test_loop_bench", "test_loop_noisy",
-             "test_loop_learning"}
+             "test_loop_learning", "test_loop_scope"}

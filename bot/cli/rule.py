@@ -35,14 +35,15 @@ def validate(ctx: click.Context, paths: tuple[Path, ...]) -> None:
     twins: list[str] = []
     repeating = 0
     for path, rule in each_valid(paths, book.vet, problems):
+        found = gate_mod.twins(book, rule)  # the gate's own check, first as in the gate: no replay for a twin
+        twins += [f"{path}: {why}; the gate rejects it before any replay" for why in found]
+        repeating += bool(found)
+        if found:
+            continue
         unsound = rule_scenario_problems(book, rule, ctx.obj.settings.path("cache"))
         if unsound:
             problems += [f"{path}: its scenario {rule.replay} cannot prove it: {line}" for line in unsound]
-            continue
-        found = gate_mod.twins(book, rule)  # the gate's own check, so both say the same
-        twins += [f"{path}: {why}; the gate rejects it before any replay" for why in found]
-        repeating += bool(found)
-        if not found:
+        else:
             click.echo(f"{path}: ok{' (provisional: cites fewer than two incidents)' if rule.provisional else ''}")
     if problems:
         raise BadInput(f"{len(problems)} of {len(paths)} rule file(s) are invalid", problems=problems + twins)

@@ -36,6 +36,7 @@ from bot.replay.agents import AgentResult, AgentRun
 from bot.replay.cache import ReplayCache, trial_key
 from bot.replay.engine import ReplayOptions, TrialResult, run_trial
 from bot.replay.gateway.policy import load_policy
+from bot.replay.sandbox.workspace import FixtureBuildFailed
 from bot.replay.solution import SOLUTION, missing_warning, run_solution, solution_problems
 from bot.scenario import spec as sc
 
@@ -124,7 +125,7 @@ def validate(folder: Path, *, rules: Iterable[Rule] = (), empty_playbook: str = 
             finding.control = run_control(loaded, cache)
             finding.unsound += control_problems(loaded, finding.control)
             finding.unsound += proven_passable(loaded, finding, cache)
-        except BadInput as exc:  # the fixture does not build (a failing `setup`): no replay of it can be scored
+        except FixtureBuildFailed as exc:  # a failing `setup`: no replay of it can be scored; other bad input is exit 2
             finding.unsound += [f"{loaded.folder / 'scenario.yaml'}: the fixture cannot be built, so no replay of "
                                 f"it can pass: {exc.message}"]
     elif not finding.problems:

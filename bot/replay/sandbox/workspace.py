@@ -64,6 +64,11 @@ _PROFILE = (
 )
 
 
+class FixtureBuildFailed(BadInput):
+    """The scenario's `setup` failed: the fixture cannot be built, so no replay of it can pass (bad input, and for
+    ``scenario validate`` an unsound scenario)."""
+
+
 class Sandbox(HarnessGit):
     """Context manager; see the module docstring for what it holds."""
 
@@ -172,7 +177,7 @@ class Sandbox(HarnessGit):
             done = self.run(shlex.split(line), timeout_s=SETUP_TIMEOUT_S, record=False)
             if done.rc != 0 or done.timed_out or done.limit:
                 why = done.limit or ("timed out" if done.timed_out else f"exit code {done.rc}")
-                raise BadInput(f"{self.fixture}: setup command `{line}` failed ({why}): "
+                raise FixtureBuildFailed(f"{self.fixture}: setup command `{line}` failed ({why}): "
                                f"{(done.stderr or done.stdout).strip()[-300:]}; fix the scenario's `setup`")
 
     # -- paths (fixed once the folder is made: each is built once, not at every call) ---------------
