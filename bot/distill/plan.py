@@ -34,8 +34,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import date, datetime, time, timezone
 from pathlib import Path
-from typing import Any
 from time import monotonic
+from typing import Any
 
 import yaml
 

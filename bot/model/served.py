@@ -39,6 +39,7 @@ class Endpoint:
     label: str  # "<name> <quant> (real local model)": what every report says instead of "simulated"
     api_key: str = field(default=LOCAL_KEY, repr=False)
     stats: Callable[[], Any] | None = field(default=None, repr=False, compare=False)
+    abort: Callable[[], None] | None = field(default=None, repr=False, compare=False)  # Ctrl-C: end the engine now
 
 
 def is_local(model: str | None) -> bool:
@@ -89,7 +90,7 @@ def _start(jail: Callable[..., Any]) -> Endpoint:
                                                 sequences=sequences()))
     atexit.register(stop)
     return Endpoint(base_url=str(running.base_url), model_id=str(running.model_id), label=label_of(found),
-                    api_key=token, stats=getattr(running, "stats", None))
+                    api_key=token, stats=getattr(running, "stats", None), abort=getattr(running, "abort", None))
 
 
 def threads() -> int:
@@ -108,6 +109,13 @@ def sequences() -> int:
     (8,192 tokens of cache, about 230 MB for the 1.5B model)."""
     raw = os.environ.get("REPLAYBOOK_LOCAL_SEQUENCES", "")
     return max(1, min(16, int(raw))) if raw.isdigit() else 4
+
+
+def abort() -> None:
+    """End this process's local model engine at once (Ctrl-C); a later ``local()`` after ``stop()`` starts anew."""
+    running = _running
+    if running is not None and running.abort is not None:
+        running.abort()
 
 
 def stop() -> None:

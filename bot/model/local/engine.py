@@ -52,6 +52,7 @@ class Engine:
         self.load_s = self.start_s = 0.0  # the last start: the model's load inside, and the wall time to ready
         self.starts = 0
         self._cpu_done = 0.0  # CPU seconds of engines already ended
+        self.aborted = False  # abort(): no engine starts again
 
     def start(self) -> None:
         node = shutil.which("node", path=settings.STARTUP_PATH)
@@ -86,6 +87,8 @@ class Engine:
         """The events of one completion: a ``prompt`` event, ``delta`` events, then the ``done`` event (its
         ``stop_reason`` "cancelled" once ``should_stop()`` said so after a delta); EngineError otherwise."""
         with self._lock:
+            if self.aborted:
+                raise EngineError("the engine was stopped (interrupted)")
             if not self.running:
                 self.start()
             assert self._proc is not None and self._proc.stdin is not None
@@ -179,6 +182,14 @@ class Engine:
     def cpu_seconds(self) -> float:
         """CPU seconds of every engine process so far (user + system, the running one's whole process tree)."""
         return self._cpu_done + (_tree_cpu(self._proc.pid) if self.running and self._proc else 0.0)
+
+    def abort(self) -> None:
+        """Kill the engine now, from any thread or a signal handler, and start none again: every running answer
+        ends in an EngineError at once (Ctrl-C)."""
+        self.aborted = True
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            proc.kill()
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None

@@ -90,6 +90,10 @@ class Running:
     def stats(self) -> Stats:
         return self._front.stats()
 
+    def abort(self) -> None:
+        """End the engine at once (Ctrl-C): running answers fail now, and no later request starts it again."""
+        self._front.engine.abort()
+
 
 @dataclass
 class _Generated:
