@@ -103,6 +103,32 @@ def threads() -> int:
     return max(1, min(2, cores - round(os.getloadavg()[0])))
 
 
+def seconds_per_call() -> float | None:
+    """The local model's measured seconds per answer on this machine, now: the mean over the answers this
+    process's server gave, else one probe answer (an agent-sized prompt, 48 tokens out); None without a server."""
+    running = _running
+    if running is None:
+        return None
+    stats = running.stats() if running.stats else None
+    calls = list(getattr(stats, "calls", []) or [])
+    if calls:
+        return sum(c.prompt_s + c.gen_s for c in calls) / len(calls)
+    import json
+    import time
+    import urllib.request
+
+    body = {"model": LOCAL, "max_tokens": 48, "system": "You are a coding agent in a git repository. " * 20,
+            "messages": [{"role": "user", "content": "List the repository's files and say what each is for."}]}
+    request = urllib.request.Request(running.base_url + "/v1/messages", data=json.dumps(body).encode(),
+                                     headers={"content-type": "application/json", "x-api-key": running.api_key})
+    began = time.monotonic()
+    try:
+        urllib.request.urlopen(request, timeout=300).read()
+    except OSError:
+        return None
+    return time.monotonic() - began
+
+
 def sequences() -> int:
     """Answers decoded at once, as sequences of one context (``REPLAYBOOK_LOCAL_SEQUENCES``, default 4): trials
     run with ``--jobs`` share each decoding step instead of queueing; an idle sequence costs memory only
