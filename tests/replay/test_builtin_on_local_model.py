@@ -38,5 +38,5 @@ def test_every_turn_is_a_call_and_a_repeated_failure_is_named_back(local_server,
         failed = call.is_error or (call.name == "bash" and not (call.output_excerpt or "").startswith("exit code 0"))
         if failed:
             seen[key] = seen.get(key, 0) + 1
-        named = "[replaybook]" in (call.output_excerpt or "")
+        named = "has now failed" in (call.output_excerpt or "")
         assert named == (failed and seen[key] >= 2), (call.input, call.output_excerpt)

@@ -146,6 +146,16 @@ def test_the_same_failing_command_twice_is_named_back_plainly(local_model, make_
     assert "[replaybook]" not in results[2] and "failed 3 times" in results[3]
 
 
+def test_the_same_call_with_the_same_output_again_is_named_back(local_model, make_scenario, opts):
+    loaded = make_scenario(pass_if=[NEVER], budget={"max_turns": 4})
+    kw = local_model(lambda n: message([tool_use("bash", {"command": "echo same"}, f"toolu_{n}")]) if n < 2
+                     else message([tool_use("finish", {"summary": "done"}, "toolu_f")]))
+    run_trial(loaded, "", opts(**kw), 0)
+    results = [b["content"] for m in FakeLocalModel.received[-1]["messages"] if isinstance(m["content"], list)
+               for b in m["content"] if b.get("type") == "tool_result"]
+    assert "[replaybook]" not in results[0] and "changes nothing" in results[1]
+
+
 def test_finish_ends_the_run_with_its_summary(local_model, make_scenario, opts):
     loaded = make_scenario(pass_if=[NEVER], budget={"max_turns": 5})
     kw = local_model(lambda n: message([tool_use("finish", {"summary": "all done"}, "toolu_f")]))

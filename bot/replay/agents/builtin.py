@@ -27,8 +27,8 @@ MAX_TOOL_OUTPUT = 20_000
 ANSWER_TOKENS = 1024  # one tool call, a file's worth of `write` included; a longer answer is a runaway
 SYSTEM = (
     "You are a coding agent working in a git repository. The repository root is your working "
-    "directory; use the tools to inspect and change it. Every answer is one tool call. When the task is done, "
-    "call `finish` with a short summary."
+    "directory; use the tools to inspect and change it. Look at the files that matter (ls, grep, read) before you "
+    "change anything. Every answer is one tool call. When the task is done, call `finish` with a short summary."
 )
 TOOLS = [
     {"name": "bash", "description": "Run a bash command in the repository root; returns exit code and output.",
@@ -50,17 +50,24 @@ RUNAWAY = (f"Your answer was cut off at {ANSWER_TOKENS} tokens before it became 
 
 
 class RepeatGuard:
-    """Counts failed calls by what they asked; the second failure of the very same call is named to the model."""
+    """Counts calls by what they asked: the second failure of the very same call is named to the model, and so is
+    the same call giving the same output as last time (a loop that changes nothing)."""
 
     def __init__(self) -> None:
         self.failures: dict[str, int] = {}
+        self.last: dict[str, str] = {}  # a call -> its last output
 
     def note(self, name: str, args: dict[str, Any], output: str, is_error: bool) -> str:
-        """``output``, with a plain warning when this call has now failed before with the same input."""
+        """``output``, with a plain warning when this call has failed before with the same input, or gave the
+        same output last time."""
+        key = json.dumps([name, args], sort_keys=True, default=str)
+        same, self.last[key] = self.last.get(key) == output, output
         failed = is_error or (name == "bash" and not output.startswith("exit code 0"))
         if not failed:
+            if same and name == "bash":
+                return (f"{output}\n\n[replaybook] `{args.get('command')}` gave exactly this output last time too: "
+                        "running it again changes nothing. Do the next step, or call `finish`.")
             return output
-        key = json.dumps([name, args], sort_keys=True, default=str)
         count = self.failures[key] = self.failures.get(key, 0) + 1
         if count < 2:
             return output
