@@ -63,11 +63,12 @@ def trial(url: str, arm: str, turns: int) -> int:
     return out
 
 
-def side(url: str, arms: list[str], jobs: int, turns: int) -> tuple[float, int]:
-    began = time.monotonic()
+def side(running, arms: list[str], jobs: int, turns: int) -> tuple[float, int, float]:
+    """(wall seconds, tokens generated, the engine's CPU seconds) of one side's trials."""
+    began, cpu = time.monotonic(), running.stats().cpu_s
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        tokens = sum(pool.map(lambda arm: trial(url, arm, turns), arms))
-    return time.monotonic() - began, tokens
+        tokens = sum(pool.map(lambda arm: trial(running.base_url, arm, turns), arms))
+    return time.monotonic() - began, tokens, running.stats().cpu_s - cpu
 
 
 def main() -> None:
@@ -87,24 +88,28 @@ def main() -> None:
     with serve(model, jail=engine_jail, api_key="bench", threads=threads) as today, \
             serve(model, jail=engine_jail, api_key="bench", threads=threads, sequences=args.sequences) as now:
         for r in range(args.rounds):
-            order = [("today", today.base_url, 1), ("sequences", now.base_url, args.sequences)]
+            order = [("today", today, 1), ("sequences", now, args.sequences)]
             got = {}
-            for name, url, jobs in (order if r % 2 == 0 else order[::-1]):
-                got[name] = side(url, arms, jobs, args.turns)
+            for name, running, jobs in (order if r % 2 == 0 else order[::-1]):
+                got[name] = side(running, arms, jobs, args.turns)
                 _common.progress(f"round {r}: {name}: {got[name][0]:.0f} s, {got[name][1]} tokens out, "
-                                 f"load {os.getloadavg()[0]:.1f}")
+                                 f"{got[name][2]:.0f} engine CPU s, load {os.getloadavg()[0]:.1f}")
             rows.append(got)
         reuse = {name: running.stats() for name, running in (("today", today), ("sequences", now))}
     ratios = [row["today"][0] / row["sequences"][0] for row in rows]
+    cpu_ratios = [row["today"][2] / row["sequences"][2] for row in rows if row["sequences"][2] > 0]
     per_hour = {name: statistics.median(3600 * args.trials / row[name][0] for row in rows) for name in ("today", "sequences")}
     print(_common.table(["side", "replays (model side) / hour, median of rounds", "wall s a round (median)",
+                         "engine CPU s a round (median)",
                          "prompt tokens reused / evaluated anew (all rounds)"],
                         [[name, f"{per_hour[name]:.0f}", f"{statistics.median(row[name][0] for row in rows):.0f}",
+                          f"{statistics.median(row[name][2] for row in rows):.0f}",
                           f"{sum(c.reused_tokens for c in reuse[name].calls)} / "
                           f"{sum(c.evaluated_tokens for c in reuse[name].calls)}"]
                          for name in ("today", "sequences")]))
     print(f"\n**sequences ÷ today, median of per-round ratios: {statistics.median(ratios):.2f}x** "
-          f"(rounds: {', '.join(f'{x:.2f}' for x in ratios)}); {args.sequences} sequences, {args.trials} trials of "
+          f"(rounds: {', '.join(f'{x:.2f}' for x in ratios)}); in engine CPU seconds "
+          f"{statistics.median(cpu_ratios) if cpu_ratios else float('nan'):.2f}x; {args.sequences} sequences, {args.trials} trials of "
           f"{args.turns} turns a side a round, {args.rounds} rounds; load average before / after: "
           f"{load_before:.1f} / {os.getloadavg()[0]:.1f} (2 cores)")
 
