@@ -33,6 +33,7 @@ def test_the_gate_admits_a_rule_that_carries_the_fact_the_task_needs(cli, root, 
     result = cli("gate", str(root / "playbook" / "proposed" / "rule-0001.yaml"), "--model", "local", "--max-turns", "3",
                  "--budget", "40", "--jobs", "2", "--report", str(root / "gate.json"))
     assert result.code in (0, 1), result.err
+    print(result.out)  # the report (replays, calls, tokens): shown with `pytest -rP`, for bench/README.md
     assert result.code == 0 and "admit" in result.out, (result.out[-1500:], result.err[-1500:])
     assert "replay `codename`" in result.err  # a progress line as each replay ended, with its ETA
     assert "ETA" in result.err
