@@ -1,6 +1,6 @@
 """The loop on a real model, offline: the local model (``--model local``) on every bundled scenario.
 
-    python bench/real_model.py run [--out FILE] [--trials 10] [--max-turns 6] [--phases distill,trials,gate]
+    python bench/real_model.py run [--out FILE] [--trials 10] [--agent builtin] [--jobs 1] [--phases distill,trials,gate]
     python bench/real_model.py report [FILE ...]
 
 ``run`` is long (a replay of a 1.5B model on two CPU cores takes tens of seconds to minutes) and
@@ -17,8 +17,10 @@ Phases, in this order so a partial run has some of each:
   ``gate.own_test: auto``, the suite's baseline), one trial at a time; the replays it took.
 - ``trials`` (rounds 3..N).
 
-Every record carries the load average when it finished. ``--max-turns`` caps the scenarios'
-``budget.max_turns`` (a small model rambles; the cap is stated in the report); no check is changed.
+Every record carries the load average when it finished. Each scenario's own ``budget.max_turns`` stands;
+``--max-turns`` can cap it (stated in the report); no check is changed. ``--agent mini-swe-agent`` measures that
+agent on the same scenarios; ``--jobs N`` runs N trials of a round at once (the server decodes them as sequences of
+one context when it has them). Scenario ids include the small-model ones (``small-model/version-bump``).
 The harness's share of a replay is its wall time less the model's answers (gateway-measured) and
 the agent's own commands (the kernel trace): sandbox, trace, gateway and the checks.
 """
@@ -49,7 +51,9 @@ from bot.scenario import spec as sc
 from bot.settings import Environment
 
 DEFAULT_OUT = _common.HERE / "results" / "real_model.jsonl"
-SCENARIOS = tuple(sorted(p.parent.name for p in bundled.scenarios_dir().glob("*/scenario.yaml")))
+SCENARIOS = tuple(sorted(str(p.parent.relative_to(bundled.scenarios_dir()))
+                         for pattern in ("*/scenario.yaml", "small-model/*/scenario.yaml")
+                         for p in bundled.scenarios_dir().glob(pattern)))
 
 
 def load1() -> float:
@@ -82,18 +86,19 @@ def _server_counters(endpoint: served.Endpoint) -> dict:
     return {k: data.get(k, 0) for k in ("cpu_s", "prompt_s", "gen_s", "input_tokens", "output_tokens")}
 
 
-def one_trial(endpoint: served.Endpoint, scenario_id: str, arm: str, trial: int, max_turns: int,
-              runs: Path) -> dict:
+def one_trial(endpoint: served.Endpoint, scenario_id: str, arm: str, trial: int, max_turns: int | None,
+              runs: Path, agent: str = "builtin") -> dict:
     loaded = sc.load(bundled.scenarios_dir() / scenario_id)
     text = _common.playbook_text(scenario_id, with_rule=arm == "with")
     opts = engine.ReplayOptions(model=served.LOCAL, api_key=endpoint.api_key, upstream_url=endpoint.base_url,
                                 model_label=endpoint.label, runs_dir=runs, max_turns=max_turns, seed=trial,
-                                keep_runs=100_000)
+                                keep_runs=100_000, agent=agent)
     before = _server_counters(endpoint)
     with _common.timed_method(Sandbox, "run") as calls:
         started = time.perf_counter()
         result = engine.run_trial(loaded, text, opts, trial)
         wall = time.perf_counter() - started
+    turns = _turns(result)
     after = _server_counters(endpoint)
     commands = _common.command_seconds(read_trace(RunDir(Path(result.run_dir)).trace)) if result.run_dir else 0.0
     checks = calls.seconds(record=False)
@@ -102,21 +107,36 @@ def one_trial(endpoint: served.Endpoint, scenario_id: str, arm: str, trial: int,
             "input_tokens": result.input_tokens, "output_tokens": result.output_tokens, "cost_usd": result.cost_usd,
             "wall_s": round(wall, 3), "model_s": result.model_s, "commands_s": round(commands, 3),
             "checks_s": round(checks, 3), "harness_s": round(wall - result.model_s - commands, 3),
-            "max_turns": max_turns, "label": endpoint.label,
+            "max_turns": max_turns or loaded.scenario.budget.max_turns, "capped": max_turns is not None,
+            "agent": agent, "turns": turns, "label": endpoint.label,
             "server": {k: round(after.get(k, 0) - before.get(k, 0), 3) for k in after}}
 
 
-def trials_phase(endpoint, out: Path, rounds: range, max_turns: int, runs: Path, only: tuple[str, ...]) -> None:
-    done = {(r["scenario"], r["arm"], r["trial"]) for r in records(out) if r.get("phase") == "trial"}
+def _turns(result) -> int:
+    """Model calls the agent made (the gateway's count)."""
+    return int(result.model_calls)
+
+
+def trials_phase(endpoint, out: Path, rounds: range, max_turns: int | None, runs: Path, only: tuple[str, ...],
+                 agent: str = "builtin", jobs: int = 1) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    done = {(r["scenario"], r["arm"], r["trial"]) for r in records(out)
+            if r.get("phase") == "trial" and r.get("agent", "builtin") == agent}
+    lock = __import__("threading").Lock()
+
+    def one(job: tuple[int, str, str]) -> None:
+        trial, scenario_id, arm = job
+        rec = one_trial(endpoint, scenario_id, arm, trial, max_turns, runs, agent)
+        with lock:
+            append(out, rec)
+        _common.progress(f"trial {trial} {agent} {scenario_id} {arm}: {rec['verdict']} ({rec['status']}) "
+                         f"{rec['wall_s']:.0f}s, {rec['model_calls']} calls, load {load1()}")
+
     for trial in rounds:
-        for scenario_id in only:
-            for arm in ("without", "with"):
-                if (scenario_id, arm, trial) in done:
-                    continue
-                rec = one_trial(endpoint, scenario_id, arm, trial, max_turns, runs)
-                append(out, rec)
-                _common.progress(f"trial {trial} {scenario_id} {arm}: {rec['verdict']} ({rec['status']}) "
-                                 f"{rec['wall_s']:.0f}s, {rec['model_calls']} calls, load {load1()}")
+        todo = [(trial, s, arm) for s in only for arm in ("without", "with") if (s, arm, trial) not in done]
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            list(pool.map(one, todo))
 
 
 def _workspace() -> Path:
@@ -200,11 +220,11 @@ def run(args) -> None:
     if "distill" in phases:
         distill_phase(out)
     if "trials" in phases:
-        trials_phase(endpoint, out, range(0, min(2, args.trials)), args.max_turns, runs, only)
+        trials_phase(endpoint, out, range(0, min(2, args.trials)), args.max_turns, runs, only, args.agent, args.jobs)
     if "gate" in phases:
         gate_phase(endpoint, out, args.gate_max_turns, only)
     if "trials" in phases:
-        trials_phase(endpoint, out, range(2, args.trials), args.max_turns, runs, only)
+        trials_phase(endpoint, out, range(2, args.trials), args.max_turns, runs, only, args.agent, args.jobs)
     print(report(out))
 
 
@@ -231,20 +251,23 @@ def report(*outs: Path) -> str:
     lines = [f"Results from {names} ({len(trials)} replays; load average of each record: "
              f"{min(loads, default=0):.1f}-{max(loads, default=0):.1f}).", ""]
     if trials:
-        lines += [f"Model: {trials[0]['label']}; builtin agent; max_turns capped at {trials[0]['max_turns']}.", ""]
+        capped = sorted({r["max_turns"] for r in trials if r.get("capped", True)})
+        lines += [f"Model: {trials[0]['label']}; max_turns "
+                  + (f"capped at {', '.join(map(str, capped))}." if capped else "each scenario's own budget.max_turns."), ""]
         table_rows = []
-        for scenario_id in sorted({r["scenario"] for r in trials}):
-            mine = [r for r in trials if r["scenario"] == scenario_id]
+        for agent, scenario_id in sorted({(r.get("agent", "builtin"), r["scenario"]) for r in trials}):
+            mine = [r for r in trials if r["scenario"] == scenario_id and r.get("agent", "builtin") == agent]
             without = [r for r in mine if r["arm"] == "without"]
             with_rule = [r for r in mine if r["arm"] == "with"]
             shares = [r["harness_s"] / r["wall_s"] for r in mine if r["wall_s"] > 0]
-            table_rows.append([scenario_id, _rate(without), _rate(with_rule),
+            table_rows.append([f"{scenario_id} ({agent})", _rate(without), _rate(with_rule), _fisher(without, with_rule),
                                _median([r["model_calls"] for r in mine]),
                                _median([r["input_tokens"] + r["output_tokens"] for r in mine]),
                                _median([r["wall_s"] for r in mine]),
                                f"{_common.median(shares):.1%}" if shares else "–",
                                _median([r["load1"] for r in mine])])
-        lines.append(_common.table(["scenario", "passed without rule [95% Wilson]", "passed with rule [95% Wilson]",
+        lines.append(_common.table(["scenario (agent)", "passed without rule [95% Wilson]", "passed with rule [95% Wilson]",
+                                    "one-sided Fisher p (with > without)",
                                     "turns (median)", "tokens (median)", "s / replay (median)",
                                     "harness share (median)", "load (median)"], table_rows))
         shares = [r["harness_s"] / r["wall_s"] for r in trials if r["wall_s"] > 0]
@@ -256,7 +279,7 @@ def report(*outs: Path) -> str:
                       f"(of which the checks' commands {_common.median(checks):.1%}); "
                       f"agent end states: {', '.join(f'{k} {v}' for k, v in sorted(statuses.items()))}."]
     if trials:
-        lines += ["", *_gate_on_pairs(trials)]
+        lines += ["", *_gate_on_pairs([r for r in trials if r.get("agent", "builtin") == "builtin"])]
     gates = [r for r in rows if r.get("phase") == "gate"]
     if gates:
         lines += ["", _common.table(["rule (scenario)", "decision", "replays", "model calls", "tokens", "minutes",
@@ -281,6 +304,22 @@ def report(*outs: Path) -> str:
                                         [[x["group"], x["what"], x["reason"][:200].replace("|", "/")]
                                          for x in d["refusals"]])]
     return "\n".join(lines) + "\n"
+
+
+def _fisher(without: list[dict], with_rule: list[dict]) -> str:
+    """One-sided Fisher exact p that the rule raises the pass rate (scored trials only)."""
+    from math import comb
+
+    a = [r for r in without if r["verdict"] != "unscored"]
+    b = [r for r in with_rule if r["verdict"] != "unscored"]
+    if not a or not b:
+        return "–"
+    pa, pb = sum(r["verdict"] == "passed" for r in a), sum(r["verdict"] == "passed" for r in b)
+    total = pa + pb
+    denominator = comb(len(a) + len(b), total)
+    p = sum(comb(len(b), k) * comb(len(a), total - k) for k in range(pb, min(total, len(b)) + 1)
+            if total - k <= len(a)) / denominator
+    return f"{p:.3f}"
 
 
 def _gate_on_pairs(trials: list[dict]) -> list[str]:
@@ -325,7 +364,10 @@ def main(argv: list[str] | None = None) -> None:
     go = sub.add_parser("run")
     go.add_argument("--out", default=str(DEFAULT_OUT))
     go.add_argument("--trials", type=int, default=10, help="trials per scenario and arm")
-    go.add_argument("--max-turns", type=int, default=6, help="cap on each scenario's budget.max_turns")
+    go.add_argument("--max-turns", type=int, default=None,
+                    help="cap on each scenario's budget.max_turns (default: none, the scenario's own budget)")
+    go.add_argument("--agent", default="builtin", help="builtin or mini-swe-agent")
+    go.add_argument("--jobs", type=int, default=1, help="trials of a round run at once")
     go.add_argument("--gate-max-turns", type=int, default=None,
                     help="cap for the gate's replays (default: none, the scenarios' own budgets)")
     go.add_argument("--phases", default="distill,trials,gate")

@@ -373,8 +373,10 @@ def llm(env: "Environment", model: str, **options: Any) -> "LLM":
 def local_model() -> "Endpoint":
     """The local model server of this process (``bot.model.served.local``), its engine in the replay's jail."""
     from bot.model import served
+    from bot.replay.sandbox.interrupt import on_interrupt
     from bot.replay.sandbox.isolation import engine_jail
 
+    on_interrupt(served.abort)  # Ctrl-C ends a trial waiting on the model's answer, not after it
     return served.local(engine_jail)
 
 

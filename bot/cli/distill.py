@@ -43,7 +43,9 @@ def command(ctx: click.Context, min_incidents: int, since: str | None, dry_run: 
     """
     settings = ctx.obj.settings
     llm = _connect(ctx.obj.env, model or settings.config.models.distill)
-    report = distill_mod.distill(settings, llm, min_incidents=min_incidents, since=_since(since), dry_run=dry_run)
+    progress = (lambda message: click.echo(f"… {message}", err=True)) if not as_json else (lambda _: None)
+    report = distill_mod.distill(settings, llm, min_incidents=min_incidents, since=_since(since), dry_run=dry_run,
+                                 progress=progress)
     if as_json:
         emit_json(report.as_json())
     else:

@@ -47,6 +47,11 @@ from bot.replay.sandbox.isolation import BACKENDS
               help="Trials run at once, across every scenario (default: the cores this process may use). "
                    "The decision is the same whatever it is.")
 @click.option("--max-cost-usd", type=click.FloatRange(min=0), help="Stop the gate once it has spent this much.")
+@click.option("--max-turns", type=click.IntRange(1, 500),
+              help="At most this many model turns a replay, below each scenario's budget.max_turns.")
+@click.option("--budget", "budget_replays", type=click.IntRange(1, 10_000),
+              help="At most this many replays; the gate answers inconclusive when they run out "
+                   "(default: config gate.budget.replays).")
 @click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path),
               help="Replay cache (default: config paths.cache).")
 @click.option("--no-cache", is_flag=True, help="Replay everything; read and write no cache.")
@@ -67,7 +72,7 @@ from bot.replay.sandbox.isolation import BACKENDS
 def command(ctx: click.Context, rule_file: Path, playbook_dir: Path | None, suite_dir: Path | None,
             agents: tuple[str, ...],
             command_template: str | None, model: str, screen_model: str | None, trials: int | None, jobs: int | None,
-            max_cost_usd: float | None, cache_dir: Path | None, no_cache: bool, runs_dir: Path | None,
+            max_cost_usd: float | None, max_turns: int | None, budget_replays: int | None, cache_dir: Path | None, no_cache: bool, runs_dir: Path | None,
             noise: float, seed: int, report_file: Path | None, do_admit: bool, only_estimate: bool, as_json: bool,
             sandbox: str | None, page_url: str | None) -> None:
     """Decide admit or reject for RULE_FILE by replay.
@@ -99,6 +104,10 @@ def command(ctx: click.Context, rule_file: Path, playbook_dir: Path | None, suit
                                 cache_dir=None if no_cache else (cache_dir or settings.path("cache")),
                                 runs_dir=runs_dir, sandbox=sandbox, api_key=key, command=command_template,
                                 noise=noise, seed=seed)
+    if max_turns is not None:
+        opts = replace(opts, replay=replace(opts.replay, max_turns=max_turns))
+    if budget_replays is not None:
+        opts = replace(opts, budget_replays=budget_replays)
     gate_options.gateable(book, rule_file, policy=opts.replay.simulated)
     if only_estimate:
         _estimate(book, rule_file, suite_dir or settings.path("scenarios"), opts, chosen, as_json)

@@ -110,3 +110,53 @@ _marking("confirm", "Vouch for LESSON_ID: it is injected even after it expires, 
          lambda lesson: f"confirmed {lesson.id}: {lesson.content}")
 _marking("expire", "Stop injecting LESSON_ID now, even if confirmed. It is kept; `confirm` brings it back.",
          lambda lesson: f"expired {lesson.id}; it is kept but no longer injected")
+
+
+@group.command("reflect")
+@click.argument("task_id")
+@click.option("--model", default="local", show_default=True,
+              help="The model that reflects: `local` (the model `replaybook model install local` installs, offline) "
+                   "or a hosted model id (needs ANTHROPIC_API_KEY).")
+@click.option("--task-type", default="unknown", show_default=True, help="The task type the lesson is stored under.")
+@click.option("--trace-db", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="The trace database TASK_ID is recorded in (default: the one `replaybook trace` reads).")
+@_db_option
+@click.option("--json", "as_json", is_flag=True, help="Print the reflection and the stored lesson as JSON.")
+@click.pass_context
+def reflect(ctx: click.Context, task_id: str, model: str, task_type: str, trace_db: Path | None, db: Path | None,
+            as_json: bool) -> None:
+    """Reflect on the recorded task TASK_ID (hindsight): its chronicle goes to the model, which names the root
+    cause and a general rule; the rule is stored as a lesson (flagged when doubtful or in conflict).
+
+    Exit 0 when a lesson was stored, 1 when the reflection gave no rule, 2 on bad input.
+    """
+    from bot import config as config_mod
+    from bot.errors import CheckFailed
+    from bot.hindsight import chronicle as chronicle_mod
+    from bot.hindsight import reflection as reflection_mod
+    from bot.hindsight import traces as trace_store
+
+    check_task_type(task_type)
+    store_path = trace_db or trace_store.default_path(ctx.obj.settings.root)
+    if not Path(store_path).exists():
+        raise BadInput(f"{store_path}: no trace database here; `replaybook trace import` records a run (or pass --trace-db)")
+    with trace_store.TraceStore(store_path) as traces:
+        found = chronicle_mod.build(traces, task_id)
+    llm = config_mod.llm(ctx.obj.env, model)
+    click.echo(f"… reflecting on {task_id} ({len(found.nodes)} key nodes) with {getattr(llm, 'label', model)}", err=True)
+    got = reflection_mod.reflect(llm, [n.to_dict() for n in found.nodes], task_id, task_type=task_type)
+    if not got.general_rule:
+        raise CheckFailed(f"{task_id}: the reflection gave no rule ({got.reason or 'no answer'}); nothing stored")
+    with LessonStore(_path(ctx, db)) as lessons:
+        added = lessons.add(Lesson.new(task_type, got.general_rule, source_task=task_id, value=got.value,
+                                       doubtful=got.doubtful))
+    if as_json:
+        emit_json({"reflection": got.to_dict(), "lesson": added.lesson.to_dict(),
+                   "conflicts": [c.id for c in added.conflicts]})
+        return
+    click.echo(f"root cause: {got.root_cause}")
+    for suggestion in got.suggestions:
+        click.echo(f"- {suggestion}")
+    flags = (" (doubtful: " + got.reason + ")" if got.doubtful else "") + \
+        "".join(f" ({c.kind} of {c.id}: not injected until confirmed)" for c in added.conflicts)
+    click.echo(f"stored {added.lesson.id}: {added.lesson.content}{flags}")

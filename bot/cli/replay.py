@@ -109,7 +109,11 @@ def command() -> None:
 @click.option("--max-turns", type=click.IntRange(1, 500),
               help="At most this many model turns, below the scenario's budget.max_turns "
                    "(e.g. for a small local model).")
-@click.option("--jobs", type=click.IntRange(1, 64), default=1, show_default=True, help="Trials run at once.")
+@click.option("--budget", "budget_s", type=click.FloatRange(min=1),
+              help="At most this many seconds a trial, below the scenario's budget.timeout_s "
+                   "(a trial past it ends unscored as a timeout).")
+@click.option("--jobs", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="Trials run at once (with --model local, decoded together as sequences of one context).")
 @click.option("--noise", type=click.FloatRange(0, 1), default=0.0, help="Simulated model: chance a trial takes the other branch.")
 @click.option("--seed", type=int, default=0, help="Simulated model: seed for the noise.")
 @click.option("--runs-dir", type=click.Path(file_okay=False, path_type=Path),
@@ -118,7 +122,7 @@ def command() -> None:
 @click.pass_context
 def run(ctx: click.Context, scenario: str, agent: str, command_template: str | None, model: str,
             playbook: Path | None, rule_file: Path | None, deliver: str | None, trials: int, max_turns: int | None,
-            jobs: int, noise: float, seed: int, runs_dir: Path | None, as_json: bool, sandbox: str | None) -> None:
+            budget_s: float | None, jobs: int, noise: float, seed: int, runs_dir: Path | None, as_json: bool, sandbox: str | None) -> None:
     """Run an agent on SCENARIO (a path or an id) in a sandbox and judge it from its trace.
 
     Prints each trial's verdict (pass, fail or unscored), the check that failed
@@ -132,6 +136,7 @@ def run(ctx: click.Context, scenario: str, agent: str, command_template: str | N
     watch = {"rule": rule.rule, "rule_paths": tuple(rule.paths)} if rule is not None else {}
     opts = replay_options(settings, ctx.obj.env, model=model, runs_dir=runs_dir, sandbox=sandbox,
                           agent=agent, command=command_template, noise=noise, seed=seed, max_turns=max_turns,
+                          max_seconds=budget_s,
                           **({"deliver": deliver} if deliver else {}), **watch)
     if not as_json:
         click.echo(f"# Replay `{loaded.scenario.id}`: {agent} agent, model `{model}`"

@@ -1,35 +1,27 @@
 """Distill: unresolved incidents become proposed rules, each with a replay scenario.
 
-How incidents are grouped, and why. Incidents of one ``failure_class`` whose
-belief deltas share words belong together. The content words of ``believed``
-+ ``actual`` (lowercased, split at anything not a letter or digit, so
-``packages/api/pytest.ini`` gives ``packages api pytest ini``; stop words and
-words under three letters dropped; a plural or -ed/-ing ending cut) are
-compared pairwise by Jaccard overlap, and two incidents at or above
-``GROUP_THRESHOLD`` (0.25: a quarter of their words shared) are linked; a
-group is a connected set of links (single-link clustering). Groups are
-ordered by their oldest incident, and incidents inside a group by
-``(created, id)``, so the same store always gives the same groups. It is
-cheap (no model call), deterministic (a rerun asks the same questions) and
-explainable.
+How incidents are grouped, and why. Incidents of one ``failure_class`` whose belief deltas share words belong
+together. The content words of ``believed`` + ``actual`` (lowercased, split at anything not a letter or digit, so
+``packages/api/pytest.ini`` gives ``packages api pytest ini``; stop words and words under three letters dropped; a
+plural or -ed/-ing ending cut) are compared pairwise by Jaccard overlap, and two incidents at or above
+``GROUP_THRESHOLD`` (0.25: a quarter of their words shared) are linked; a group is a connected set of links
+(single-link clustering). Groups are ordered by their oldest incident, and incidents inside a group by ``(created,
+id)``, so the same store always gives the same groups. It is cheap (no model call), deterministic (a rerun asks the
+same questions) and explainable.
 
-Word overlap is not meaning, though: on the bundled incidents, pairs that
-describe one mistake in different words score 0.02-0.32, no better than
-unrelated pairs. So groups are only the unit of *packing*: whole groups are
-packed, in order, into batches of at most ``batch_size`` incidents, one prompt
-each, and the distiller — which reads meaning — groups the incidents of a
-batch by the mistake they show and answers one proposal per mistake, as the
-article's distiller reads all the unresolved incidents at once.
+Word overlap is not meaning, though: on the bundled incidents, pairs that describe one mistake in different words
+score 0.02-0.32, no better than unrelated pairs. So groups are only the unit of *packing*: whole groups are packed,
+in order, into batches of at most ``batch_size`` incidents, one prompt each, and the distiller — which reads meaning
+— groups the incidents of a batch by the mistake they show and answers one proposal per mistake, as the article's
+distiller reads all the unresolved incidents at once.
 
-The distiller is a separate prompt (``prompts/distill.j2``), never the
-failing agent's context. Its answer is not trusted: every constraint is
-checked here (two sentences with a condition, cites from the group, a
-scenario with structured checks that loads, no twin of an admitted or pending
-rule, no incident cited twice) and every refusal is reported with its reason.
+The distiller is a separate prompt (``prompts/distill.j2``), never the failing agent's context. Its answer is not
+trusted: every constraint is checked here (two sentences with a condition, cites from the group, a scenario with
+structured checks that loads, no twin of an admitted or pending rule, no incident cited twice) and every refusal is
+reported with its reason.
 
-Ids are allocated under the playbook's lock and files are created without
-clobbering, so two runs at once never share an id; an id is never reused,
-even after a proposal file is deleted (``.replaybook/distill-ids.json`` keeps
+Ids are allocated under the playbook's lock and files are created without clobbering, so two runs at once never
+share an id; an id is never reused, even after a proposal file is deleted (``.replaybook/distill-ids.json`` keeps
 the highest id handed out).
 """
 
@@ -42,6 +34,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import date, datetime, time, timezone
 from pathlib import Path
+from time import monotonic
 from typing import Any
 
 import yaml
@@ -175,7 +168,8 @@ def plan(settings: Settings, llm: AsksJson, **options: Any) -> DistillReport:
 def _distill(settings: Settings, llm: AsksJson, *, sink: Callable[[Change, Path], None] | None,
              min_incidents: int = 1, since: datetime | date | None = None, today: date | None = None,
              batch_max: int | None = None, incidents: IncidentStore | IncidentSet | None = None,
-             reserved_ids: Iterable[str] = (), refused: Iterable[refusals_mod.Refused] | None = None) -> DistillReport:
+             reserved_ids: Iterable[str] = (), refused: Iterable[refusals_mod.Refused] | None = None,
+             progress: Callable[[str], None] = lambda _: None) -> DistillReport:
     today = today or datetime.now(timezone.utc).date()
     batch_max = batch_size(batch_max, local=served.is_local(getattr(llm, "model", None)))
     store = incidents if incidents is not None else IncidentStore(settings.path("incidents"))
@@ -207,13 +201,21 @@ def _distill(settings: Settings, llm: AsksJson, *, sink: Callable[[Change, Path]
     report.groups = group_incidents(candidates)
     plans: list[_RulePlan | SpecPlan] = []
     report.repeats, repeats = _record_repeats(report.groups, store, settings.root)
+    if not candidates:  # said, so a quiet run is never mistaken for a hang
+        progress(f"no incidents to distill: of {len(reading.incidents)} incident file(s), none is unresolved and "
+                 f"untriaged{' since the date given' if since else ''}; {len(report.refusals)} skipped")
+    todo = list(batches(report.groups, batch_max))
     with tempfile.TemporaryDirectory(prefix="replaybook-distill-") as staging:
-        for group in batches(report.groups, batch_max):
+        for number, group in enumerate(todo, start=1):
             if len(group.incidents) < min_incidents:
                 report.refusals.append(Refusal(group.key, f"{len(group.incidents)} incident(s); --min-incidents is "
                                                f"{min_incidents}", "skipped", group.ids))
                 continue
-            plans += _ask(group, llm, book, scenarios_dir, Path(staging), report, retry.for_group(group.ids))
+            progress(f"batch {number}/{len(todo)}: {len(group.incidents)} incident(s) ({group.key}), asking the model")
+            began, before = monotonic(), len(report.refusals)
+            plans += (got := _ask(group, llm, book, scenarios_dir, Path(staging), report, retry.for_group(group.ids)))
+            progress(f"batch {number}/{len(todo)}: {len(got)} proposal(s), {len(report.refusals) - before} "
+                     f"refusal(s), {monotonic() - began:.0f} s")
         if sink is None:
             report.change = repeats | _apply(plans, book, settings, report, today, reserved=reserved_ids)
         elif plans or repeats:

@@ -81,6 +81,7 @@ class Runner:
         self._lock = threading.Lock()
         self._agents: dict[str, object] = {}
         self._pool: Pool | None = None
+        self.on_replay: Callable[[TrialResult], None] = lambda _: None  # each fresh replay, as it ends
 
     @property
     def pool(self) -> Pool:
@@ -127,6 +128,7 @@ class Runner:
             self._ran += 1
         if self.cache:
             self.cache.put(key, result)
+        self.on_replay(result)
         return result, False
 
     def reserve(self, cap_usd: float) -> None:
@@ -370,6 +372,7 @@ def run_gate(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions
         progress = lambda _: None  # noqa: E731
     else:
         progress = _with_eta(progress, estimate(book, rule_path, suite_dir, opts), runner)
+        runner.on_replay = lambda r: progress(f"replay `{r.scenario}` trial {r.trial}: {r.verdict}")
     result = GateResult(candidate.id, candidate.rule, "error", "", provisional=bool(candidate.provisional),
                         simulated=opts.replay.simulated, model_label=opts.replay.model_label,
                         traces=str(opts.replay.runs_dir) if opts.replay.runs_dir else None, **_scope(candidate))

@@ -11,8 +11,9 @@ suite scenario at its baseline's rate. ``most`` is the bound no gate exceeds
 (unscored retries aside).
 
 Per-replay figures (seconds, model calls, cost) come from the scenario's
-past replays in the cache, else from any past replay there, else a stated
-default.
+past replays in the cache, else from any past replay there, else (the local
+model) from its measured seconds per answer times ``LOCAL_CALLS_PER_REPLAY``,
+else a stated default.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from bot.scenario import spec as sc
 from bot.scenario import suite as suite_mod
 
 DEFAULT_REPLAY_S = 20.0  # a replay's wall time when no past replay says otherwise
+LOCAL_CALLS_PER_REPLAY = 6  # the local model's answers a replay (the median of bench/README.md's measured replays)
 P_BEFORE, P_AFTER, P_SUITE = 0.0, 0.9, 0.9  # the design point of bot.gate.stats (a real rule, a healthy suite)
 _SCAN = 2000  # cache entries read at most for past figures
 
@@ -59,6 +61,8 @@ class Estimate:
     def lines(self) -> list[str]:
         cost = f"${self.cost_usd:.2f}" + (" (simulated model: no money is spent)" if self.simulated else "")
         timing = (f"{self.per_replay_s:.1f} s a replay from past replays" if self.timing == "past replays"
+                  else f"{self.per_replay_s:.0f} s a replay: the local model's measured seconds an answer, "
+                       f"{LOCAL_CALLS_PER_REPLAY} answers a replay" if self.timing.startswith("the local")
                   else f"a stated default of {DEFAULT_REPLAY_S:.0f} s a replay: no past replay in the cache")
         return [f"replays to run: about {self.replays:.1f} (at most {self.most}); "
                 f"{self.cached} trial(s) read from the cache",
@@ -78,6 +82,13 @@ class _Plan:
         self.opts, self.cache = opts, cache
         self.est = Estimate(jobs=opts.jobs, simulated=opts.replay.simulated)
         self.past = _past(cache)
+        self.default_s, self.measured = DEFAULT_REPLAY_S, False
+        if not self.past and opts.replay.model == "local":  # no past replay: the model's speed, measured now
+            from bot.model import served
+
+            per_call = served.seconds_per_call()
+            if per_call:
+                self.default_s, self.measured = per_call * LOCAL_CALLS_PER_REPLAY, True
         self._agents: dict[str, object] = {}
 
     def _version(self, replay: ReplayOptions) -> str:
@@ -95,7 +106,7 @@ class _Plan:
         self.est.replays += expected
         self.est.most += most
         self.est.scenarios[sid] = self.est.scenarios.get(sid, 0.0) + expected
-        seconds, model_calls, cost = self.past.get(sid) or self.past.get("") or (DEFAULT_REPLAY_S, 0.0, 0.0)
+        seconds, model_calls, cost = self.past.get(sid) or self.past.get("") or (self.default_s, 0.0, 0.0)
         self.est.seconds += expected * seconds
         if calls:
             self.est.model_calls += expected * model_calls
@@ -246,8 +257,9 @@ def _on_demand(plan: _Plan, other, before_text: str, after_text: str, suite: sta
 
 def _done(plan: _Plan) -> Estimate:
     est = plan.est
-    est.timing = "past replays" if plan.past else "default"
-    est.per_replay_s = est.seconds / est.replays if est.replays else (plan.past.get("", (DEFAULT_REPLAY_S,))[0])
+    est.timing = ("past replays" if plan.past else "the local model's measured speed" if plan.measured
+                  else "default")
+    est.per_replay_s = est.seconds / est.replays if est.replays else (plan.past.get("", (plan.default_s,))[0])
     est.seconds /= max(1, est.jobs)
     return est
 

@@ -39,6 +39,7 @@ class Endpoint:
     label: str  # "<name> <quant> (real local model)": what every report says instead of "simulated"
     api_key: str = field(default=LOCAL_KEY, repr=False)
     stats: Callable[[], Any] | None = field(default=None, repr=False, compare=False)
+    abort: Callable[[], None] | None = field(default=None, repr=False, compare=False)  # Ctrl-C: end the engine now
 
 
 def is_local(model: str | None) -> bool:
@@ -85,10 +86,11 @@ def _start(jail: Callable[..., Any]) -> Endpoint:
     except OSError as exc:
         raise BadInput(f"--model local: the local model cannot be read ({exc}); run `{INSTALL_HINT}`") from None
     token = "rb-local-" + secrets.token_urlsafe(24)  # only the gateway and the adapter hold it
-    running = _stack.enter_context(server.serve(found, jail=jail, api_key=token, threads=threads()))
+    running = _stack.enter_context(server.serve(found, jail=jail, api_key=token, threads=threads(),
+                                                sequences=sequences()))
     atexit.register(stop)
     return Endpoint(base_url=str(running.base_url), model_id=str(running.model_id), label=label_of(found),
-                    api_key=token, stats=getattr(running, "stats", None))
+                    api_key=token, stats=getattr(running, "stats", None), abort=getattr(running, "abort", None))
 
 
 def threads() -> int:
@@ -99,6 +101,47 @@ def threads() -> int:
     18.5 s with two (bench/README.md, "A real model")."""
     cores = os.cpu_count() or 1
     return max(1, min(2, cores - round(os.getloadavg()[0])))
+
+
+def seconds_per_call() -> float | None:
+    """The local model's measured seconds per answer on this machine, now: the mean over the answers this
+    process's server gave, else one probe answer (an agent-sized prompt, 48 tokens out); None without a server."""
+    running = _running
+    if running is None:
+        return None
+    stats = running.stats() if running.stats else None
+    calls = list(getattr(stats, "calls", []) or [])
+    if calls:
+        return sum(c.prompt_s + c.gen_s for c in calls) / len(calls)
+    import json
+    import time
+    import urllib.request
+
+    body = {"model": LOCAL, "max_tokens": 48, "system": "You are a coding agent in a git repository. " * 20,
+            "messages": [{"role": "user", "content": "List the repository's files and say what each is for."}]}
+    request = urllib.request.Request(running.base_url + "/v1/messages", data=json.dumps(body).encode(),
+                                     headers={"content-type": "application/json", "x-api-key": running.api_key})
+    began = time.monotonic()
+    try:
+        urllib.request.urlopen(request, timeout=300).read()
+    except OSError:
+        return None
+    return time.monotonic() - began
+
+
+def sequences() -> int:
+    """Answers decoded at once, as sequences of one context (``REPLAYBOOK_LOCAL_SEQUENCES``, default 4): trials
+    run with ``--jobs`` share each decoding step instead of queueing; an idle sequence costs memory only
+    (8,192 tokens of cache, about 230 MB for the 1.5B model)."""
+    raw = os.environ.get("REPLAYBOOK_LOCAL_SEQUENCES", "")
+    return max(1, min(16, int(raw))) if raw.isdigit() else 4
+
+
+def abort() -> None:
+    """End this process's local model engine at once (Ctrl-C); a later ``local()`` after ``stop()`` starts anew."""
+    running = _running
+    if running is not None and running.abort is not None:
+        running.abort()
 
 
 def stop() -> None:

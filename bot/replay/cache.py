@@ -94,6 +94,7 @@ def trial_key(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
         # The local model by name and quantisation: another install's verdicts are not this one's.
         **({"model_label": opts.model_label} if opts.model_label else {}),
         **({"max_turns": opts.max_turns} if opts.max_turns else {}),
+        **({"max_seconds": opts.max_seconds} if opts.max_seconds else {}),
         # Where the playbook was put (``bot.replay.delivery``): files change the tree the agent gets.
         **({"deliver": opts.deliver, "rule_paths": list(opts.rule_paths)} if opts.deliver != "prompt" else {}),
         # A verdict from an unisolated replay never stands in for an isolated one.

@@ -80,6 +80,7 @@ class ReplayOptions:
     keep_runs: int = 200  # run folders kept in runs_dir
     keep_runs_days: int = 30
     max_turns: int | None = None  # caps the scenario's budget.max_turns (a small local model; it never raises it)
+    max_seconds: float | None = None  # caps the scenario's budget.timeout_s (`replay --budget`; it never raises it)
     rule: str = ""  # the rule under test: whether it reached the agent is recorded (bot.replay.delivery)
     deliver: str = "prompt"  # prompt: the agent's own prompt channel; files: where its host reads a repository's
     rule_paths: tuple[str, ...] = ()  # the rule's `paths:` scope, for deliver: files (a Claude Code rule file)
@@ -248,7 +249,7 @@ def run_trial(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
                                   sandbox=sandbox, gateway=gateway,
                                   model=SIMULATED_MODEL if opts.simulated else opts.model,
                                   max_turns=min(scenario.budget.max_turns, opts.max_turns or scenario.budget.max_turns),
-                                  timeout_s=scenario.budget.timeout_s,
+                                  timeout_s=min(scenario.budget.timeout_s, opts.max_seconds or scenario.budget.timeout_s),
                                   on_tool_call=on_tool_call, scoped=scoped)
         try:
             result = _run_agent(agent, job)

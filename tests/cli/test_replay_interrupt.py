@@ -9,6 +9,9 @@ import subprocess
 import threading
 import time
 
+import pytest
+import yaml
+from helpers import write
 from support.gate import SCRIPT, hanging_scenario, sleepers, wait_for_sleepers
 
 
@@ -51,3 +54,79 @@ def test_sigint_stops_a_running_replay_at_once(tmp_path):
     assert "# Replay `own`" in text_out  # the report so far
     time.sleep(0.5)
     assert not sleepers(), "a sandbox process outlived the replay"
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every live process under ``pid`` (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def _engines(pid: int) -> set[int]:
+    out = set()
+    for child in _descendants(pid):
+        try:
+            with open(f"/proc/{child}/cmdline", "rb") as cmdline:
+                if b"engine.mjs" in cmdline.read():
+                    out.add(child)
+        except OSError:
+            continue
+    return out
+
+
+@pytest.mark.local_model
+def test_sigint_stops_a_replay_waiting_on_the_local_models_answer(local_model, tmp_path):
+    """The trial is inside a model call (the REAL local model writing a long answer), not a sandboxed command:
+    Ctrl-C ends the engine, the call fails at once, and the replay exits 130 with its partial report."""
+    root = tmp_path / "repo"
+    folder = root / "scenarios" / "long"
+    write(folder / "repo" / "README.md", "fixture\n")
+    write(folder / "scenario.yaml", yaml.safe_dump({
+        "id": "long", "repo": "repo", "pass_if": [{"succeeds": {"run": "test -f numbers.txt"}}],
+        "task": "Use the write tool to create numbers.txt holding every number from 1 to 2000, one a line.",
+        "budget": {"max_turns": 3, "timeout_s": 900}}))
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "XDG_CACHE_HOME": str(local_model.gguf.parents[3])}
+    proc = subprocess.Popen([str(SCRIPT), "--root", str(root), "replay", "run", "long", "--model", "local"],
+                            cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out: list[str] = []
+    err: list[str] = []
+    reader = threading.Thread(target=lambda: err.extend(iter(proc.stderr.readline, "")), daemon=True)
+    reader.start()
+    threading.Thread(target=lambda: out.extend(iter(proc.stdout.readline, "")), daemon=True).start()
+    try:
+        deadline = time.monotonic() + 300
+        while not any("# Replay" in line for line in out):  # the model is loaded; the trial is starting
+            assert proc.poll() is None, err
+            assert time.monotonic() < deadline, ("the replay did not start", err)
+            time.sleep(0.2)
+        engines = _engines(proc.pid)
+        assert engines, "the local model's engine runs under the replay"
+        time.sleep(5)  # into the first answer (2,000 lines: far longer than this)
+        assert proc.poll() is None, err
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=120)
+        took = time.monotonic() - sent
+        reader.join(timeout=5)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, "".join(err)
+    # Not a timing test: the answer alone would run for minutes; a bound this loose only says it was not awaited.
+    assert took < 60, f"took {took:.1f} s: the replay waited for the model's answer"
+    assert "Traceback" not in "".join(err) and "interrupted" in "".join(err)
+    time.sleep(0.5)
+    assert not {pid for pid in engines if os.path.exists(f"/proc/{pid}")}, "the engine outlived the replay"

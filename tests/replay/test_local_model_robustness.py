@@ -121,11 +121,46 @@ def test_a_runaway_loop_is_capped_by_max_turns_below_the_scenarios(local_model, 
     assert result.model_calls == 3
 
 
-def test_a_runaway_answer_cut_at_max_tokens_is_scored(local_model, make_scenario, opts):
-    loaded = make_scenario(pass_if=[NEVER])
+def test_a_runaway_answer_cut_at_max_tokens_is_named_back_and_the_run_is_scored(local_model, make_scenario, opts):
+    loaded = make_scenario(pass_if=[NEVER], budget={"max_turns": 3})
     ramble = message([{"type": "text", "text": "I will now " * 500}], "max_tokens")
     result = run_trial(loaded, "", opts(**local_model(lambda n: ramble)), 0)
-    assert (result.verdict, result.agent_status) == ("failed", "finished")
+    assert (result.verdict, result.agent_status) == ("failed", "max_turns")
+    # each request asks for one call, in an answer sized to a call, and a cut answer is named to the model
+    assert all(r["tool_choice"] == {"type": "any"} and r["max_tokens"] <= 1024 for r in FakeLocalModel.received)
+    last = FakeLocalModel.received[-1]["messages"][-1]
+    assert last["role"] == "user" and "cut off" in last["content"]
+
+
+def test_the_same_failing_command_twice_is_named_back_plainly(local_model, make_scenario, opts):
+    loaded = make_scenario(pass_if=[NEVER], budget={"max_turns": 5})
+    calls = [{"command": "cat missing.txt"}, {"command": "cat missing.txt"}, {"command": "ls"},
+             {"command": "cat missing.txt"}]
+    kw = local_model(lambda n: message([tool_use("bash", calls[n], f"toolu_{n}")]) if n < len(calls)
+                     else message([tool_use("finish", {"summary": "gave up"}, "toolu_f")]))
+    result = run_trial(loaded, "", opts(**kw), 0)
+    assert (result.verdict, result.agent_status) == ("failed", "finished") and result.model_calls == 5
+    results = [b["content"] for m in FakeLocalModel.received[-1]["messages"] if isinstance(m["content"], list)
+               for b in m["content"] if b.get("type") == "tool_result"]
+    assert "failed" not in results[0] and "failed 2 times" in results[1] and "`cat missing.txt`" in results[1]
+    assert "[replaybook]" not in results[2] and "failed 3 times" in results[3]
+
+
+def test_the_same_call_with_the_same_output_again_is_named_back(local_model, make_scenario, opts):
+    loaded = make_scenario(pass_if=[NEVER], budget={"max_turns": 4})
+    kw = local_model(lambda n: message([tool_use("bash", {"command": "echo same"}, f"toolu_{n}")]) if n < 2
+                     else message([tool_use("finish", {"summary": "done"}, "toolu_f")]))
+    run_trial(loaded, "", opts(**kw), 0)
+    results = [b["content"] for m in FakeLocalModel.received[-1]["messages"] if isinstance(m["content"], list)
+               for b in m["content"] if b.get("type") == "tool_result"]
+    assert "[replaybook]" not in results[0] and "changes nothing" in results[1]
+
+
+def test_finish_ends_the_run_with_its_summary(local_model, make_scenario, opts):
+    loaded = make_scenario(pass_if=[NEVER], budget={"max_turns": 5})
+    kw = local_model(lambda n: message([tool_use("finish", {"summary": "all done"}, "toolu_f")]))
+    result = run_trial(loaded, "", opts(**kw), 0)
+    assert (result.agent_status, result.model_calls) == ("finished", 1)
 
 
 def test_an_answer_that_is_no_message_is_unscored_not_a_crash(local_model, make_scenario, opts):

@@ -2,8 +2,10 @@
 
 The jail is the caller's (``bot.replay.sandbox.isolation.engine_jail`` on Linux: bubblewrap with no network, the host
 read-only, the GGUF and the engine bound read-only, an empty environment), so this layer builds no sandbox of its
-own. One request at a time; a request past its deadline is cancelled, and an engine that does not stop is killed
-and started again for the next request (its evaluated prefix is then lost, never its correctness).
+own. Requests run at once up to ``sequences`` (the engine's sequences of one context; more wait in the engine),
+each reading its own events (routed by request id); a request past its deadline is cancelled, and an engine that
+does not stop is killed and started again for the next request (its evaluated prefixes are then lost, never its
+correctness).
 """
 
 from __future__ import annotations
@@ -37,33 +39,37 @@ class EngineError(Exception):
 
 class Engine:
     def __init__(self, model: LocalModel, jail: Jail, *, context_size: int = 8192, threads: int = 2,
-                 load_timeout_s: float = 600.0):
+                 load_timeout_s: float = 600.0, sequences: int = 1):
         self.model, self.jail = model, jail
         self.context_size, self.threads, self.load_timeout_s = context_size, threads, load_timeout_s
+        self.sequences = max(1, sequences)
         self._proc: subprocess.Popen[str] | None = None
-        self._events: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self._events: queue.Queue[dict[str, Any] | None] = queue.Queue()  # events with no request id (ready)
+        self._routes: dict[int, queue.Queue[dict[str, Any] | None]] = {}  # request id -> its events
+        self._lock = threading.RLock()
         self._stderr: list[str] = []
         self._next_id = 0
         self.load_s = self.start_s = 0.0  # the last start: the model's load inside, and the wall time to ready
         self.starts = 0
         self._cpu_done = 0.0  # CPU seconds of engines already ended
+        self.aborted = False  # abort(): no engine starts again
 
     def start(self) -> None:
         node = shutil.which("node", path=settings.STARTUP_PATH)
         if node is None:
             raise EngineError("node is not installed; the local model's engine runs on Node.js")
         argv = [node, str(SCRIPT), str(self.model.engine_package), str(self.model.gguf), str(self.context_size),
-                str(self.threads)]
+                str(self.threads), str(self.sequences)]
         read_only = tuple(dict.fromkeys(str(p) for p in (self.model.gguf.parent, self.model.engine_dir,
                                                             SCRIPT.parent, os.path.dirname(os.path.realpath(node)))))
         command, env = self.jail(argv, read_only)
         began = time.monotonic()
-        self._events = queue.Queue()
+        self._events, self._routes = queue.Queue(), {}  # the last engine's reader keeps its own
         self._proc = subprocess.Popen(command, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True, encoding="utf-8", errors="replace")
-        threading.Thread(target=self._read, args=(self._proc, self._events), daemon=True).start()
+        threading.Thread(target=self._read, args=(self._proc, self._events, self._routes), daemon=True).start()
         threading.Thread(target=self._read_stderr, args=(self._proc,), daemon=True).start()
-        ready = self._take(time.monotonic() + self.load_timeout_s)
+        ready = self._take(self._events, time.monotonic() + self.load_timeout_s)
         if ready is None or ready.get("type") != "ready":
             self.stop()
             raise EngineError(f"the engine did not start: {self._why(ready)}")
@@ -80,59 +86,66 @@ class Engine:
                  extra: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
         """The events of one completion: a ``prompt`` event, ``delta`` events, then the ``done`` event (its
         ``stop_reason`` "cancelled" once ``should_stop()`` said so after a delta); EngineError otherwise."""
-        if not self.running:
-            self.start()
-        assert self._proc is not None and self._proc.stdin is not None
-        self._next_id += 1
-        rid = self._next_id
-        request = {"op": "complete", "id": rid, "prompt": [[t, s] for t, s in prompt], "max_tokens": max_tokens,
-                   **sampling, **(extra or {})}
-        self._send(request)
-        stopping = False
-        while True:
-            event = self._take(deadline)
-            if event is None:
-                self._cancel(rid)
-                raise EngineError("the model did not finish its answer in time", "timeout")
-            if event.get("id") != rid:
-                continue  # left over from a cancelled request
-            if event.get("type") == "error":
-                raise EngineError(str(event.get("message", "the engine failed")), str(event.get("kind", "engine")))
-            yield event
-            if event.get("type") == "done":
-                return
-            if event.get("type") == "delta" and not stopping and should_stop():
-                stopping = True
-                self._send({"op": "cancel"})
+        with self._lock:
+            if self.aborted:
+                raise EngineError("the engine was stopped (interrupted)")
+            if not self.running:
+                self.start()
+            assert self._proc is not None and self._proc.stdin is not None
+            self._next_id += 1
+            rid = self._next_id
+            events: queue.Queue[dict[str, Any] | None] = queue.Queue()
+            self._routes[rid] = events
+        try:
+            request = {"op": "complete", "id": rid, "prompt": [[t, s] for t, s in prompt], "max_tokens": max_tokens,
+                       **sampling, **(extra or {})}
+            self._send(request)
+            stopping = False
+            while True:
+                event = self._take(events, deadline)
+                if event is None:
+                    self._cancel(rid, events)
+                    raise EngineError("the model did not finish its answer in time", "timeout")
+                if event.get("type") == "error":
+                    raise EngineError(str(event.get("message", "the engine failed")), str(event.get("kind", "engine")))
+                yield event
+                if event.get("type") == "done":
+                    return
+                if event.get("type") == "delta" and not stopping and should_stop():
+                    stopping = True
+                    self._send({"op": "cancel", "id": rid})
+        finally:
+            self._routes.pop(rid, None)
 
-    def _cancel(self, rid: int) -> None:
-        """Stop the running answer; an engine that does not say it stopped within 10 s is ended."""
+    def _cancel(self, rid: int, events: queue.Queue) -> None:
+        """Stop request ``rid``'s answer; an engine that does not say it stopped within 10 s is ended."""
         if not self.running:
             self.stop()
             return
-        self._send({"op": "cancel"})
+        self._send({"op": "cancel", "id": rid})
         grace = time.monotonic() + 10.0
-        while (event := self._take(grace)) is not None:
-            if event.get("id") == rid and event.get("type") in ("done", "error"):
+        while (event := self._take(events, grace)) is not None:
+            if event.get("type") in ("done", "error"):
                 return
         self.stop()
 
     def _send(self, message: dict[str, Any]) -> None:
         try:
-            assert self._proc is not None and self._proc.stdin is not None
-            self._proc.stdin.write(json.dumps(message) + "\n")
-            self._proc.stdin.flush()
+            with self._lock:
+                assert self._proc is not None and self._proc.stdin is not None
+                self._proc.stdin.write(json.dumps(message) + "\n")
+                self._proc.stdin.flush()
         except (OSError, ValueError):
             self.stop()
             raise EngineError(f"the engine ended: {self._why(None)}") from None
 
-    def _take(self, deadline: float) -> dict[str, Any] | None:
+    def _take(self, events: queue.Queue, deadline: float) -> dict[str, Any] | None:
         try:
-            event = self._events.get(timeout=max(0.0, deadline - time.monotonic()))
+            event = events.get(timeout=max(0.0, deadline - time.monotonic()))
         except queue.Empty:
             return None
         if event is None:  # the engine's stdout closed
-            self._events.put(None)
+            events.put(None)
             raise EngineError(f"the engine ended: {self._why(None)}")
         return event
 
@@ -142,16 +155,24 @@ class Engine:
         return f"{got}; its last words: {tail[-600:] or '(none)'}"
 
     @staticmethod
-    def _read(proc: subprocess.Popen[str], events: queue.Queue) -> None:
+    def _read(proc: subprocess.Popen[str], events: queue.Queue, routes: dict[int, queue.Queue]) -> None:
+        """Each event to its request's queue (one left over from an ended request is dropped); the rest to ``events``."""
         assert proc.stdout is not None
         for line in proc.stdout:
             try:
                 event = json.loads(line)
             except ValueError:
                 continue
-            if isinstance(event, dict):
+            if not isinstance(event, dict):
+                continue
+            rid = event.get("id")
+            if rid is None:
                 events.put(event)
+            elif (route := routes.get(rid)) is not None:
+                route.put(event)
         events.put(None)
+        for route in list(routes.values()):
+            route.put(None)
 
     def _read_stderr(self, proc: subprocess.Popen[str]) -> None:
         assert proc.stderr is not None
@@ -161,6 +182,14 @@ class Engine:
     def cpu_seconds(self) -> float:
         """CPU seconds of every engine process so far (user + system, the running one's whole process tree)."""
         return self._cpu_done + (_tree_cpu(self._proc.pid) if self.running and self._proc else 0.0)
+
+    def abort(self) -> None:
+        """Kill the engine now, from any thread or a signal handler, and start none again: every running answer
+        ends in an EngineError at once (Ctrl-C)."""
+        self.aborted = True
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            proc.kill()
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None

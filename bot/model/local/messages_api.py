@@ -4,8 +4,10 @@ answer written back as a message body or as its server-sent events (``usage`` in
 
 Accepted: ``system`` (text or text blocks), ``messages`` with text, ``tool_use`` and ``tool_result`` blocks (and
 ``role: "system"`` entries, as Claude Code sends), ``tools`` (``input_schema``), ``max_tokens``, ``temperature``,
-``top_p``, ``top_k``, ``stop_sequences``, ``stream``. Images and documents are replaced by a note saying they were
-left out (the model reads text only); ``tool_choice`` is not enforced.
+``top_p``, ``top_k``, ``stop_sequences``, ``stream``, ``tool_choice``. Images and documents are replaced by a note
+saying they were left out (the model reads text only). ``tool_choice`` ``{"type": "any"}`` or ``{"type": "tool",
+"name": ...}`` is held by a grammar (:func:`call_schema`): the answer can only be one call to an offered tool, its
+arguments of that tool's input schema; ``auto`` and ``none`` leave the answer free.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ class Request:
     stop: tuple[str, ...] = ()
     sampling: dict[str, Any] = field(default_factory=dict)
     json_schema: dict[str, Any] | None = None  # the answer is JSON of this schema (a grammar; bot.model.json_schema)
+    forced_call: bool = False  # json_schema is call_schema(tools): the answer is one tool call
 
 
 def error_body(status: int, message: str) -> dict[str, Any]:
@@ -110,8 +113,50 @@ def read(body: Any) -> Request:
         if not isinstance(form, dict) or form.get("type") != "json_schema" or not isinstance(form.get("schema"), dict):
             raise RequestError('output_config.format: {"type": "json_schema", "schema": {...}}')
         schema = json_schema_of(form["schema"], "output_config.format.schema", tools)
+    forced = _forced_tool(body.get("tool_choice"), tools)
+    if forced is not None:
+        schema = call_schema(tools, forced, "tool_choice")
     return Request(system=system_text, turns=turns, tools=tools, max_tokens=max_tokens, stream=body.get("stream") is True,
-                   model=str(body.get("model") or ""), stop=tuple(stops), sampling=sampling, json_schema=schema)
+                   model=str(body.get("model") or ""), stop=tuple(stops), sampling=sampling, json_schema=schema,
+                   forced_call=forced is not None)
+
+
+def _forced_tool(choice: Any, tools: list[Tool]) -> str | None:
+    """``tool_choice`` read: None (the answer is free), "" (any offered tool) or the one tool's name."""
+    if choice is None:
+        return None
+    if not isinstance(choice, dict) or choice.get("type") not in ("auto", "any", "tool", "none"):
+        raise RequestError('tool_choice: {"type": "auto" | "any" | "none"} or {"type": "tool", "name": ...}')
+    if choice["type"] in ("auto", "none"):
+        return None
+    if choice["type"] == "any":
+        return ""
+    name = choice.get("name")
+    if not isinstance(name, str) or name not in {t.name for t in tools}:
+        raise RequestError("tool_choice.name: the name of one of the request's tools")
+    return name
+
+
+def call_schema(tools: list[Tool], only: str, where: str) -> dict[str, Any]:
+    """The grammar of an answer that is one call: ``{"name": N, "arguments": {...}}`` for an offered tool N (``only``,
+    when not empty), its arguments of N's input schema; RequestError naming ``where`` and the tool whose schema a
+    grammar cannot hold."""
+    if not tools:
+        raise RequestError(f"{where}: a tool call is required, but the request offers no tools")
+    options = []
+    for i, tool in enumerate(tools):
+        if only and tool.name != only:
+            continue
+        try:
+            arguments = json_schema.for_grammar(tool.parameters or {"type": "object", "properties": {}})
+        except json_schema.Unsupported as exc:
+            raise RequestError(f"tools.{i} ({tool.name}): its input schema cannot be held by a grammar: {exc}") from None
+        options.append({"type": "object", "properties": {"name": {"const": tool.name}, "arguments": arguments},
+                        "required": ["name", "arguments"]})
+    schema = options[0] if len(options) == 1 else {"oneOf": options}
+    if len(json.dumps(schema)) > json_schema.MAX_BYTES:
+        raise RequestError(f"{where}: the tools' input schemas are larger than {json_schema.MAX_BYTES} bytes")
+    return schema
 
 
 def json_schema_of(schema: dict[str, Any], where: str, tools: list[Tool]) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from bot.model.local.chatml import Answer, Tool, ToolCall, Turn
-from bot.model.local.messages_api import Request, RequestError, json_schema_of
+from bot.model.local.messages_api import Request, RequestError, call_schema, json_schema_of
 
 FINISH = {"end_turn": "stop", "tool_use": "tool_calls", "max_tokens": "length", "stop_sequence": "stop"}
 
@@ -80,8 +80,26 @@ def read(body: Any) -> Request:
                 and isinstance(inner.get("schema"), dict)):
             raise RequestError('response_format: {"type": "json_schema", "json_schema": {"name": ..., "schema": {...}}}')
         schema = json_schema_of(inner["schema"], "response_format.json_schema.schema", tools)
+    forced = _forced_tool(body.get("tool_choice"), tools)
+    if forced is not None:
+        schema = call_schema(tools, forced, "tool_choice")
     return Request(system=system, turns=turns, tools=tools, max_tokens=limit or 0, stream=body.get("stream") is True,
-                   model=str(body.get("model") or ""), stop=tuple(stop), sampling=sampling, json_schema=schema)
+                   model=str(body.get("model") or ""), stop=tuple(stop), sampling=sampling, json_schema=schema,
+                   forced_call=forced is not None)
+
+
+def _forced_tool(choice: Any, tools: list[Tool]) -> str | None:
+    """``tool_choice`` read: None (free), "" (``"required"``: any offered tool) or the one function's name."""
+    if choice is None or choice in ("auto", "none"):
+        return None
+    if choice == "required":
+        return ""
+    fn = choice.get("function") if isinstance(choice, dict) and choice.get("type") == "function" else None
+    if not isinstance(fn, dict):
+        raise RequestError('tool_choice: "auto", "none", "required" or {"type": "function", "function": {"name": ...}}')
+    if fn.get("name") not in {t.name for t in tools}:
+        raise RequestError("tool_choice.function.name: the name of one of the request's tools")
+    return str(fn["name"])
 
 
 def include_usage(body: dict[str, Any]) -> bool:

@@ -5,7 +5,9 @@
 the Messages API (``POST /v1/messages``, :mod:`messages_api`) and Chat Completions (``POST /v1/chat/completions``,
 :mod:`openai_api`); it renders Qwen2.5's chat format and parses the tool calls itself (:mod:`chatml`).
 
-One request at a time (the engine keeps one context and reuses the prefix a request shares with the last one);
+Up to ``sequences`` requests at once (the engine's sequences of one context, decoded together; each request takes
+the free sequence that shares the longest prefix with it, so a trial's turns and the trials of one arm reuse what
+is evaluated), the rest waiting their turn;
 ``max_tokens`` is capped; a request that does not finish by its deadline gets an error answer, never a hang.
 Sampling: Qwen's recommended temperature 0.7, top_p 0.8, top_k 20 unless the request says otherwise; the seed of
 call ``i`` is ``seed + i`` when ``serve`` is given one (reproducible runs), else random.
@@ -46,6 +48,7 @@ class Call:
     prompt_s: float
     gen_s: float
     stop_reason: str
+    sequence: int = 0  # the engine's sequence that answered
 
 
 @dataclass
@@ -87,6 +90,10 @@ class Running:
     def stats(self) -> Stats:
         return self._front.stats()
 
+    def abort(self) -> None:
+        """End the engine at once (Ctrl-C): running answers fail now, and no later request starts it again."""
+        self._front.engine.abort()
+
 
 @dataclass
 class _Generated:
@@ -103,7 +110,7 @@ class _Front:
                  max_tokens_cap: int, timeout_s: float):
         self.model, self.engine, self.api_key = model, engine, api_key
         self.seed, self.max_tokens_cap, self.timeout_s = seed, max_tokens_cap, timeout_s
-        self.lock = threading.Lock()
+        self.lock = threading.BoundedSemaphore(engine.sequences)  # one request per sequence
         self.calls: list[Call] = []
         self.verbatim: dict[str, str] = {}  # chatml.key of a recent answer -> the text the model wrote
 
@@ -130,10 +137,12 @@ class _Front:
                 return hit is not None or gone()
 
             done: dict[str, Any] = {}
+            sequence = 0
             extra = {"json_schema": request.json_schema} if request.json_schema is not None else None
             for event in self.engine.complete(prompt, max_tokens=limit, sampling=sampling, deadline=deadline,
                                               should_stop=stop_hit, extra=extra):
                 if event["type"] == "prompt":
+                    sequence = int(event.get("sequence", 0))
                     on_prompt(int(event["prompt_tokens"]), int(event["reused_tokens"]))
                 elif event["type"] == "delta" and hit is None:
                     raw += str(event.get("text", ""))
@@ -151,7 +160,7 @@ class _Front:
             call = Call(prompt_tokens=int(done.get("prompt_tokens", 0)), evaluated_tokens=int(done.get("evaluated_tokens", 0)),
                         reused_tokens=int(done.get("reused_tokens", 0)), output_tokens=int(done.get("output_tokens", 0)),
                         prompt_s=float(done.get("prompt_s", 0.0)), gen_s=float(done.get("gen_s", 0.0)),
-                        stop_reason=reason)
+                        stop_reason=reason, sequence=sequence)
             self.calls.append(call)
             return _Generated(answer, reason, hit, call.prompt_tokens, call.reused_tokens, call.output_tokens)
         finally:
@@ -300,9 +309,10 @@ class _HTTPServer(ThreadingHTTPServer):
 @contextlib.contextmanager
 def serve(model: LocalModel, *, jail: Jail, port: int = 0, api_key: str | None = None, seed: int | None = None,
           context_size: int = 8192, threads: int = 2, max_tokens_cap: int = MAX_TOKENS_CAP,
-          timeout_s: float = REQUEST_TIMEOUT_S) -> Iterator[Running]:
-    """Start the engine (in ``jail``) and the front on 127.0.0.1:``port`` (0: any free port); stop both after."""
-    engine = Engine(model, jail, context_size=context_size, threads=threads)
+          timeout_s: float = REQUEST_TIMEOUT_S, sequences: int = 1) -> Iterator[Running]:
+    """Start the engine (in ``jail``) and the front on 127.0.0.1:``port`` (0: any free port); stop both after.
+    ``sequences``: requests decoded at once (each a sequence of one context of ``context_size`` tokens a sequence)."""
+    engine = Engine(model, jail, context_size=context_size, threads=threads, sequences=sequences)
     engine.start()
     front = _Front(model, engine, api_key=api_key, seed=seed, max_tokens_cap=max_tokens_cap, timeout_s=timeout_s)
     model_id = f"{model.name.lower()}-{model.quant.lower()}"

@@ -4,6 +4,13 @@ Tools: ``bash``, ``read``, ``write`` and ``edit``, all confined to the
 sandbox: the file tools run inside it too, in its executor (``bot.replay.sandbox.executor``). The loop runs in-process (no interpreter start-up per replay); each
 ``bash`` call is a real process in the sandbox, traced by the kernel,
 under the run's remaining time.
+
+Each turn is one tool call or an explicit ``finish``: the request says ``tool_choice: {"type": "any"}`` (the local
+model's server holds it by a grammar; a hosted model honours it), and an answer with no call at all (a model that
+does not honour it) still ends the run, as it always did. Two guards keep a small model's turns useful: the same
+call failing a second time gets a tool result that says so plainly (:class:`RepeatGuard`), and an answer cut at
+``ANSWER_TOKENS`` (a runaway, sized well above a tool call) is named back to the model instead of ending the run.
+The scenario's ``budget.max_turns`` bounds the loop.
 """
 
 from __future__ import annotations
@@ -15,11 +22,13 @@ from bot.replay.agents import AgentResult, AgentRun, messages
 from bot.replay.sandbox.executor import FileToolError
 from bot.replay.trace.shims import TOOL_ENV
 
-VERSION = "builtin-1"
+VERSION = "builtin-2"
 MAX_TOOL_OUTPUT = 20_000
+ANSWER_TOKENS = 1024  # one tool call, a file's worth of `write` included; a longer answer is a runaway
 SYSTEM = (
     "You are a coding agent working in a git repository. The repository root is your working "
-    "directory; use the tools to inspect and change it, and finish with a short summary."
+    "directory; use the tools to inspect and change it. Look at the files that matter (ls, grep, read) before you "
+    "change anything. Every answer is one tool call. When the task is done, call `finish` with a short summary."
 )
 TOOLS = [
     {"name": "bash", "description": "Run a bash command in the repository root; returns exit code and output.",
@@ -33,7 +42,39 @@ TOOLS = [
      "input_schema": {"type": "object", "properties": {"path": {"type": "string"}, "old": {"type": "string"},
                                                        "new": {"type": "string"}},
                       "required": ["path", "old", "new"]}},
+    {"name": "finish", "description": "End the task: call this once the work is done, with a one-line summary.",
+     "input_schema": {"type": "object", "properties": {"summary": {"type": "string"}}, "required": ["summary"]}},
 ]
+RUNAWAY = (f"Your answer was cut off at {ANSWER_TOKENS} tokens before it became a tool call. Answer with one short "
+           "tool call (use `edit` for a small change rather than writing a whole file), or call `finish`.")
+
+
+class RepeatGuard:
+    """Counts calls by what they asked: the second failure of the very same call is named to the model, and so is
+    the same call giving the same output as last time (a loop that changes nothing)."""
+
+    def __init__(self) -> None:
+        self.failures: dict[str, int] = {}
+        self.last: dict[str, str] = {}  # a call -> its last output
+
+    def note(self, name: str, args: dict[str, Any], output: str, is_error: bool) -> str:
+        """``output``, with a plain warning when this call has failed before with the same input, or gave the
+        same output last time."""
+        key = json.dumps([name, args], sort_keys=True, default=str)
+        same, self.last[key] = self.last.get(key) == output, output
+        failed = is_error or (name == "bash" and not output.startswith("exit code 0"))
+        if not failed:
+            if same and name == "bash":
+                return (f"{output}\n\n[replaybook] `{args.get('command')}` gave exactly this output last time too: "
+                        "running it again changes nothing. Do the next step, or call `finish`.")
+            return output
+        count = self.failures[key] = self.failures.get(key, 0) + 1
+        if count < 2:
+            return output
+        what = f"`{args.get('command')}`" if name == "bash" else f"this {name} call"
+        return (f"{output}\n\n[replaybook] {what} has now failed {count} times with the same input. Running it "
+                "again will fail again. Read the error above and do something different: look at the files "
+                "(ls, grep -rn, read), change the command, or call `finish`.")
 
 
 class ToolError(Exception):
@@ -48,12 +89,14 @@ class BuiltinAgent:
         system = SYSTEM + ("\n\n" + job.system_prompt if job.system_prompt.strip() else "")
         history: list[dict[str, Any]] = [{"role": "user", "content": job.task}]
         transcript: list[dict[str, Any]] = []
+        guard = RepeatGuard()
         for turn in range(1, job.max_turns + 1):
             if job.remaining_s <= 0:
                 return self._result("timeout", transcript, turn - 1, reason="wall-clock timeout")
             try:
                 reply = messages.create(job.gateway.url, job.gateway.token, {
-                    "model": job.model, "max_tokens": 4096, "system": system, "messages": history, "tools": TOOLS},
+                    "model": job.model, "max_tokens": ANSWER_TOKENS, "system": system, "messages": history,
+                    "tools": TOOLS, "tool_choice": {"type": "any"}},
                     timeout=max(1.0, min(600.0, job.remaining_s)))
             except messages.APITimeoutError:
                 return self._result("timeout", transcript, turn - 1, reason="model call timed out")
@@ -68,10 +111,18 @@ class BuiltinAgent:
             history.append({"role": "assistant", "content": content})
             transcript.append({"role": "assistant", "content": content, "stop_reason": reply.get("stop_reason")})
             uses = [b for b in content if b.get("type") == "tool_use"]
-            if not uses:
-                text = "\n".join(b.get("text", "") for b in content if b.get("type") == "text")
-                return self._result("finished", transcript, turn, final_text=text)
-            results = [self._call(job, use) for use in uses]
+            text = "\n".join(b.get("text", "") for b in content if b.get("type") == "text")
+            if not uses and reply.get("stop_reason") == "max_tokens":
+                history.append({"role": "user", "content": RUNAWAY})
+                transcript.append({"role": "user", "content": RUNAWAY})
+                continue
+            finish = next((u for u in uses if u.get("name") == "finish"), None)
+            if not uses or (finish is not None and len(uses) == 1):
+                summary = (finish or {}).get("input") or {}
+                summary = summary.get("summary") if isinstance(summary, dict) else None
+                final = "\n".join(t for t in (text, summary if isinstance(summary, str) else "") if t)
+                return self._result("finished", transcript, turn, final_text=final)
+            results = [self._call(job, use, guard) for use in uses]
             results += job.scoped.pending(turn + 1) if job.scoped else []  # a scoped rule, once its trigger fired
             history.append({"role": "user", "content": results})
             transcript.append({"role": "user", "content": results})
@@ -82,7 +133,7 @@ class BuiltinAgent:
         return AgentResult(status=status, final_text=final_text, raw=raw, reason=reason, turns=turns,
                            version=self.version)
 
-    def _call(self, job: AgentRun, use: dict[str, Any]) -> dict[str, Any]:
+    def _call(self, job: AgentRun, use: dict[str, Any], guard: RepeatGuard) -> dict[str, Any]:
         name, args = use.get("name"), use.get("input")
         name = name if isinstance(name, str) else ""
         args = {} if args is None else args
@@ -90,14 +141,17 @@ class BuiltinAgent:
             if not isinstance(args, dict):  # a malformed call (a weak model's): the model hears of it, as of any error
                 raise ToolError(f"the input of a tool call must be a JSON object, not {type(args).__name__}; "
                                 'e.g. {"command": "ls"} for bash')
+            if name == "finish":  # beside other calls: those run, and the model finishes on its own turn
+                raise ToolError("call `finish` alone, in an answer of its own, once the other calls are done")
             output = _bash(job, args, use.get("id")) if name == "bash" else _TOOLS[name](job, args)
             is_error = False
         except (ToolError, OSError) as exc:  # e.g. writing under a file: the model hears of it
             output, is_error = str(exc), True
         except KeyError:
-            output, is_error = f"unknown tool {name!r}; use bash, read, write or edit", True
+            output, is_error = f"unknown tool {name!r}; use bash, read, write, edit or finish", True
         if len(output) > MAX_TOOL_OUTPUT:
             output = output[:MAX_TOOL_OUTPUT] + f"\n[{len(output) - MAX_TOOL_OUTPUT} characters cut]"
+        output = guard.note(name, args if isinstance(args, dict) else {}, output, is_error)
         if job.on_tool_call:
             job.on_tool_call(name=name, input=args, id=use.get("id"), is_error=is_error, output=output)
         return {"type": "tool_result", "tool_use_id": use.get("id"), "content": output, "is_error": is_error}

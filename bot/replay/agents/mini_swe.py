@@ -5,6 +5,10 @@ Messages API serves it (``ANTHROPIC_BASE_URL``, the per-run token as the
 key). The playbook is appended to its system template, escaped so that no
 ``{`` in a rule can reach Jinja. Its ``bash`` tool calls are read from the
 trajectory file it writes; its commands are recorded by the kernel trace.
+
+Each of its turns is a tool call: litellm is given ``tool_choice: "required"`` (the Messages API's ``any``; the
+local model's server holds it by a grammar) and an answer sized to a call (``ANSWER_TOKENS``); it finishes with
+its own ``echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT``.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from bot.replay.agents import AgentResult, AgentRun, install
 
 PIN = install.PINS["mini-swe-agent"]
 SYSTEM = "You are a helpful assistant that can interact with a computer."
+ANSWER_TOKENS = 1024
 
 
 def jinja_literal(text: str) -> str:
@@ -43,8 +48,10 @@ class MiniSweAgent(install.PinnedCLI):
         system = SYSTEM + ("\n\n" + job.system_prompt if job.system_prompt.strip() else "")
         system += job.scoped.at_start() if job.scoped else ""  # a scoped rule, as Codex reads it: at start or never
         config = job.sandbox.tmpdir / "mini-replaybook.yaml"
+        model_kwargs = {"drop_params": True, "tool_choice": "required", "max_tokens": ANSWER_TOKENS}
         config.write_text(yaml.safe_dump({"agent": {"system_template": jinja_literal(system),
-                                                    "step_limit": job.max_turns}}), encoding="utf-8")
+                                                    "step_limit": job.max_turns},
+                                          "model": {"model_kwargs": model_kwargs}}), encoding="utf-8")
         trajectory = job.sandbox.tmpdir / "mini.traj.json"
         python = str(Path(self.binary).parent / "python")
         argv = [python, self.binary, "-y", "--exit-immediately", "-l", "0", "-m", f"anthropic/{job.model}",

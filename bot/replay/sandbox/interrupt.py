@@ -5,8 +5,19 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
+from collections.abc import Callable
 
 from bot.replay.sandbox import process as process_mod
+
+
+_HOOKS: list[Callable[[], None]] = []
+
+
+def on_interrupt(hook: Callable[[], None]) -> None:
+    """Call ``hook`` on Ctrl-C too (once registered, always): e.g. end the local model's engine, so a trial
+    waiting on an answer ends now instead of when the answer does."""
+    if hook not in _HOOKS:
+        _HOOKS.append(hook)
 
 
 @contextlib.contextmanager
@@ -20,6 +31,11 @@ def stop_on_sigint():
 
     def stop(signum, frame):
         process_mod.stop_all()
+        for hook in list(_HOOKS):
+            try:
+                hook()
+            except Exception:  # noqa: BLE001 - stopping is best effort; the interrupt still happens
+                pass
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGINT, stop)

@@ -1,0 +1,3 @@
+"""A small invoicing library."""
+
+__version__ = "1.3.0"
