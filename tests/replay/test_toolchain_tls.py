@@ -114,3 +114,25 @@ def test_every_uv_step_trusts_the_system_store() -> None:
     assert all("--system-certs" in s for s in steps)
     # uv before 0.11 knows only the older name of the same switch.
     assert all("--native-tls" in s for s in toolchain.build_steps("uv", (0, 9, 0), Path("/e"), "py", Path("/r")))
+
+
+def test_the_toolchain_reads_no_installer_config_of_the_folder_it_is_started_in(proxied_index, tmp_path):
+    """The judge's seat (issue 53): a gate started in a checkout under test builds the scenario's environment in
+    its own folder, Python isolated, so a PR's ``uv.toml`` cannot redirect uv's installs (``[pip] target``)."""
+    index, store = proxied_index
+    head = tmp_path / "head"
+    stolen = tmp_path / "stolen"
+    head.mkdir()
+    (head / "uv.toml").write_text(f'[pip]\ntarget = "{stolen}"\n')
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "home"), "UV_INDEX_URL": index, "UV_NO_CACHE": "1",
+           "PYTHONPATH": str(Path(toolchain.__file__).resolve().parents[2])}
+    script = f"mount --bind {store} /etc/ssl/certs && exec {sys.executable} -c '{BUILD}' {tmp_path / 'cache'}"
+    done = subprocess.run(["unshare", "-rm", "sh", "-c", script], env=env, cwd=head, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert "error" not in result, result["error"]
+    assert not stolen.exists()
+    python = Path(result["bin_dir"]) / "python"
+    imported = subprocess.run([str(python), "-c", "import rbprobe"], capture_output=True, text=True)
+    assert imported.returncode == 0, imported.stderr

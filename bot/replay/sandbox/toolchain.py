@@ -103,10 +103,13 @@ def _build(env_dir: Path, reqs: list[str], interpreter: str, where: str) -> None
     try:
         steps = build_steps(uv, _uv_version(uv, env) if uv else None, env_dir, interpreter, reqs_file)
         for argv in steps:
-            done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=900)
+            # In the harness's own folder, Python isolated (-I): no uv.toml, pip.conf or module of whatever
+            # folder the gate was started in (a checkout under test) is read or imported.
+            done = subprocess.run(argv, env=env, cwd=env_dir.parent, capture_output=True, text=True, timeout=900)
             if done.returncode != 0 and uv and argv[1:3] == ["pip", "install"]:
                 # No index (no network, or it is down): what uv's cache holds is the same wheels.
-                offline = subprocess.run([*argv, "--offline"], env=env, capture_output=True, text=True, timeout=900)
+                offline = subprocess.run([*argv, "--offline"], env=env, cwd=env_dir.parent, capture_output=True,
+                                         text=True, timeout=900)
                 done = offline if offline.returncode == 0 else done
             if done.returncode != 0:
                 raise InfrastructureError(
@@ -134,8 +137,8 @@ def build_steps(uv: str | None, uv_version: tuple[int, ...] | None, env_dir: Pat
     where pip works; uv's default is its own bundled roots.
     """
     if uv is None:
-        return [[interpreter, "-m", "venv", str(env_dir)],
-                [str(env_dir / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+        return [[interpreter, "-I", "-m", "venv", str(env_dir)],
+                [str(env_dir / "bin" / "python"), "-I", "-m", "pip", "install", "-q", "--disable-pip-version-check",
                  "--only-binary=:all:", "-r", str(reqs_file)]]
     trust = "--system-certs" if uv_version is None or uv_version >= (0, 11) else "--native-tls"
     return [[uv, "venv", trust, "-q", "--python", interpreter, str(env_dir)],
