@@ -48,6 +48,17 @@ class Paths(_Section):
     cache: str = ".replaybook/cache"
     traces: str = ".replaybook/traces"
 
+    @field_validator("*")
+    @classmethod
+    def _inside(cls, value: str) -> str:
+        """Every path stays inside the repository: a checkout under test (a PR's ``.replaybook.yml``) cannot make
+        the gate write, prune or read run folders, caches or rules anywhere else on the runner."""
+        parts = Path(value).parts
+        if not value.strip() or Path(value).is_absolute() or ".." in parts:
+            raise ValueError("must be a folder inside the repository, relative to its root, with no `..` "
+                             f"(got {value[:80]!r}); give a relative path such as `.replaybook/traces`")
+        return value
+
 
 class Labels(_Section):
     incident: str = "incident"

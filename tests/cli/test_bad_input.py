@@ -132,6 +132,15 @@ def test_bad_config_is_refused_with_its_field(cli, root):
     assert ".replaybook.yml:1: field `cap`" in result.err
 
 
+@pytest.mark.parametrize("where", ["/tmp", "../outside", ".replaybook/../../x"])
+def test_a_config_path_outside_the_repository_is_refused(cli, root, where):
+    """A checkout under test cannot point the gate's run folders (pruned by keep_runs) or caches elsewhere."""
+    write(root / ".replaybook.yml", f"paths:\n  traces: {where}\n")
+    result = cli("playbook", "list")
+    assert result.code == 2
+    assert "field `paths.traces`: must be a folder inside the repository" in result.err
+
+
 def test_unknown_config_key_is_refused(cli, root):
     write(root / ".replaybook.yml", "capp: 40\n")
     result = cli("playbook", "list")
