@@ -98,6 +98,18 @@ def _texts(content: Any, *, skip_tool_output: bool = True) -> list[str]:
 
 
 _INSTRUCTING = ("system", "developer")
+#: How the harness hands builtin a path-scoped rule once its trigger fired (``agents.scoped_delivery.reminder``):
+#: a text block of its own, beside the tool results of the turn that fired it. Only a block that begins so counts
+#: after the model spoke; a tool's output never does (it is a ``tool_result``, or a string observation).
+SCOPED_REMINDER = "<system-reminder>\nA rule for the files you just opened:\n\n"
+
+
+def _reminders(content: Any) -> list[str]:
+    """The harness's scoped-rule blocks in a user turn after the model spoke (``SCOPED_REMINDER``)."""
+    if not isinstance(content, list):
+        return []
+    return [b["text"] for b in content if isinstance(b, dict) and b.get("type") == "text"
+            and isinstance(b.get("text"), str) and b["text"].startswith(SCOPED_REMINDER)]
 
 
 def context_text(request: dict[str, Any]) -> tuple[str, list[str]]:
@@ -106,7 +118,9 @@ def context_text(request: dict[str, Any]) -> tuple[str, list[str]]:
     apart, each user text it sent before the model first spoke (Claude Code's system reminders with CLAUDE.md,
     Codex's ``# AGENTS.md instructions`` message, the task). Never the model's own words (an assistant turn, a
     function call) nor anything after them in a user turn (a tool's output, mini-swe-agent's observations), nor a
-    tool's result or a ``tool`` message."""
+    tool's result or a ``tool`` message; but for the harness's own scoped-rule block (``SCOPED_REMINDER``), which
+    builtin adds beside a tool's result once the rule's trigger fired, and Claude Code's loaded rule file at the
+    end of one (``loaded_rules``)."""
     system = _texts(request.get("system")) + _texts(request.get("instructions"))
     users: list[str] = []
     items = request.get("messages") if isinstance(request.get("messages"), list) else \
@@ -122,6 +136,10 @@ def context_text(request: dict[str, Any]) -> tuple[str, list[str]]:
             system += _texts(item.get("content"))
         elif role == "user" and not spoke:
             users += _texts(item.get("content"))
+        elif role == "user":
+            system += _reminders(item.get("content"))
+            system += [r for b in item.get("content") if isinstance(b, dict) and b.get("type") == "tool_result"
+                       for r in loaded_rules(b.get("content"))] if isinstance(item.get("content"), list) else []
     if isinstance(request.get("input"), str):
         users.append(request["input"])
     return normalise("\n".join(system)), [normalise(u) for u in users]
