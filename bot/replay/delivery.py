@@ -104,12 +104,28 @@ _INSTRUCTING = ("system", "developer")
 SCOPED_REMINDER = "<system-reminder>\nA rule for the files you just opened:\n\n"
 
 
+_LOADED_BLOCK = re.compile(r"<system-reminder>\nContents of /[^\n]*/" + re.escape(CLAUDE_RULE_FILE)
+                           + r":\n\n(.*?)\n</system-reminder>", re.DOTALL)
+
+
 def _reminders(content: Any) -> list[str]:
-    """The harness's scoped-rule blocks in a user turn after the model spoke (``SCOPED_REMINDER``)."""
+    """The scoped rule's own blocks in a user turn after the model spoke: the harness's (``SCOPED_REMINDER``, for
+    builtin), and Claude Code's loaded rule file, which 2.1.x sends either at the end of the tool's result that
+    fired it (``loaded_rules``) or as a text block of its own beside it. Only a block that *begins* so counts."""
     if not isinstance(content, list):
         return []
-    return [b["text"] for b in content if isinstance(b, dict) and b.get("type") == "text"
-            and isinstance(b.get("text"), str) and b["text"].startswith(SCOPED_REMINDER)]
+    out: list[str] = []
+    for block in content:
+        if not isinstance(block, dict):
+            continue
+        if block.get("type") == "tool_result":
+            out += loaded_rules(block.get("content"))
+        elif block.get("type") == "text" and isinstance(text := block.get("text"), str):
+            if text.startswith(SCOPED_REMINDER):
+                out.append(text)
+            elif found := _LOADED_BLOCK.match(text):
+                out.append(found.group(1))
+    return out
 
 
 def context_text(request: dict[str, Any]) -> tuple[str, list[str]]:
@@ -138,8 +154,6 @@ def context_text(request: dict[str, Any]) -> tuple[str, list[str]]:
             users += _texts(item.get("content"))
         elif role == "user":
             system += _reminders(item.get("content"))
-            system += [r for b in item.get("content") if isinstance(b, dict) and b.get("type") == "tool_result"
-                       for r in loaded_rules(b.get("content"))] if isinstance(item.get("content"), list) else []
     if isinstance(request.get("input"), str):
         users.append(request["input"])
     return normalise("\n".join(system)), [normalise(u) for u in users]

@@ -90,6 +90,15 @@ def test_builtins_scoped_rule_block_after_a_tool_result_delivers_it_and_a_copy_i
     quoted = {"system": "be careful", "messages": [*spoke, {"role": "user", "content": [
         {"type": "text", "text": "note: " + reminder(RULE)}]}]}
     assert not delivery.seen(quoted, needle)
+    # Claude Code 2.1.x sends the loaded scoped rule file as a block of its own beside the tool's result (seen here)
+    loaded = ("<system-reminder>\nContents of /tmp/x/root/" + delivery.CLAUDE_RULE_FILE + ":\n\n" + RULE
+              + "\n\n</system-reminder>")
+    claude = {"system": "be careful", "messages": [*spoke, {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "t", "content": "1\tx = 1"}, {"type": "text", "text": loaded}]}]}
+    assert delivery.seen(claude, needle)
+    other_file = loaded.replace(delivery.CLAUDE_RULE_FILE, "docs/notes.md")  # a file Claude Code showed, not the rule
+    assert not delivery.seen({"system": "x", "messages": [*spoke, {"role": "user", "content": [
+        {"type": "text", "text": other_file}]}]}, needle)
 
 
 def test_typographic_quotes_and_markdown_around_the_rule_still_deliver_it():
