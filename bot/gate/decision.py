@@ -20,7 +20,7 @@ from bot.errors import BadInput
 from bot.gate import stats
 from bot.gate.pool import Pool, Stream
 from bot.gate.result import BudgetSpent, Decision, GateOptions, GateResult, Side, SuiteEntry  # noqa: F401  (re-exported)
-from bot.gate.result import watching
+from bot.gate.result import scoped, watching
 from bot.gate.own_scenario import (  # noqa: F401  (re-exported)
     _not_discriminative,
     _paired,
@@ -328,6 +328,7 @@ def estimate(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions
     if candidate is None or problems:
         return None
     loaded = sc.load(book.root / candidate.replay)
+    opts = replace(opts, replay=watching(opts.replay, candidate, scoped(opts)))  # its trials' keys, as the gate's
     before_text, after_text, texts = prompts(book, candidate, loaded, opts)
     return gate_estimate.estimate(loaded, before_text, after_text, suite_dir, opts, candidate, texts)
 
@@ -375,7 +376,7 @@ def run_gate(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions
                         traces=str(opts.replay.runs_dir) if opts.replay.runs_dir else None, **_scope(candidate))
     loaded = sc.load(book.root / candidate.replay)
     result.flags = cheap_flags(book, candidate, loaded)
-    opts = replace(opts, replay=watching(opts.replay, candidate))
+    opts = replace(opts, replay=watching(opts.replay, candidate, scoped(opts)))
     before_text, after_text, texts = prompts(book, candidate, loaded, opts)
     try:
         with stop_on_sigint():
@@ -396,8 +397,7 @@ def run_gate(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions
         process_mod.STOP.clear()  # only once every trial thread has ended
     result.cost_usd = round(runner.cost, 6)
     result.model_calls, result.replays, result.tokens = runner.model_calls, runner.replays, runner.tokens
-    result.cache_hits = runner.hits
-    result.speculative = runner.speculative
+    result.cache_hits, result.speculative = runner.hits, runner.speculative
     result.speculative_cost_usd = round(max(0.0, runner.spent - runner.cost), 6)
     result.warnings = list(runner.warnings)
     result.twins_by, fallback = twins_method()
@@ -475,7 +475,6 @@ def _decide(result: GateResult, runner: Runner, opts: GateOptions, loaded: sc.Lo
                          + ("the suite does not regress" if result.suite else
                             "no other scenario was checked (the suite holds none besides its own)")
                          + by_reach(result.suite) + (f" ({incomplete})" if incomplete else ""))
-
 
 
 def incomplete_note(result: GateResult) -> str:
