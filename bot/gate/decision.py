@@ -18,6 +18,7 @@ from typing import Callable
 from bot import errors as errors_mod
 from bot.errors import BadInput
 from bot.gate import stats
+from bot.gate.estimate import scope_cost
 from bot.gate.pool import Pool, Stream
 from bot.gate.result import BudgetSpent, Decision, GateOptions, GateResult, Side, SuiteEntry  # noqa: F401  (re-exported)
 from bot.gate.result import scoped, watching
@@ -367,10 +368,8 @@ def run_gate(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions
                           "cheap checks failed: " + "; ".join(problems), twins_by=twins_method()[0],
                           **_scope(candidate))
     runner = Runner(opts)
-    if progress is None:
-        progress = lambda _: None  # noqa: E731
-    else:
-        progress = _with_eta(progress, estimate(book, rule_path, suite_dir, opts), runner)
+    progress = ((lambda _: None) if progress is None
+                else _with_eta(progress, estimate(book, rule_path, suite_dir, opts), runner))
     result = GateResult(candidate.id, candidate.rule, "error", "", provisional=bool(candidate.provisional),
                         simulated=opts.replay.simulated, model_label=opts.replay.model_label,
                         traces=str(opts.replay.runs_dir) if opts.replay.runs_dir else None, **_scope(candidate))
@@ -401,8 +400,8 @@ def run_gate(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions
     result.speculative_cost_usd = round(max(0.0, runner.spent - runner.cost), 6)
     result.warnings = list(runner.warnings)
     result.twins_by, fallback = twins_method()
-    if fallback:
-        result.warnings.append(fallback)
+    result.warnings += [fallback] if fallback else []
+    result.scope_cost = scope_cost(book, candidate, loaded, suite_dir, opts, reads=True)  # beside it global
     result.fresh_replays = runner.started
     if result.decision == "inconclusive":
         _still_to_run(result, book, rule_path, suite_dir, opts)

@@ -189,6 +189,9 @@ class GateResult:
     # at the design point, and the most any gate could need; None when not inconclusive
     fresh_replays: int = 0  # replays run, not read from the cache (the control and runs ahead included)
     more_replays: float | None = None
+    # a scoped candidate: the trials its gate read beside those the same rule global would have
+    # (``bot.gate.estimate.scope_cost``: scoped_replays, global_replays, counts, reason, line); None: no scope
+    scope_cost: dict | None = None
     most_replays: int | None = None
 
     @property

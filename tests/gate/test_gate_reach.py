@@ -217,3 +217,47 @@ def test_the_plan_of_a_gate_counts_no_replay_where_reach_will_skip(root):
     gate(root, first, **SCOPED)
     after = gate_mod.estimate(book(root), first, root / "scenarios", opts)
     assert after.scenarios.get("api", 0) == 0 and after.replays == 0  # every trial cached, and api skipped
+
+
+def test_the_report_shows_what_the_chosen_scope_cost_and_what_the_same_rule_would_cost_global(root):
+    """Issue 54 item 4: a path-scoped candidate's report gives the trials its gate read with the rule as builtin's
+    host delivers it (`api` skipped by reach) beside those the same rule global would read (`api` judged in full)."""
+    first = _suite(root)
+    result = gate(root, first, **SCOPED)
+    assert _entry(result, "api").reach_bound is not None
+    cost = result.scope_cost
+    assert cost is not None and cost["global_replays"] > cost["scoped_replays"] + 3, cost
+    assert "claude delivers it by `read` for web/**" in cost["reason"]
+    data = report.as_json(result)
+    assert data["scope_cost"]["scoped_replays"] == cost["scoped_replays"] and "not_replayed_by_reach" in data
+    text = report.markdown(result, SequentialTest())
+    assert (f"**Scope cost:** {cost['scoped_replays']:.1f} trials read with the rule scoped as the host delivers "
+            f"it, {cost['global_replays']:.1f} if the same rule were global") in text
+    # the estimate of the same gate, now its baselines are cached: nothing to run scoped, api's full test global
+    from bot.gate.estimate import planned_scope
+
+    opts = gate_mod_options(root)
+    planned = planned_scope(book(root), first, root / "scenarios", opts)
+    assert planned["scoped_replays"] == 0 and planned["global_replays"] > 0, planned
+    assert gate_mod_estimate(root, first, opts).scope is None  # --estimate adds it (bot/cli/gate.py), not the plan
+
+
+def test_a_rule_with_no_scope_has_no_scope_cost(root):
+    path = setup(root)
+    result = gate(root, path, jobs=1)
+    assert result.scope_cost is None and report.as_json(result)["scope_cost"] is None
+    assert "Scope cost" not in report.markdown(result, SequentialTest())
+
+
+def gate_mod_options(root):
+    from bot.gate import decision as gate_mod
+    from bot.replay.engine import ReplayOptions
+
+    return gate_mod.GateOptions(replay=ReplayOptions(), cache_dir=root / ".cache", suite_trials=3,
+                                scope_reach=True, reach_trigger="read", jobs=1, test=SequentialTest())
+
+
+def gate_mod_estimate(root, path, opts):
+    from bot.gate import decision as gate_mod
+
+    return gate_mod.estimate(book(root), path, root / "scenarios", opts)
