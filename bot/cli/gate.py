@@ -130,11 +130,15 @@ def command(ctx: click.Context, rule_file: Path, playbook_dir: Path | None, suit
 
 def _estimate(book: Playbook, rule_file: Path, suite_dir: Path, opts: gate_mod.GateOptions, agents: list[str],
               as_json: bool) -> None:
-    plans = {a: gate_mod.estimate(book, rule_file, suite_dir, replace(opts, replay=replace(opts.replay, agent=a)))
-             for a in agents}
+    from bot.gate.estimate import planned_scope
+
+    each = {a: replace(opts, replay=replace(opts.replay, agent=a)) for a in agents}
+    plans = {a: gate_mod.estimate(book, rule_file, suite_dir, o) for a, o in each.items()}
     if any(p is None for p in plans.values()):
         raise CheckFailed(f"{rule_file}: the cheap checks reject it; nothing would be replayed "
                           f"(`replaybook rule validate {rule_file}` says why)")
+    for agent, plan in plans.items():  # the chosen scope beside the same rule global
+        plan.scope = planned_scope(book, rule_file, suite_dir, each[agent])
     if as_json:
         emit_json(plans[agents[0]].as_dict() if len(agents) == 1 else {a: p.as_dict() for a, p in plans.items()})
         return

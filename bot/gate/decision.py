@@ -18,9 +18,10 @@ from typing import Callable
 from bot import errors as errors_mod
 from bot.errors import BadInput
 from bot.gate import stats
+from bot.gate.estimate import scope_cost, with_eta
 from bot.gate.pool import Pool, Stream
 from bot.gate.result import BudgetSpent, Decision, GateOptions, GateResult, Side, SuiteEntry  # noqa: F401  (re-exported)
-from bot.gate.result import watching
+from bot.gate.result import scoped, watching
 from bot.gate.own_scenario import (  # noqa: F401  (re-exported)
     _not_discriminative,
     _paired,
@@ -330,25 +331,9 @@ def estimate(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions
     if candidate is None or problems:
         return None
     loaded = sc.load(book.root / candidate.replay)
+    opts = replace(opts, replay=watching(opts.replay, candidate, scoped(opts)))  # its trials' keys, as the gate's
     before_text, after_text, texts = prompts(book, candidate, loaded, opts)
     return gate_estimate.estimate(loaded, before_text, after_text, suite_dir, opts, candidate, texts)
-
-
-def _with_eta(progress: Callable[[str], None], plan, runner: Runner) -> Callable[[str], None]:
-    """Progress lines that end with the time left: the plan's replays not yet run, at the pace seen so far."""
-    import time
-
-    from bot.gate.estimate import duration
-
-    started = time.monotonic()
-
-    def say(msg: str) -> None:
-        ran = runner._ran
-        pace = (time.monotonic() - started) / ran if ran else plan.per_replay_s / max(1, plan.jobs)
-        left = max(0.0, plan.replays - ran) * pace
-        progress(f"{msg} (ETA {duration(left)}, {ran} of about {plan.replays:.0f} replays run)")
-
-    return say
 
 
 def _scope(candidate: Rule | None) -> dict:
@@ -368,17 +353,17 @@ def run_gate(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions
                           "cheap checks failed: " + "; ".join(problems), twins_by=twins_method()[0],
                           **_scope(candidate))
     runner = Runner(opts)
-    if progress is None:
-        progress = lambda _: None  # noqa: E731
-    else:
-        progress = _with_eta(progress, estimate(book, rule_path, suite_dir, opts), runner)
+    shown = progress is not None
+    progress = (lambda _: None) if progress is None else with_eta(
+        progress, estimate(book, rule_path, suite_dir, opts), lambda: runner._ran)
+    if shown:  # the progress line moves with every replay
         runner.on_replay = lambda r: progress(f"replay `{r.scenario}` trial {r.trial}: {r.verdict}")
     result = GateResult(candidate.id, candidate.rule, "error", "", provisional=bool(candidate.provisional),
                         simulated=opts.replay.simulated, model_label=opts.replay.model_label,
                         traces=str(opts.replay.runs_dir) if opts.replay.runs_dir else None, **_scope(candidate))
     loaded = sc.load(book.root / candidate.replay)
     result.flags = cheap_flags(book, candidate, loaded)
-    opts = replace(opts, replay=watching(opts.replay, candidate))
+    opts = replace(opts, replay=watching(opts.replay, candidate, scoped(opts)))
     before_text, after_text, texts = prompts(book, candidate, loaded, opts)
     try:
         with stop_on_sigint():
@@ -399,13 +384,12 @@ def run_gate(book: Playbook, rule_path: Path, suite_dir: Path, opts: GateOptions
         process_mod.STOP.clear()  # only once every trial thread has ended
     result.cost_usd = round(runner.cost, 6)
     result.model_calls, result.replays, result.tokens = runner.model_calls, runner.replays, runner.tokens
-    result.cache_hits = runner.hits
-    result.speculative = runner.speculative
+    result.cache_hits, result.speculative = runner.hits, runner.speculative
     result.speculative_cost_usd = round(max(0.0, runner.spent - runner.cost), 6)
     result.warnings = list(runner.warnings)
     result.twins_by, fallback = twins_method()
-    if fallback:
-        result.warnings.append(fallback)
+    result.warnings += [fallback] if fallback else []
+    result.scope_cost = scope_cost(book, candidate, loaded, suite_dir, opts, reads=True)  # beside it global
     result.fresh_replays = runner.started
     if result.decision == "inconclusive":
         _still_to_run(result, book, rule_path, suite_dir, opts)
@@ -478,7 +462,6 @@ def _decide(result: GateResult, runner: Runner, opts: GateOptions, loaded: sc.Lo
                          + ("the suite does not regress" if result.suite else
                             "no other scenario was checked (the suite holds none besides its own)")
                          + by_reach(result.suite) + (f" ({incomplete})" if incomplete else ""))
-
 
 
 def incomplete_note(result: GateResult) -> str:

@@ -22,6 +22,7 @@ import json
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Callable
 
 from bot.gate import stats
 from bot.replay import agents as agents_mod
@@ -50,13 +51,16 @@ class Estimate:
     timing: str = "default"  # "past replays" when the cache held some
     per_replay_s: float = DEFAULT_REPLAY_S
     scenarios: dict[str, float] = field(default_factory=dict)  # expected replays per scenario
+    # a scoped candidate's plan beside the same rule global (``scope_cost``; issue 54 item 4); None: not asked
+    scope: dict | None = None
 
     def as_dict(self) -> dict:
         return {"replays": round(self.replays, 1), "most": self.most, "cached": self.cached,
                 "model_calls": round(self.model_calls, 1), "cost_usd": round(self.cost_usd, 4),
                 "seconds": round(self.seconds, 1), "jobs": self.jobs, "simulated": self.simulated,
                 "timing": self.timing, "per_replay_s": round(self.per_replay_s, 2),
-                "scenarios": {k: round(v, 1) for k, v in self.scenarios.items()}}
+                "scenarios": {k: round(v, 1) for k, v in self.scenarios.items()},
+                **({"scope": self.scope} if self.scope is not None else {})}
 
     def lines(self) -> list[str]:
         cost = f"${self.cost_usd:.2f}" + (" (simulated model: no money is spent)" if self.simulated else "")
@@ -69,7 +73,8 @@ class Estimate:
                 f"model calls: about {self.model_calls:.0f}",
                 f"cost: about {cost}",
                 f"wall time: about {duration(self.seconds)} with {self.jobs} job(s) ({timing})",
-                *(f"  {sid}: about {n:.1f} replay(s)" for sid, n in self.scenarios.items())]
+                *(f"  {sid}: about {n:.1f} replay(s)" for sid, n in self.scenarios.items()),
+                *([self.scope["line"]] if self.scope else [])]
 
 
 def duration(seconds: float) -> str:
@@ -78,8 +83,9 @@ def duration(seconds: float) -> str:
 
 
 class _Plan:
-    def __init__(self, opts, cache: ReplayCache | None):
+    def __init__(self, opts, cache: ReplayCache | None, reads: bool = False):
         self.opts, self.cache = opts, cache
+        self.reads = reads  # count the trials read from the cache as replays too (``scope_cost(reads=True)``)
         self.est = Estimate(jobs=opts.jobs, simulated=opts.replay.simulated)
         self.past = _past(cache)
         self.default_s, self.measured = DEFAULT_REPLAY_S, False
@@ -102,6 +108,12 @@ class _Plan:
             return None
         return self.cache.get(trial_key(loaded, text, replay, index, self._version(replay), arm))
 
+    def hit(self, sid: str, n: int = 1) -> None:
+        """``n`` trials read from the cache."""
+        self.est.cached += n
+        if self.reads:
+            self.to_run(sid, n, n, calls=False)
+
     def to_run(self, sid: str, expected: float, most: int, *, calls: bool = True) -> None:
         self.est.replays += expected
         self.est.most += most
@@ -122,7 +134,7 @@ class _Plan:
                 self.to_run(loaded.scenario.id, stats.expected_runs(decide, p, passes, fails),
                             stats.most_runs(decide, passes, fails))
                 return None
-            self.est.cached += 1
+            self.hit(loaded.scenario.id)
             passes, fails, index = passes + (hit.verdict == "passed"), fails + (hit.verdict != "passed"), index + 1
         return state
 
@@ -130,7 +142,7 @@ class _Plan:
         """(passes, trials) the cache holds of ``n`` fixed trials; the rest is planned."""
         hits = [self.lookup(loaded, text, i, replay, arm) for i in range(n)]
         found = [h for h in hits if h is not None]
-        self.est.cached += len(found)
+        self.hit(loaded.scenario.id, len(found))
         missing = n - len(found)
         if missing:
             self.to_run(loaded.scenario.id, missing, missing)
@@ -161,18 +173,18 @@ def _past(cache: ReplayCache | None) -> dict[str, tuple[float, float, float]]:
 
 
 def estimate(loaded: sc.LoadedScenario, before_text: str, after_text: str, suite_dir: Path, opts,
-             candidate=None, texts=None) -> Estimate:
+             candidate=None, texts=None, reads: bool = False) -> Estimate:
     """The plan of ``bot.gate.decision.run_gate`` for one candidate (``opts`` a ``GateOptions``; ``candidate``, its
     rule, for ``opts.unreached_once`` and reach; ``texts``: each suite scenario's instructions, as the gate's).
-    Replays nothing."""
+    Replays nothing. ``reads``: count the trials the gate reads, from the cache or not (``scope_cost``)."""
     from bot.gate.decision import own_test_for, reaches, suite_test
     from bot.gate.result import UNREACHED_ACCEPT, trigger_of
 
     cache = ReplayCache(opts.cache_dir) if opts.cache_dir else None
-    plan = _Plan(opts, cache)
+    plan = _Plan(opts, cache, reads)
     control = sv.CONTROL
     if cache and cache.get(trial_key(loaded, "", control, 0, sv.DoNothingAgent().version)) is not None:
-        plan.est.cached += 1
+        plan.hit(loaded.scenario.id)
     else:
         plan.to_run(loaded.scenario.id, 1, 1, calls=False)
     if opts.screen_model:
@@ -234,7 +246,9 @@ def _skipped(plan: _Plan, other, base_text: str, cand_text: str, n: int, candida
     first = plan.lookup(other, cand_text, 0, opts.replay, "candidate")
     if first is not None and first.delivered:
         return False
-    plan.est.cached += n
+    plan.hit(other.scenario.id, n)
+    if first is None and opts.unreached_once:  # the one screening trial `gate.unreached: once` runs (by_trace)
+        plan.to_run(other.scenario.id, 1, 1)
     return True
 
 
@@ -275,3 +289,56 @@ def still_to_run(result, plan: Estimate | None, *, cached: bool) -> None:
     result.reason = (f"inconclusive: {result.reason} before the tests decided ({result.fresh_replays} fresh "
                      f"replays run); about {plan.replays:.0f} more replays would decide (at most {plan.most}); "
                      f"{kept}. The rule stays proposed")
+
+
+def scope_cost(book, candidate, loaded: sc.LoadedScenario, suite_dir: Path, opts, *,
+               reads: bool = False) -> dict | None:
+    """What the candidate's chosen scope costs beside the same rule global (issue 54 item 4), as the gate's plan
+    counts it (``bot.playbook.scope.global_cost``): the plan with the rule as the agent's host delivers it
+    (``scope.priced``; global where the gate does not scope, ``result.scoped``) and with the same rule global. Both
+    read the same cache: a scenario reach will skip on its cached baseline costs nothing scoped. ``reads`` counts
+    the trials the gate reads, from the cache or not: after a gate, what it read beside what global would have.
+    None for a rule with no scope (``paths``, ``task_types``): its global cost is its plan."""
+    if not candidate.paths and not candidate.task_types:
+        return None
+    from bot.gate.result import scoped, watching
+    from bot.gate.suite_check import prompts
+    from bot.playbook import scope as scope_mod
+
+    def cost(rule) -> float:
+        given = replace(opts, replay=watching(opts.replay, rule, scoped(opts)))
+        before, after, texts = prompts(book, rule, loaded, given)
+        return estimate(loaded, before, after, suite_dir, given, rule, texts, reads).replays
+
+    agent = opts.replay.agent
+    if scoped(opts):
+        found = scope_mod.global_cost(candidate, agent, cost)
+    else:
+        every = cost(scope_mod.as_global(candidate))
+        found = scope_mod.ScopeCost(every, every, f"{agent}'s host reads one whole file here: priced as global")
+    return {"scoped_replays": round(found.scoped, 1), "global_replays": round(found.global_, 1),
+            "counts": "trials read" if reads else "replays to run", "reason": found.reason,
+            "line": found.line().replace(" replays ", " trials read " if reads else " replays to run ", 1)}
+
+
+def planned_scope(book, rule_path: Path, suite_dir: Path, opts) -> dict | None:
+    """``scope_cost`` of a candidate file in replays to run (``replaybook gate --estimate``); None for a rule with no
+    scope (its global cost is its plan)."""
+    candidate = book.vet(rule_path)
+    return scope_cost(book, candidate, sc.load(book.root / candidate.replay), suite_dir, opts)
+
+
+def with_eta(progress: Callable[[str], None], plan: Estimate, ran: Callable[[], int]) -> Callable[[str], None]:
+    """Progress lines that end with the time left: the plan's replays not yet run (``ran()`` so far), at the pace
+    seen so far, or the plan's own pace before the first replay ends."""
+    import time
+
+    started = time.monotonic()
+
+    def say(msg: str) -> None:
+        done = ran()
+        pace = (time.monotonic() - started) / done if done else plan.per_replay_s / max(1, plan.jobs)
+        left = max(0.0, plan.replays - done) * pace
+        progress(f"{msg} (ETA {duration(left)}, {done} of about {plan.replays:.0f} replays run)")
+
+    return say

@@ -28,7 +28,7 @@ from bot._util.text_safety import neutralise
 from bot.errors import BadInput
 from bot.gate import stats
 from bot.gate.decision import Runner, _decide, _suite, incomplete_note, suite_test
-from bot.gate.result import GateOptions, GateResult, watching
+from bot.gate.result import GateOptions, GateResult, scoped, watching
 from bot.playbook import org as org_mod
 from bot.playbook import rule as rules_mod
 from bot.playbook.rule import Rule
@@ -127,7 +127,8 @@ def run(candidate: Rule, members: list[Member], opts: GateOptions, agents: list[
     result = OrgGateResult(candidate.id, candidate.rule, [m.name for m in members], agents, k=k,
                            simulated=opts.replay.simulated, model_label=opts.replay.model_label)
     for agent in agents:
-        agent_opts = replace(opts, replay=watching(replace(opts.replay, agent=agent), candidate))
+        agent_opts = replace(opts, replay=replace(opts.replay, agent=agent))
+        agent_opts = replace(agent_opts, replay=watching(agent_opts.replay, candidate, scoped(agent_opts)))
         runner = Runner(agent_opts)
         try:
             for member in (m for m in members if only is None or m.name in only):

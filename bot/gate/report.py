@@ -117,6 +117,7 @@ def as_json(result: GateResult) -> dict[str, Any]:
         "undecided": [e.scenario for e in result.undecided],
         "efficiency": efficiency_mod.of(result).as_dict(),
         "by_task_type": [row.as_dict() for row in task_types_mod.breakdown(result)],
+        "scope_cost": result.scope_cost,
     }
 
 

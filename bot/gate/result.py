@@ -69,9 +69,23 @@ def trigger_of(opts: GateOptions) -> str | None:
     return opts.reach_trigger or trigger(opts.replay.agent)
 
 
-def watching(replay: ReplayOptions, candidate) -> ReplayOptions:
-    """``replay`` looking for the delivery of ``candidate`` (a rule) in each trial with it (``bot.replay.delivery``)."""
-    return replace(replay, rule=candidate.rule, rule_paths=tuple(candidate.paths))
+def watching(replay: ReplayOptions, candidate, scope: bool = True) -> ReplayOptions:
+    """``replay`` looking for the delivery of ``candidate`` (a rule) in each trial with it (``bot.replay.delivery``).
+    ``scope`` False (a whole-file host, ``scoped``): its ``paths`` are not passed on, so the agent gets the rule
+    whole, in its instructions, everywhere; else the replay gives it by its host's trigger."""
+    return replace(replay, rule=candidate.rule, rule_paths=tuple(candidate.paths) if scope else ())
+
+
+def by_task_type(opts: GateOptions) -> bool:
+    """Whether a rule's ``task_types`` narrow where it reaches: only where ``scope_reach`` is set True (the
+    operator says every host honours the scope), or the agent's host knows a task's type. No host in the table
+    does (``bot.replay.host_scope``): a task-typed rule is in the host's file, under its heading, for every task."""
+    from bot.replay.host_scope import for_agent
+
+    if opts.scope_reach is not None:
+        return bool(opts.scope_reach)
+    host = for_agent(opts.replay.agent)
+    return bool(host and host.knows_task_type)
 
 
 @dataclass
@@ -175,6 +189,9 @@ class GateResult:
     # at the design point, and the most any gate could need; None when not inconclusive
     fresh_replays: int = 0  # replays run, not read from the cache (the control and runs ahead included)
     more_replays: float | None = None
+    # a scoped candidate: the trials its gate read beside those the same rule global would have
+    # (``bot.gate.estimate.scope_cost``: scoped_replays, global_replays, counts, reason, line); None: no scope
+    scope_cost: dict | None = None
     most_replays: int | None = None
 
     @property

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bot.gate.result import GateOptions, GateResult, scoped
+from bot.gate.result import GateOptions, GateResult, by_task_type, scoped
 from bot.gate.suite_check import reaches
 from bot.playbook.store import Playbook
 from bot.replay import agents as agents_mod
@@ -49,12 +49,12 @@ def carry_over(book: Playbook, result: GateResult, suite_dir: Path, opts: GateOp
             loaded = sc.load(folder)
             if loaded.scenario.id in wanted:
                 folders.setdefault(loaded.scenario.id, loaded)
-    carried, scope = 0, scoped(opts)
+    carried, scope, typed = 0, scoped(opts), by_task_type(opts)
     for side in sides:
         loaded = folders.get(side.scenario)
         if loaded is None:
             continue
-        rules = [r for r in book.admitted() if not scope or reaches(r, loaded)]
+        rules = [r for r in book.admitted() if not scope or reaches(r, loaded, typed)]
         text = book.render_text(rules)  # what the next gate's baseline of this scenario is replayed with
         for trial in side.scored:
             with_rule = trial_key(loaded, text, opts.replay, trial.trial, version, "candidate")

@@ -18,7 +18,8 @@ from typing import Callable
 from bot.errors import BadInput
 from bot.gate import reach as reach_mod
 from bot.gate import stats
-from bot.gate.result import UNREACHED_ACCEPT, BudgetSpent, GateOptions, Side, SuiteEntry, scoped, trigger_of
+from bot.gate.result import (UNREACHED_ACCEPT, BudgetSpent, GateOptions, Side, SuiteEntry, by_task_type, scoped,
+                             trigger_of)
 from bot.playbook.render.system_prompt import baseline_prompt, system_prompt
 from bot.playbook.rule import Rule
 from bot.playbook.store import Playbook
@@ -29,14 +30,14 @@ from bot.scenario import suite as suite_mod
 # -- scope: which suite scenarios a rule can reach ------------------------------
 
 
-def reaches(rule: Rule, loaded: sc.LoadedScenario) -> bool:
+def reaches(rule: Rule, loaded: sc.LoadedScenario, by_type: bool = True) -> bool:
     """Whether ``rule`` can reach the scenario: its ``task_types`` include the scenario's (or are empty), and its
     ``paths`` match a file of the scenario's fixture (or are empty). Globs as the hosts read them (``*`` crosses
     folders). A path-scoped rule is assumed inert where no file it names exists: true of hosts that load a rule
     only for the files it scopes, not of one file every agent reads whole."""
     from fnmatch import fnmatchcase
 
-    if not rule.applies_to(loaded.scenario.task_type):
+    if by_type and not rule.applies_to(loaded.scenario.task_type):
         return False
     if not rule.paths:
         return True
@@ -46,17 +47,18 @@ def reaches(rule: Rule, loaded: sc.LoadedScenario) -> bool:
 
 
 def scoped_prompts(book: Playbook, candidate: Rule, loaded: sc.LoadedScenario,
-                   by_files: bool = True) -> tuple[str, str | None]:
+                   by_files: bool = True, by_type: bool = True) -> tuple[str, str | None]:
     """(baseline, with the candidate) for one suite scenario: the admitted rules that can reach it, rendered as
     the gate renders them; the second is None when the candidate cannot reach it. A rule admitted with a scope
     that cannot reach the scenario leaves its text, and so its cached baseline, as it was. ``by_files`` False:
     the candidate's ``paths`` are not read against the fixture (its reach is then judged from the baseline
-    trials' footprints, ``bot.gate.reach``), only its task types."""
-    rules = [r for r in book.admitted() if r.id != candidate.id and reaches(r, loaded)]
+    trials' footprints, ``bot.gate.reach``), only its task types; ``by_type`` False: task types narrow nothing
+    (the host gives a task-typed rule to every task)."""
+    rules = [r for r in book.admitted() if r.id != candidate.id and reaches(r, loaded, by_type)]
     if by_files:
-        ok = reaches(candidate, loaded)
+        ok = reaches(candidate, loaded, by_type)
     else:
-        ok = candidate.applies_to(loaded.scenario.task_type)
+        ok = not by_type or candidate.applies_to(loaded.scenario.task_type)
     return book.render_text(rules), book.render_text(rules + [candidate]) if ok else None
 
 
@@ -68,10 +70,10 @@ def prompts(book: Playbook, candidate: Rule, loaded: sc.LoadedScenario, opts: Ga
     scenario's baseline is then the very one its suite checks read."""
     if not scoped(opts):
         return baseline_prompt(book, candidate), system_prompt(book, candidate), None
-    by_files = trigger_of(opts) is None
-    before, after = scoped_prompts(book, candidate, loaded, by_files=False)
+    by_files, typed = trigger_of(opts) is None, by_task_type(opts)
+    before, after = scoped_prompts(book, candidate, loaded, by_files=False, by_type=typed)
     return (before, after or system_prompt(book, candidate),
-            lambda other: scoped_prompts(book, candidate, other, by_files=by_files))
+            lambda other: scoped_prompts(book, candidate, other, by_files=by_files, by_type=typed))
 
 
 def by_reach(suite: list[SuiteEntry]) -> str:

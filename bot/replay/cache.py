@@ -97,6 +97,11 @@ def trial_key(loaded: sc.LoadedScenario, playbook_text: str, opts: ReplayOptions
         **({"max_seconds": opts.max_seconds} if opts.max_seconds else {}),
         # Where the playbook was put (``bot.replay.delivery``): files change the tree the agent gets.
         **({"deliver": opts.deliver, "rule_paths": list(opts.rule_paths)} if opts.deliver != "prompt" else {}),
+        # A path-scoped rule under test that builtin or mini-swe-agent get by their host's trigger, not whole in the
+        # prompt (``agents.scoped_delivery``): the same text, other instructions delivered. A baseline has no rule
+        # under test (``Runner._attempt`` drops it), so its key never holds one.
+        **({"rule_paths": list(opts.rule_paths)} if arm == "candidate" and opts.deliver == "prompt" and opts.rule
+           and opts.rule_paths else {}),
         # A verdict from an unisolated replay never stands in for an isolated one.
         "sandbox": isolation.backend(opts.sandbox).name,
     }

@@ -98,6 +98,34 @@ def _texts(content: Any, *, skip_tool_output: bool = True) -> list[str]:
 
 
 _INSTRUCTING = ("system", "developer")
+#: How the harness hands builtin a path-scoped rule once its trigger fired (``agents.scoped_delivery.reminder``):
+#: a text block of its own, beside the tool results of the turn that fired it. Only a block that begins so counts
+#: after the model spoke; a tool's output never does (it is a ``tool_result``, or a string observation).
+SCOPED_REMINDER = "<system-reminder>\nA rule for the files you just opened:\n\n"
+
+
+_LOADED_BLOCK = re.compile(r"<system-reminder>\nContents of /[^\n]*/" + re.escape(CLAUDE_RULE_FILE)
+                           + r":\n\n(.*?)\n</system-reminder>", re.DOTALL)
+
+
+def _reminders(content: Any) -> list[str]:
+    """The scoped rule's own blocks in a user turn after the model spoke: the harness's (``SCOPED_REMINDER``, for
+    builtin), and Claude Code's loaded rule file, which 2.1.x sends either at the end of the tool's result that
+    fired it (``loaded_rules``) or as a text block of its own beside it. Only a block that *begins* so counts."""
+    if not isinstance(content, list):
+        return []
+    out: list[str] = []
+    for block in content:
+        if not isinstance(block, dict):
+            continue
+        if block.get("type") == "tool_result":
+            out += loaded_rules(block.get("content"))
+        elif block.get("type") == "text" and isinstance(text := block.get("text"), str):
+            if text.startswith(SCOPED_REMINDER):
+                out.append(text)
+            elif found := _LOADED_BLOCK.match(text):
+                out.append(found.group(1))
+    return out
 
 
 def context_text(request: dict[str, Any]) -> tuple[str, list[str]]:
@@ -106,7 +134,9 @@ def context_text(request: dict[str, Any]) -> tuple[str, list[str]]:
     apart, each user text it sent before the model first spoke (Claude Code's system reminders with CLAUDE.md,
     Codex's ``# AGENTS.md instructions`` message, the task). Never the model's own words (an assistant turn, a
     function call) nor anything after them in a user turn (a tool's output, mini-swe-agent's observations), nor a
-    tool's result or a ``tool`` message."""
+    tool's result or a ``tool`` message; but for the harness's own scoped-rule block (``SCOPED_REMINDER``), which
+    builtin adds beside a tool's result once the rule's trigger fired, and Claude Code's loaded rule file at the
+    end of one (``loaded_rules``)."""
     system = _texts(request.get("system")) + _texts(request.get("instructions"))
     users: list[str] = []
     items = request.get("messages") if isinstance(request.get("messages"), list) else \
@@ -122,6 +152,8 @@ def context_text(request: dict[str, Any]) -> tuple[str, list[str]]:
             system += _texts(item.get("content"))
         elif role == "user" and not spoke:
             users += _texts(item.get("content"))
+        elif role == "user":
+            system += _reminders(item.get("content"))
     if isinstance(request.get("input"), str):
         users.append(request["input"])
     return normalise("\n".join(system)), [normalise(u) for u in users]

@@ -54,3 +54,30 @@ def test_the_gate_progress_shows_an_eta(cli, root):
     result = cli("gate", str(rule), "--trials", "3", "--cache-dir", str(root / ".cache"))
     progress = [line for line in result.err.splitlines() if line.startswith("…")]
     assert progress and all("ETA" in line for line in progress), result.err
+
+
+def test_the_estimate_of_a_scoped_rule_gives_its_scope_beside_the_same_rule_global(cli, root):
+    """Issue 54 item 4, before the gate: a rule scoped to web/** on builtin (Claude Code's read trigger) costs at
+    least as much as global until a scenario's baseline is cached (reach reads the whole baseline's footprints, where
+    global runs the on-demand test); after one gate, `api` (never opens a web file) costs nothing scoped and its
+    full test global."""
+    import yaml
+    from helpers import write
+    from support.gate import own_reads
+
+    rule = setup(root)
+    rule.write_text(yaml.safe_dump({**yaml.safe_load(rule.read_text()), "paths": ["web/**"]}))
+    own_reads(root)
+    api = mini_scenario(root, "api", branch_on="zzz no rule says this", inverse=True)  # passes whatever it is told
+    write(api / "repo" / "api" / "server.py", "print('api')\n")
+    first = _estimate(cli, rule)["scope"]
+    assert first["scoped_replays"] >= first["global_replays"] > 0 and first["counts"] == "replays to run"
+    assert "claude delivers it by `read` for web/**" in first["reason"]
+    gate = cli("gate", str(rule), "--json", "--trials", "3", "--cache-dir", str(root / ".cache"))
+    ran = json.loads(gate.out)
+    assert ran["not_replayed_by_reach"][0]["scenario"] == "api", ran["reason"]
+    assert ran["scope_cost"]["global_replays"] > ran["scope_cost"]["scoped_replays"]
+    after = _estimate(cli, rule)["scope"]
+    assert after["scoped_replays"] == 0 < after["global_replays"], after
+    text = cli("gate", str(rule), "--estimate", "--trials", "3", "--cache-dir", str(root / ".cache")).out
+    assert "if it were global" in text and "replays to run as scoped" in text

@@ -87,6 +87,7 @@ def test_a_candidate_in_scope_a_replays_no_scenario_of_scope_b_and_b_keeps_its_b
     book(root).admit(first, date(2026, 11, 2))  # admitted in scope web/**
 
     mini_scenario(root, "own2", branch_on="keep its server log quiet")
+    own_reads(root, "api/server.py", "own2")  # the api rule reaches its own scenario's agent once it opens an api file
     second = _scoped(candidate(root, "rule-0002", text="When an API handler changes, keep its server log quiet.",
                                sid="own2"), ["api/**"])
     after = gate(root, second, **SCOPED)
@@ -99,10 +100,15 @@ def test_a_candidate_in_scope_a_replays_no_scenario_of_scope_b_and_b_keeps_its_b
 
 
 def test_a_whole_file_host_gets_every_rule_everywhere_so_nothing_is_skipped_or_kept(root):
+    """`scope_reach: False` is a host that reads one whole file (opencode, Copilot, Cursor: ``reach.host_scopes``):
+    the agent gets the rule in its instructions wherever it works, so `api` is judged in full, and its with-rule
+    trials really held the rule, though its agent never opens a web file."""
+    assert not reach.host_scopes("opencode") and reach.host_scopes("builtin")
     first = _suite(root)
-    result = gate(root, first, jobs=1, test=SequentialTest())  # builtin: no scoped host known, global
+    result = gate(root, first, jobs=1, test=SequentialTest(), scope_reach=False)
     api = _entry(result, "api")
     assert api.candidate is not None and api.candidate.n > 0 and api.reach_bound is None
+    assert all(t.delivered is True for t in api.candidate.trials), [t.delivery for t in api.candidate.trials]
     data = report.as_json(result)
     assert data["not_replayed_by_reach"] == [] and all(e["reach"] is None for e in data["suite"])
 
@@ -123,23 +129,32 @@ def test_the_report_states_the_bound_of_each_skipped_scenario(root):
     assert "harm at most 13.9% (95%, exact)" in text
 
 
+# Reach is a model of the host, read from a lower bound of what the agent did; where it is wrong, the delivery check
+# says so. Here reach is asked for Codex's trigger (a working folder under web/) while the agent is builtin, which
+# gets the rule as Claude Code does, on reading web/app.js: `web`'s baselines never ran in web/, so reach says the
+# rule cannot reach it, and the with-rule trial gets it all the same.
+MISJUDGED = {**SCOPED, "reach_trigger": "cwd"}
+
+
 def test_a_with_rule_trial_that_got_the_rule_anyway_sends_the_scenario_to_the_full_test(root):
-    """The screening trial of `gate.unreached: once` is replayed with the rule in the agent's prompt: the delivery
-    check says it got the rule, where the baselines said the host would not give it, so reach is not trusted."""
+    """The screening trial of `gate.unreached: once`: the delivery check says it got the rule (by builtin's read
+    trigger), where the baselines said the host would not give it, so reach is not trusted there."""
     first = _suite(root)
-    result = gate(root, first, unreached_once=True, **SCOPED)
-    api = _entry(result, "api")
-    assert api.reach_bound is None and api.judged and api.candidate.n > 1
-    assert "got the rule" in api.note and api.candidate.trials[0].delivered is True
+    result = gate(root, first, unreached_once=True, **MISJUDGED)
+    web = _entry(result, "web")
+    assert web.reach_bound is None and web.judged and web.candidate.n > 1
+    assert "got the rule" in web.note and web.candidate.trials[0].delivered is True
+    assert _entry(result, "api").reach_bound is not None  # its screening trial did not get it: skipped, bounded
+    assert _entry(result, "api").candidate is None
 
 
 def test_a_cached_with_rule_trial_that_got_the_rule_sends_it_to_the_full_test_too(root):
     first = _suite(root)
-    whole = gate(root, first, jobs=1, test=SequentialTest())  # a whole-file host: api replayed with the rule
-    assert _entry(whole, "api").candidate.n > 0
-    result = gate(root, first, **SCOPED)  # same instructions for api (no admitted rule): its trials are cached
-    api = _entry(result, "api")
-    assert api.reach_bound is None and "got the rule" in api.note
+    right = gate(root, first, **SCOPED)  # reach by the read trigger: web is judged, its with-rule trials cached
+    assert _entry(right, "web").candidate.n > 0 and _entry(right, "web").candidate.trials[0].delivered is True
+    result = gate(root, first, **MISJUDGED)  # no new screening trial: the cached ones say the rule got through
+    web = _entry(result, "web")
+    assert web.reach_bound is None and "got the rule" in web.note and result.replays == 0
 
 
 def test_a_rule_that_breaks_a_scenario_it_reaches_is_still_caught(root):
@@ -202,3 +217,47 @@ def test_the_plan_of_a_gate_counts_no_replay_where_reach_will_skip(root):
     gate(root, first, **SCOPED)
     after = gate_mod.estimate(book(root), first, root / "scenarios", opts)
     assert after.scenarios.get("api", 0) == 0 and after.replays == 0  # every trial cached, and api skipped
+
+
+def test_the_report_shows_what_the_chosen_scope_cost_and_what_the_same_rule_would_cost_global(root):
+    """Issue 54 item 4: a path-scoped candidate's report gives the trials its gate read with the rule as builtin's
+    host delivers it (`api` skipped by reach) beside those the same rule global would read (`api` judged in full)."""
+    first = _suite(root)
+    result = gate(root, first, **SCOPED)
+    assert _entry(result, "api").reach_bound is not None
+    cost = result.scope_cost
+    assert cost is not None and cost["global_replays"] > cost["scoped_replays"] + 3, cost
+    assert "claude delivers it by `read` for web/**" in cost["reason"]
+    data = report.as_json(result)
+    assert data["scope_cost"]["scoped_replays"] == cost["scoped_replays"] and "not_replayed_by_reach" in data
+    text = report.markdown(result, SequentialTest())
+    assert (f"**Scope cost:** {cost['scoped_replays']:.1f} trials read with the rule scoped as the host delivers "
+            f"it, {cost['global_replays']:.1f} if the same rule were global") in text
+    # the estimate of the same gate, now its baselines are cached: nothing to run scoped, api's full test global
+    from bot.gate.estimate import planned_scope
+
+    opts = gate_mod_options(root)
+    planned = planned_scope(book(root), first, root / "scenarios", opts)
+    assert planned["scoped_replays"] == 0 and planned["global_replays"] > 0, planned
+    assert gate_mod_estimate(root, first, opts).scope is None  # --estimate adds it (bot/cli/gate.py), not the plan
+
+
+def test_a_rule_with_no_scope_has_no_scope_cost(root):
+    path = setup(root)
+    result = gate(root, path, jobs=1)
+    assert result.scope_cost is None and report.as_json(result)["scope_cost"] is None
+    assert "Scope cost" not in report.markdown(result, SequentialTest())
+
+
+def gate_mod_options(root):
+    from bot.gate import decision as gate_mod
+    from bot.replay.engine import ReplayOptions
+
+    return gate_mod.GateOptions(replay=ReplayOptions(), cache_dir=root / ".cache", suite_trials=3,
+                                scope_reach=True, reach_trigger="read", jobs=1, test=SequentialTest())
+
+
+def gate_mod_estimate(root, path, opts):
+    from bot.gate import decision as gate_mod
+
+    return gate_mod.estimate(book(root), path, root / "scenarios", opts)

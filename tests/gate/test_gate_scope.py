@@ -63,21 +63,34 @@ def test_a_candidate_that_cannot_reach_a_suite_scenario_is_not_replayed_there(ro
     own_reads(root)
     result = gate(root, path, scope_reach=True)
     entry = next(e for e in result.suite if e.scenario == "api")
-    assert not entry.judged and entry.candidate is None and "cannot reach" in entry.note
+    # builtin's host (Claude Code) loads it on a read: reach is read from api's baseline trials, which never open a
+    # web file (the fixture has none, but a Write of one would fire the trigger too), and the bound is reported
+    assert not entry.judged and entry.candidate is None and entry.reach_bound is not None
+    assert "not replayed" in entry.note and "read a file the rule's paths match" in entry.note
 
 
-def test_by_default_a_scoped_candidate_is_judged_on_every_scenario(root):
-    """AGENTS.md is read whole: a rule scoped to web/** is still read by an agent working on the api, so
-    the product's gate replays it there unless ``scope_reach`` says every host honours the scope."""
+def test_by_default_the_agents_host_decides_whether_a_scoped_candidate_is_judged_everywhere(root):
+    """By default (``scope_reach`` None) the host the agent stands for decides (``bot.replay.host_scope``): builtin
+    stands for Claude Code, which loads a web/** rule only when the agent reads a web file, so `api` is skipped
+    with its bound; on a whole-file host (AGENTS.md read whole by opencode: ``scope_reach`` False here) a rule
+    scoped to web/** is still read by an agent working on the api, and the gate replays it there."""
+    from bot.gate.result import GateOptions, scoped
+    from bot.replay.engine import ReplayOptions
+
+    assert scoped(GateOptions(replay=ReplayOptions(agent="builtin")))
+    assert not scoped(GateOptions(replay=ReplayOptions(agent="opencode")))
     setup(root)
-    _api(root)
+    api = mini_scenario(root, "api", branch_on="zzz no rule says this", inverse=True)  # passes whatever it is told
+    write(api / "repo" / "api" / "server.py", "print('api')\n")
     path = candidate(root)
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
     path.write_text(yaml.safe_dump({**data, "paths": ["web/**"]}), encoding="utf-8")
     own_reads(root)
-    result = gate(root, path)
-    entry = next(e for e in result.suite if e.scenario == "api")
-    assert entry.candidate is not None and entry.candidate.n > 0 and "cannot reach" not in (entry.note or "")
+    default = next(e for e in gate(root, path).suite if e.scenario == "api")
+    assert default.candidate is None and default.reach_bound is not None
+    whole = next(e for e in gate(root, path, scope_reach=False).suite if e.scenario == "api")
+    assert whole.candidate is not None and whole.candidate.n > 0 and whole.reach_bound is None
+    assert all(t.delivered is True for t in whole.candidate.trials)
 
 
 def test_the_gate_reads_a_kept_baseline_from_the_cache(root):

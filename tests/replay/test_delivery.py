@@ -70,6 +70,37 @@ def test_the_models_own_words_and_what_follows_them_never_deliver_the_rule():
     assert delivery.seen({"input": [{"type": "message", "role": "developer", "content": RULE}]}, needle)
 
 
+def test_builtins_scoped_rule_block_after_a_tool_result_delivers_it_and_a_copy_in_tool_output_does_not():
+    """builtin hands a path-scoped rule over beside the tool result that fired its trigger, after the model spoke
+    (``agents.scoped_delivery.reminder``): that block of its own counts; the same text in a tool's output, in an
+    observation string or in the model's words does not."""
+    from bot.replay.agents.scoped_delivery import reminder
+
+    needle = delivery.normalise(RULE)
+    spoke = [{"role": "user", "content": "Do the task."},
+             {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "read", "input": {}}]}]
+    given = {"system": "be careful", "messages": [*spoke, {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "t", "content": "app()"}, {"type": "text", "text": reminder(RULE)}]}]}
+    assert delivery.seen(given, needle)
+    in_output = {"system": "be careful", "messages": [*spoke, {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "t", "content": [{"type": "text", "text": reminder(RULE)}]}]}]}
+    assert not delivery.seen(in_output, needle)
+    as_string = {"system": "be careful", "messages": [*spoke, {"role": "user", "content": reminder(RULE)}]}
+    assert not delivery.seen(as_string, needle)
+    quoted = {"system": "be careful", "messages": [*spoke, {"role": "user", "content": [
+        {"type": "text", "text": "note: " + reminder(RULE)}]}]}
+    assert not delivery.seen(quoted, needle)
+    # Claude Code 2.1.x sends the loaded scoped rule file as a block of its own beside the tool's result (seen here)
+    loaded = ("<system-reminder>\nContents of /tmp/x/root/" + delivery.CLAUDE_RULE_FILE + ":\n\n" + RULE
+              + "\n\n</system-reminder>")
+    claude = {"system": "be careful", "messages": [*spoke, {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "t", "content": "1\tx = 1"}, {"type": "text", "text": loaded}]}]}
+    assert delivery.seen(claude, needle)
+    other_file = loaded.replace(delivery.CLAUDE_RULE_FILE, "docs/notes.md")  # a file Claude Code showed, not the rule
+    assert not delivery.seen({"system": "x", "messages": [*spoke, {"role": "user", "content": [
+        {"type": "text", "text": other_file}]}]}, needle)
+
+
 def test_typographic_quotes_and_markdown_around_the_rule_still_deliver_it():
     rule = "When a test fails, don't rerun it blindly: read \"the first error\" and fix `conftest.py` first."
     rendered = ("## Playbook\n\n- **When a test fails**, don\u2019t rerun it blindly: read \u201cthe first error\u201d"

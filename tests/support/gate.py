@@ -76,10 +76,10 @@ def setup(root: Path) -> Path:
     return candidate(root)
 
 
-def own_reads(root: Path, rel: str = "web/app.js") -> None:
-    """The own scenario's agent opens ``rel`` first: a candidate path-scoped to its folder reaches builtin (which
+def own_reads(root: Path, rel: str = "web/app.js", sid: str = "own") -> None:
+    """The scenario ``sid``'s agent opens ``rel`` first: a candidate path-scoped to its folder reaches builtin (which
     stands for Claude Code) only after that (``bot.replay.agents.scoped_delivery``)."""
-    folder = root / "scenarios" / "own"
+    folder = root / "scenarios" / sid
     write(folder / "repo" / rel, "app()\n")
     policy = yaml.safe_load((folder / "policy.yaml").read_text(encoding="utf-8"))
     for side in ("with_rule", "without_rule"):

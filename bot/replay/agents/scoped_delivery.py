@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.replay import host_scope as scope
-from bot.replay.delivery import Delivery, normalise
+from bot.replay.delivery import SCOPED_REMINDER, Delivery, normalise
 
 #: Shell programs whose file arguments Claude Code treats as reading the file (seen: cat, head, sed -n).
 READERS = frozenset({"cat", "head", "tail", "sed", "less", "more", "nl", "bat"})
@@ -34,7 +34,7 @@ _SEPARATORS = frozenset({";", "&&", "||", "|", "&"})
 
 def reminder(text: str) -> str:
     """The block a scoped rule arrives in, as Claude Code shows a loaded rule file."""
-    return f"<system-reminder>\nA rule for the files you just opened:\n\n{text.strip()}\n</system-reminder>"
+    return f"{SCOPED_REMINDER}{text.strip()}\n</system-reminder>"
 
 
 def opened(name: str, args: Any, root: str = "") -> list[str]:
