@@ -148,7 +148,9 @@ def _llm(book: AnswerBook):
                                 max_retries=0, timeout_s=10)
 
 
-ANSWER = {"task": "t", "believed": "Tests run from the root", "actual": "Each package has its own pytest.ini",
+# Grounded in the log (packages/api/tests/test_limits.py is in it), as capture now requires (issue 55).
+ANSWER = {"task": "t", "believed": "Tests run from the root with `pytest`",
+          "actual": "packages/api/tests/test_limits.py imports api.limits, found only from packages/api",
           "failure_class": "wrong_assumption", "cost_minutes": 20}
 NOW = datetime(2026, 8, 1, 9, 0, tzinfo=timezone.utc)
 
