@@ -31,6 +31,11 @@ class BadInput(ReplaybookError):
     exit_code = 2
 
 
+class FixtureBuildFailed(BadInput):
+    """A scenario's `setup` failed: its fixture cannot be built, so no replay of it can pass (for ``scenario
+    validate``, an unsound scenario)."""
+
+
 class Interrupted(ReplaybookError):
     """Ctrl-C: the work was stopped part way; what finished is kept. Exit 130."""
 

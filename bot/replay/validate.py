@@ -31,12 +31,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Protocol
 
-from bot.errors import BadInput
+from bot.errors import BadInput, FixtureBuildFailed
 from bot.replay.agents import AgentResult, AgentRun
 from bot.replay.cache import ReplayCache, trial_key
 from bot.replay.engine import ReplayOptions, TrialResult, run_trial
 from bot.replay.gateway.policy import load_policy
-from bot.replay.sandbox.workspace import FixtureBuildFailed
 from bot.replay.solution import SOLUTION, missing_warning, run_solution, solution_problems
 from bot.scenario import spec as sc
 

@@ -63,7 +63,7 @@ def tool_use(reply) -> dict:
 
 def test_load_policy_reads_steps_and_repeats(policy: Policy) -> None:
     assert policy.branch_on == "package-local test config"
-    assert [s.action for s in policy.with_rule] == ["bash", "write", "say"]
+    assert [s.action for s in policy.with_rule] == ["bash", "write", "read", "say"]
     assert policy.with_rule[1] == Step("write", path="packages/api/src/api/limits.py", content="LIMIT = 10\n")
     assert policy.without_rule[1].repeat == 3
     assert policy.warnings == ()

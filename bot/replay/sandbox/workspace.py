@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from bot import settings
-from bot.errors import BadInput, InfrastructureError
+from bot.errors import BadInput, FixtureBuildFailed, InfrastructureError
 from bot.replay import delivery
 from bot.replay.sandbox import executor, isolation, stale
 from bot.replay.sandbox import fixture as fixture_mod
@@ -62,11 +62,6 @@ _PROFILE = (
     'case ":$PATH:" in *":$__rb_shims:"*) ;; *) PATH="$__rb_shims:$PATH"; export PATH ;; esac\n'
     "unset __rb_shims\n"
 )
-
-
-class FixtureBuildFailed(BadInput):
-    """The scenario's `setup` failed: the fixture cannot be built, so no replay of it can pass (bad input, and for
-    ``scenario validate`` an unsound scenario)."""
 
 
 class Sandbox(HarnessGit):
