@@ -26,6 +26,8 @@ VARIABLES: dict[str, str] = {
     # replay
     "REPLAYBOOK_SANDBOX": "the isolation backend when neither `--sandbox` nor `replay.sandbox` says: `bwrap`, "
                           "`docker` or `none`",
+    "REPLAYBOOK_LOCAL_SEQUENCES": "answers the local model decodes at once, as sequences of one context "
+                                  "(1 to 16, default 4)",
     "REPLAYBOOK_KERNEL_TRACE": "how the trial's sandbox is traced: `auto` (seccomp user notification where the "
                                "kernel allows it, else strace; the default) or `strace` (strace alone); agent programs "
                                "are traced by strace, their execs by the notification where the kernel allows it",

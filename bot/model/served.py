@@ -21,6 +21,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from bot import settings
 from bot.errors import BadInput
 
 SCRIPTED = "scripted"
@@ -133,7 +134,7 @@ def sequences() -> int:
     """Answers decoded at once, as sequences of one context (``REPLAYBOOK_LOCAL_SEQUENCES``, default 4): trials
     run with ``--jobs`` share each decoding step instead of queueing; an idle sequence costs memory only
     (8,192 tokens of cache, about 230 MB for the 1.5B model)."""
-    raw = os.environ.get("REPLAYBOOK_LOCAL_SEQUENCES", "")
+    raw = settings.get("REPLAYBOOK_LOCAL_SEQUENCES", "") or ""
     return max(1, min(16, int(raw))) if raw.isdigit() else 4
 
 
