@@ -75,6 +75,15 @@ def _descendants(pid: int) -> set[int]:
     return found
 
 
+def _alive(pid: int) -> bool:
+    """Still running: a zombie (killed, its parent gone before it was reaped) holds no memory and runs nothing."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def _engines(pid: int) -> set[int]:
     out = set()
     for child in _descendants(pid):
@@ -129,4 +138,4 @@ def test_sigint_stops_a_replay_waiting_on_the_local_models_answer(local_model, t
     assert took < 60, f"took {took:.1f} s: the replay waited for the model's answer"
     assert "Traceback" not in "".join(err) and "interrupted" in "".join(err)
     time.sleep(0.5)
-    assert not {pid for pid in engines if os.path.exists(f"/proc/{pid}")}, "the engine outlived the replay"
+    assert not {pid for pid in engines if _alive(pid)}, "the engine outlived the replay"

@@ -190,6 +190,10 @@ class Engine:
         proc = self._proc
         if proc is not None and proc.poll() is None:
             proc.kill()
+            try:  # reaped here, so no zombie outlives the replay (bounded: this may run in a signal handler)
+                proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                pass
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None
