@@ -68,7 +68,12 @@ class SolutionAgent:
 def run_solution(loaded: sc.LoadedScenario, cache: ReplayCache | None = None,
                  opts: ReplayOptions = SOLUTION) -> TrialResult:
     """The reference solution's trial; cached by content like any replay."""
-    agent = SolutionAgent(loaded)
+    return cached_trial(loaded, opts, SolutionAgent(loaded), cache)
+
+
+def cached_trial(loaded: sc.LoadedScenario, opts: ReplayOptions, agent, cache: ReplayCache | None) -> TrialResult:
+    """One trial with no playbook by a harness agent (the reference solution, the do-nothing control), read from
+    ``cache`` when it holds it and written there otherwise."""
     key = trial_key(loaded, "", opts, 0, agent.version) if cache else None
     cached = cache.get(key) if cache else None
     if cached is not None:

@@ -33,10 +33,10 @@ from typing import Iterable, Protocol
 
 from bot.errors import BadInput, FixtureBuildFailed
 from bot.replay.agents import AgentResult, AgentRun
-from bot.replay.cache import ReplayCache, trial_key
-from bot.replay.engine import ReplayOptions, TrialResult, run_trial
+from bot.replay.cache import ReplayCache
+from bot.replay.engine import ReplayOptions, TrialResult
 from bot.replay.gateway.policy import load_policy
-from bot.replay.solution import SOLUTION, missing_warning, run_solution, solution_problems
+from bot.replay.solution import SOLUTION, cached_trial, missing_warning, run_solution, solution_problems
 from bot.scenario import spec as sc
 
 MAX_FIXTURE_BYTES = 50 << 20
@@ -253,15 +253,7 @@ def _says(text: str, phrase: str) -> bool:
 
 def run_control(loaded: sc.LoadedScenario, cache: ReplayCache | None = None) -> TrialResult:
     """A real replay in which the agent does nothing; cached by content like any replay."""
-    agent = DoNothingAgent()
-    key = trial_key(loaded, "", CONTROL, 0, agent.version) if cache else None
-    cached = cache.get(key) if cache else None
-    if cached is not None:
-        return cached
-    result = run_trial(loaded, "", CONTROL, 0, agent)
-    if cache:
-        cache.put(key, result)
-    return result
+    return cached_trial(loaded, CONTROL, DoNothingAgent(), cache)
 
 
 def control_problems(loaded: sc.LoadedScenario, result: TrialResult) -> list[str]:
