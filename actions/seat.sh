@@ -7,9 +7,11 @@
 # Python started from here finds nothing in its working folder (PYTHONSAFEPATH; the scripts add -I), and no
 # installer reads configuration from a folder: pip (PIP_CONFIG_FILE, and --isolated), uv (UV_NO_CONFIG), npm
 # (its user config; the project config is the install's own --prefix folder, and no install script runs).
-replaybook_root="$(cd "${GITHUB_WORKSPACE:?GITHUB_WORKSPACE is not set; run this inside GitHub Actions}" \
+# Outside GitHub Actions (the README's `bash actions/sandbox.sh` on a workstation or in CI) the workspace is the
+# folder you started in and the work folder is a temporary one of your own.
+replaybook_root="$(cd "${GITHUB_WORKSPACE:-$PWD}" \
   && cd -- "${REPO_DIR:-.}" && pwd -P)" || { echo "::error::working-directory ${REPO_DIR:-.}: no such folder in the workspace"; exit 2; }
-replaybook_work="${RUNNER_TEMP:?RUNNER_TEMP is not set; run this inside GitHub Actions}/replaybook-work"
+replaybook_work="${RUNNER_TEMP:-${TMPDIR:-/tmp}/replaybook-$(id -u)}/replaybook-work"
 mkdir -p "$replaybook_work"
 cd "$replaybook_work"
 export PYTHONSAFEPATH=1 PYTHONNOUSERSITE=1 PIP_CONFIG_FILE=/dev/null PIP_DISABLE_PIP_VERSION_CHECK=1 UV_NO_CONFIG=1 \

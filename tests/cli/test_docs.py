@@ -51,6 +51,19 @@ def test_readme_opens_with_the_two_setup_commands_and_ci_runs_the_test_one():
     assert tests in (REPO / ".ci" / "run").read_text(encoding="utf-8")
 
 
+def test_the_readmes_first_step_runs_outside_github_actions(tmp_path):
+    """`bash actions/sandbox.sh` opens both README commands and .ci/run: on a workstation or a CI machine there is
+    no GITHUB_WORKSPACE or RUNNER_TEMP, and the seat it sources must still give it a folder of its own."""
+    import os
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "RUNNER_"))}
+    done = subprocess.run(["bash", "actions/sandbox.sh"], cwd=REPO, capture_output=True, text=True,
+                          env={**env, "TMPDIR": str(tmp_path)}, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "replay sandbox" in done.stdout and (tmp_path / f"replaybook-{os.getuid()}" / "replaybook-work").is_dir()
+
+
 def test_the_repositorys_own_playbook_is_sound(capsys, monkeypatch):
     from bot.cli.main import run
 
