@@ -17,7 +17,8 @@ from bot.replay import validate as sv
 from bot.scenario import spec as sc
 from bot.scenario import suite
 
-BUNDLED = [p.parent for p in sorted((REPO / "scenarios").glob("*/scenario.yaml"))]
+BUNDLED = [p.parent for pattern in ("*/scenario.yaml", "small-model/*/scenario.yaml")
+           for p in sorted((REPO / "scenarios").glob(pattern))]
 
 
 def scenario(root: Path, sid: str = "own", *, pass_if=None, solution=None, setup=None, files=None) -> Path:
@@ -103,8 +104,9 @@ def test_the_solution_never_enters_a_replays_cache_key():
 
 def test_every_bundled_scenario_has_a_solution_and_is_sound():
     book = Playbook(REPO / "playbook", root=REPO)
-    findings = validate_folders(suite.folders(REPO / "scenarios"), book, control=True, cache=None)
-    assert len(findings) == len(BUNDLED) >= 6
+    folders = suite.folders(REPO / "scenarios") + suite.folders(REPO / "scenarios" / "small-model")
+    findings = validate_folders(folders, book, control=True, cache=None)
+    assert len(findings) == len(BUNDLED) >= 12
     for finding in findings:
         assert finding.ok, (finding.scenario, finding.lines())
         assert finding.control.verdict == "failed" and finding.solution.verdict == "passed", finding.scenario

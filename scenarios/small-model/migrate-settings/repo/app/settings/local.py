@@ -1,0 +1,1 @@
+DATABASE = "dev.sqlite3"

@@ -1,0 +1,1 @@
+DATABASE = "/var/lib/invoices/prod.sqlite3"
