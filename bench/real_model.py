@@ -215,16 +215,19 @@ def run(args) -> None:
     only = tuple(args.scenarios.split(",")) if args.scenarios else SCENARIOS
     phases = set(args.phases.split(","))
     runs = Path(args.runs or tempfile.mkdtemp(prefix="rb-real-model-runs-"))
+    first = args.first_seed
     endpoint = config.local_model()
     _common.progress(f"{endpoint.label} at {endpoint.base_url}; {_common.machine()}")
     if "distill" in phases:
         distill_phase(out)
     if "trials" in phases:
-        trials_phase(endpoint, out, range(0, min(2, args.trials)), args.max_turns, runs, only, args.agent, args.jobs)
+        trials_phase(endpoint, out, range(first, first + min(2, args.trials)), args.max_turns, runs, only, args.agent,
+                     args.jobs)
     if "gate" in phases:
         gate_phase(endpoint, out, args.gate_max_turns, only)
     if "trials" in phases:
-        trials_phase(endpoint, out, range(2, args.trials), args.max_turns, runs, only, args.agent, args.jobs)
+        trials_phase(endpoint, out, range(first + 2, first + args.trials), args.max_turns, runs, only, args.agent,
+                     args.jobs)
     print(report(out))
 
 
@@ -368,6 +371,8 @@ def main(argv: list[str] | None = None) -> None:
                     help="cap on each scenario's budget.max_turns (default: none, the scenario's own budget)")
     go.add_argument("--agent", default="builtin", help="builtin or mini-swe-agent")
     go.add_argument("--jobs", type=int, default=1, help="trials of a round run at once")
+    go.add_argument("--first-seed", type=int, default=0,
+                    help="trial i runs with seed first-seed + i: choose scenarios on one set of seeds, report another")
     go.add_argument("--gate-max-turns", type=int, default=None,
                     help="cap for the gate's replays (default: none, the scenarios' own budgets)")
     go.add_argument("--phases", default="distill,trials,gate")
