@@ -7,13 +7,18 @@ pairs), ``baseline`` (the rule's trials against the scenario's cached baseline) 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from bot.errors import BadInput
 from bot.gate import stats
-from bot.gate.result import GateResult, Side
+from bot.gate.result import GateOptions, GateResult, Side
 from bot.gate.suite_check import _unscored_reasons
 from bot.replay.engine import ReplayOptions
 from bot.replay.gateway.policy import load_policy
 from bot.scenario import spec as sc
+
+if TYPE_CHECKING:
+    from bot.gate.decision import Runner
 
 
 def own_test_for(test: stats.SequentialTest | stats.PairedTest | stats.AutoTest, loaded: sc.LoadedScenario,
