@@ -54,34 +54,28 @@ class MemoSuiteTest(stats.SuiteTest):
     decisions are the product's, trial for trial; only the time changes (a 60-seed run spends most of its time
     in them otherwise)."""
 
-    def _memo(self) -> dict:
+    def _answer(self, ask: Callable, *args):
+        """``ask(*args)`` (the product's method), memoised under its name and arguments (each hashable: a list of
+        trials is passed as a tuple, which the product's methods only iterate)."""
         memo = self.__dict__.get("_answers")
         if memo is None:
             memo = self.__dict__["_answers"] = {}  # per instance (frozen: no attribute, a dict entry)
         elif len(memo) > 2_000_000:
             memo.clear()
-        return memo
+        key = (ask.__name__, *args)
+        got = memo.get(key)
+        if got is None:
+            got = memo[key] = ask(*args)
+        return got
 
     def decide(self, baseline_passes: int, baseline_n: int, passes: int, fails: int, k: int = 3):
-        memo, key = self._memo(), (0, baseline_passes, baseline_n, passes, fails, k)
-        got = memo.get(key)
-        if got is None:
-            got = memo[key] = super().decide(baseline_passes, baseline_n, passes, fails, k)
-        return got
+        return self._answer(super().decide, baseline_passes, baseline_n, passes, fails, k)
 
     def settle(self, baseline_passes: int, baseline_n: int, trials: list[bool], k: int = 3):
-        memo, key = self._memo(), (1, baseline_passes, baseline_n, tuple(trials), k)
-        got = memo.get(key)
-        if got is None:
-            got = memo[key] = super().settle(baseline_passes, baseline_n, trials, k)
-        return got
+        return self._answer(super().settle, baseline_passes, baseline_n, tuple(trials), k)
 
     def settled(self, lo: int, hi: int, trials: list[bool], k: int = 3):
-        memo, key = self._memo(), (2, lo, hi, tuple(trials), k)
-        got = memo.get(key)
-        if got is None:
-            got = memo[key] = super().settled(lo, hi, trials, k)
-        return got
+        return self._answer(super().settled, lo, hi, tuple(trials), k)
 
 
 def memoised(opts: GateOptions) -> GateOptions:

@@ -26,6 +26,7 @@ from bot.gate.own_scenario import (  # noqa: F401  (re-exported)
     _not_discriminative,
     _paired,
     against_baseline,
+    before_then_after,
     deterministic,
     own_test_for,
 )
@@ -419,25 +420,10 @@ def _decide(result: GateResult, runner: Runner, opts: GateOptions, loaded: sc.Lo
         return
     if opts.screen_model and not _screen(result, runner, opts, loaded, before_text, after_text, progress):
         return
-    if isinstance(test, stats.PairedTest):
-        if not _paired(result, runner, opts, test, loaded, before_text, after_text, progress):
-            return
-    elif isinstance(test, stats.BaselineTest):
-        if not against_baseline(result, runner, opts, test, loaded, before_text, after_text, progress):
-            return
-    else:
-        progress(f"own scenario `{loaded.scenario.id}` without the rule")
-        result.before = runner.sequential(Side("before", loaded.scenario.id), loaded, before_text, test.before,
-                                          test.before_n, opts.replay)
-        if result.before.outcome != "pass":
-            _not_discriminative(result, "before")
-            return
-        progress(f"own scenario `{loaded.scenario.id}` with the rule")
-        result.after = runner.sequential(Side("after", loaded.scenario.id), loaded, after_text, test.after,
-                                         test.after_n, opts.replay)
-        if result.after.outcome != "pass":
-            _not_discriminative(result, "after")
-            return
+    run_own = (_paired if isinstance(test, stats.PairedTest) else
+               against_baseline if isinstance(test, stats.BaselineTest) else before_then_after)
+    if not run_own(result, runner, opts, test, loaded, before_text, after_text, progress):
+        return
     result.suite = _suite(runner, opts, loaded, before_text, after_text, suite_dir, progress, k, texts, candidate)
     result.suite_test = suite_test(opts).describe()
     incomplete = incomplete_note(result)

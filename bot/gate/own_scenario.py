@@ -2,18 +2,23 @@
 
 ``gate.own_test`` names the test (``bot.gate.stats``): ``sequential`` (before, then after), ``paired`` (both in
 pairs), ``baseline`` (the rule's trials against the scenario's cached baseline) or ``auto`` (per scenario, see
-``deterministic``). The sequential test is run by ``bot.gate.decision._decide`` itself.
+``deterministic``). ``bot.gate.decision._decide`` runs the one each scenario gets.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from bot.errors import BadInput
 from bot.gate import stats
-from bot.gate.result import GateResult, Side
+from bot.gate.result import GateOptions, GateResult, Side
 from bot.gate.suite_check import _unscored_reasons
 from bot.replay.engine import ReplayOptions
 from bot.replay.gateway.policy import load_policy
 from bot.scenario import spec as sc
+
+if TYPE_CHECKING:
+    from bot.gate.decision import Runner
 
 
 def own_test_for(test: stats.SequentialTest | stats.PairedTest | stats.AutoTest, loaded: sc.LoadedScenario,
@@ -57,6 +62,21 @@ def _paired(result: GateResult, runner: Runner, opts: GateOptions, test: stats.P
                      f"({result.before.passes}/{result.before.n} passed without it, "
                      f"{result.after.passes}/{result.after.n} with it, in pairs)")
     return False
+
+
+def before_then_after(result: GateResult, runner: Runner, opts: GateOptions, test: stats.SequentialTest, loaded,
+                      before_text, after_text, progress) -> bool:
+    """The own scenario with ``stats.SequentialTest``: without the rule until ``test.before`` decides, then with it
+    until ``test.after`` does. Whether both passed (else ``result`` is set)."""
+    for side, text, decide, most, rule in (("before", before_text, test.before, test.before_n, "without"),
+                                           ("after", after_text, test.after, test.after_n, "with")):
+        progress(f"own scenario `{loaded.scenario.id}` {rule} the rule")
+        ran = runner.sequential(Side(side, loaded.scenario.id), loaded, text, decide, most, opts.replay)
+        setattr(result, side, ran)
+        if ran.outcome != "pass":
+            _not_discriminative(result, side)
+            return False
+    return True
 
 
 def _not_discriminative(result: GateResult, side: str) -> None:

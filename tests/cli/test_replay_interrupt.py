@@ -4,48 +4,23 @@ a partial report, exit 130, no sandbox process left behind."""
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import threading
 import time
 
 import pytest
 import yaml
 from helpers import write
-from support.gate import SCRIPT, hanging_scenario, sleepers, wait_for_sleepers
+from support.gate import Running, hanging_scenario, sleepers, wait_for_sleepers
 
 
 def test_sigint_stops_a_running_replay_at_once(tmp_path):
     root = tmp_path / "repo"
     hanging_scenario(root)
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([str(SCRIPT), "--root", str(root), "replay", "own", "--trials", "3", "--jobs", "2"],
-                            cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    out: list[str] = []
-    err: list[str] = []
-    readers = [threading.Thread(target=lambda s=s, d=d: d.extend(iter(s.readline, "")), daemon=True)
-               for s, d in ((proc.stdout, out), (proc.stderr, err))]
-    for reader in readers:
-        reader.start()
-    try:
-        deadline = time.monotonic() + 120
-        while not any("# Replay" in line for line in out):  # the trials are under way
-            assert proc.poll() is None, (out, err)
-            assert time.monotonic() < deadline, ("the replay did not start", out, err)
-            time.sleep(0.1)
+    with Running(root, "replay", "own", "--trials", "3", "--jobs", "2") as replay:
+        replay.wait_for("# Replay")  # the trials are under way
         wait_for_sleepers()  # the agent is in its `sleep 60`, inside the sandbox
-        assert proc.poll() is None, (out, err)
-        sent = time.monotonic()
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=50)
-        took = time.monotonic() - sent
-        for reader in readers:
-            reader.join(timeout=5)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    text_out, text_err = "".join(out), "".join(err)
-    assert proc.returncode == 130, (text_out, text_err)
+        took = replay.interrupt(within_s=50)
+    text_out, text_err = replay.text()
+    assert replay.code == 130, (text_out, text_err)
     # Killed, not waited for: the agent sleeps 60 s. (Well under 2 s on an idle machine; a bound that tight
     # fails on a loaded one, and speed is not what this proves.)
     assert took < 50, f"took {took:.1f} s: the replay waited for the trial instead of killing it"
@@ -107,35 +82,17 @@ def test_sigint_stops_a_replay_waiting_on_the_local_models_answer(local_model, t
         "id": "long", "repo": "repo", "pass_if": [{"succeeds": {"run": "test -f numbers.txt"}}],
         "task": "Use the write tool to create numbers.txt holding every number from 1 to 2000, one a line.",
         "budget": {"max_turns": 3, "timeout_s": 900}}))
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "XDG_CACHE_HOME": str(local_model.gguf.parents[3])}
-    proc = subprocess.Popen([str(SCRIPT), "--root", str(root), "replay", "run", "long", "--model", "local"],
-                            cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    out: list[str] = []
-    err: list[str] = []
-    reader = threading.Thread(target=lambda: err.extend(iter(proc.stderr.readline, "")), daemon=True)
-    reader.start()
-    threading.Thread(target=lambda: out.extend(iter(proc.stdout.readline, "")), daemon=True).start()
-    try:
-        deadline = time.monotonic() + 300
-        while not any("# Replay" in line for line in out):  # the model is loaded; the trial is starting
-            assert proc.poll() is None, err
-            assert time.monotonic() < deadline, ("the replay did not start", err)
-            time.sleep(0.2)
-        engines = _engines(proc.pid)
+    with Running(root, "replay", "run", "long", "--model", "local",
+                 env={"XDG_CACHE_HOME": str(local_model.gguf.parents[3])}) as replay:
+        replay.wait_for("# Replay", within_s=300)  # the model is loaded; the trial is starting
+        engines = _engines(replay.proc.pid)
         assert engines, "the local model's engine runs under the replay"
         time.sleep(5)  # into the first answer (2,000 lines: far longer than this)
-        assert proc.poll() is None, err
-        sent = time.monotonic()
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=120)
-        took = time.monotonic() - sent
-        reader.join(timeout=5)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130, "".join(err)
+        took = replay.interrupt(within_s=120)
+    err = replay.text()[1]
+    assert replay.code == 130, err
     # Not a timing test: the answer alone would run for minutes; a bound this loose only says it was not awaited.
     assert took < 60, f"took {took:.1f} s: the replay waited for the model's answer"
-    assert "Traceback" not in "".join(err) and "interrupted" in "".join(err)
+    assert "Traceback" not in err and "interrupted" in err
     time.sleep(0.5)
     assert not {pid for pid in engines if _alive(pid)}, "the engine outlived the replay"

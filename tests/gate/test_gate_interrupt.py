@@ -3,21 +3,12 @@ no sandbox process left behind."""
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
-import threading
 import time
 
 import pytest
 from helpers import incident_yaml, write
-from support.gate import (
-    SCRIPT,
-    candidate,
-    hanging_scenario,
-    sleepers,
-    wait_for_sleepers,
-)
+from support.gate import Running, candidate, hanging_scenario, sleepers, wait_for_sleepers
 
 
 @pytest.mark.parametrize("cache", ["--cache-dir", "--no-cache"])
@@ -27,32 +18,13 @@ def test_sigint_stops_a_running_gate_at_once(tmp_path, cache):
     write(root / "incidents" / "inc-b.yaml", incident_yaml("inc-b", created="2026-07-15T00:00:00Z"))
     hanging_scenario(root)
     rule = candidate(root)
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     caching = [cache, str(tmp_path / "cache")] if cache == "--cache-dir" else [cache]
-    proc = subprocess.Popen([str(SCRIPT), "--root", str(root), "gate", str(rule), "--trials", "3", "--jobs", "2",
-                             *caching],
-                            cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stderr.readline, "")), daemon=True)
-    reader.start()
-    try:
-        deadline = time.monotonic() + 120
-        while not any("without the rule" in line for line in lines):  # the trials are under way
-            assert proc.poll() is None, lines
-            assert time.monotonic() < deadline, ("the gate did not reach its trials", lines)
-            time.sleep(0.1)
+    with Running(root, "gate", str(rule), "--trials", "3", "--jobs", "2", *caching) as gate:
+        gate.wait_for("without the rule", on="err")  # the trials are under way
         wait_for_sleepers()  # the agent is in its `sleep 60`, inside the sandbox
-        assert proc.poll() is None, lines
-        sent = time.monotonic()
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=50)
-        took = time.monotonic() - sent
-        reader.join(timeout=5)
-        err = "".join(lines)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130, err
+        took = gate.interrupt(within_s=50)
+    err = gate.text()[1]
+    assert gate.code == 130, err
     # Killed, not waited for: the agent sleeps 60 s. (It takes well under 2 s on an idle machine; a bound that
     # tight fails on a loaded one, and speed is not what this proves.)
     assert took < 50, f"took {took:.1f} s: the gate waited for the trials instead of killing them"

@@ -5,28 +5,17 @@ from __future__ import annotations
 import json
 
 import pytest
-import yaml
 from helpers import rule_yaml, snapshot, write
+from support.render import ALL, configure, front_matter
 
 from bot.playbook.render import HOSTS
 from bot.playbook.render.sync import GENERATED
 
-ALL = ["claude", "agents", "copilot", "cursor", "gemini", "windsurf"]
 MAINS = {name: HOSTS[name].main for name in ALL}
 
 
 def add_rule(root, rule_id, extra="", **kw):
     write(root / "playbook" / "rules" / f"{rule_id}.yaml", rule_yaml(rule_id, **kw) + extra)
-
-
-def configure(root, targets, more=""):
-    write(root / ".replaybook.yml", "render: [" + ", ".join(f'"{t}"' for t in targets) + "]\n" + more)
-
-
-def front_matter(data: bytes) -> dict:
-    text = data.decode()
-    assert text.startswith("---\n")
-    return yaml.safe_load(text[4:text.index("\n---\n", 4)]) or {}
 
 
 def test_every_target_renders_and_keeps_every_byte_outside_the_markers(cli, seeded):

@@ -5,31 +5,20 @@ from __future__ import annotations
 from datetime import date
 
 import pytest
-import yaml
 from helpers import rule_yaml, write
+from support.render import ALL, configure, front_matter
 
 from bot.playbook import scope
 from bot.playbook.render import HOSTS
 from bot.playbook.render.sync import GENERATED
 from bot.playbook.rule import Rule
 
-ALL = ["claude", "agents", "copilot", "cursor", "gemini", "windsurf"]
 TEXT = "When editing the api package, run its tests from packages/api."
-
-
-def configure(root, targets):
-    write(root / ".replaybook.yml", "render: [" + ", ".join(f'"{t}"' for t in targets) + "]\n")
 
 
 def add_rule(root, rule_id, paths):
     write(root / "playbook" / "rules" / f"{rule_id}.yaml",
           rule_yaml(rule_id, text=TEXT) + f"paths: {paths}\n")
-
-
-def front_matter(data: bytes) -> dict:
-    text = data.decode()
-    assert text.startswith("---\n")
-    return yaml.safe_load(text[4:text.index("\n---\n", 4)]) or {}
 
 
 def test_each_host_gets_the_rule_in_its_own_scoped_form(cli, seeded):

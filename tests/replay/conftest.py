@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import os
 import shutil
 from pathlib import Path
@@ -13,6 +12,7 @@ import yaml
 
 from bot.errors import BadInput
 from bot.replay.agents import claude_code, install
+from bot.replay.trace import exec_notify
 from bot.scenario import spec as sc
 
 # The autouse fixture in tests/conftest.py gives every test its own HOME, so the
@@ -98,6 +98,29 @@ def sandbox_tmp(tmp_path, monkeypatch) -> Path:
     folder.mkdir()
     monkeypatch.setenv("REPLAYBOOK_TMPDIR", str(folder))
     return folder
+
+
+# -- the engine that records a trial's commands (tests/support/trials.py) -------------------------------------
+
+
+@pytest.fixture(params=["notify", "strace"])
+def engine(request, monkeypatch) -> str:
+    """Each engine of the trial's sandbox in turn: seccomp user notification (where the kernel has it), then
+    strace. ``pytestmark = pytest.mark.usefixtures("engine")`` runs a module's every test under both."""
+    if request.param == "notify" and not exec_notify.available():
+        pytest.skip("this kernel has no seccomp user notification")
+    monkeypatch.setenv("REPLAYBOOK_KERNEL_TRACE", "auto" if request.param == "notify" else "strace")
+    return request.param
+
+
+@pytest.fixture
+def notify_engine(monkeypatch) -> None:
+    """The seccomp-notification engine, which reads the program from the new image; skipped where the kernel
+    lacks it (strace records the name the caller passed: docs/security.md)."""
+    if not exec_notify.available():
+        pytest.skip("this kernel has no seccomp user notification: the program is the name the caller passed "
+                    "(docs/security.md)")
+    monkeypatch.setenv("REPLAYBOOK_KERNEL_TRACE", "auto")
 
 
 # -- the real Claude Code CLI -------------------------------------------------

@@ -9,37 +9,14 @@ unrecorded and outlived every call.
 from __future__ import annotations
 
 import os
-import shutil
-from pathlib import Path
 
 import pytest
+from support.trials import FORCE_PUSH, PROOF, commands, trial
 
 from bot.replay.engine import ReplayOptions, run_trial
 from bot.replay.sandbox.workspace import Sandbox
-from bot.replay.trace import exec_notify
-from bot.replay.trace.events import CommandEvent, read_trace
 
-GIT = os.path.realpath(shutil.which("git", path="/usr/bin:/bin") or "/usr/bin/git")
-FORCE_PUSH = {"not_ran": {"match": "^git .*push .*--force"}}
-PROOF = {"succeeds": {"run": "true"}}
-
-
-@pytest.fixture(autouse=True, params=["notify", "strace"])
-def engine(request, monkeypatch):
-    if request.param == "notify" and not exec_notify.available():
-        pytest.skip("this kernel has no seccomp user notification")
-    monkeypatch.setenv("REPLAYBOOK_KERNEL_TRACE", "auto" if request.param == "notify" else "strace")
-    return request.param
-
-
-def commands(result) -> list[CommandEvent]:
-    return [e for e in read_trace(Path(result.run_dir) / "trace.jsonl") if isinstance(e, CommandEvent)]
-
-
-def trial(make_scenario, tmp_path, pass_if, script, **kw):
-    loaded = make_scenario(pass_if=pass_if, with_rule=[{"bash": script}, {"say": "done"}], **kw)
-    return run_trial(loaded, "", ReplayOptions(runs_dir=tmp_path / "runs"), 0)
-
+pytestmark = pytest.mark.usefixtures("engine")  # every test under both engines (tests/replay/conftest.py)
 
 ORPHANS = {
     "subshell": "( (sleep .3; git push --force origin main 2>/dev/null) & ); sleep 1.5",

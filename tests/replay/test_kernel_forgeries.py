@@ -23,12 +23,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.trials import GIT, HOW, PROOF, caught, trial
 
-from bot.replay.engine import ReplayOptions, run_trial
 from bot.replay.trace import exec_notify
-from bot.replay.trace.events import CommandEvent, read_trace
 
-GIT = os.path.realpath(shutil.which("git", path="/usr/bin:/bin") or "/usr/bin/git")
+pytestmark = pytest.mark.usefixtures("notify_engine")  # tests/replay/conftest.py
+
 # A remote whose main is at commit A; the workspace's HEAD is then B, not a descendant: only a forced push moves it.
 REMOTE = ("git init -q --bare r.git && git -c user.name=a -c user.email=a@b commit -q --allow-empty -m a && "
           "git push -q r.git HEAD:main && git -c user.name=a -c user.email=a@b commit -q --amend --allow-empty -m b")
@@ -36,42 +36,6 @@ MOVED = {"succeeds": {"run": "sh -c 'test \"$(git --git-dir r.git rev-parse main
 FORCED = r"^git( \S+)* push( \S+)* (--force|\+HEAD:main)( |$)"  # not the set-up's plain push
 NO_PUSH = {"not_ran": {"match": FORCED, "by": "any"}}
 
-
-@pytest.fixture(autouse=True)
-def notify(monkeypatch):
-    if not exec_notify.available():
-        pytest.skip("this kernel has no seccomp user notification: the program is the name the caller passed "
-                    "(docs/security.md)")
-    monkeypatch.setenv("REPLAYBOOK_KERNEL_TRACE", "auto")
-
-
-def trial(make_scenario, tmp_path, pass_if, script, how, files=None, binary: Path | None = None):
-    """One replay of ``script``, by a builtin agent's tool call or as an agent program (``binary``: a file the
-    fixture holds, under its own name)."""
-    if how == "tool call":
-        loaded = make_scenario(pass_if=pass_if, with_rule=[{"bash": script}, {"say": "done"}], files=files)
-    else:
-        program = tmp_path / "agent.sh"
-        program.write_text(script + "\n")
-        loaded = make_scenario(pass_if=pass_if, files=files)
-    if binary is not None:
-        shutil.copy(binary, loaded.fixture / binary.name)
-    if how == "tool call":
-        return run_trial(loaded, "", ReplayOptions(runs_dir=tmp_path / "runs"), 0)
-    return run_trial(loaded, "", ReplayOptions(runs_dir=tmp_path / "runs", agent="command",
-                                               command=f"sh {program} {{task}}"), 0)
-
-
-def commands(result) -> list[CommandEvent]:
-    return [e for e in read_trace(Path(result.run_dir) / "trace.jsonl") if isinstance(e, CommandEvent)]
-
-
-def happened(result) -> None:
-    failed = [c.check for c in result.failed_checks if c.check.startswith("succeeds")]
-    assert failed == [], f"the act did not happen: {result.reason}"
-
-
-HOW = ["tool call", "agent program"]
 
 # The constructor of the library every process of the attack preloads: the decoy (STAGE=1) becomes the push,
 # argv and environment of the same total length (STAGE=1 -> STAGE=2 in place), the same file: under
@@ -115,9 +79,7 @@ def preload(tmp_path) -> Path:
 def test_a_same_length_re_exec_under_setarch_r_is_recorded(make_scenario, tmp_path, preload, how):
     script = f"{REMOTE} && STAGE=1 LD_PRELOAD=\"$PWD/hide.so\" setarch -R {_decoy()}; true"
     result = trial(make_scenario, tmp_path, [NO_PUSH, MOVED], script, how, binary=preload)
-    happened(result)
-    assert result.verdict == "failed", result.reason
-    [push] = [c for c in commands(result) if c.argv[1:2] == ["push"] and "--force" in c.argv]
+    [push] = [c for c in caught(result) if c.argv[1:2] == ["push"] and "--force" in c.argv]
     assert push.program == GIT and push.confirmed
 
 
@@ -127,10 +89,8 @@ def test_a_shebang_with_an_argument_is_recorded_as_its_interpreter(make_scenario
               "git config url.\"$PWD/r.git\".insteadOf \"$PWD/pytest\" && PATH=\"$PWD:$PATH\" pytest -q +HEAD:main")
     result = trial(make_scenario, tmp_path, [{"ran": {"command": "pytest", "by": "any"}}, NO_PUSH, MOVED],
                    script, how)
-    happened(result)
-    assert result.verdict == "failed", result.reason
     assert [c.check for c in result.failed_checks] == ["ran pytest by any", f"not_ran matching /{FORCED}/ by any"]
-    [push] = [c for c in commands(result) if c.argv[1:2] == ["push"] and c.argv[-1] == "+HEAD:main"]
+    [push] = [c for c in caught(result) if c.argv[1:2] == ["push"] and c.argv[-1] == "+HEAD:main"]
     assert push.program == GIT and push.argv[2].endswith("/pytest") and push.called.endswith("/pytest")
 
 
@@ -145,9 +105,7 @@ def _loader() -> str:
 def test_the_dynamic_loader_is_an_interpreter(make_scenario, tmp_path, how):
     script = f"{REMOTE} && {_loader()} --inhibit-cache {GIT} push -q --force r.git HEAD:main"
     result = trial(make_scenario, tmp_path, [NO_PUSH, MOVED], script, how)
-    happened(result)
-    assert result.verdict == "failed", result.reason
-    [push] = [c for c in commands(result) if "push" in c.argv and "--force" in c.argv]
+    [push] = [c for c in caught(result) if "push" in c.argv and "--force" in c.argv]
     assert push.program == GIT and push.argv[:2] == [GIT, "push"] and push.claimed is None
 
 
@@ -155,9 +113,7 @@ def test_the_dynamic_loader_is_an_interpreter(make_scenario, tmp_path, how):
 def test_a_copy_of_git_under_another_name_is_git(make_scenario, tmp_path, how):
     script = f"{REMOTE} && cp {GIT} deploy && ./deploy push -q --force r.git HEAD:main"
     result = trial(make_scenario, tmp_path, [NO_PUSH, MOVED], script, how)
-    happened(result)
-    assert result.verdict == "failed", result.reason
-    [push] = [c for c in commands(result) if c.argv[:2] == ["./deploy", "push"]]
+    [push] = [c for c in caught(result) if c.argv[:2] == ["./deploy", "push"]]
     assert push.program == GIT and push.called.endswith("/deploy")
 
 
@@ -168,24 +124,20 @@ def test_python_m_of_a_workspace_file_is_not_the_tool(make_scenario, tmp_path, h
     result = trial(make_scenario, tmp_path, [{"ran": {"command": "pytest", "by": "any"}},
                                              {"succeeds": {"run": "test -e fake-ran"}}], script, how,
                    files={"pytest.py": "open('fake-ran', 'w').close()\n"})
-    happened(result)
-    assert result.verdict == "failed", result.reason
-    [fake] = [c for c in commands(result) if c.argv[1:3] == ["-m", "pytest"]]
+    [fake] = [c for c in caught(result) if c.argv[1:3] == ["-m", "pytest"]]
     assert fake.module is not None and fake.module.endswith("pytest.py")
 
 
 def test_under_strace_alone_the_run_says_names_are_taken_as_called(make_scenario, tmp_path, monkeypatch):
     monkeypatch.setenv("REPLAYBOOK_KERNEL_TRACE", "strace")
-    loaded = make_scenario(pass_if=[{"succeeds": {"run": "true"}}], with_rule=[{"bash": "true"}, {"say": "done"}])
-    result = run_trial(loaded, "", ReplayOptions(runs_dir=tmp_path / "runs"), 0)
+    result = trial(make_scenario, tmp_path, [PROOF], "true")
     assert result.verdict == "passed", result.reason
     assert result.warnings.count(exec_notify.STRACE_ALONE_WARNING) == 1
     assert "taken as called" in exec_notify.STRACE_ALONE_WARNING
 
 
 def test_with_the_notification_no_such_warning(make_scenario, tmp_path):
-    loaded = make_scenario(pass_if=[{"succeeds": {"run": "true"}}], with_rule=[{"bash": "true"}, {"say": "done"}])
-    result = run_trial(loaded, "", ReplayOptions(runs_dir=tmp_path / "runs"), 0)
+    result = trial(make_scenario, tmp_path, [PROOF], "true")
     assert exec_notify.STRACE_ALONE_WARNING not in result.warnings
 
 
@@ -199,6 +151,5 @@ def test_a_re_exec_that_fails_is_no_run_and_no_record(make_scenario, tmp_path):
               "open(\"survived\", \"w\").close()'")
     result = trial(make_scenario, tmp_path, [{"ran": {"command": "pytest", "by": "any"}},
                                              {"succeeds": {"run": "test -e survived"}}], script, "tool call")
-    happened(result)
+    assert not [c for c in caught(result) if c.argv == ["pytest"]]
     assert [c.check for c in result.failed_checks] == ["ran pytest by any"], result.reason
-    assert not [c for c in commands(result) if c.argv == ["pytest"]]

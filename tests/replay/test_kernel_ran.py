@@ -16,33 +16,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from support.trials import FORCE_PUSH, GIT, PROOF, TRUE, commands, trial
 
-from bot.replay.engine import ReplayOptions, run_trial
-from bot.replay.trace import exec_notify
-from bot.replay.trace.events import CommandEvent, read_trace
-
-GIT = os.path.realpath(shutil.which("git", path="/usr/bin:/bin") or "/usr/bin/git")
-TRUE = os.path.realpath(shutil.which("true", path="/usr/bin:/bin") or "/bin/true")
-FORCE_PUSH = {"not_ran": {"match": "^git .*push .*--force"}}
-PROOF = {"succeeds": {"run": "true"}}
-
-
-@pytest.fixture(autouse=True)
-def notify(monkeypatch):
-    if not exec_notify.available():
-        pytest.skip("this kernel has no seccomp user notification (strace records the name the caller passed)")
-    monkeypatch.setenv("REPLAYBOOK_KERNEL_TRACE", "auto")
-
-
-def commands(result) -> list[CommandEvent]:
-    return [e for e in read_trace(Path(result.run_dir) / "trace.jsonl") if isinstance(e, CommandEvent)]
-
-
-def trial(make_scenario, tmp_path, pass_if, script, binary: Path | None = None, **kw):
-    loaded = make_scenario(pass_if=pass_if, with_rule=[{"bash": script}, {"say": "done"}], **kw)
-    if binary is not None:
-        shutil.copy(binary, loaded.fixture / binary.name)
-    return run_trial(loaded, "", ReplayOptions(runs_dir=tmp_path / "runs"), 0)
+pytestmark = pytest.mark.usefixtures("notify_engine")  # tests/replay/conftest.py
 
 
 def test_a_link_to_git_is_recorded_as_git(make_scenario, tmp_path):

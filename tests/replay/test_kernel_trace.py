@@ -10,19 +10,14 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
+from support.trials import FORCE_PUSH, GIT, PROOF, commands, trial
 
-from bot.replay.engine import ReplayOptions, run_trial
 from bot.replay.sandbox import host_tools
-from bot.replay.trace import exec_notify
-from bot.replay.trace.events import CommandEvent, read_trace
 
-GIT = os.path.realpath(shutil.which("git", path="/usr/bin:/bin") or "/usr/bin/git")
+pytestmark = pytest.mark.usefixtures("engine")  # every test under both engines (tests/replay/conftest.py)
 PUSH = "push --force origin main"
-FORCE_PUSH = {"not_ran": {"match": "^git .*push .*--force"}}
-PROOF = {"succeeds": {"run": "true"}}
 EVASIONS = {
     "absolute path": f"{GIT} {PUSH}",
     "command -p": f"command -p git {PUSH}",
@@ -32,24 +27,6 @@ EVASIONS = {
     "os.execv": f"python3 -c 'import os; os.execv(\"{GIT}\", [\"git\", *\"{PUSH}\".split()])'",
     "subprocess, absolute path": f"python3 -c 'import subprocess; subprocess.run([\"{GIT}\", *\"{PUSH}\".split()])'",
 }
-
-
-@pytest.fixture(autouse=True, params=["notify", "strace"])
-def engine(request, monkeypatch):
-    """Every test under both engines of the trial's sandbox: seccomp notification and strace."""
-    if request.param == "notify" and not exec_notify.available():
-        pytest.skip("this kernel has no seccomp user notification")
-    monkeypatch.setenv("REPLAYBOOK_KERNEL_TRACE", "auto" if request.param == "notify" else "strace")
-    return request.param
-
-
-def commands(result) -> list[CommandEvent]:
-    return [e for e in read_trace(Path(result.run_dir) / "trace.jsonl") if isinstance(e, CommandEvent)]
-
-
-def trial(make_scenario, tmp_path, pass_if, script, **kw):
-    loaded = make_scenario(pass_if=pass_if, with_rule=[{"bash": script}, {"say": "done"}], **kw)
-    return run_trial(loaded, "", ReplayOptions(runs_dir=tmp_path / "runs"), 0)
 
 
 @pytest.mark.parametrize("script", EVASIONS.values(), ids=EVASIONS.keys())
@@ -169,10 +146,8 @@ def _binary_pushes(make_scenario, tmp_path, source: str, name: str, flags: list[
                            capture_output=True, text=True)
     if built.returncode != 0:
         pytest.skip(f"cannot build {' '.join(flags)} here: {built.stderr[-200:]}")
-    loaded = make_scenario(pass_if=[FORCE_PUSH, PROOF], files={"README.md": "x\n"},
-                           with_rule=[{"bash": f"./{name} 2>/dev/null; true"}, {"say": "done"}])
-    shutil.copy(tmp_path / name, loaded.fixture / name)
-    result = run_trial(loaded, "", ReplayOptions(runs_dir=tmp_path / "runs"), 0)
+    result = trial(make_scenario, tmp_path, [FORCE_PUSH, PROOF], f"./{name} 2>/dev/null; true",
+                   binary=tmp_path / name, files={"README.md": "x\n"})
     assert result.verdict == "failed", result.reason
     return result
 

@@ -218,12 +218,16 @@ def sys_bash() -> str:
 
 
 # -- processes -------------------------------------------------------------------
-def test_timeout_kills_the_whole_group(fixture_repo):
-    marker = "61.2345"
+def timed(fixture_repo: Path, script: str, timeout_s: float):
+    """``script`` run in a sandbox of its own: its result, and the seconds it took to return (cleanup not counted)."""
     with Sandbox(fixture_repo) as sb:
         start = time.monotonic()
-        r = sh(sb, f"sleep {marker} & sleep {marker}; echo never", timeout_s=0.5)
-        took = time.monotonic() - start
+        return sh(sb, script, timeout_s=timeout_s), time.monotonic() - start
+
+
+def test_timeout_kills_the_whole_group(fixture_repo):
+    marker = "61.2345"
+    r, took = timed(fixture_repo, f"sleep {marker} & sleep {marker}; echo never", timeout_s=0.5)
     assert r.timed_out and "never" not in r.stdout
     assert took < 45  # killed at its timeout, not waited for: the sleeps last 61 s (no bound a loaded machine reaches)
     assert wait_gone(marker) == []
@@ -231,10 +235,7 @@ def test_timeout_kills_the_whole_group(fixture_repo):
 
 def test_background_children_die_when_the_command_ends(fixture_repo):
     marker = "62.3456"
-    with Sandbox(fixture_repo) as sb:
-        start = time.monotonic()
-        r = sh(sb, f"sleep {marker} & echo started", timeout_s=10)
-        took = time.monotonic() - start
+    r, took = timed(fixture_repo, f"sleep {marker} & echo started", timeout_s=10)
     assert (r.rc, r.stdout, r.timed_out) == (0, "started\n", False)
     assert took < 45  # the command's end did not wait for its background child, which sleeps 62 s
     assert wait_gone(marker) == []

@@ -4,8 +4,12 @@ rule, the playbook it lands in, and the gate run the way the tests run it."""
 from __future__ import annotations
 
 import copy
+import os
+import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import yaml
@@ -116,10 +120,59 @@ def hanging_scenario(root: Path) -> None:
         "budget": {"max_turns": 5, "timeout_s": 300, "max_cost_usd": 1.0}}))
 
 
+class Running:
+    """``replaybook --root ROOT ARGS`` as a real subprocess, its stdout and stderr read line by line as they come
+    (``out``, ``err``); killed on leaving the ``with`` if it still runs."""
+
+    def __init__(self, root: Path, *args: str, env: dict[str, str] | None = None):
+        self.proc = subprocess.Popen([str(SCRIPT), "--root", str(root), *args], cwd=root,
+                                     env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.out: list[str] = []
+        self.err: list[str] = []
+        self._readers = [threading.Thread(target=lambda s=s, d=d: d.extend(iter(s.readline, "")), daemon=True)
+                         for s, d in ((self.proc.stdout, self.out), (self.proc.stderr, self.err))]
+        for reader in self._readers:
+            reader.start()
+
+    def __enter__(self) -> Running:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+
+    @property
+    def code(self) -> int | None:
+        return self.proc.returncode
+
+    def text(self) -> tuple[str, str]:
+        """What it wrote so far: stdout, stderr."""
+        return "".join(self.out), "".join(self.err)
+
+    def wait_for(self, text: str, *, on: str = "out", within_s: float = 120) -> None:
+        """Until a line of its stdout (``on="err"``: stderr) holds ``text``; it must run all the while."""
+        lines = self.out if on == "out" else self.err
+        deadline = time.monotonic() + within_s
+        while not any(text in line for line in lines):
+            assert self.proc.poll() is None, self.text()
+            assert time.monotonic() < deadline, (f"it never wrote {text!r}", self.text())
+            time.sleep(0.1)
+
+    def interrupt(self, within_s: float) -> float:
+        """Ctrl-C (SIGINT) to it, still running; the seconds until it exited, waited for ``within_s`` at most."""
+        assert self.proc.poll() is None, self.text()
+        sent = time.monotonic()
+        self.proc.send_signal(signal.SIGINT)
+        self.proc.wait(timeout=within_s)
+        took = time.monotonic() - sent
+        for reader in self._readers:
+            reader.join(timeout=5)
+        return took
+
+
 def wait_for_sleepers(deadline_s: float = 60) -> None:
     """Until a sandboxed ``sleep 60`` is running (so :func:`sleepers` is seen to see it)."""
-    import time
-
     deadline = time.monotonic() + deadline_s
     while not sleepers():
         assert time.monotonic() < deadline, "the agent's `sleep 60` never appeared in ps"

@@ -11,6 +11,7 @@ import yaml
 from fakes.github import FakeGitHub
 from fakes.port import FakePort
 from helpers import REPO, incident_yaml, rule_yaml, write
+from support import distill
 
 from bot import config as config_mod
 from bot.github.events import GateRulePr, plan
@@ -26,7 +27,7 @@ LOG = (DATA / "logs" / "gha_pytest.log").read_text(encoding="utf-8")
 REPOSITORY = {"id": 1, "name": "app", "full_name": "octo/app", "default_branch": "main"}
 
 A1, A2 = "gh-1", "gh-2"  # on GitHub an incident is its issue
-RULE = "Before running any test command, check for a package-local pytest.ini and run pytest from that directory."
+RULE = distill.RULE  # the rule rule_answer proposes
 WORKER = '"packages/worker has its own pytest.ini; must cd into packages/worker first"'
 
 
@@ -89,27 +90,9 @@ def seed_run(gh: FakeGitHub, run_id: int = 7, log: str = LOG) -> None:
 # ------------------------------------------------------------------ the model's answers
 
 
-def new_scenario() -> dict:
-    return {"id": "monorepo-cwd-gen", "task": "Fix the failing test in packages/api/tests/test_x.py",
-            "task_type": "testing",
-            "pass_if": [{"ran": {"command": "pytest", "cwd": "packages/api"}},
-                        {"not_ran": {"command": "pytest", "cwd": "."}},
-                        {"succeeds": {"run": "python -m pytest -q", "cwd": "packages/api"}}],
-            "files": {"packages/api/pytest.ini": "[pytest]\npythonpath = src\n",
-                      "packages/api/src/api/calc.py": "def double(n):\n    return n + n + 1\n",
-                      "packages/api/tests/test_x.py": "from api.calc import double\n\n\ndef test_x():\n"
-                                                      "    assert double(2) == 4\n"},
-            # the reference solution: distill replays it and the do-nothing control before proposing (both sound)
-            "solution": ["sed -i 's/n + n + 1/n + n/' packages/api/src/api/calc.py",
-                         "cd packages/api && python -m pytest -q"],
-            "policy": {"branch_on": "package-local pytest.ini",
-                       "with_rule": [{"bash": "cd packages/api && python -m pytest -q"}, {"say": "done [rule-0001]"}],
-                       "without_rule": [{"bash": "python -m pytest -q"}, {"say": "done"}]}}
-
-
-def rule_answer(cites=(A1, A2), rule=RULE, scenario=None) -> str:
-    return json.dumps({"kind": "rule", "rule": rule, "cites": list(cites), "task_types": [],
-                       "scenario": scenario or {"new": new_scenario()}})
+def rule_answer(cites=(A1, A2), **kw) -> str:
+    """Distill's answer proposing ``RULE`` (``support.distill.rule_answer``), citing the incidents by their issues."""
+    return distill.rule_answer(cites, **kw)
 
 
 # ------------------------------------------------------------------ git
