@@ -10,7 +10,7 @@ parser.add_argument("command", choices=["migrate", "check"])
 parser.add_argument("--settings", help="settings module, e.g. app.settings.production")
 args = parser.parse_args()
 if not args.settings:
-    sys.exit("manage.py: no settings module given (--settings)")
+    sys.exit("manage.py: no settings module given: pass --settings=app.settings.<name> (one of app/settings/*.py)")
 settings = importlib.import_module(args.settings)
 if args.command == "check":
     print(f"settings {args.settings}: database {settings.DATABASE}")

@@ -1,0 +1,3 @@
+"""A small invoicing library."""
+
+__version__ = "2.1.0.dev0"
