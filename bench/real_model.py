@@ -37,6 +37,7 @@ import time
 from pathlib import Path
 
 import _common
+import yaml
 
 from bot import config
 from bot._util import bundled
@@ -151,30 +152,41 @@ def _workspace() -> Path:
     return root
 
 
-def gate_phase(endpoint, out: Path, max_turns: int | None, only: tuple[str, ...]) -> None:
+def gate_phase(endpoint, out: Path, max_turns: int | None, only: tuple[str, ...], rule_text: str = "",
+               budget: int | None = None, jobs: int = 1) -> None:
+    """Gate each scenario's bundled rule, or with ``rule_text`` a rule of that text replayed on the scenario (a
+    wrong rule, say: issue 55 item 5), the gate deciding from the real model's replays."""
     from bot.gate import decision as gate_mod
 
-    done = {r["scenario"] for r in records(out) if r.get("phase") == "gate"}
+    done = {r["scenario"] for r in records(out) if r.get("phase") == "gate" and r.get("rule_text", "") == rule_text}
     root = _workspace()
     settings = config.load(root)
     book = config.playbook(settings)
     replay = engine.ReplayOptions(model=served.LOCAL, api_key=endpoint.api_key, upstream_url=endpoint.base_url,
                                   model_label=endpoint.label, runs_dir=root / ".replaybook" / "traces",
                                   max_turns=max_turns)
-    opts = gate_mod.GateOptions(replay=replay, test=stats.own_test(settings.config.gate.own_test), jobs=1,
-                                cache_dir=root / ".replaybook" / "cache")
+    opts = gate_mod.GateOptions(replay=replay, test=stats.own_test(settings.config.gate.own_test), jobs=jobs,
+                                cache_dir=root / ".replaybook" / "cache", budget_replays=budget)
     for scenario_id in only:
         if scenario_id in done:
             continue
+        rule_file = root / "scenarios" / scenario_id / "rule.yaml"
+        if rule_text:  # the same rule record with another text (and no citations to vouch for it)
+            record = yaml.safe_load(rule_file.read_text(encoding="utf-8"))
+            record.update({"id": "rule-0900", "rule": rule_text, "cites": [], "provisional": True})
+            rule_file = root / "playbook" / "proposed" / "rule-0900.yaml"
+            rule_file.parent.mkdir(parents=True, exist_ok=True)
+            rule_file.write_text(yaml.safe_dump(record, sort_keys=False), encoding="utf-8")
         started = time.perf_counter()
-        result = gate_mod.run_gate(book, root / "scenarios" / scenario_id / "rule.yaml", root / "scenarios", opts,
+        result = gate_mod.run_gate(book, rule_file, root / "scenarios", opts,
                                    lambda msg, s=scenario_id: _common.progress(f"gate {s}: {msg}"))
         side = (lambda x: None if x is None else {"passes": x.passes, "n": x.n, "unscored": x.unscored})
         append(out, {"phase": "gate", "scenario": scenario_id, "rule": result.rule_id, "decision": result.decision,
                      "reason": result.reason[:400], "replays": result.replays, "model_calls": result.model_calls,
                      "tokens": result.tokens, "seconds": round(time.perf_counter() - started, 1),
                      "before": side(result.before), "after": side(result.after), "own_test": result.own_test,
-                     "max_turns": max_turns, "label": endpoint.label})
+                     "max_turns": max_turns, "label": endpoint.label, "rule_text": rule_text, "budget": budget,
+                     "jobs": jobs})
         _common.progress(f"gate {scenario_id}: {result.decision}: {result.reason[:200]}")
 
 
@@ -224,7 +236,7 @@ def run(args) -> None:
         trials_phase(endpoint, out, range(first, first + min(2, args.trials)), args.max_turns, runs, only, args.agent,
                      args.jobs)
     if "gate" in phases:
-        gate_phase(endpoint, out, args.gate_max_turns, only)
+        gate_phase(endpoint, out, args.gate_max_turns, only, args.gate_rule, args.gate_budget, args.jobs)
     if "trials" in phases:
         trials_phase(endpoint, out, range(first + 2, first + args.trials), args.max_turns, runs, only, args.agent,
                      args.jobs)
@@ -376,6 +388,8 @@ def main(argv: list[str] | None = None) -> None:
     go.add_argument("--gate-max-turns", type=int, default=None,
                     help="cap for the gate's replays (default: none, the scenarios' own budgets)")
     go.add_argument("--phases", default="distill,trials,gate")
+    go.add_argument("--gate-rule", default="", help="gate a rule of this text on each scenario instead of its own")
+    go.add_argument("--gate-budget", type=int, default=None, help="the gate's budget in fresh replays")
     go.add_argument("--scenarios", default="", help="comma-separated ids (default: every bundled scenario)")
     go.add_argument("--runs", default="", help="where run folders go (default: a temporary folder)")
     show = sub.add_parser("report")

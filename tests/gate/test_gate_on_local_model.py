@@ -5,9 +5,11 @@ with the one fact the rule carries (a codename no file holds), answered in a cal
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 import yaml
-from helpers import write
+from helpers import REPO, write
 
 pytestmark = pytest.mark.local_model
 
@@ -15,13 +17,8 @@ RIGHT = "When asked for this release's codename, write `pelican`: that is the co
 
 
 def _root(root):
-    folder = root / "scenarios" / "codename"
-    write(folder / "repo" / "README.md", "# invoices\nA small invoicing library.\n")
-    write(folder / "scenario.yaml", yaml.safe_dump({
-        "id": "codename", "repo": "repo", "task_type": "release",
-        "task": "Create the file CODENAME.txt holding this release's codename (one word, lowercase), then finish.",
-        "pass_if": [{"succeeds": {"run": "grep -qx pelican CODENAME.txt"}}],
-        "budget": {"max_turns": 3, "timeout_s": 1200}}))
+    """The codename scenario bench/local_gate.py gates on too, and the right rule as a proposal."""
+    shutil.copytree(REPO / "bench" / "scenarios" / "codename", root / "scenarios" / "codename")
     write(root / "playbook" / "proposed" / "rule-0001.yaml", yaml.safe_dump({
         "id": "rule-0001", "rule": RIGHT, "cites": [], "task_types": ["release"], "replay": "scenarios/codename",
         "created": "2026-12-06"}))
