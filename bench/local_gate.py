@@ -47,18 +47,20 @@ def repository(rule_text: str) -> tuple[Path, Path]:
 
 def gate(which: str, args) -> list:
     root, rule = repository(RULES[which])
-    report = root / "gate.json"
+    report = _common.HERE / "results" / "local_gate" / f"{which}.md"  # the gate's markdown, for the record
+    report.parent.mkdir(parents=True, exist_ok=True)
     load0 = os.getloadavg()[0]
     started = time.monotonic()
-    err = io.StringIO()
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = cli(["--root", str(root), "gate", str(rule), "--model", "local", "--max-turns", str(args.max_turns),
-                    "--budget", str(args.budget), "--jobs", str(args.jobs), "--report", str(report)])
+                    "--budget", str(args.budget), "--jobs", str(args.jobs), "--report", str(report), "--json"])
     wall = time.monotonic() - started
-    if not report.exists():
-        raise SystemExit(f"gate {which}: exit {code}, no report:\n{err.getvalue()[-2000:]}")
-    data = json.loads(report.read_text(encoding="utf-8"))
-    side = (lambda s: "–" if not s else f"{s['passes']}/{s['n']}")
+    try:
+        data = json.loads(out.getvalue())
+    except ValueError:
+        raise SystemExit(f"gate {which}: exit {code}, no JSON:\n{err.getvalue()[-2000:]}") from None
+    side = (lambda s: "–" if not s else f"{s['passed']}/{s['scored']}")
     _common.progress(f"{which}: {data['decision']} in {wall / 60:.1f} min, {data['replays']} replays")
     shutil.rmtree(root, ignore_errors=True)
     return [which, f"`{RULES[which]}`", data["decision"], data["replays"], data["model_calls"],
