@@ -147,18 +147,13 @@ function snapshotPlan(slot, shared, tokens, request) {
     return {load, save};
 }
 
-// Wait while another request is evaluating a prompt that shares SNAPSHOT_MIN tokens more with `tokens` than any
-// free sequence or snapshot does: its snapshot will hold them. The seconds waited.
-async function holdForSnapshot(tokens, request) {
-    if (snapshotDir === null || request.fresh || request.only_last) return 0;
-    const t0 = performance.now();
-    for (;;) {
-        const ahead = best(pending, tokens);
-        const have = Math.max(freeSlot(tokens).shared, best(snapshots, tokens).shared);
-        if (ahead.entry === null || ahead.shared < have + SNAPSHOT_MIN || cancelled.has(request.id)) break;
-        await ahead.entry.done;
-    }
-    return (performance.now() - t0) / 1000;
+// The request evaluating a prompt now that shares SNAPSHOT_MIN tokens more with `tokens` than any free sequence or
+// snapshot does (its pending entry, null if none): its snapshot will hold them, so this request waits for it.
+function aheadOf(tokens, request) {
+    if (snapshotDir === null || request.fresh || request.only_last || cancelled.has(request.id)) return null;
+    const ahead = best(pending, tokens);
+    const have = Math.max(freeSlot(tokens).shared, best(snapshots, tokens).shared);
+    return ahead.entry !== null && ahead.shared >= have + SNAPSHOT_MIN ? ahead.entry : null;
 }
 
 async function complete(request, slot, tokens, plan, held_s) {
@@ -244,7 +239,10 @@ async function start(request) {
         return;
     }
     running.add(request.id);
-    const held_s = await holdForSnapshot(tokens, request);
+    const t0 = performance.now();
+    // No await between here and snapshotPlan unless held: a request read right after this one sees its plan.
+    for (let ahead = aheadOf(tokens, request); ahead !== null; ahead = aheadOf(tokens, request)) await ahead.done;
+    const held_s = (performance.now() - t0) / 1000;
     const {slot, shared} = freeSlot(tokens);
     if (slot === null) { running.delete(request.id); waiting.push(request); return; }
     slot.busy = true;
