@@ -84,6 +84,20 @@ const snapshots = [];
 const pending = [];
 let snapshotClock = 0;
 
+// Saving and loading take node-llama-cpp's context lock, which its decode loop holds while any sequence has a
+// decode queued: with answers running, a snapshot would wait for them all to end. So running answers pause
+// between tokens (`gate`) while a snapshot is saved or loaded: one step's pause, a few milliseconds.
+let gate = null, openGate = null, gateHolders = 0;
+
+async function gated(operation) {
+    if (gateHolders++ === 0) gate = new Promise((resolve) => { openGate = resolve; });
+    try {
+        return await operation();
+    } finally {
+        if (--gateHolders === 0) { gate = null; openGate(); }
+    }
+}
+
 function best(entries, tokens) {
     let found = null, shared = 0;
     for (const entry of entries) {
@@ -93,10 +107,15 @@ function best(entries, tokens) {
     return {entry: found, shared};
 }
 
-function dropSnapshot(snapshot) {
+function dropSnapshot(snapshot) {  // its file goes once no request that chose to load it is left
     snapshots.splice(snapshots.indexOf(snapshot), 1);
     snapshot.dropped = true;
-    if (snapshot.readers === 0) fs.rm(snapshot.file, {force: true}, () => {});
+    release(snapshot, 0);
+}
+
+function release(snapshot, readers = 1) {
+    snapshot.readers -= readers;
+    if (snapshot.dropped && snapshot.readers === 0) fs.rm(snapshot.file, {force: true}, () => {});
 }
 
 async function saveSnapshot(sequence) {
@@ -105,7 +124,7 @@ async function saveSnapshot(sequence) {
     if (covering) { covering.used = ++snapshotClock; return 0; }  // one already holds these tokens (and more)
     const t0 = performance.now();
     const file = path.join(snapshotDir, `${++snapshotClock}.state`);
-    await sequence.saveStateToFile(file);
+    await gated(() => sequence.saveStateToFile(file));
     for (const covered of snapshots.filter((s) => sharedPrefix(s.tokens, tokens) === s.tokens.length))
         dropSnapshot(covered);  // this one holds its tokens and more
     snapshots.push({tokens, file, used: snapshotClock, readers: 0, dropped: false});
@@ -115,18 +134,13 @@ async function saveSnapshot(sequence) {
 }
 
 async function loadSnapshot(sequence, snapshot) {  // {tokens: the tokens it brought, s: seconds it took}
-    snapshot.readers += 1;
-    snapshot.used = ++snapshotClock;
     const t0 = performance.now();
     try {
-        await sequence.loadStateFromFile(snapshot.file, {acceptRisk: true});
+        await gated(() => sequence.loadStateFromFile(snapshot.file, {acceptRisk: true}));
         return {tokens: sequence.nextTokenIndex, s: (performance.now() - t0) / 1000};
     } catch {
         await sequence.clearHistory();  // it evaluates the prompt itself, as without a snapshot
         return {tokens: 0, s: (performance.now() - t0) / 1000};
-    } finally {
-        snapshot.readers -= 1;
-        if (snapshot.dropped && snapshot.readers === 0) fs.rm(snapshot.file, {force: true}, () => {});
     }
 }
 
@@ -137,6 +151,7 @@ function snapshotPlan(slot, shared, tokens, request) {
     if (snapshotDir === null || request.fresh || request.only_last) return {load: null, save: null};
     const found = best(snapshots, tokens);
     const load = found.shared >= shared + SNAPSHOT_MIN ? found.entry : null;
+    if (load) { load.readers += 1; load.used = ++snapshotClock; }  // its file stays until this request is done
     const start = Math.min(load ? found.shared : shared, tokens.length - 1);
     let save = null;
     if (tokens.length - 1 - start >= SNAPSHOT_MIN) {
@@ -205,6 +220,7 @@ async function complete(request, slot, tokens, plan, held_s) {
         if (grammar !== null && text.trimEnd().endsWith("}") && completeJson(text)) break;  // not trailing blanks
         if (cancelled.has(request.id)) { stop = "cancelled"; break; }
         if (out.length >= request.max_tokens) { stop = "max_tokens"; break; }
+        if (gate !== null) await gate;  // a snapshot is being saved or loaded
     }
     const end = performance.now();
     const text = model.detokenize(out);
@@ -253,6 +269,7 @@ async function start(request) {
         send({type: "error", id: request.id, kind: "engine", message: String(error?.message ?? error)});
     } finally {
         if (plan.save) settle(plan.save);
+        if (plan.load) release(plan.load);
         running.delete(request.id);
         cancelled.delete(request.id);
         slot.busy = false;
