@@ -86,7 +86,8 @@ let snapshotClock = 0;
 
 // Saving and loading take node-llama-cpp's context lock, which its decode loop holds while any sequence has a
 // decode queued: with answers running, a snapshot would wait for them all to end. So running answers pause
-// between tokens (`gate`) while a snapshot is saved or loaded: one step's pause, a few milliseconds.
+// between tokens, and prompts being evaluated for a snapshot between pieces of SNAPSHOT_MIN tokens (`gate`), while
+// a snapshot is saved or loaded: one step's pause.
 let gate = null, openGate = null, gateHolders = 0;
 
 async function gated(operation) {
@@ -203,7 +204,11 @@ async function complete(request, slot, tokens, plan, held_s) {
     let sent = "", stop = "end", first = null, save_s = 0;
     const t0 = performance.now();
     if (plan.save && fresh.length > 1) {  // the prompt but its last token, a snapshot of that, then sampling
-        await sequence.evaluateWithoutGeneratingNewTokens(fresh.slice(0, -1));
+        const prompt = fresh.slice(0, -1);
+        for (let at = 0; at < prompt.length; at += SNAPSHOT_MIN) {  // in pieces: a snapshot waits for one at most
+            await sequence.evaluateWithoutGeneratingNewTokens(prompt.slice(at, at + SNAPSHOT_MIN));
+            if (gate !== null) await gate;
+        }
         save_s = await saveSnapshot(sequence);
         fresh = fresh.slice(-1);
     }
