@@ -1,7 +1,8 @@
-"""Local replays per hour: today's server (one sequence, trials one after another) against sequences of one
-context (N trials at once, each on the free sequence sharing the longest prefix), side by side (issue 55 item 4).
+"""Local replays per hour: today's server (one sequence, trials one after another, no snapshots) against sequences
+of one context (N trials at once, each on the free sequence sharing the longest prefix, prefixes shared across
+sequences through ``--snapshots`` state snapshots), side by side (issue 55 item 4).
 
-    python bench/local_throughput.py [--rounds 3] [--trials 4] [--sequences 4] [--turns 3]
+    python bench/local_throughput.py [--rounds 3] [--trials 4] [--sequences 4] [--turns 3] [--snapshots 4]
 
 Needs `replaybook model install local`. A "trial" is the builtin agent's conversation, model side: its system
 prompt (the rule, in the `with` arm, after what the arms share) and tools, the task, then ``--turns`` answers, each
@@ -77,6 +78,8 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=4, help="trials a side a round (half of them each arm)")
     parser.add_argument("--sequences", type=int, default=4)
     parser.add_argument("--turns", type=int, default=3)
+    parser.add_argument("--snapshots", type=int, default=4,
+                        help="state snapshots the sequences side's engine keeps to share prefixes (0: none)")
     args = parser.parse_args()
     model = install.locate()
     arms = ["with", "without"] * (args.trials // 2)
@@ -85,8 +88,9 @@ def main() -> None:
                      f"threads; {_common.machine()}")
     load_before = os.getloadavg()[0]
     rows = []
-    with serve(model, jail=engine_jail, api_key="bench", threads=threads) as today, \
-            serve(model, jail=engine_jail, api_key="bench", threads=threads, sequences=args.sequences) as now:
+    with serve(model, jail=engine_jail, api_key="bench", threads=threads, snapshots=0) as today, \
+            serve(model, jail=engine_jail, api_key="bench", threads=threads, sequences=args.sequences,
+                  snapshots=args.snapshots) as now:
         for r in range(args.rounds):
             order = [("today", today, 1), ("sequences", now, args.sequences)]
             got = {}
@@ -101,16 +105,17 @@ def main() -> None:
     per_hour = {name: statistics.median(3600 * args.trials / row[name][0] for row in rows) for name in ("today", "sequences")}
     print(_common.table(["side", "replays (model side) / hour, median of rounds", "wall s a round (median)",
                          "engine CPU s a round (median)",
-                         "prompt tokens reused / evaluated anew (all rounds)"],
+                         "prompt tokens reused (from snapshots) / evaluated anew (all rounds)"],
                         [[name, f"{per_hour[name]:.0f}", f"{statistics.median(row[name][0] for row in rows):.0f}",
                           f"{statistics.median(row[name][2] for row in rows):.0f}",
-                          f"{sum(c.reused_tokens for c in reuse[name].calls)} / "
+                          f"{sum(c.reused_tokens for c in reuse[name].calls)} "
+                          f"({reuse[name].snapshot_tokens}) / "
                           f"{sum(c.evaluated_tokens for c in reuse[name].calls)}"]
                          for name in ("today", "sequences")]))
     print(f"\n**sequences ÷ today, median of per-round ratios: {statistics.median(ratios):.2f}x** "
           f"(rounds: {', '.join(f'{x:.2f}' for x in ratios)}); in engine CPU seconds "
           f"{statistics.median(cpu_ratios) if cpu_ratios else float('nan'):.2f}x; {args.sequences} sequences, {args.trials} trials of "
-          f"{args.turns} turns a side a round, {args.rounds} rounds; load average before / after: "
+          f"{args.turns} turns a side a round, {args.rounds} rounds, {args.snapshots} snapshots; load average before / after: "
           f"{load_before:.1f} / {os.getloadavg()[0]:.1f} (2 cores)")
 
 

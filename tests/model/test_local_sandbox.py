@@ -1,6 +1,6 @@
 """The local model's engine runs in a jail of its own (``isolation.engine_jail``): a probe started exactly as the
-engine is (same jail, same read-only paths) can read the model, but reach no network, write nowhere on the host,
-and see none of the caller's environment."""
+engine is (same jail, same read-only paths) can read the model, but reach no network, write nowhere on the host
+(only in its scratch folder, an empty tmpfs of its own), and see none of the caller's environment."""
 
 from __future__ import annotations
 
@@ -12,13 +12,14 @@ import sys
 
 import pytest
 
-from bot.replay.sandbox.isolation import engine_jail
+from bot.replay.sandbox.isolation import ENGINE_SCRATCH, engine_jail
 
 PROBE = r"""
 import json, os, socket, sys
-model_dir = sys.argv[1]
-out = {"read": open(os.path.join(model_dir, "model.gguf"), "rb").read(4).decode(), "env": sorted(os.environ)}
-for where in (model_dir, "/tmp", "/", os.getcwd(), "/var/tmp", "/dev/shm", os.path.dirname(sys.executable)):
+model_dir, scratch = sys.argv[1], sys.argv[3]
+out = {"read": open(os.path.join(model_dir, "model.gguf"), "rb").read(4).decode(), "env": sorted(os.environ),
+       "scratch": os.listdir(scratch)}
+for where in (model_dir, "/tmp", "/", os.getcwd(), "/var/tmp", "/dev/shm", os.path.dirname(sys.executable), scratch):
     try:
         open(os.path.join(where, "written"), "w").close()
         out.setdefault("wrote", []).append(where)
@@ -45,15 +46,16 @@ def test_the_engine_sees_the_model_and_nothing_else_of_the_host(tmp_path, monkey
     listener.bind(("127.0.0.1", 0))
     listener.listen()
     try:
-        argv, env = engine_jail(["/usr/bin/python3", "-c", PROBE, str(models), str(listener.getsockname()[1])],
-                                (str(models),))
+        argv, env = engine_jail(["/usr/bin/python3", "-c", PROBE, str(models), str(listener.getsockname()[1]),
+                                 ENGINE_SCRATCH], (str(models),))
         done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
     finally:
         listener.close()
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout)
     assert seen["read"] == "GGUF"
-    assert "wrote" not in seen, seen["wrote"]
+    assert seen["wrote"] == [ENGINE_SCRATCH] and seen["scratch"] == []  # its scratch only, empty at the start...
+    assert not os.path.exists(os.path.join(ENGINE_SCRATCH, "written"))  # ...and the host never sees it
     assert seen["connected"] is False
     assert set(seen["env"]) <= {"PATH", "HOME", "PWD", "LC_CTYPE"} and "sk-secret" not in seen["pid1_env"]
     assert env == {} and "ANTHROPIC_API_KEY" in os.environ  # bwrap itself starts from an empty environment

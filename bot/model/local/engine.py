@@ -5,7 +5,8 @@ read-only, the GGUF and the engine bound read-only, an empty environment), so th
 own. Requests run at once up to ``sequences`` (the engine's sequences of one context; more wait in the engine),
 each reading its own events (routed by request id); a request past its deadline is cancelled, and an engine that
 does not stop is killed and started again for the next request (its evaluated prefixes are then lost, never its
-correctness).
+correctness). A jail with a ``scratch`` folder lets the engine share an evaluated prefix across its sequences (state
+snapshots, kept there; see ``engine.mjs``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ from bot import settings
 from bot.model.local.install import LocalModel
 
 SCRIPT = Path(__file__).with_name("engine.mjs")
-#: (argv, read-only paths) -> (the argv that starts it confined, the environment to start that with)
+#: (argv, read-only paths) -> (the argv that starts it confined, the environment to start that with). A jail that
+#: gives the engine a writable folder of its own (a tmpfs inside, nothing of the host's) names it in its ``scratch``
+#: attribute: the engine keeps its state snapshots there; without one it keeps none.
 Jail = Callable[[list[str], tuple[str, ...]], tuple[list[str], dict[str, str]]]
 
 
@@ -39,10 +42,12 @@ class EngineError(Exception):
 
 class Engine:
     def __init__(self, model: LocalModel, jail: Jail, *, context_size: int = 8192, threads: int = 2,
-                 load_timeout_s: float = 600.0, sequences: int = 1):
+                 load_timeout_s: float = 600.0, sequences: int = 1, snapshots: int = 4):
         self.model, self.jail = model, jail
         self.context_size, self.threads, self.load_timeout_s = context_size, threads, load_timeout_s
         self.sequences = max(1, sequences)
+        self.scratch: str | None = getattr(jail, "scratch", None)
+        self.snapshots = max(0, snapshots) if self.scratch else 0  # state snapshots kept (engine.mjs)
         self._proc: subprocess.Popen[str] | None = None
         self._events: queue.Queue[dict[str, Any] | None] = queue.Queue()  # events with no request id (ready)
         self._routes: dict[int, queue.Queue[dict[str, Any] | None]] = {}  # request id -> its events
@@ -59,7 +64,7 @@ class Engine:
         if node is None:
             raise EngineError("node is not installed; the local model's engine runs on Node.js")
         argv = [node, str(SCRIPT), str(self.model.engine_package), str(self.model.gguf), str(self.context_size),
-                str(self.threads), str(self.sequences)]
+                str(self.threads), str(self.sequences), self.scratch or "-", str(self.snapshots)]
         read_only = tuple(dict.fromkeys(str(p) for p in (self.model.gguf.parent, self.model.engine_dir,
                                                             SCRIPT.parent, os.path.dirname(os.path.realpath(node)))))
         command, env = self.jail(argv, read_only)

@@ -7,7 +7,8 @@ the Messages API (``POST /v1/messages``, :mod:`messages_api`) and Chat Completio
 
 Up to ``sequences`` requests at once (the engine's sequences of one context, decoded together; each request takes
 the free sequence that shares the longest prefix with it, so a trial's turns and the trials of one arm reuse what
-is evaluated), the rest waiting their turn;
+is evaluated, and a prefix evaluated on one sequence reaches another through a state snapshot), the rest waiting
+their turn;
 ``max_tokens`` is capped; a request that does not finish by its deadline gets an error answer, never a hang.
 Sampling: Qwen's recommended temperature 0.7, top_p 0.8, top_k 20 unless the request says otherwise; the seed of
 call ``i`` is ``seed + i`` when ``serve`` is given one (reproducible runs), else random.
@@ -39,7 +40,9 @@ REQUEST_TIMEOUT_S = 900.0
 
 @dataclass(frozen=True)
 class Call:
-    """One answer: tokens (prompt, evaluated anew, reused from the last prompt, generated) and seconds."""
+    """One answer: tokens (prompt, evaluated anew, reused from the last prompt, generated) and seconds.
+    ``snapshot_tokens``: of the reused tokens, those a state snapshot brought (another sequence evaluated them);
+    ``held_s``: waiting for another request's snapshot; ``snapshot_s``: loading and saving snapshots."""
 
     prompt_tokens: int
     evaluated_tokens: int
@@ -49,6 +52,9 @@ class Call:
     gen_s: float
     stop_reason: str
     sequence: int = 0  # the engine's sequence that answered
+    snapshot_tokens: int = 0
+    held_s: float = 0.0
+    snapshot_s: float = 0.0
 
 
 @dataclass
@@ -72,12 +78,16 @@ class Stats:
         return sum(c.prompt_s for c in self.calls)
 
     @property
+    def snapshot_tokens(self) -> int:
+        return sum(c.snapshot_tokens for c in self.calls)
+
+    @property
     def gen_s(self) -> float:
         return sum(c.gen_s for c in self.calls)
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
-                "prompt_s": self.prompt_s, "gen_s": self.gen_s}
+                "prompt_s": self.prompt_s, "gen_s": self.gen_s, "snapshot_tokens": self.snapshot_tokens}
 
 
 @dataclass
@@ -160,7 +170,9 @@ class _Front:
             call = Call(prompt_tokens=int(done.get("prompt_tokens", 0)), evaluated_tokens=int(done.get("evaluated_tokens", 0)),
                         reused_tokens=int(done.get("reused_tokens", 0)), output_tokens=int(done.get("output_tokens", 0)),
                         prompt_s=float(done.get("prompt_s", 0.0)), gen_s=float(done.get("gen_s", 0.0)),
-                        stop_reason=reason, sequence=sequence)
+                        stop_reason=reason, sequence=sequence, snapshot_tokens=int(done.get("snapshot_tokens", 0)),
+                        held_s=float(done.get("held_s", 0.0)),
+                        snapshot_s=float(done.get("load_s", 0.0)) + float(done.get("save_s", 0.0)))
             self.calls.append(call)
             return _Generated(answer, reason, hit, call.prompt_tokens, call.reused_tokens, call.output_tokens)
         finally:
@@ -309,10 +321,12 @@ class _HTTPServer(ThreadingHTTPServer):
 @contextlib.contextmanager
 def serve(model: LocalModel, *, jail: Jail, port: int = 0, api_key: str | None = None, seed: int | None = None,
           context_size: int = 8192, threads: int = 2, max_tokens_cap: int = MAX_TOKENS_CAP,
-          timeout_s: float = REQUEST_TIMEOUT_S, sequences: int = 1) -> Iterator[Running]:
+          timeout_s: float = REQUEST_TIMEOUT_S, sequences: int = 1, snapshots: int = 4) -> Iterator[Running]:
     """Start the engine (in ``jail``) and the front on 127.0.0.1:``port`` (0: any free port); stop both after.
-    ``sequences``: requests decoded at once (each a sequence of one context of ``context_size`` tokens a sequence)."""
-    engine = Engine(model, jail, context_size=context_size, threads=threads, sequences=sequences)
+    ``sequences``: requests decoded at once (each a sequence of one context of ``context_size`` tokens a sequence);
+    ``snapshots``: state snapshots the engine keeps to share evaluated prefixes across sequences (0: none; none
+    either when the jail gives no ``scratch`` folder)."""
+    engine = Engine(model, jail, context_size=context_size, threads=threads, sequences=sequences, snapshots=snapshots)
     engine.start()
     front = _Front(model, engine, api_key=api_key, seed=seed, max_tokens_cap=max_tokens_cap, timeout_s=timeout_s)
     model_id = f"{model.name.lower()}-{model.quant.lower()}"

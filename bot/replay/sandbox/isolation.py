@@ -150,6 +150,7 @@ class Plan:
     confine: str | None = None  # a Python inside: the program runs in a Landlock domain (``confined``; bwrap only)
     notify: tuple[str, ...] = ()  # with ``confine``: ``--notify NR HEX FD``, the exec filter it installs first
     mask: tuple[str, ...] = ()  # host folders hidden besides the usual ones (``project_masks``); binds reach in
+    scratch: tuple[str, ...] = ()  # empty writable tmpfs folders of the sandbox's own (in a mask): nothing of the host
 
 
 class Backend(Protocol):
@@ -254,6 +255,8 @@ class Bubblewrap:
         masks += [m for m in plan.mask if m not in masks]
         for masked in masks:
             args += ["--perms", "0755", "--tmpfs", masked]
+        for path in plan.scratch:  # made while the masks are writable; a mount of its own, so it stays writable
+            args += ["--perms", "0700", "--tmpfs", path]
         args += _secret_masks()
         for path in plan.ro:
             args += ["--ro-bind", path, path]
@@ -321,6 +324,7 @@ class Docker:
                  for a in ("--tmpfs", f"{path}:ro")]
         args += [a for path in plan.ro for a in ("--volume", f"{path}:{path}:ro")]
         args += [a for path in plan.rw for a in ("--volume", f"{path}:{path}:rw")]
+        args += [a for path in plan.scratch for a in ("--tmpfs", f"{path}:rw")]
         for path in plan.hide:
             args += ["--tmpfs", f"{path}:ro"] if os.path.isdir(path) else ["--volume", f"/dev/null:{path}:ro"]
         if plan.command_log:
@@ -465,10 +469,17 @@ def needs_bind(path: str) -> bool:
     return any(real == m or real.startswith(m + "/") for m in _MASKED)
 
 
+ENGINE_SCRATCH = "/tmp/replaybook-engine"
+
+
 def engine_jail(argv: list[str], read_only: tuple[str, ...]) -> tuple[list[str], dict[str, str]]:
     """How the local model's engine starts (``bot.model.local.engine.Jail``): bubblewrap with no network, the
-    host read-only with its homes, temp folders and secrets masked, ``read_only`` bound back in, nothing writable,
-    and an empty environment. A GGUF is untrusted input to a C++ parser; this is its sandbox."""
+    host read-only with its homes, temp folders and secrets masked, ``read_only`` bound back in, nothing of the
+    host writable (only ``ENGINE_SCRATCH``, an empty tmpfs of the jail's own: the engine's state snapshots), and
+    an empty environment. A GGUF is untrusted input to a C++ parser; this is its sandbox."""
     chosen = backend("bwrap")
-    plan = Plan(ro=tuple(p for p in read_only if needs_bind(p)))
+    plan = Plan(ro=tuple(p for p in read_only if needs_bind(p)), scratch=(ENGINE_SCRATCH,))
     return chosen.command(argv, cwd="/", env={"PATH": "/usr/bin:/bin", "HOME": "/tmp"}, plan=plan, direct=True)
+
+
+engine_jail.scratch = ENGINE_SCRATCH  # type: ignore[attr-defined]  # the Engine reads it: where snapshots go
