@@ -136,7 +136,7 @@ def _find_or_install() -> str:
     if explicit:
         return explicit
     cache = _claude_cache()
-    cached = cache / "node_modules" / ".bin" / "claude"
+    cached = install.cached_binary("claude-code", cache)
     if cached.exists():
         return str(cached)
     if shutil.which("npm", path=_ORIGINAL_ENV.get("PATH")) is None:

@@ -8,13 +8,10 @@ runs is recorded and sees no key. Pinned to ``PINNED_VERSION``.
 from __future__ import annotations
 
 import json
-import os
 import shlex
-import shutil
 from pathlib import Path
 from typing import Any
 
-from bot import settings
 from bot.errors import BadInput
 from bot.replay.agents import AgentResult, AgentRun, direct_argv, install
 from bot.replay.agents.install import PINS
@@ -25,20 +22,9 @@ PACKAGE = PINS["claude-code"].package
 ENV_BINARY = PINS["claude-code"].env
 
 
-def cache_dir() -> Path:
-    base = settings.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "replaybook" / f"claude-code-{PINNED_VERSION}"
-
-
 def find_cli() -> str | None:
     """``$REPLAYBOOK_CLAUDE_CODE``, the pinned copy in the cache, or ``claude`` on PATH."""
-    explicit = settings.get(ENV_BINARY)
-    if explicit:
-        return explicit
-    cached = cache_dir() / "node_modules" / ".bin" / "claude"
-    if cached.exists():
-        return str(cached)
-    return shutil.which("claude")
+    return install.find("claude-code")
 
 
 def install_cli(dest: Path | None = None) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -29,6 +30,10 @@ class Pin:
     version: str
     binary: str     # the executable the package installs
     env: str        # an env var that names another binary instead
+    # An npm CLI whose `bin` is a placeholder its postinstall script replaces with a platform package's executable:
+    # that executable, under node_modules ({platform}: linux-x64, darwin-arm64, ...). No install script runs
+    # (docs/security.md), so the binary is the platform package's own file, as the script would have linked it.
+    native: str = ""
 
     @property
     def spec(self) -> str:
@@ -36,10 +41,12 @@ class Pin:
 
 
 PINS: dict[str, Pin] = {p.agent: p for p in (
-    Pin("claude-code", "npm", "@anthropic-ai/claude-code", "2.1.328", "claude", "REPLAYBOOK_CLAUDE_CODE"),
+    Pin("claude-code", "npm", "@anthropic-ai/claude-code", "2.1.328", "claude", "REPLAYBOOK_CLAUDE_CODE",
+        native="@anthropic-ai/claude-code-{platform}/claude"),
     Pin("codex", "npm", "@openai/codex", "0.169.0", "codex", "REPLAYBOOK_CODEX"),
     Pin("mini-swe-agent", "pypi", "mini-swe-agent", "2.4.6", "mini", "REPLAYBOOK_MINI_SWE_AGENT"),
-    Pin("opencode", "npm", "opencode-ai", "1.18.33", "opencode", "REPLAYBOOK_OPENCODE"),
+    Pin("opencode", "npm", "opencode-ai", "1.18.33", "opencode", "REPLAYBOOK_OPENCODE",
+        native="opencode-{platform}/bin/opencode"),
 )}
 
 
@@ -56,8 +63,26 @@ def cache_dir(agent: str) -> Path:
     return Path(base) / "replaybook" / f"{p.agent}-{p.version}"
 
 
+def platforms() -> list[str]:
+    """This machine's names in npm platform packages, best first (an x64 CPU without AVX2 takes a "baseline" build
+    first where a package ships one, as opencode's postinstall does)."""
+    machine = platform.machine().lower()
+    arch = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64"}.get(machine, machine)
+    base = f"{'darwin' if sys.platform == 'darwin' else sys.platform}-{arch}"
+    if arch != "x64":
+        return [base]
+    try:
+        avx2 = " avx2" in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").replace("\t", " ")
+    except OSError:
+        avx2 = True
+    return [base, f"{base}-baseline"] if avx2 else [f"{base}-baseline", base]
+
+
 def cached_binary(agent: str, dest: Path | None = None) -> Path:
     p, dest = pin(agent), dest or cache_dir(agent)
+    if p.native:
+        candidates = [dest / "node_modules" / p.native.format(platform=name) for name in platforms()]
+        return next((c for c in candidates if c.exists()), candidates[0])
     return dest / ("node_modules/.bin" if p.registry == "npm" else "venv/bin") / p.binary
 
 
