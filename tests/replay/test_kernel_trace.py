@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 from support.trials import FORCE_PUSH, GIT, PROOF, commands, trial
@@ -323,3 +324,21 @@ def test_the_diff_in_the_trials_sandbox_is_two_gits_and_no_shell(tmp_path, engin
         diff = sb.diff()
         assert watch.asked["exec"] - asked == 2
         assert "new.txt" in [f.path for f in diff.files]
+
+
+def test_a_loop_in_the_process_tree_ends_and_hides_nothing():
+    """A pid the kernel reused can make a process its own descendant's child (a lost fork hung from the parent
+    the notification saw). Each walk of the tree visits a process once: the read ends (opencode's runtime made
+    it loop forever) and every process still reachable keeps its commands."""
+    from bot.replay.trace import kernel
+
+    a, b = kernel._Proc(pid=10, parent=None), kernel._Proc(pid=11, parent=10)
+    a.children, b.children = [(1.0, 11, 11)], [(2.0, 10, 10)]  # 10 -> 11 -> 10
+    a.execs = [kernel._Exec(t=0.5, argv=["bash"], program="/usr/bin/bash", cwd="")]
+    b.execs = [kernel._Exec(t=1.5, argv=["git", "push"], program="/usr/bin/git", cwd="")]
+    procs = {10: a, 11: b}
+    assert kernel._subtree(procs, 10) == {10, 11}
+    kernel._settle_cwds(procs, 10, "/work")
+    events: list = []
+    kernel._walk(procs, 10, 0.0, Path("/work"), "toolu_1", events, depth=0, skip_first=False)
+    assert [e.argv for e in events] == [["bash"], ["git", "push"]]

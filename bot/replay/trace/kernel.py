@@ -192,20 +192,37 @@ def _take_images(procs: dict[int, _Proc], top: int, execs: dict[int, list[_Exec]
     for pid, kid in procs.items():  # a fork strace lost: hung from the parent the notification saw, else the program
         if kid.parent is None and pid != top and kid is not proc and (kid.first or 0.0) >= since:
             parent = parents.get(pid)
+            if parent in procs and pid in _subtree(procs, parent):
+                parent = None  # a pid used twice would hang it from its own descendant: a loop that hides both
             # Its first exec may come before strace's first line of it (strace lost that exec too).
             seen = [e.t for e in execs.get(pid, []) if e.t >= since] + [kid.first or since]
             kid.parent, kid.forked_at = (parent if parent in procs else proc.pid), min(seen)
             kid.unattributed = parent not in procs
             procs[kid.parent].children.append((kid.forked_at, pid, pid))
-    stack = [child for t, child, _ in proc.children if t >= since]
+    stack, done = [child for t, child, _ in proc.children if t >= since], set()
     while stack:
         kid = procs.get(stack.pop())
-        if kid is None:
+        if kid is None or kid.pid in done:
             continue
+        done.add(kid.pid)
         seen, kid.execs = kid.execs, _lifetime(kid, execs, kid.forked_at)
         if len(seen) > len(kid.execs):
             raise InfrastructureError("strace saw an exec the exec notification did not; the trial is unscored")
         stack += [child for _, child, _ in kid.children]
+
+
+def _subtree(procs: dict[int, _Proc], pid: int) -> set[int]:
+    """``pid`` and every process below it (each once, whatever loops the children lists hold)."""
+    seen: set[int] = set()
+    stack = [pid]
+    while stack:
+        cur = stack.pop()
+        if cur in seen:
+            continue
+        seen.add(cur)
+        if cur in procs:
+            stack += [child for _, child, _ in procs[cur].children]
+    return seen
 
 
 def _lifetime(proc: _Proc, execs: dict[int, list[_Exec]], since: float) -> list[_Exec]:
@@ -216,12 +233,13 @@ def _lifetime(proc: _Proc, execs: dict[int, list[_Exec]], since: float) -> list[
 def _walk(procs, pid, since, root, tool_call, events, *, depth, skip_first, shell_id=None) -> None:
     """Record ``pid``'s execs from ``since`` on, then its children forked since then (a stack, not recursion:
     a chain of generations can be longer than Python's recursion limit)."""
-    stack = [(pid, since, depth, skip_first, shell_id)]
+    stack, walked = [(pid, since, depth, skip_first, shell_id)], set()
     while stack:
         pid, since, depth, skip_first, shell_id = stack.pop()
         proc = procs.get(pid)
-        if proc is None:
+        if proc is None or pid in walked:  # each process once, even where a reused pid made its children a loop
             continue
+        walked.add(pid)
         execs = [e for e in proc.execs if e.t >= since]
         inner = depth
         for i, ex in enumerate(execs):
@@ -255,12 +273,13 @@ def _event(proc: _Proc, ex: _Exec, root: Path, marker: str, depth: int, execs: l
 
 def _settle_cwds(procs: dict[int, _Proc], top: int, start: str) -> None:
     """Each exec's cwd: chdir/fchdir replayed in order, a child starting where its parent was at the fork."""
-    pending = [(top, start)]
+    pending, settled = [(top, start)], set()
     while pending:
         pid, cwd = pending.pop()
         proc = procs.get(pid)
-        if proc is None:
+        if proc is None or pid in settled:
             continue
+        settled.add(pid)
         events = sorted([(e.t, 0, e) for e in proc.execs] + [(t, 1, c) for t, c, _ in proc.children]
                         + [(t, 2, d) for t, d in proc.dirs], key=lambda x: (x[0], x[1]))
         for _, kind, item in events:
