@@ -8,11 +8,15 @@
 # installer reads configuration from a folder: pip (PIP_CONFIG_FILE, and --isolated), uv (UV_NO_CONFIG), npm
 # (its user config; the project config is the install's own --prefix folder, and no install script runs).
 # Outside GitHub Actions (the README's `bash actions/sandbox.sh` on a workstation or in CI) the workspace is the
-# folder you started in and the work folder is a temporary one of your own.
+# folder you started in and the work folder a fresh one of mktemp's (no name another user could have made first).
 replaybook_root="$(cd "${GITHUB_WORKSPACE:-$PWD}" \
   && cd -- "${REPO_DIR:-.}" && pwd -P)" || { echo "::error::working-directory ${REPO_DIR:-.}: no such folder in the workspace"; exit 2; }
-replaybook_work="${RUNNER_TEMP:-${TMPDIR:-/tmp}/replaybook-$(id -u)}/replaybook-work"
-mkdir -p "$replaybook_work"
+if [ -n "${RUNNER_TEMP:-}" ]; then
+  replaybook_work="$RUNNER_TEMP/replaybook-work"
+  mkdir -p "$replaybook_work"
+else
+  replaybook_work="$(mktemp -d "${TMPDIR:-/tmp}/replaybook-work.XXXXXX")"
+fi
 cd "$replaybook_work"
 export PYTHONSAFEPATH=1 PYTHONNOUSERSITE=1 PIP_CONFIG_FILE=/dev/null PIP_DISABLE_PIP_VERSION_CHECK=1 UV_NO_CONFIG=1 \
   npm_config_userconfig=/dev/null npm_config_ignore_scripts=true
